@@ -1,0 +1,103 @@
+# stitch — build
+#   make            build/libstitch.a, build/libstitch.so, build/stitch, build/stitch.so
+#   make test       the whole suite; last line "N passed, N failed"
+#   make demo       the main job (an example script)
+#   make fuzz N=... the differential fuzzer, longer
+#   make bench      benchmarks (bench/NOTES.md)
+# Options: WERROR=1 (warnings are errors), SANITIZE=address,undefined, DEBUG=1.
+
+CC      ?= cc
+BUILD   ?= build
+WARN    := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Werror=implicit-function-declaration
+OPT     := -O2 -g
+ifeq ($(DEBUG),1)
+OPT     := -O0 -g -DLUA_USE_APICHECK
+endif
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+ifneq ($(SANITIZE),)
+OPT     += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDSAN   := -fsanitize=$(SANITIZE)
+BUILD   := build/san
+endif
+LUA_INC := /usr/include/lua5.4
+LUA_A   := /usr/lib/x86_64-linux-gnu/liblua5.4.a
+CPPFLAGS:= -D_GNU_SOURCE -Iinclude -I. -I$(LUA_INC) -MMD -MP
+CFLAGS  := $(WARN) $(OPT) -fPIC -fvisibility=hidden -pthread
+LDLIBS  := -lm -ldl -pthread
+
+CORE_SRC := $(wildcard runtime/*.c trace/*.c fuser/*.c jit/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/prelude_src.o
+LUA_OBJ  := $(BUILD)/obj/lua_frontend/lstitch.o
+MAIN_OBJ := $(BUILD)/obj/lua_frontend/main.o
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+DEB_PKGS := build-essential liblua5.4-dev uthash-dev libedit-dev lua5.4 zlib1g-dev
+
+.PHONY: all deps test test-c test-lua fuzz demo bench clean
+all: deps $(BUILD)/libstitch.a $(BUILD)/libstitch.so $(BUILD)/stitch $(BUILD)/stitch.so
+
+# Install missing Debian packages when root; otherwise print the apt-get line.
+deps:
+	@missing=""; \
+	[ -f $(LUA_INC)/lua.h ] && [ -f $(LUA_A) ] || missing="$$missing liblua5.4-dev"; \
+	[ -f /usr/include/uthash.h ] || missing="$$missing uthash-dev"; \
+	[ -f /usr/include/histedit.h ] || missing="$$missing libedit-dev"; \
+	command -v lua5.4 >/dev/null || missing="$$missing lua5.4"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null || exit 1; \
+	  else echo "missing packages; run: sudo apt-get install -y$$missing"; exit 1; fi; \
+	fi
+
+$(BUILD)/obj/%.o: %.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# The prelude is compiled into the runtime (interpreter) and embedded as text for the JIT.
+$(BUILD)/gen/prelude_src.c: jit/prelude.h tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh st_prelude_src $< > $@
+$(BUILD)/obj/gen/prelude_src.o: $(BUILD)/gen/prelude_src.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libstitch.a: $(CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libstitch.so: $(CORE_OBJ)
+	$(CC) -shared $(LDSAN) -o $@ $^ $(LDLIBS)
+
+# The executable: Lua linked statically, line editing from libedit.
+$(BUILD)/stitch: $(MAIN_OBJ) $(LUA_OBJ) $(BUILD)/libstitch.a
+	$(CC) $(LDSAN) -rdynamic -o $@ $(MAIN_OBJ) $(LUA_OBJ) $(BUILD)/libstitch.a $(LUA_A) -ledit $(LDLIBS)
+
+# The Lua C module for a stock lua5.4 (Lua symbols come from the host interpreter).
+$(BUILD)/stitch.so: $(LUA_OBJ) $(BUILD)/libstitch.a
+	$(CC) -shared $(LDSAN) -o $@ $(LUA_OBJ) $(BUILD)/libstitch.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libstitch.a tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libstitch.a $(LDSAN) $(LDLIBS)
+
+test: all $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh
+
+fuzz: all $(BUILD)/tests/test_fuzz
+	$(BUILD)/tests/test_fuzz --graphs $(or $(N),20000) --seed $(or $(SEED),1)
+
+demo: all
+	$(BUILD)/stitch examples/demo.lua
+
+bench: all
+	$(MAKE) -C bench BUILD=../$(BUILD)
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

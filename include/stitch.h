@@ -1,0 +1,245 @@
+/*
+ * stitch.h — the public C API of stitch, a tensor runtime with lazy tracing fusion.
+ *
+ * Every function here records work into a lazy trace and returns at once; values are computed
+ * (fused, compiled, launched) only at a sync point: st_to_host, st_item, st_realize, st_sync.
+ *
+ * Conventions
+ *  - Tensors are opaque, reference-counted handles. Every function returning st_tensor * returns a
+ *    NEW reference that the caller owns and must drop with st_release. Arguments are borrowed: a
+ *    function never steals the caller's reference.
+ *  - Dims are 0-based; a negative dim counts from the end (-1 is the last dim).
+ *  - Errors are immediate: a bad shape, dtype or argument makes the call return NULL (or a non-zero
+ *    st_status) and st_last_error() holds a message naming the offending shapes. Nothing reachable
+ *    from this API exits or aborts the process. Errors are per thread.
+ *  - The runtime is single-threaded: use one thread at a time.
+ */
+#ifndef STITCH_H
+#define STITCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define ST_API __attribute__((visibility("default")))
+#else
+#define ST_API
+#endif
+
+#define ST_MAX_DIMS 8
+
+typedef struct st_tensor st_tensor;
+
+typedef enum st_dtype {
+    ST_F32 = 0, /* default */
+    ST_F64,
+    ST_I32,
+    ST_I64,
+    ST_BOOL,
+    ST_F16,     /* storage type: arithmetic in f32 */
+    ST_BF16,    /* storage type: arithmetic in f32 */
+    ST_DTYPE_COUNT
+} st_dtype;
+
+typedef enum st_status {
+    ST_OK = 0,
+    ST_ERR_SHAPE,     /* incompatible shapes */
+    ST_ERR_DTYPE,     /* unsupported dtype for the op */
+    ST_ERR_ARG,       /* bad argument value (dim out of range, bad index, ...) */
+    ST_ERR_OOM,       /* out of memory */
+    ST_ERR_COMPILE,   /* the kernel compiler failed; the message carries its log and the source */
+    ST_ERR_IO,        /* file or process error */
+    ST_ERR_DEVICE,    /* device error */
+    ST_ERR_INTERRUPT, /* st_interrupt() was called while work was running */
+    ST_ERR_INTERNAL,  /* a bug in stitch */
+    ST_STATUS_COUNT
+} st_status;
+
+/* ---- errors ---- */
+ST_API const char *st_last_error(void);   /* message of the last failure on this thread, "" if none */
+ST_API st_status st_last_status(void);
+ST_API void st_clear_error(void);
+
+/* ---- handles ---- */
+ST_API st_tensor *st_retain(st_tensor *t); /* returns t */
+ST_API void st_release(st_tensor *t);      /* NULL is fine */
+
+/* ---- dtypes ---- */
+ST_API const char *st_dtype_name(st_dtype dt);          /* "f32", "f64", "i32", "i64", "bool", "f16", "bf16" */
+ST_API int st_dtype_from_name(const char *name);        /* -1 if unknown; accepts "float32", "float", "int64", "long", ... */
+ST_API size_t st_dtype_size(st_dtype dt);
+ST_API st_dtype st_promote_types(st_dtype a, st_dtype b);
+
+/* ---- inspection (never flushes) ---- */
+ST_API int st_ndim(const st_tensor *t);
+ST_API int64_t st_size(const st_tensor *t, int dim);    /* dim may be negative; -1 on a bad dim */
+ST_API void st_shape(const st_tensor *t, int64_t out[ST_MAX_DIMS]);
+ST_API int64_t st_numel(const st_tensor *t);
+ST_API st_dtype st_dtype_of(const st_tensor *t);
+ST_API const char *st_device_of(const st_tensor *t);    /* "cpu" */
+ST_API int st_is_contiguous(const st_tensor *t);
+ST_API int st_is_realized(const st_tensor *t);          /* data already computed (no pending work) */
+/* Writes "(2, 3)"-style text of a shape into buf; returns buf. */
+ST_API char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+
+/* ---- creation ---- */
+ST_API st_tensor *st_scalar(double v, st_dtype dt);     /* 0-d tensor */
+/* A "weak" 0-d scalar, as a bare number in an expression: it adopts the other operand's dtype when
+ * that is of the same or a higher category (bool < int < float); see docs/api.md. */
+ST_API st_tensor *st_weak_scalar_f(double v);
+ST_API st_tensor *st_weak_scalar_i(int64_t v);
+ST_API st_tensor *st_zeros(st_dtype dt, int ndim, const int64_t *shape);
+ST_API st_tensor *st_ones(st_dtype dt, int ndim, const int64_t *shape);
+ST_API st_tensor *st_full(st_dtype dt, int ndim, const int64_t *shape, double v);
+ST_API st_tensor *st_empty(st_dtype dt, int ndim, const int64_t *shape); /* contents unspecified */
+ST_API st_tensor *st_arange(double start, double end, double step, st_dtype dt); /* [start, end) */
+ST_API st_tensor *st_linspace(double start, double end, int64_t n, st_dtype dt); /* both ends */
+ST_API st_tensor *st_eye(int64_t n, int64_t m, st_dtype dt);
+/* Copies numel(shape) elements of dtype dt from data (C order). */
+ST_API st_tensor *st_from_data(st_dtype dt, int ndim, const int64_t *shape, const void *data);
+/* Counter-based RNG (Philox 4x32-10): the same seed gives the same numbers whatever the fusion
+ * and the device. Each random op takes the next range of counters from the global stream. */
+ST_API void st_manual_seed(uint64_t seed);
+ST_API st_tensor *st_rand(st_dtype dt, int ndim, const int64_t *shape);    /* U[0, 1) */
+ST_API st_tensor *st_randn(st_dtype dt, int ndim, const int64_t *shape);   /* N(0, 1) */
+ST_API st_tensor *st_randint(int64_t lo, int64_t hi, st_dtype dt, int ndim, const int64_t *shape); /* [lo, hi) */
+
+/* ---- elementwise (broadcasting, type promotion) ---- */
+#define ST_UNARY_API(X) X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(tanh) \
+    X(sigmoid) X(relu) X(gelu) X(gelu_tanh) X(silu) X(floor) X(ceil) X(round) X(sign)       \
+    X(reciprocal) X(logical_not) X(log1p) X(expm1) X(square)
+#define ST_BINARY_API(X) X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(fmod)      \
+    X(remainder) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or)
+#define ST_DECL_UNARY(name) ST_API st_tensor *st_##name(st_tensor *a);
+#define ST_DECL_BINARY(name) ST_API st_tensor *st_##name(st_tensor *a, st_tensor *b);
+ST_UNARY_API(ST_DECL_UNARY)
+ST_BINARY_API(ST_DECL_BINARY)
+/* Scalar on either side: st_add_s(a, 2) is a + 2, st_rsub_s(a, 2) is 2 - a. */
+ST_API st_tensor *st_add_s(st_tensor *a, double s);
+ST_API st_tensor *st_mul_s(st_tensor *a, double s);
+ST_API st_tensor *st_sub_s(st_tensor *a, double s);
+ST_API st_tensor *st_rsub_s(st_tensor *a, double s);
+ST_API st_tensor *st_div_s(st_tensor *a, double s);
+ST_API st_tensor *st_rdiv_s(st_tensor *a, double s);
+ST_API st_tensor *st_pow_s(st_tensor *a, double s);
+ST_API st_tensor *st_where(st_tensor *cond, st_tensor *a, st_tensor *b);
+/* Either bound may be NAN for "none". */
+ST_API st_tensor *st_clamp(st_tensor *a, double lo, double hi);
+ST_API st_tensor *st_cast(st_tensor *a, st_dtype dt);   /* a new tensor even when dt matches */
+
+/* ---- reductions: axes[0..naxes) (naxes == 0: all dims), keepdim keeps them as size 1 ---- */
+ST_API st_tensor *st_sum(st_tensor *a, int naxes, const int *axes, int keepdim);
+ST_API st_tensor *st_mean(st_tensor *a, int naxes, const int *axes, int keepdim);
+ST_API st_tensor *st_prod(st_tensor *a, int naxes, const int *axes, int keepdim);
+ST_API st_tensor *st_max(st_tensor *a, int naxes, const int *axes, int keepdim);
+ST_API st_tensor *st_min(st_tensor *a, int naxes, const int *axes, int keepdim);
+ST_API st_tensor *st_logsumexp(st_tensor *a, int naxes, const int *axes, int keepdim);
+/* correction: 1 for the unbiased (sample) estimate, 0 for the population one. */
+ST_API st_tensor *st_var(st_tensor *a, int naxes, const int *axes, int correction, int keepdim);
+ST_API st_tensor *st_std(st_tensor *a, int naxes, const int *axes, int correction, int keepdim);
+/* Index (i64) of the first max/min along dim; dim == ST_ALL_DIMS: over the flattened tensor. */
+#define ST_ALL_DIMS (-1000)
+ST_API st_tensor *st_argmax(st_tensor *a, int dim, int keepdim);
+ST_API st_tensor *st_argmin(st_tensor *a, int dim, int keepdim);
+ST_API st_tensor *st_softmax(st_tensor *a, int dim);
+ST_API st_tensor *st_log_softmax(st_tensor *a, int dim);
+
+/* ---- linear algebra ---- */
+/* numpy/PyTorch matmul rules: 1-D x 1-D dot, 2-D, batched with broadcast batch dims. */
+ST_API st_tensor *st_matmul(st_tensor *a, st_tensor *b);
+
+/* ---- views (no copy; they alias the source's storage) ---- */
+ST_API st_tensor *st_reshape(st_tensor *a, int ndim, const int64_t *shape); /* one -1 allowed; copies when strides cannot express it */
+ST_API st_tensor *st_view(st_tensor *a, int ndim, const int64_t *shape);    /* like reshape, but an error instead of a copy */
+ST_API st_tensor *st_permute(st_tensor *a, const int *perm);                /* perm has ndim entries */
+ST_API st_tensor *st_transpose(st_tensor *a, int d0, int d1);
+ST_API st_tensor *st_expand(st_tensor *a, int ndim, const int64_t *shape);  /* -1 keeps a size */
+ST_API st_tensor *st_broadcast_to(st_tensor *a, int ndim, const int64_t *shape);
+ST_API st_tensor *st_slice(st_tensor *a, int dim, int64_t start, int64_t end, int64_t step); /* [start, end), clamped, negative = from end */
+ST_API st_tensor *st_select(st_tensor *a, int dim, int64_t index);          /* removes dim */
+ST_API st_tensor *st_squeeze(st_tensor *a, int dim);                        /* dim == ST_ALL_DIMS: every size-1 dim */
+ST_API st_tensor *st_unsqueeze(st_tensor *a, int dim);
+ST_API st_tensor *st_flatten(st_tensor *a, int start_dim, int end_dim);
+ST_API st_tensor *st_contiguous(st_tensor *a);                              /* a itself (new ref) if already contiguous */
+ST_API st_tensor *st_clone(st_tensor *a);                                   /* always a new storage */
+
+/* ---- joining, indexing ---- */
+ST_API st_tensor *st_cat(int n, st_tensor *const *ts, int dim);
+ST_API st_tensor *st_stack(int n, st_tensor *const *ts, int dim);
+/* out[i][j][k] = a[index[i][j][k]][j][k] for dim 0 (index: i64, same ndim as a). */
+ST_API st_tensor *st_gather(st_tensor *a, int dim, st_tensor *index);
+ST_API st_tensor *st_index_select(st_tensor *a, int dim, st_tensor *index); /* index: 1-D integer */
+/* out = a with out[index[i][j]][j] += src[i][j] (dim 0); out of place. */
+ST_API st_tensor *st_scatter_add(st_tensor *a, int dim, st_tensor *index, st_tensor *src);
+ST_API st_tensor *st_index_add(st_tensor *a, int dim, st_tensor *index, st_tensor *src);
+ST_API st_tensor *st_one_hot(st_tensor *index, int64_t num_classes);      /* i64, last dim added */
+
+/* ---- in-place (eager semantics; every view of the same storage sees the write) ---- */
+ST_API st_status st_add_(st_tensor *a, st_tensor *b);
+ST_API st_status st_sub_(st_tensor *a, st_tensor *b);
+ST_API st_status st_mul_(st_tensor *a, st_tensor *b);
+ST_API st_status st_div_(st_tensor *a, st_tensor *b);
+ST_API st_status st_copy_(st_tensor *dst, st_tensor *src);   /* src broadcast to dst, cast to dst's dtype */
+ST_API st_status st_fill_(st_tensor *a, double v);
+ST_API st_status st_zero_(st_tensor *a);
+
+/* ---- sync points ---- */
+/* Realize (compute) these tensors in one flush. */
+ST_API st_status st_realize(int n, st_tensor *const *ts);
+/* Realize every pending tensor still referenced. */
+ST_API st_status st_sync(void);
+/* Copies the tensor (any strides) to dst in C order, as dtype dt (converted); nbytes must be
+ * numel * st_dtype_size(dt). */
+ST_API st_status st_to_host(st_tensor *t, st_dtype dt, void *dst, size_t nbytes);
+ST_API st_status st_item(st_tensor *t, double *out);         /* one-element tensor */
+ST_API st_status st_item_i64(st_tensor *t, int64_t *out);
+
+/* ---- runtime control ---- */
+typedef struct st_stats_t {
+    uint64_t flushes;            /* sync points that ran work */
+    uint64_t nodes_recorded;     /* trace nodes created */
+    uint64_t kernels_launched;   /* kernels of the fusion plans executed, whichever tier ran them */
+    uint64_t kernels_compiled;   /* kernels compiled by the JIT */
+    uint64_t compile_calls;      /* compiler invocations (one per flush with new kernels) */
+    uint64_t cache_hits_memory;  /* kernels found in the in-memory cache */
+    uint64_t cache_hits_disk;    /* kernels loaded from the disk cache */
+    uint64_t interp_groups;      /* fused groups executed by the reference interpreter tier */
+    uint64_t bytes_in_use;       /* tensor memory held now */
+    uint64_t bytes_peak;         /* high-water mark of bytes_in_use since the last reset */
+    double compile_ms;           /* total wall time spent compiling */
+    double exec_ms;              /* total wall time spent executing flushes */
+} st_stats_t;
+ST_API void st_stats(st_stats_t *out);
+ST_API void st_reset_stats(void);   /* zeroes the counters; bytes_peak restarts at bytes_in_use */
+
+/* Execution mode. Default: from ST_EAGER (1: every op through the reference interpreter at once). */
+ST_API void st_set_eager(int on);
+ST_API int st_get_eager(void);
+/* Regions whose total work is below this many elements run through the interpreter unless their
+ * kernels are already compiled (keeps the REPL responsive). Default: ST_JIT_MIN or 32768; 0: always JIT. */
+ST_API void st_set_jit_min(int64_t elems);
+/* Fill every newly allocated buffer with a NaN/sentinel pattern (tests). Default: ST_POISON. */
+ST_API void st_set_poison(int on);
+/* Ask running work to stop at the next safe point (signal-safe); the flush fails with
+ * ST_ERR_INTERRUPT and the runtime stays usable. */
+ST_API void st_interrupt(void);
+/* Debug flags (ST_DEBUG): 1 flush lines, 2 kernel lines, 4 generated source. */
+ST_API void st_set_debug(int flags);
+/* Fail the nth allocation from now (1 = the next one); 0 disables. For out-of-memory tests. */
+ST_API void st_debug_fail_alloc(int64_t nth);
+/* Allocation hook: called with the bytes about to be allocated when an allocation fails, so a
+ * host (Lua) can collect garbage; return non-zero to retry once. */
+ST_API void st_set_oom_handler(int (*handler)(size_t bytes, void *ud), void *ud);
+/* Report of memory growth so that a garbage-collected host can account for it. */
+ST_API void st_set_alloc_observer(void (*observer)(int64_t delta_bytes, void *ud), void *ud);
+/* Frees every cache the runtime holds (compiled kernels stay on disk). Call at exit for leak checks. */
+ST_API void st_shutdown(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

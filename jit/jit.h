@@ -1,0 +1,48 @@
+/*
+ * jit.h — internal: compiling generated kernel source to callable functions, with caches.
+ *
+ * Kernel ABI (every generated CPU kernel): one exported function
+ *     void NAME(const st_kargs *a);
+ * where NAME is the macro KNAME, defined by the JIT right before the kernel's source (so the same
+ * source always gets the same symbol: st_k_<hash of the key>). The source may use everything in
+ * jit/prelude.h (prepended once per compilation unit) and OpenMP pragmas.
+ *
+ * Caches: (1) in memory, uthash, key -> function; (2) on disk under the cache dir (ST_CACHE_DIR,
+ * else $XDG_CACHE_HOME/stitch, else ~/.cache/stitch). key = hash(source, compiler identity, flags).
+ * All kernels missing from both caches in one jit_get_kernels call are compiled by ONE compiler
+ * invocation into one shared object; disk writes go to a temp file and are renamed into place;
+ * entries are verified (size + checksum) on load and recompiled when corrupt or truncated.
+ */
+#ifndef ST_JIT_H
+#define ST_JIT_H
+
+#include "../runtime/internal.h"
+
+typedef struct st_kargs {
+    void *const *bufs;      /* buffer base pointers, in the order the kernel declares */
+    const int64_t *ints;    /* integer parameters: sizes, strides, offsets, seeds */
+    const double *flts;     /* float parameters: user scalars */
+    int32_t *err;           /* a kernel sets *err non-zero on a runtime error (index out of range) */
+    int nthreads;           /* threads the kernel may use (>= 1) */
+} st_kargs;
+
+typedef void (*st_kernel_fn)(const st_kargs *a);
+
+/* Get a callable function for each of n kernel sources (each defines KNAME). kname_hint[i] is a
+ * readable name for logs ("add_exp_sum"), may be NULL. On success out[i] is set for every i and the
+ * counters kernels_compiled / cache_hits_memory / cache_hits_disk / compile_calls / compile_ms are
+ * updated. On compile failure: ST_ERR_COMPILE with the compiler log and the saved source path. */
+ST_INTERNAL st_status jit_get_kernels(int n, const char *const *sources,
+                                      const char *const *kname_hint, st_kernel_fn *out);
+/* Non-compiling probe: the function if the kernel is in the memory cache (or loadable from disk
+ * when allow_disk), else NULL. Used to decide between the interpreter tier and compiling. */
+ST_INTERNAL st_kernel_fn jit_lookup(const char *source, int allow_disk);
+/* Drop the in-memory cache and unload every shared object (st_shutdown). */
+ST_INTERNAL void jit_shutdown(void);
+/* The cache directory in use (created on demand). */
+ST_INTERNAL const char *jit_cache_dir(void);
+
+/* The prelude text (jit/prelude.h embedded at build time). */
+ST_INTERNAL extern const char st_prelude_src[];
+
+#endif

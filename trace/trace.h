@@ -1,0 +1,127 @@
+/*
+ * trace.h — internal: the op table and the lazy DAG of trace nodes, regions and flushes.
+ *
+ * A node is an immutable value: (op, dtype, shape, srcs, arg). Nodes are created by the runtime
+ * (runtime/ops.c) and never mutated afterwards, except in one way: a flush may *realize* a node,
+ * which gives it a buffer, turns its op into ST_OP_BUFFER and drops its srcs. A realized node's
+ * buffer is contiguous in the node's shape and dtype.
+ */
+#ifndef ST_TRACE_H
+#define ST_TRACE_H
+
+#include "../runtime/internal.h"
+
+typedef enum st_op_kind {
+    OPK_SOURCE, OPK_MOVEMENT, OPK_UNARY, OPK_BINARY, OPK_TERNARY, OPK_REDUCE, OPK_MATMUL,
+    OPK_GATHER, OPK_WRITE, OPK_COUNT
+} st_op_kind;
+
+typedef enum st_op {
+#define X(NAME, KIND, NSRC, STR, FN, DIFF) ST_OP_##NAME,
+#include "ops.def"
+#undef X
+    ST_OP_COUNT
+} st_op;
+
+typedef struct st_op_info {
+    const char *name;     /* "exp" */
+    const char *fn;       /* prelude macro name, "st_exp"; "st_none" if not elementwise */
+    st_op_kind kind;
+    int nsrc;
+    int diff;
+} st_op_info;
+ST_INTERNAL extern const st_op_info st_ops[ST_OP_COUNT];
+static inline bool st_op_is_elementwise(st_op op) {
+    st_op_kind k = st_ops[op].kind;
+    return k == OPK_UNARY || k == OPK_BINARY || k == OPK_TERNARY;
+}
+
+/* A strided, optionally masked view of src 0's contiguous layout (VIEW), or the region written by
+ * SETVIEW (no mask). For output multi-index i (the node's shape, or src 1's shape for SETVIEW):
+ *   valid  = !has_mask || all_d(lo[d] <= i[d] < hi[d])
+ *   flat   = offset + sum_d i[d] * strides[d]          (an index into src 0's contiguous layout)
+ *   value  = valid ? src0.flat[flat] : 0
+ * strides may be 0 (broadcast) and flat is only meaningful where valid. */
+typedef struct st_view_arg {
+    int64_t strides[ST_MAX_DIMS];
+    int64_t offset;
+    int64_t lo[ST_MAX_DIMS], hi[ST_MAX_DIMS];
+    int has_mask;
+} st_view_arg;
+
+typedef union st_node_arg {
+    struct { double f; int64_t i; } c;                   /* CONST: f for float dtypes, i otherwise */
+    struct { double start, step; int axis; } iota;       /* IOTA */
+    struct { uint64_t seed, offset; int64_t lo, hi; } rng;/* RAND_*: counter = offset + flat index */
+    struct { uint32_t axes; } red;                       /* REDUCE: bit d set = dim d of src 0 reduced */
+    struct { int dim; } axis;                            /* GATHER, SCATTER_ADD */
+    st_view_arg view;                                    /* VIEW, SETVIEW */
+} st_node_arg;
+
+enum {
+    NODE_WEAK = 1,     /* CONST from a bare number: promotion by category only */
+    NODE_TARGET = 2,   /* scratch during a flush: must be materialized */
+};
+
+typedef struct st_node {
+    int32_t refcnt;
+    uint16_t op;          /* st_op */
+    uint8_t dtype;        /* st_dtype */
+    uint8_t ndim;
+    uint8_t nsrc;
+    uint8_t flags;
+    int64_t shape[ST_MAX_DIMS];
+    int64_t numel;
+    struct st_node *src[3];
+    st_buffer *buf;       /* set once realized (op == ST_OP_BUFFER) */
+    uint64_t id;          /* creation order: ids grow along every src edge */
+    st_node_arg arg;
+    /* scratch for the pass running a flush; meaningless outside it */
+    int32_t uses;         /* consumers inside the region */
+    int32_t pos;          /* index in the region's order */
+    int32_t tag;          /* free for the fuser */
+    void *aux;            /* free for the executor */
+} st_node;
+
+/* Create a node; srcs are retained (borrowed from the caller). shape has ndim entries. Returns
+ * NULL (ST_ERR_OOM) on allocation failure. The caller owns the returned reference. */
+ST_INTERNAL st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape,
+                                 int nsrc, st_node *const *srcs, const st_node_arg *arg);
+static inline st_node *st_node_retain(st_node *n) { n->refcnt++; return n; }
+ST_INTERNAL void st_node_release(st_node *n);   /* frees, recursively releasing srcs, at 0 */
+/* Turn n into a realized BUFFER node owning buf (reference taken over); drops its srcs. */
+ST_INTERNAL void st_node_realize(st_node *n, st_buffer *buf);
+ST_INTERNAL int64_t st_pending_nodes(void);     /* live unrealized nodes */
+ST_INTERNAL size_t st_node_nbytes(const st_node *n);
+
+/* Contiguous strides of a shape, in elements. */
+ST_INTERNAL void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides);
+ST_INTERNAL int64_t st_shape_numel(int ndim, const int64_t *shape);
+
+/* ---- regions and flushes ---- */
+/* A flushed region: the unrealized nodes reachable from the targets, in topological order (srcs
+ * before consumers; node->pos is the index). Targets carry NODE_TARGET. Every node's `uses` counts
+ * its consumers inside the region; a node with consumers outside the region keeps them through its
+ * refcount (refcnt > uses means someone else holds it). */
+typedef struct st_region {
+    st_node **nodes;
+    int n;
+    int ntargets;
+} st_region;
+
+/* Realize the given nodes (and what they need) in one flush. */
+ST_INTERNAL st_status st_flush_nodes(int n, st_node *const *targets);
+
+/* Executors. On success every NODE_TARGET node of the region has node->buf set (a contiguous
+ * buffer of its shape and dtype, one reference owned by the node); other nodes may also have
+ * buf set (materialized intermediates); the caller then realizes every node with a buffer. On
+ * failure no node is left with a partial buffer. */
+ST_INTERNAL st_status interp_execute(st_region *r);   /* trace/interp.c: op by op, the oracle */
+ST_INTERNAL st_status fuse_execute(st_region *r);     /* fuser/: partition, lower, JIT, launch */
+
+/* The interpreter's single-node primitive, also used by the fuser's interpreter tier: computes
+ * node n into out (contiguous, n's shape and dtype), reading every src from src->buf (each src
+ * must have a buffer, realized or temporary). */
+ST_INTERNAL st_status interp_eval_node(st_node *n, st_buffer *out);
+
+#endif
