@@ -75,6 +75,7 @@ typedef struct st_node {
     struct st_node *src[3];
     st_buffer *buf;       /* set once realized (op == ST_OP_BUFFER) */
     uint64_t id;          /* creation order: ids grow along every src edge */
+    uint64_t epoch;       /* flush that last visited this node (region collection) */
     st_node_arg arg;
     /* scratch for the pass running a flush; meaningless outside it */
     int32_t uses;         /* consumers inside the region */

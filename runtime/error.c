@@ -1,0 +1,39 @@
+/*
+ * error.c — the per-thread error status and message behind st_last_error().
+ *
+ * Invariant: every failing public call leaves a non-empty message naming what was wrong; a
+ * successful call does not clear an earlier message (callers check return values, not the message).
+ */
+#include "internal.h"
+#include <stdarg.h>
+
+static _Thread_local st_status err_status;
+static _Thread_local char err_msg[8192];
+
+st_status st_error(st_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    va_end(ap);
+    err_status = s;
+    return s;
+}
+
+void st_error_prefix(const char *prefix) {
+    char tmp[sizeof err_msg];
+    snprintf(tmp, sizeof tmp, "%s%s", prefix, err_msg);
+    memcpy(err_msg, tmp, sizeof err_msg);
+}
+
+const char *st_last_error(void) { return err_msg; }
+st_status st_last_status(void) { return err_status; }
+void st_clear_error(void) {
+    err_status = ST_OK;
+    err_msg[0] = 0;
+}
+
+_Noreturn void st_assert_fail(const char *what, const char *file, int line) {
+    fprintf(stderr, "stitch: internal assertion failed: %s (%s:%d)\n", what, file, line);
+    fflush(stderr);
+    abort();
+}

@@ -1,0 +1,445 @@
+/*
+ * ops.c — recording elementwise ops, reductions, matmul and the compositions built on them.
+ *
+ * Every function checks shapes and dtypes at once (errors name both shapes), applies broadcasting
+ * and type promotion, and records nodes; nothing is computed here. Invariant: elementwise nodes get
+ * srcs of the node's shape and one common dtype (docs/api.md has the promotion rules).
+ */
+#include "tensor.h"
+#include <math.h>
+
+/* ---- shapes ---- */
+st_status st_broadcast_shapes(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb,
+                              int *nout, int64_t *out) {
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int ia = na - n + i, ib = nb - n + i;
+        int64_t a = ia >= 0 ? sa[ia] : 1, b = ib >= 0 ? sb[ib] : 1;
+        if (a != b && a != 1 && b != 1) {
+            char x[160], y[160];
+            return st_error(ST_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)",
+                            op, st_shape_str(na, sa, x, sizeof x), st_shape_str(nb, sb, y, sizeof y),
+                            i - n, (long long)a, (long long)b);
+        }
+        out[i] = a == 1 ? b : a;
+    }
+    *nout = n;
+    return ST_OK;
+}
+
+int st_norm_dim(const char *op, int dim, int ndim) {
+    int d = dim < 0 ? dim + ndim : dim;
+    if (d < 0 || d >= ndim || (ndim == 0 && dim != 0 && dim != -1)) {
+        if (ndim == 0 && (dim == 0 || dim == -1)) return 0;
+        st_error(ST_ERR_ARG, "%s: dim %d out of range for a tensor with %d dims", op, dim, ndim);
+        return -1;
+    }
+    return d;
+}
+
+static st_tensor *check_arg(const char *op, const st_tensor *t) {
+    if (!t) st_error(ST_ERR_ARG, "%s: NULL tensor argument", op);
+    return (st_tensor *)t;
+}
+
+/* ---- dtypes ---- */
+static st_dtype default_of(st_category c) { return c == ST_CAT_FLOAT ? ST_F32 : c == ST_CAT_INT ? ST_I64 : ST_BOOL; }
+
+static st_dtype result_type(const st_tensor *a, const st_tensor *b) {
+    if (a->weak == b->weak) return st_promote_types((st_dtype)a->dtype, (st_dtype)b->dtype);
+    const st_tensor *w = a->weak ? a : b, *s = a->weak ? b : a;
+    st_category cw = st_dtypes[w->dtype].cat, cs = st_dtypes[s->dtype].cat;
+    return cw > cs ? default_of(cw) : (st_dtype)s->dtype;
+}
+
+static bool op_float_only(st_op op) {
+    switch (op) {
+    case ST_OP_EXP: case ST_OP_LOG: case ST_OP_SQRT: case ST_OP_RSQRT: case ST_OP_SIN:
+    case ST_OP_COS: case ST_OP_TANH: case ST_OP_SIGMOID: case ST_OP_GELU: case ST_OP_GELU_TANH:
+    case ST_OP_SILU: case ST_OP_RECIP: case ST_OP_LOG1P: case ST_OP_EXPM1: case ST_OP_DIV:
+        return true;
+    default:
+        return false;
+    }
+}
+static bool op_bool_out(st_op op) {
+    return (op >= ST_OP_EQ && op <= ST_OP_OR) || op == ST_OP_NOT;
+}
+
+/* ---- elementwise ---- */
+static st_tensor *unary(st_op op, st_tensor *a) {
+    if (!check_arg(st_ops[op].name, a)) return NULL;
+    st_dtype dt = (st_dtype)a->dtype;
+    if (op_float_only(op) && !st_is_float(dt)) dt = ST_F32;
+    if (dt == ST_BOOL && (op == ST_OP_NEG || op == ST_OP_ABS || op == ST_OP_SIGN || op == ST_OP_RELU)) {
+        st_error(ST_ERR_DTYPE, "%s: not defined for bool tensors (use logical_not)", st_ops[op].name);
+        return NULL;
+    }
+    st_node *x = st_tensor_read(a, dt, a->ndim, a->shape);
+    if (!x) return NULL;
+    st_node *n = st_node_new(op, op_bool_out(op) ? ST_BOOL : dt, a->ndim, a->shape, 1, &x, NULL);
+    st_node_release(x);
+    return st_tensor_from_node(n);
+}
+
+static st_tensor *binary(st_op op, st_tensor *a, st_tensor *b) {
+    const char *name = st_ops[op].name;
+    if (!check_arg(name, a) || !check_arg(name, b)) return NULL;
+    int nd;
+    int64_t shape[ST_MAX_DIMS];
+    if (st_broadcast_shapes(name, a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != ST_OK) return NULL;
+    st_dtype dt = result_type(a, b);
+    if (op_float_only(op) && !st_is_float(dt)) dt = ST_F32;
+    if (dt == ST_BOOL && (op == ST_OP_SUB || op == ST_OP_POW || op == ST_OP_FMOD || op == ST_OP_REM))
+        dt = ST_I64;
+    if (op == ST_OP_AND || op == ST_OP_OR) dt = ST_BOOL;
+    st_node *x = st_tensor_read(a, dt, nd, shape);
+    st_node *y = x ? st_tensor_read(b, dt, nd, shape) : NULL;
+    st_node *n = NULL;
+    if (y) {
+        st_node *srcs[2] = {x, y};
+        n = st_node_new(op, op_bool_out(op) ? ST_BOOL : dt, nd, shape, 2, srcs, NULL);
+    }
+    st_node_release(x);
+    st_node_release(y);
+    st_tensor *t = st_tensor_from_node(n);
+    if (t && a->weak && b->weak) t->weak = 1;
+    return t;
+}
+
+#define DEF_UNARY(name, OP) st_tensor *st_##name(st_tensor *a) { return unary(ST_OP_##OP, a); }
+DEF_UNARY(neg, NEG) DEF_UNARY(abs, ABS) DEF_UNARY(exp, EXP) DEF_UNARY(log, LOG)
+DEF_UNARY(sqrt, SQRT) DEF_UNARY(rsqrt, RSQRT) DEF_UNARY(sin, SIN) DEF_UNARY(cos, COS)
+DEF_UNARY(tanh, TANH) DEF_UNARY(sigmoid, SIGMOID) DEF_UNARY(relu, RELU) DEF_UNARY(gelu, GELU)
+DEF_UNARY(gelu_tanh, GELU_TANH) DEF_UNARY(silu, SILU) DEF_UNARY(floor, FLOOR) DEF_UNARY(ceil, CEIL)
+DEF_UNARY(round, ROUND) DEF_UNARY(sign, SIGN) DEF_UNARY(reciprocal, RECIP)
+DEF_UNARY(logical_not, NOT) DEF_UNARY(log1p, LOG1P) DEF_UNARY(expm1, EXPM1)
+st_tensor *st_square(st_tensor *a) { return binary(ST_OP_MUL, a, a); }
+
+#define DEF_BINARY(name, OP) \
+    st_tensor *st_##name(st_tensor *a, st_tensor *b) { return binary(ST_OP_##OP, a, b); }
+DEF_BINARY(add, ADD) DEF_BINARY(sub, SUB) DEF_BINARY(mul, MUL) DEF_BINARY(div, DIV)
+DEF_BINARY(pow, POW) DEF_BINARY(maximum, MAX) DEF_BINARY(minimum, MIN) DEF_BINARY(fmod, FMOD)
+DEF_BINARY(remainder, REM) DEF_BINARY(eq, EQ) DEF_BINARY(ne, NE) DEF_BINARY(lt, LT)
+DEF_BINARY(le, LE) DEF_BINARY(gt, GT) DEF_BINARY(ge, GE) DEF_BINARY(logical_and, AND)
+DEF_BINARY(logical_or, OR)
+
+/* a (op) scalar, or scalar (op) a when swap. */
+static st_tensor *binary_s(st_op op, st_tensor *a, double s, int swap) {
+    st_tensor *c = st_weak_scalar_f(s);
+    if (!c) return NULL;
+    st_tensor *r = swap ? binary(op, c, a) : binary(op, a, c);
+    st_release(c);
+    return r;
+}
+st_tensor *st_add_s(st_tensor *a, double s) { return binary_s(ST_OP_ADD, a, s, 0); }
+st_tensor *st_mul_s(st_tensor *a, double s) { return binary_s(ST_OP_MUL, a, s, 0); }
+st_tensor *st_sub_s(st_tensor *a, double s) { return binary_s(ST_OP_SUB, a, s, 0); }
+st_tensor *st_rsub_s(st_tensor *a, double s) { return binary_s(ST_OP_SUB, a, s, 1); }
+st_tensor *st_div_s(st_tensor *a, double s) { return binary_s(ST_OP_DIV, a, s, 0); }
+st_tensor *st_rdiv_s(st_tensor *a, double s) { return binary_s(ST_OP_DIV, a, s, 1); }
+st_tensor *st_pow_s(st_tensor *a, double s) { return binary_s(ST_OP_POW, a, s, 0); }
+
+st_tensor *st_where(st_tensor *c, st_tensor *a, st_tensor *b) {
+    if (!check_arg("where", c) || !check_arg("where", a) || !check_arg("where", b)) return NULL;
+    int n1, nd;
+    int64_t s1[ST_MAX_DIMS], shape[ST_MAX_DIMS];
+    if (st_broadcast_shapes("where", c->ndim, c->shape, a->ndim, a->shape, &n1, s1) != ST_OK ||
+        st_broadcast_shapes("where", n1, s1, b->ndim, b->shape, &nd, shape) != ST_OK)
+        return NULL;
+    st_dtype dt = result_type(a, b);
+    st_node *srcs[3] = {st_tensor_read(c, ST_BOOL, nd, shape), st_tensor_read(a, dt, nd, shape),
+                        st_tensor_read(b, dt, nd, shape)};
+    st_node *n = srcs[0] && srcs[1] && srcs[2]
+                     ? st_node_new(ST_OP_WHERE, dt, nd, shape, 3, srcs, NULL) : NULL;
+    for (int i = 0; i < 3; i++) st_node_release(srcs[i]);
+    return st_tensor_from_node(n);
+}
+
+st_tensor *st_clamp(st_tensor *a, double lo, double hi) {
+    if (!check_arg("clamp", a)) return NULL;
+    st_tensor *r = st_retain(a), *t;
+    if (!isnan(lo)) {
+        t = binary_s(ST_OP_MAX, r, lo, 0);
+        st_release(r);
+        if (!(r = t)) return NULL;
+    }
+    if (!isnan(hi)) {
+        t = binary_s(ST_OP_MIN, r, hi, 0);
+        st_release(r);
+        r = t;
+    }
+    if (r == a) { /* neither bound: still a new tensor */
+        st_release(r);
+        return st_cast(a, (st_dtype)a->dtype);
+    }
+    return r;
+}
+
+st_tensor *st_cast(st_tensor *a, st_dtype dt) {
+    if (!check_arg("cast", a)) return NULL;
+    if ((unsigned)dt >= ST_DTYPE_COUNT) {
+        st_error(ST_ERR_DTYPE, "cast: unknown dtype %d", (int)dt);
+        return NULL;
+    }
+    st_node *x = st_tensor_read(a, (st_dtype)a->dtype, a->ndim, a->shape);
+    if (!x) return NULL;
+    st_node *n = st_node_new(ST_OP_CAST, dt, a->ndim, a->shape, 1, &x, NULL);
+    st_node_release(x);
+    return st_tensor_from_node(n);
+}
+
+/* ---- reductions ---- */
+/* Reduce mask over a's dims from (naxes, axes); 0 axes = all. -1 on error. */
+static int64_t axes_mask(const char *op, const st_tensor *a, int naxes, const int *axes) {
+    uint32_t m = 0;
+    if (naxes == 0) return a->ndim ? (int64_t)((1u << a->ndim) - 1) : 0;
+    for (int i = 0; i < naxes; i++) {
+        int d = st_norm_dim(op, axes[i], a->ndim);
+        if (d < 0) return -1;
+        if (a->ndim == 0) continue;
+        if (m & (1u << d)) {
+            st_error(ST_ERR_ARG, "%s: dim %d given twice", op, axes[i]);
+            return -1;
+        }
+        m |= 1u << d;
+    }
+    return m;
+}
+
+/* Drop the reduced dims of t (a keepdim result) as a view. */
+static st_tensor *squeeze_mask(st_tensor *t, uint32_t mask) {
+    int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (!(mask & (1u << d))) {
+            shape[n] = t->shape[d];
+            strides[n++] = t->strides[d];
+        }
+    st_tensor *v = st_tensor_view(t, n, shape, strides, t->offset);
+    st_release(t);
+    return v;
+}
+
+/* The reduction node op over a read as dtype dt; keepdim shape; the mask is validated. */
+static st_tensor *reduce_raw(st_op op, st_tensor *a, st_dtype dt, uint32_t mask, int keepdim) {
+    int64_t shape[ST_MAX_DIMS];
+    for (int d = 0; d < a->ndim; d++) shape[d] = (mask & (1u << d)) ? 1 : a->shape[d];
+    st_node *x = st_tensor_read(a, dt, a->ndim, a->shape);
+    if (!x) return NULL;
+    st_node_arg arg;
+    memset(&arg, 0, sizeof arg);
+    arg.red.axes = mask;
+    st_dtype out = (op == ST_OP_RARGMAX || op == ST_OP_RARGMIN) ? ST_I64 : dt;
+    st_node *n = st_node_new(op, out, a->ndim, shape, 1, &x, &arg);
+    st_node_release(x);
+    st_tensor *t = st_tensor_from_node(n);
+    return t && !keepdim ? squeeze_mask(t, mask) : t;
+}
+
+static st_tensor *reduce(st_op op, const char *name, st_tensor *a, int naxes, const int *axes, int keepdim) {
+    if (!check_arg(name, a)) return NULL;
+    int64_t mask = axes_mask(name, a, naxes, axes);
+    if (mask < 0) return NULL;
+    st_dtype dt = (st_dtype)a->dtype;
+    if ((op == ST_OP_RSUM || op == ST_OP_RPROD) && !st_is_float(dt)) dt = ST_I64;
+    if (op == ST_OP_RMAX || op == ST_OP_RMIN || op == ST_OP_RARGMAX || op == ST_OP_RARGMIN) {
+        for (int d = 0; d < a->ndim; d++)
+            if ((mask & (1u << d)) && a->shape[d] == 0) {
+                char b[160];
+                st_error(ST_ERR_SHAPE, "%s: cannot reduce over dim %d of size 0 in %s", name, d,
+                         st_shape_str(a->ndim, a->shape, b, sizeof b));
+                return NULL;
+            }
+    }
+    return reduce_raw(op, a, dt, (uint32_t)mask, keepdim);
+}
+
+st_tensor *st_sum(st_tensor *a, int n, const int *ax, int k) { return reduce(ST_OP_RSUM, "sum", a, n, ax, k); }
+st_tensor *st_prod(st_tensor *a, int n, const int *ax, int k) { return reduce(ST_OP_RPROD, "prod", a, n, ax, k); }
+st_tensor *st_max(st_tensor *a, int n, const int *ax, int k) { return reduce(ST_OP_RMAX, "max", a, n, ax, k); }
+st_tensor *st_min(st_tensor *a, int n, const int *ax, int k) { return reduce(ST_OP_RMIN, "min", a, n, ax, k); }
+
+/* Number of elements reduced by (naxes, axes). */
+static int64_t reduced_count(const st_tensor *a, int64_t mask) {
+    int64_t c = 1;
+    for (int d = 0; d < a->ndim; d++)
+        if (mask & (1LL << d)) c *= a->shape[d];
+    return c;
+}
+
+static st_tensor *as_float(st_tensor *a) {
+    return st_is_float((st_dtype)a->dtype) ? st_retain(a) : st_cast(a, ST_F32);
+}
+
+st_tensor *st_mean(st_tensor *a, int naxes, const int *axes, int keepdim) {
+    if (!check_arg("mean", a)) return NULL;
+    int64_t mask = axes_mask("mean", a, naxes, axes);
+    if (mask < 0) return NULL;
+    st_tensor *f = as_float(a);
+    st_tensor *s = f ? st_sum(f, naxes, axes, keepdim) : NULL;
+    int64_t cnt = reduced_count(a, mask);
+    st_tensor *r = s ? st_mul_s(s, cnt ? 1.0 / (double)cnt : NAN) : NULL;
+    st_release(f);
+    st_release(s);
+    return r;
+}
+
+st_tensor *st_var(st_tensor *a, int naxes, const int *axes, int correction, int keepdim) {
+    if (!check_arg("var", a)) return NULL;
+    int64_t mask = axes_mask("var", a, naxes, axes);
+    if (mask < 0) return NULL;
+    st_tensor *f = as_float(a), *m = NULL, *d = NULL, *d2 = NULL, *s = NULL, *r = NULL;
+    if (!f || !(m = st_mean(f, naxes, axes, 1)) || !(d = st_sub(f, m)) || !(d2 = st_mul(d, d)) ||
+        !(s = st_sum(d2, naxes, axes, keepdim)))
+        goto done;
+    double denom = (double)(reduced_count(a, mask) - correction);
+    r = st_mul_s(s, denom > 0 ? 1.0 / denom : NAN);
+done:
+    st_release(f); st_release(m); st_release(d); st_release(d2); st_release(s);
+    return r;
+}
+
+st_tensor *st_std(st_tensor *a, int naxes, const int *axes, int correction, int keepdim) {
+    st_tensor *v = st_var(a, naxes, axes, correction, keepdim);
+    st_tensor *r = v ? st_sqrt(v) : NULL;
+    st_release(v);
+    return r;
+}
+
+st_tensor *st_logsumexp(st_tensor *a, int naxes, const int *axes, int keepdim) {
+    if (!check_arg("logsumexp", a)) return NULL;
+    st_tensor *f = as_float(a), *m = NULL, *am = NULL, *inf = NULL, *z = NULL, *ms = NULL, *d = NULL,
+              *e = NULL, *s = NULL, *l = NULL, *r = NULL, *msq = NULL;
+    /* max is taken with keepdim; an infinite max is replaced by 0 so inf - inf never happens. */
+    if (!f || !(m = st_max(f, naxes, axes, 1)) || !(am = st_abs(m)) || !(inf = st_weak_scalar_f(INFINITY)) ||
+        !(z = st_eq(am, inf)))
+        goto done;
+    st_release(inf);
+    if (!(inf = st_weak_scalar_f(0.0)) || !(ms = st_where(z, inf, m)) || !(d = st_sub(f, ms)) ||
+        !(e = st_exp(d)) || !(s = st_sum(e, naxes, axes, keepdim)) || !(l = st_log(s)))
+        goto done;
+    if (keepdim) {
+        r = st_add(l, ms);
+    } else {
+        int64_t mask = axes_mask("logsumexp", a, naxes, axes);
+        msq = squeeze_mask(st_retain(ms), (uint32_t)mask);
+        if (msq) r = st_add(l, msq);
+    }
+done:
+    st_release(f); st_release(m); st_release(am); st_release(inf); st_release(z); st_release(ms);
+    st_release(d); st_release(e); st_release(s); st_release(l); st_release(msq);
+    return r;
+}
+
+static st_tensor *arg_reduce(st_op op, const char *name, st_tensor *a, int dim, int keepdim) {
+    if (!check_arg(name, a)) return NULL;
+    if (dim == ST_ALL_DIMS) {
+        int64_t n = st_numel(a);
+        st_tensor *flat = st_reshape(a, 1, &n);
+        if (!flat) return NULL;
+        st_tensor *r = arg_reduce(op, name, flat, 0, 0);
+        st_release(flat);
+        if (r && keepdim && a->ndim > 0) {
+            int64_t ones[ST_MAX_DIMS];
+            for (int i = 0; i < a->ndim; i++) ones[i] = 1;
+            st_tensor *k = st_reshape(r, a->ndim, ones);
+            st_release(r);
+            r = k;
+        }
+        return r;
+    }
+    int d = st_norm_dim(name, dim, a->ndim);
+    if (d < 0) return NULL;
+    int ax = a->ndim ? d : 0;
+    return reduce(op, name, a, 1, &ax, keepdim);
+}
+st_tensor *st_argmax(st_tensor *a, int dim, int keepdim) { return arg_reduce(ST_OP_RARGMAX, "argmax", a, dim, keepdim); }
+st_tensor *st_argmin(st_tensor *a, int dim, int keepdim) { return arg_reduce(ST_OP_RARGMIN, "argmin", a, dim, keepdim); }
+
+static st_tensor *softmax_impl(st_tensor *a, int dim, int log_) {
+    const char *name = log_ ? "log_softmax" : "softmax";
+    if (!check_arg(name, a)) return NULL;
+    int d = st_norm_dim(name, dim, a->ndim);
+    if (d < 0) return NULL;
+    st_tensor *f = as_float(a), *m = NULL, *x = NULL, *e = NULL, *s = NULL, *l = NULL, *r = NULL;
+    if (!f || !(m = st_max(f, 1, &d, 1)) || !(x = st_sub(f, m)) || !(e = st_exp(x)) ||
+        !(s = st_sum(e, 1, &d, 1)))
+        goto done;
+    if (log_) {
+        if ((l = st_log(s))) r = st_sub(x, l);
+    } else {
+        r = st_div(e, s);
+    }
+done:
+    st_release(f); st_release(m); st_release(x); st_release(e); st_release(s); st_release(l);
+    return r;
+}
+st_tensor *st_softmax(st_tensor *a, int dim) { return softmax_impl(a, dim, 0); }
+st_tensor *st_log_softmax(st_tensor *a, int dim) { return softmax_impl(a, dim, 1); }
+
+/* ---- matmul ---- */
+st_tensor *st_matmul(st_tensor *a, st_tensor *b) {
+    if (!check_arg("matmul", a) || !check_arg("matmul", b)) return NULL;
+    char x[160], y[160];
+    if (a->ndim == 0 || b->ndim == 0) {
+        st_error(ST_ERR_SHAPE, "matmul: both operands need at least 1 dim, got %s and %s",
+                 st_shape_str(a->ndim, a->shape, x, sizeof x), st_shape_str(b->ndim, b->shape, y, sizeof y));
+        return NULL;
+    }
+    if (a->dtype == ST_BOOL || b->dtype == ST_BOOL) {
+        st_error(ST_ERR_DTYPE, "matmul: bool operands are not supported");
+        return NULL;
+    }
+    /* Promote 1-D operands to matrices, remembering which dims to drop. */
+    int64_t as[ST_MAX_DIMS + 1], bs[ST_MAX_DIMS + 1];
+    int an = a->ndim, bn = b->ndim;
+    if (an == 1) { as[0] = 1; as[1] = a->shape[0]; an = 2; }
+    else memcpy(as, a->shape, an * sizeof *as);
+    if (bn == 1) { bs[0] = b->shape[0]; bs[1] = 1; bn = 2; }
+    else memcpy(bs, b->shape, bn * sizeof *bs);
+    int64_t M = as[an - 2], K = as[an - 1], K2 = bs[bn - 2], N = bs[bn - 1];
+    if (K != K2) {
+        st_error(ST_ERR_SHAPE, "matmul: shapes %s and %s: inner dims differ (%lld vs %lld)",
+                 st_shape_str(a->ndim, a->shape, x, sizeof x), st_shape_str(b->ndim, b->shape, y, sizeof y),
+                 (long long)K, (long long)K2);
+        return NULL;
+    }
+    int nb;
+    int64_t batch[ST_MAX_DIMS];
+    if (st_broadcast_shapes("matmul (batch dims)", an - 2, as, bn - 2, bs, &nb, batch) != ST_OK) return NULL;
+    if (nb + 2 > ST_MAX_DIMS) {
+        st_error(ST_ERR_SHAPE, "matmul: result would have more than %d dims", ST_MAX_DIMS);
+        return NULL;
+    }
+    st_dtype dt = st_promote_types((st_dtype)a->dtype, (st_dtype)b->dtype);
+    /* Operands as (batch.., M, K) and (batch.., K, N) views (1-D ones reshaped first). */
+    st_tensor *a2 = a->ndim == 1 ? st_unsqueeze(a, 0) : st_retain(a);
+    st_tensor *b2 = b->ndim == 1 ? st_unsqueeze(b, 1) : st_retain(b);
+    st_node *srcs[2] = {NULL, NULL};
+    st_tensor *r = NULL;
+    if (a2 && b2) {
+        int64_t sa[ST_MAX_DIMS], sb[ST_MAX_DIMS], so[ST_MAX_DIMS];
+        memcpy(sa, batch, nb * sizeof *sa); sa[nb] = M; sa[nb + 1] = K;
+        memcpy(sb, batch, nb * sizeof *sb); sb[nb] = K; sb[nb + 1] = N;
+        memcpy(so, batch, nb * sizeof *so); so[nb] = M; so[nb + 1] = N;
+        srcs[0] = st_tensor_read(a2, dt, nb + 2, sa);
+        srcs[1] = srcs[0] ? st_tensor_read(b2, dt, nb + 2, sb) : NULL;
+        if (srcs[1]) r = st_tensor_from_node(st_node_new(ST_OP_MATMUL, dt, nb + 2, so, 2, srcs, NULL));
+    }
+    st_node_release(srcs[0]);
+    st_node_release(srcs[1]);
+    st_release(a2);
+    st_release(b2);
+    if (r && (a->ndim == 1 || b->ndim == 1)) {
+        int64_t fs[ST_MAX_DIMS];
+        int fn = 0;
+        for (int i = 0; i < nb; i++) fs[fn++] = batch[i];
+        if (a->ndim != 1) fs[fn++] = M;
+        if (b->ndim != 1) fs[fn++] = N;
+        st_tensor *v = st_reshape(r, fn, fs);
+        st_release(r);
+        r = v;
+    }
+    return r;
+}

@@ -1,0 +1,298 @@
+/*
+ * tensor.c — tensor handles and storages: creation, reading as trace nodes, in-place writes,
+ * inspection, sync points and copies to the host.
+ *
+ * Invariant: a write never mutates a node; it installs a new version in the storage (the value
+ * itself when the whole base is written, else SETVIEW(old, value)). Nodes that captured the old
+ * version keep it, which gives eager semantics without read/write races inside the trace.
+ */
+#include "tensor.h"
+
+static st_storage live_head = {0, NULL, &live_head, &live_head};
+
+static st_storage *storage_new(st_node *n) {
+    st_storage *s = st_malloc(sizeof *s);
+    if (!s) return NULL;
+    s->refcnt = 1;
+    s->node = n;
+    s->next = live_head.next;
+    s->prev = &live_head;
+    live_head.next->prev = s;
+    live_head.next = s;
+    return s;
+}
+
+static void storage_release(st_storage *s) {
+    if (--s->refcnt > 0) return;
+    s->prev->next = s->next;
+    s->next->prev = s->prev;
+    st_node_release(s->node);
+    st_free(s);
+}
+
+int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides) {
+    int64_t expect = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] == 1) continue;
+        if (strides[i] != expect) return 0;
+        expect *= shape[i];
+    }
+    return 1;
+}
+
+static st_status maybe_auto_flush(st_tensor *t) {
+    if (st_rt.eager) {
+        st_node *n = t->storage->node;
+        if (n->op != ST_OP_BUFFER) return st_flush_nodes(1, &n);
+    } else if (st_pending_nodes() > st_rt.trace_max) {
+        return st_sync();
+    }
+    return ST_OK;
+}
+
+st_tensor *st_tensor_from_node(st_node *n) {
+    if (!n) return NULL;
+    st_tensor *t = st_malloc(sizeof *t);
+    st_storage *s = t ? storage_new(n) : NULL;
+    if (!s) {
+        st_free(t);
+        st_node_release(n);
+        return NULL;
+    }
+    t->refcnt = 1;
+    t->ndim = n->ndim;
+    t->dtype = n->dtype;
+    t->identity = 1;
+    t->weak = 0;
+    t->offset = 0;
+    memcpy(t->shape, n->shape, sizeof t->shape);
+    st_contig_strides(n->ndim, n->shape, t->strides);
+    t->storage = s;
+    if (maybe_auto_flush(t) != ST_OK) {
+        st_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                          int64_t offset) {
+    st_tensor *v = st_malloc(sizeof *v);
+    if (!v) return NULL;
+    v->refcnt = 1;
+    v->ndim = (uint8_t)ndim;
+    v->dtype = t->dtype;
+    v->weak = 0;
+    memset(v->shape, 0, sizeof v->shape);
+    memset(v->strides, 0, sizeof v->strides);
+    memcpy(v->shape, shape, ndim * sizeof *shape);
+    memcpy(v->strides, strides, ndim * sizeof *strides);
+    v->offset = offset;
+    v->storage = t->storage;
+    v->storage->refcnt++;
+    const st_node *base = v->storage->node;
+    v->identity = offset == 0 && st_shape_numel(ndim, shape) == base->numel &&
+                  ndim == base->ndim &&
+                  memcmp(shape, base->shape, ndim * sizeof *shape) == 0 &&
+                  st_is_contiguous_view(ndim, shape, strides);
+    return v;
+}
+
+st_tensor *st_retain(st_tensor *t) {
+    if (t) t->refcnt++;
+    return t;
+}
+
+void st_release(st_tensor *t) {
+    if (!t || --t->refcnt > 0) return;
+    storage_release(t->storage);
+    st_free(t);
+}
+
+/* CONST nodes convert at record time: a weak 2 meeting an f16 tensor becomes an f16 CONST. */
+static st_node *const_as(const st_node *c, st_dtype dt) {
+    st_node_arg a = c->arg;
+    if (st_is_float(c->dtype) && !st_is_float(dt)) {
+        a.c.i = dt == ST_BOOL ? c->arg.c.f != 0 : (int64_t)c->arg.c.f;
+    } else if (!st_is_float(c->dtype) && st_is_float(dt)) {
+        a.c.f = (double)c->arg.c.i;
+    } else if (dt == ST_BOOL) {
+        a.c.i = c->arg.c.i != 0;
+    } else if (dt == ST_I32) {
+        a.c.i = (int32_t)c->arg.c.i;
+    }
+    st_node *n = st_node_new(ST_OP_CONST, dt, 0, NULL, 0, NULL, &a);
+    if (n) n->flags = c->flags & NODE_WEAK;
+    return n;
+}
+
+st_node *st_tensor_read(st_tensor *t, st_dtype dt, int ndim, const int64_t *shape) {
+    st_node *base = t->storage->node;
+    st_node *n;
+    int same_shape = ndim == t->ndim && memcmp(shape, t->shape, ndim * sizeof *shape) == 0;
+    if (base->op == ST_OP_CONST && dt != base->dtype) {
+        n = const_as(base, dt); /* 0-d: the view below broadcasts it */
+        if (!n) return NULL;
+        dt = n->dtype;
+        base = n;
+    } else {
+        n = st_node_retain(base);
+    }
+    if (!(t->identity && same_shape) || base->ndim != ndim) {
+        st_node_arg a;
+        memset(&a, 0, sizeof a);
+        int lead = ndim - t->ndim;
+        for (int d = 0; d < ndim; d++) {
+            int sd = d - lead;
+            if (sd < 0 || (t->shape[sd] == 1 && shape[d] != 1)) a.view.strides[d] = 0;
+            else a.view.strides[d] = t->shape[sd] == 1 ? 0 : t->strides[sd];
+        }
+        a.view.offset = t->offset;
+        st_node *v = st_node_new(ST_OP_VIEW, n->dtype, ndim, shape, 1, &n, &a);
+        st_node_release(n);
+        if (!v) return NULL;
+        n = v;
+    }
+    if (n->dtype != dt) {
+        st_node *c = st_node_new(ST_OP_CAST, dt, ndim, shape, 1, &n, NULL);
+        st_node_release(n);
+        n = c;
+    }
+    return n;
+}
+
+st_status st_tensor_write(st_tensor *t, st_node *value) {
+    if (!value) return st_last_status();
+    st_storage *s = t->storage;
+    st_node *nv;
+    if (t->identity) {
+        nv = value;
+    } else {
+        for (int d = 0; d < t->ndim; d++)
+            if (t->strides[d] == 0 && t->shape[d] > 1) {
+                st_node_release(value);
+                return st_error(ST_ERR_ARG, "in-place write into an expanded view (dim %d has "
+                                "stride 0): more than one element refers to one memory location", d);
+            }
+        st_node_arg a;
+        memset(&a, 0, sizeof a);
+        memcpy(a.view.strides, t->strides, sizeof a.view.strides);
+        a.view.offset = t->offset;
+        st_node *srcs[2] = {s->node, value};
+        nv = st_node_new(ST_OP_SETVIEW, s->node->dtype, s->node->ndim, s->node->shape, 2, srcs, &a);
+        st_node_release(value);
+        if (!nv) return st_last_status();
+    }
+    st_node_release(s->node);
+    s->node = nv;
+    if (st_rt.eager && nv->op != ST_OP_BUFFER) return st_flush_nodes(1, &nv);
+    if (st_pending_nodes() > st_rt.trace_max) return st_sync();
+    return ST_OK;
+}
+
+/* ---- inspection ---- */
+int st_ndim(const st_tensor *t) { return t->ndim; }
+int64_t st_size(const st_tensor *t, int dim) {
+    if (dim < 0) dim += t->ndim;
+    return dim < 0 || dim >= t->ndim ? -1 : t->shape[dim];
+}
+void st_shape(const st_tensor *t, int64_t out[ST_MAX_DIMS]) {
+    memset(out, 0, ST_MAX_DIMS * sizeof *out);
+    memcpy(out, t->shape, t->ndim * sizeof *out);
+}
+int64_t st_numel(const st_tensor *t) { return st_shape_numel(t->ndim, t->shape); }
+st_dtype st_dtype_of(const st_tensor *t) { return (st_dtype)t->dtype; }
+const char *st_device_of(const st_tensor *t) { (void)t; return "cpu"; }
+int st_is_contiguous(const st_tensor *t) { return st_is_contiguous_view(t->ndim, t->shape, t->strides); }
+int st_is_realized(const st_tensor *t) { return t->storage->node->op == ST_OP_BUFFER; }
+
+char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t k = 0;
+    k += snprintf(buf + k, n - k, "(");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, ")");
+    return buf;
+}
+
+/* ---- sync points ---- */
+st_status st_realize(int n, st_tensor *const *ts) {
+    st_runtime_init();
+    st_node *stack[64];
+    st_node **nodes = n <= 64 ? stack : st_malloc(n * sizeof *nodes);
+    if (!nodes) return st_last_status();
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ts[i] && ts[i]->storage->node->op != ST_OP_BUFFER) nodes[k++] = ts[i]->storage->node;
+    st_status s = k ? st_flush_nodes(k, nodes) : ST_OK;
+    if (nodes != stack) st_free(nodes);
+    return s;
+}
+
+st_status st_sync(void) {
+    st_runtime_init();
+    int n = 0, cap = 0;
+    st_node **nodes = NULL;
+    for (st_storage *s = live_head.next; s != &live_head; s = s->next) {
+        if (s->node->op == ST_OP_BUFFER) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            st_node **p = st_realloc(nodes, cap * sizeof *p);
+            if (!p) {
+                st_free(nodes);
+                return st_last_status();
+            }
+            nodes = p;
+        }
+        nodes[n++] = s->node;
+    }
+    st_status r = n ? st_flush_nodes(n, nodes) : ST_OK;
+    st_free(nodes);
+    return r;
+}
+
+st_status st_to_host(st_tensor *t, st_dtype dt, void *dst, size_t nbytes) {
+    int64_t numel = st_numel(t);
+    if ((unsigned)dt >= ST_DTYPE_COUNT) return st_error(ST_ERR_DTYPE, "to_host: bad dtype %d", (int)dt);
+    if (nbytes != (size_t)numel * st_dtypes[dt].size)
+        return st_error(ST_ERR_ARG, "to_host: %zu bytes given for %lld elements of %s", nbytes,
+                        (long long)numel, st_dtypes[dt].name);
+    st_status s = st_realize(1, &t);
+    if (s != ST_OK) return s;
+    const st_node *base = t->storage->node;
+    const void *src = base->buf->data;
+    st_dtype sdt = (st_dtype)base->dtype;
+    int64_t idx[ST_MAX_DIMS] = {0};
+    int same = sdt == dt;
+    size_t es = st_dtypes[dt].size;
+    for (int64_t i = 0; i < numel; i++) {
+        int64_t off = t->offset;
+        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
+        if (same) memcpy((char *)dst + i * es, (const char *)src + off * es, es);
+        else if (st_is_float(dt) || st_is_float(sdt)) st_store_f64(dt, dst, i, st_load_f64(sdt, src, off));
+        else st_store_i64(dt, dst, i, st_load_i64(sdt, src, off));
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < t->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return ST_OK;
+}
+
+st_status st_item(st_tensor *t, double *out) {
+    if (st_numel(t) != 1) {
+        char b[128];
+        return st_error(ST_ERR_SHAPE, "item: the tensor has %lld elements %s, not 1",
+                        (long long)st_numel(t), st_shape_str(t->ndim, t->shape, b, sizeof b));
+    }
+    return st_to_host(t, ST_F64, out, sizeof *out);
+}
+
+st_status st_item_i64(st_tensor *t, int64_t *out) {
+    if (st_numel(t) != 1) {
+        char b[128];
+        return st_error(ST_ERR_SHAPE, "item: the tensor has %lld elements %s, not 1",
+                        (long long)st_numel(t), st_shape_str(t->ndim, t->shape, b, sizeof b));
+    }
+    return st_to_host(t, ST_I64, out, sizeof *out);
+}

@@ -1,0 +1,51 @@
+/*
+ * tensor.h — internal: tensor handles, storages and the helpers ops use to read and make tensors.
+ *
+ * st_tensor = (storage, strided view). storage->node is the current version of the data, a node of
+ * the storage's base shape whose contiguous C-order layout the view's strides and offset index.
+ * Invariants: t->dtype == storage->node->dtype; a view never has a mask; `identity` is set exactly
+ * when the view is the whole base in C order (then reading t reads storage->node itself).
+ */
+#ifndef ST_TENSOR_H
+#define ST_TENSOR_H
+
+#include "trace/trace.h"
+
+typedef struct st_storage {
+    int32_t refcnt;
+    st_node *node;                    /* owned reference: current version */
+    struct st_storage *prev, *next;   /* list of live storages (st_sync) */
+} st_storage;
+
+struct st_tensor {
+    int32_t refcnt;
+    uint8_t ndim;
+    uint8_t dtype;
+    uint8_t identity;
+    uint8_t weak;                     /* a bare number (st_weak_scalar_*) */
+    int64_t shape[ST_MAX_DIMS];
+    int64_t strides[ST_MAX_DIMS];     /* in elements of the base layout */
+    int64_t offset;
+    st_storage *storage;              /* owned reference */
+};
+
+/* A new tensor owning a new storage whose version is n (the reference to n is taken over). NULL on
+ * OOM (n is released). Runs eager mode and the trace-size bound. */
+ST_INTERNAL st_tensor *st_tensor_from_node(st_node *n);
+/* A new handle on t's storage with the given view (a view op's result). */
+ST_INTERNAL st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *shape,
+                                      const int64_t *strides, int64_t offset);
+/* A new node reference reading t broadcast to shape (ndim >= t's) and cast to dt: the storage node
+ * itself, or a VIEW of it, plus a CAST when dt differs (weak CONSTs are converted in place). */
+ST_INTERNAL st_node *st_tensor_read(st_tensor *t, st_dtype dt, int ndim, const int64_t *shape);
+/* Replace the region of t's storage that t views by value (a node of t's shape and dtype; the
+ * reference is taken over). The in-place primitive behind add_, copy_, fill_, indexing writes. */
+ST_INTERNAL st_status st_tensor_write(st_tensor *t, st_node *value);
+/* Broadcast two shapes; on failure an ST_ERR_SHAPE error naming both, prefixed by op. */
+ST_INTERNAL st_status st_broadcast_shapes(const char *op, int na, const int64_t *sa, int nb,
+                                          const int64_t *sb, int *nout, int64_t *out);
+/* Normalize dim (negative from the end) for ndim dims; -1 with an ST_ERR_ARG error if out of range. */
+ST_INTERNAL int st_norm_dim(const char *op, int dim, int ndim);
+ST_INTERNAL int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides);
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * flush.c — sync points: collect the region a set of targets needs, execute it, realize results.
+ *
+ * Invariants: the region holds exactly the unrealized nodes reachable from the targets, in a
+ * topological order (srcs first); every region node is retained for the whole flush (a garbage
+ * collector running inside an allocation cannot free it); after a successful flush every target is
+ * a realized BUFFER node, and so is every node the executor chose to materialize.
+ */
+#include "trace.h"
+
+static uint64_t flush_epoch;
+
+/* Iterative post-order DFS from the targets over unrealized nodes. */
+static st_status collect(int nt, st_node *const *targets, st_region *r) {
+    uint64_t epoch = ++flush_epoch;
+    int cap = 64, n = 0, top = 0, scap = 64;
+    st_node **order = st_malloc(cap * sizeof *order);
+    struct frame { st_node *n; int next; } *stack = st_malloc(scap * sizeof *stack);
+    if (!order || !stack) goto oom;
+    for (int t = 0; t < nt; t++) {
+        st_node *root = targets[t];
+        if (root->op == ST_OP_BUFFER) continue;
+        root->flags |= NODE_TARGET;
+        if (root->epoch == epoch) continue;
+        root->epoch = epoch;
+        stack[top++] = (struct frame){root, 0};
+        while (top) {
+            struct frame *f = &stack[top - 1];
+            if (f->next < f->n->nsrc) {
+                st_node *s = f->n->src[f->next++];
+                if (s->op == ST_OP_BUFFER || s->epoch == epoch) continue;
+                s->epoch = epoch;
+                if (top == scap) {
+                    scap *= 2;
+                    void *p = st_realloc(stack, scap * sizeof *stack);
+                    if (!p) goto oom;
+                    stack = p;
+                }
+                stack[top++] = (struct frame){s, 0};
+                continue;
+            }
+            if (n == cap) {
+                cap *= 2;
+                void *p = st_realloc(order, cap * sizeof *order);
+                if (!p) goto oom;
+                order = p;
+            }
+            f->n->pos = n;
+            f->n->uses = 0;
+            order[n++] = f->n;
+            top--;
+        }
+    }
+    st_free(stack);
+    for (int i = 0; i < n; i++) {
+        st_node *x = order[i];
+        for (int k = 0; k < x->nsrc; k++)
+            if (x->src[k]->op != ST_OP_BUFFER) x->src[k]->uses++;
+        if (x->flags & NODE_TARGET) r->ntargets++;
+    }
+    r->nodes = order;
+    r->n = n;
+    return ST_OK;
+oom:
+    for (int t = 0; t < nt; t++) targets[t]->flags &= ~NODE_TARGET;
+    st_free(order);
+    st_free(stack);
+    return st_last_status();
+}
+
+st_status st_flush_nodes(int nt, st_node *const *targets) {
+    st_runtime_init();
+    st_region r = {0};
+    st_status s = collect(nt, targets, &r);
+    if (s != ST_OK || r.n == 0) {
+        st_free(r.nodes);
+        return s;
+    }
+    for (int i = 0; i < r.n; i++) st_node_retain(r.nodes[i]);
+    double t0 = st_now_ms();
+    uint64_t launched0 = st_stats_g.kernels_launched, compiled0 = st_stats_g.kernels_compiled;
+    uint64_t hits0 = st_stats_g.cache_hits_memory + st_stats_g.cache_hits_disk;
+    s = st_rt.eager ? interp_execute(&r) : fuse_execute(&r);
+    if (s == ST_OK) {
+        for (int i = 0; i < r.n; i++) {
+            st_node *x = r.nodes[i];
+            ST_ASSERT(!(x->flags & NODE_TARGET) || x->buf);
+            if (x->buf) st_node_realize(x, x->buf);
+        }
+    } else {
+        for (int i = 0; i < r.n; i++) { /* executors clean up; this is belt and braces */
+            st_buffer_release(r.nodes[i]->buf);
+            r.nodes[i]->buf = NULL;
+        }
+    }
+    for (int i = 0; i < r.n; i++) r.nodes[i]->flags &= ~NODE_TARGET;
+    double ms = st_now_ms() - t0;
+    st_stats_g.flushes++;
+    st_stats_g.exec_ms += ms;
+    if (st_rt.debug & 1)
+        fprintf(stderr,
+                "stitch: flush %llu: %d nodes, %d targets, %llu kernels (%llu compiled, %llu cached), "
+                "%s, %.2f ms%s\n",
+                (unsigned long long)st_stats_g.flushes, r.n, r.ntargets,
+                (unsigned long long)(st_stats_g.kernels_launched - launched0),
+                (unsigned long long)(st_stats_g.kernels_compiled - compiled0),
+                (unsigned long long)(st_stats_g.cache_hits_memory + st_stats_g.cache_hits_disk - hits0),
+                st_rt.eager ? "eager" : "fused", ms, s == ST_OK ? "" : " (failed)");
+    for (int i = 0; i < r.n; i++) st_node_release(r.nodes[i]);
+    st_free(r.nodes);
+    return s;
+}

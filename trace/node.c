@@ -1,0 +1,113 @@
+/*
+ * node.c — the op table and the life of trace nodes.
+ *
+ * Nodes are immutable values with refcounts. Release is iterative (a trace can be a chain of a
+ * million nodes; recursion would overflow the C stack). Freed nodes go to a free list, so recording
+ * an op costs one list pop in the steady state.
+ */
+#include "trace.h"
+
+const st_op_info st_ops[ST_OP_COUNT] = {
+#define X(NAME, KIND, NSRC, STR, FN, DIFF) [ST_OP_##NAME] = {STR, #FN, KIND, NSRC, DIFF},
+#include "ops.def"
+#undef X
+};
+
+static st_node *free_list;     /* linked through src[0] */
+static int64_t pending;        /* live unrealized nodes */
+static uint64_t next_id = 1;
+
+int64_t st_pending_nodes(void) { return pending; }
+
+int64_t st_shape_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i];
+    }
+}
+
+size_t st_node_nbytes(const st_node *n) { return (size_t)n->numel * st_dtypes[n->dtype].size; }
+
+st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int nsrc,
+                     st_node *const *srcs, const st_node_arg *arg) {
+    ST_ASSERT(ndim >= 0 && ndim <= ST_MAX_DIMS && nsrc >= 0 && nsrc <= 3);
+    st_node *n = free_list;
+    if (n) free_list = n->src[0];
+    else if (!(n = st_malloc(sizeof *n))) return NULL;
+    memset(n, 0, offsetof(st_node, arg));
+    n->refcnt = 1;
+    n->op = (uint16_t)op;
+    n->dtype = (uint8_t)dt;
+    n->ndim = (uint8_t)ndim;
+    n->nsrc = (uint8_t)nsrc;
+    n->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        n->shape[i] = shape[i];
+        n->numel *= shape[i];
+    }
+    for (int i = 0; i < nsrc; i++) n->src[i] = st_node_retain(srcs[i]);
+    if (arg) n->arg = *arg;
+    else memset(&n->arg, 0, sizeof n->arg);
+    n->id = next_id++;
+    n->aux = NULL;
+    if (op != ST_OP_BUFFER) pending++;
+    st_stats_g.nodes_recorded++;
+    return n;
+}
+
+/* A small explicit stack for iterative release. */
+static st_node **rel_stack;
+static size_t rel_cap;
+
+void st_node_release(st_node *n) {
+    if (!n || --n->refcnt > 0) return;
+    size_t top = 0;
+    for (;;) {
+        /* n has refcnt 0: free it, pushing srcs that drop to 0. */
+        for (int i = 0; i < n->nsrc; i++) {
+            st_node *s = n->src[i];
+            if (--s->refcnt > 0) continue;
+            if (top == rel_cap) {
+                size_t cap = rel_cap ? rel_cap * 2 : 256;
+                st_node **p = realloc(rel_stack, cap * sizeof *p);
+                ST_ASSERT(p != NULL); /* release cannot report errors; 2 KiB steps rarely fail */
+                rel_stack = p;
+                rel_cap = cap;
+            }
+            rel_stack[top++] = s;
+        }
+        if (n->op != ST_OP_BUFFER) pending--;
+        st_buffer_release(n->buf);
+        n->buf = NULL;
+        n->nsrc = 0;
+        n->src[0] = free_list;
+        free_list = n;
+        if (top == 0) break;
+        n = rel_stack[--top];
+    }
+}
+
+void st_node_realize(st_node *n, st_buffer *buf) {
+    if (n->op == ST_OP_BUFFER) { /* a fresh leaf: just attach its data */
+        if (n->buf && n->buf != buf) st_buffer_release(n->buf);
+        n->buf = buf;
+        return;
+    }
+    if (n->buf && n->buf != buf) st_buffer_release(n->buf);
+    n->buf = buf;
+    n->op = ST_OP_BUFFER;
+    pending--;
+    int ns = n->nsrc;
+    st_node *srcs[3] = {n->src[0], n->src[1], n->src[2]};
+    n->nsrc = 0;
+    memset(n->src, 0, sizeof n->src);
+    memset(&n->arg, 0, sizeof n->arg);
+    for (int i = 0; i < ns; i++) st_node_release(srcs[i]);
+}
