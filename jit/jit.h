@@ -6,6 +6,9 @@
  * where NAME is the macro KNAME, defined by the JIT right before the kernel's source (so the same
  * source always gets the same symbol: st_k_<hash of the key>). The source may use everything in
  * jit/prelude.h (prepended once per compilation unit) and OpenMP pragmas.
+ * The JIT also defines st_kargs (this header's layout) after the prelude, guarded by
+ * ST_KARGS_DEFINED; kernel sources must not define it. Kernels of one batch share a translation
+ * unit: a kernel's own helpers must have KNAME-unique names (or live in the prelude).
  *
  * Caches: (1) in memory, uthash, key -> function; (2) on disk under the cache dir (ST_CACHE_DIR,
  * else $XDG_CACHE_HOME/stitch, else ~/.cache/stitch). key = hash(source, compiler identity, flags).

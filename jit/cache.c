@@ -1,0 +1,555 @@
+/*
+ * cache.c — the kernel caches: source -> callable function, in memory and on disk.
+ *
+ * Key of a kernel = jit_hash128(source, seeded by ctx), ctx = hash(compiler identity, flag list,
+ * prelude text), computed once after (re)initialization. The symbol of a kernel is st_k_<key hex>
+ * (the JIT defines KNAME to it right before the source), so one key names one function everywhere.
+ *
+ * Translation unit of a batch: a comment, the prelude, the st_kargs typedef (jit_kargs_src), then
+ * per kernel `#define KNAME st_k_<key>`, its source, `#undef KNAME`. Kernels of one batch share the
+ * unit, so a kernel's own helpers must be static and named after KNAME (or live in the prelude).
+ * One bad kernel fails its whole batch (one compiler call), and the error names the saved unit.
+ *
+ * Counters: jit_get_kernels and jit_lookup both count what they find (cache_hits_memory /
+ * cache_hits_disk); a compiler call adds compile_calls 1, compile_ms its wall time, and on success
+ * kernels_compiled the number of distinct kernels in the batch.
+ *
+ * Memory: a uthash table key -> (function, loaded object). Objects (dlopen handles) are kept in a
+ * list, each .so opened once; they are closed only by jit_shutdown, so a function pointer handed
+ * out stays valid until then.
+ *
+ * Disk, under the cache dir:
+ *   <batchkey>-XXXXXX.so   one compiled batch (the unique part comes from the compiler's temp file;
+ *                          a name is never reused, so a rename never replaces a mapped object)
+ *   <kernelkey>.k          one line: magic, key, .so name, .so size, .so checksum, and a checksum
+ *                          of the line itself (a truncated or edited .k is detected as such)
+ *   failed/<batch>-XXXXXX.c/.log  the source and log of a failed compilation (kept for the user)
+ * Every file is written to a temp name in the same dir and renamed into place. A .k or .so that
+ * fails verification (parse, self-checksum, size, content checksum, dlopen, dlsym) is removed and
+ * counts as a miss, so the kernel is recompiled: a corrupt cache can cost time, never correctness.
+ */
+#include "compile.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* uthash must allocate through st_malloc and must never exit(): with HASH_NONFATAL_OOM a failed
+ * allocation rolls the add back and calls uthash_nonfatal_oom, which we record and turn into
+ * ST_ERR_OOM (st_malloc has already set the message). */
+static int jit_hash_oom;
+#define uthash_malloc(sz) st_malloc(sz)
+#define uthash_free(ptr, sz) st_free(ptr)
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) do { (void)(obj); jit_hash_oom = 1; } while (0)
+#define uthash_fatal(msg) do { jit_hash_oom = 1; } while (0)
+#include <uthash.h>
+
+#define JIT_K_MAGIC "stitch-kernel-v1"
+#define JIT_NAME_MAX 128
+
+/* One dlopen'ed batch. Owns handle; freed by jit_shutdown. */
+typedef struct jit_obj {
+    char name[JIT_NAME_MAX]; /* file name inside the cache dir */
+    void *handle;
+    uint64_t size, sum;      /* what was verified when it was opened */
+    struct jit_obj *next;
+} jit_obj;
+
+typedef struct jit_entry {
+    jit_key key;
+    st_kernel_fn fn;
+    jit_obj *obj;            /* borrowed from the object list */
+    UT_hash_handle hh;
+} jit_entry;
+
+static struct {
+    int ready;        /* dir and ctx valid */
+    char *dir;        /* cache dir, owned */
+    jit_key ctx;      /* seed of every kernel key */
+    jit_entry *table; /* memory cache */
+    jit_obj *objs;    /* loaded shared objects */
+} J;
+
+/* ---- configuration ---- */
+
+/* ST_CACHE_DIR, else $XDG_CACHE_HOME/stitch, else $HOME/.cache/stitch (home from the password
+ * database when HOME is unset); created with mkdir -p. */
+static st_status init_dir(void) {
+    if (J.dir) return ST_OK;
+    char buf[4096];
+    const char *e = getenv("ST_CACHE_DIR"), *src = "ST_CACHE_DIR";
+    int n;
+    if (e && *e) {
+        n = snprintf(buf, sizeof buf, "%s", e);
+    } else if ((e = getenv("XDG_CACHE_HOME")) && *e) {
+        n = snprintf(buf, sizeof buf, "%s/stitch", e);
+        src = "XDG_CACHE_HOME";
+    } else {
+        e = getenv("HOME");
+        if (!e || !*e) {
+            struct passwd *pw = getpwuid(getuid());
+            e = pw ? pw->pw_dir : NULL;
+        }
+        if (!e || !*e)
+            return st_error(ST_ERR_IO, "no kernel cache directory: set ST_CACHE_DIR (HOME is not set)");
+        n = snprintf(buf, sizeof buf, "%s/.cache/stitch", e);
+        src = "HOME";
+    }
+    if (n >= (int)sizeof buf - 64)
+        return st_error(ST_ERR_IO, "kernel cache directory path too long (from %s)", src);
+    /* Trailing slashes make no difference but would show up in every message. */
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+    if (jit_mkdir_p(buf) != 0)
+        return st_error(ST_ERR_IO, "cannot create the kernel cache directory %s (from %s): %s", buf, src,
+                        strerror(errno));
+    J.dir = st_strdup(buf);
+    return J.dir ? ST_OK : ST_ERR_OOM;
+}
+
+static st_status ensure_init(void) {
+    if (J.ready) return ST_OK;
+    st_status s = init_dir();
+    if (s == ST_OK) s = jit_compiler_init();
+    if (s != ST_OK) return s;
+    static const char tag[] = "stitch-jit-key-v1";
+    jit_key k = {{0, 0}};
+    const char *id = jit_compiler_identity(), *flags = jit_compile_flags();
+    k = jit_hash128(tag, sizeof tag, k);
+    k = jit_hash128(id, strlen(id), k);
+    k = jit_hash128(flags, strlen(flags), k);
+    k = jit_hash128(st_prelude_src, strlen(st_prelude_src), k);
+    J.ctx = k;
+    J.ready = 1;
+    return ST_OK;
+}
+
+const char *jit_cache_dir(void) {
+    return init_dir() == ST_OK ? J.dir : NULL;
+}
+
+static inline jit_key kernel_key(const char *source) {
+    return jit_hash128(source, strlen(source), J.ctx);
+}
+
+/* ---- loaded objects ---- */
+
+static void path_of(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", J.dir, name); }
+
+static void debug_drop(const char *what, const char *name, const char *why) {
+    if (st_rt.debug & 1) fprintf(stderr, "stitch: dropped %s %s/%s from the kernel cache (%s)\n", what, J.dir, name, why);
+}
+
+static jit_obj *find_obj(const char *name) {
+    for (jit_obj *o = J.objs; o; o = o->next)
+        if (!strcmp(o->name, name)) return o;
+    return NULL;
+}
+
+/* Reads the whole file at path: its size and checksum. 0 on success. */
+static int file_sum(const char *path, uint64_t *size, uint64_t *sum) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return -1; }
+    size_t n = (size_t)st.st_size, got = 0;
+    char *buf = st_malloc(n ? n : 1);
+    if (!buf) { close(fd); return -1; }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    jit_key z = {{0, 0}};
+    *size = got;
+    *sum = jit_hash128(buf, got, z).h[0];
+    st_free(buf);
+    return got == n ? 0 : -1;
+}
+
+/* The OpenMP runtime (libgomp, or libomp under clang) comes in as a dependency of the first kernel
+ * object. Its worker threads outlive a parallel region, so unloading it with the last kernel
+ * object (jit_shutdown) would leave them running in unmapped code. Pin it once: re-open it with
+ * RTLD_NODELETE (never closed; a process-lifetime mapping, no heap memory). */
+static void pin_openmp(void *handle) {
+    static int pinned;
+    if (pinned) return;
+    static const char *const probes[] = {"GOMP_parallel", "__kmpc_fork_call", "omp_get_num_threads"};
+    for (int i = 0; i < 3; i++) {
+        void *p = dlsym(handle, probes[i]);
+        Dl_info info;
+        if (p && dladdr(p, &info) && info.dli_fname && dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)) {
+            pinned = 1;
+            return;
+        }
+    }
+}
+
+/* dlopen's dir/name and records it (size and sum as verified by the caller). NULL on failure
+ * with *why describing it (dlerror text; static storage). */
+static jit_obj *open_obj(const char *name, uint64_t size, uint64_t sum, const char **why) {
+    char path[4200];
+    path_of(path, sizeof path, name);
+    jit_obj *o = st_calloc(1, sizeof *o);
+    if (!o) { *why = "out of memory"; return NULL; }
+    o->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!o->handle) {
+        const char *e = dlerror();
+        *why = e ? e : "dlopen failed";
+        st_free(o);
+        return NULL;
+    }
+    pin_openmp(o->handle);
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->size = size;
+    o->sum = sum;
+    o->next = J.objs;
+    J.objs = o;
+    return o;
+}
+
+static st_kernel_fn obj_sym(jit_obj *o, const char *hex) {
+    char sym[48];
+    snprintf(sym, sizeof sym, "st_k_%s", hex);
+    void *p = dlsym(o->handle, sym);
+    st_kernel_fn fn = NULL;
+    /* POSIX guarantees a data pointer from dlsym converts to a function pointer; memcpy avoids the
+     * ISO C (-Wpedantic) complaint about the cast. */
+    if (p) memcpy(&fn, &p, sizeof fn);
+    return fn;
+}
+
+/* Adds key -> fn to the memory cache. ST_ERR_OOM on failure. */
+static st_status mem_insert(jit_key key, st_kernel_fn fn, jit_obj *o) {
+    jit_entry *e = st_malloc(sizeof *e);
+    if (!e) return ST_ERR_OOM;
+    memset(e, 0, sizeof *e);
+    e->key = key;
+    e->fn = fn;
+    e->obj = o;
+    jit_hash_oom = 0;
+    HASH_ADD(hh, J.table, key, sizeof(jit_key), e);
+    if (jit_hash_oom) {
+        st_free(e);
+        return st_error(ST_ERR_OOM, "out of memory growing the kernel cache");
+    }
+    return ST_OK;
+}
+
+static jit_entry *mem_find(jit_key key) {
+    jit_entry *e = NULL;
+    HASH_FIND(hh, J.table, &key, sizeof(jit_key), e);
+    return e;
+}
+
+/* ---- the disk index ---- */
+
+static int valid_so_name(const char *s) {
+    size_t n = strlen(s);
+    if (n < 4 || n >= JIT_NAME_MAX || strcmp(s + n - 3, ".so") || s[0] == '.') return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              s[i] == '-' || s[i] == '_' || s[i] == '.'))
+            return 0;
+    return 1;
+}
+
+static uint64_t line_sum(const char *s, size_t n) {
+    jit_key z = {{0x6b, 0}};
+    return jit_hash128(s, n, z).h[0];
+}
+
+/* Writes <hex>.k pointing at the verified object o. Best effort: a kernel that cannot be indexed
+ * still works in this process, it will just be compiled again by the next one. */
+static void write_index(const char *hex, const jit_obj *o) {
+    char line[512], name[48];
+    int n = snprintf(line, sizeof line, JIT_K_MAGIC " %s %s %" PRIu64 " %016" PRIx64, hex, o->name, o->size, o->sum);
+    snprintf(line + n, sizeof line - (size_t)n, " %016" PRIx64 "\n", line_sum(line, (size_t)n));
+    snprintf(name, sizeof name, "%s.k", hex);
+    if (jit_write_atomic(J.dir, name, line, strlen(line)) != 0 && (st_rt.debug & 1))
+        fprintf(stderr, "stitch: cannot write the kernel index %s/%s: %s\n", J.dir, name, strerror(errno));
+}
+
+/* Loads the kernel with this key from disk, verifying the index and the object; removes what is
+ * corrupt. Returns NULL on a miss (no error set). */
+static st_kernel_fn disk_load(jit_key key, const char *hex) {
+    char kname[48], kpath[4200], spath[4200], line[513];
+    snprintf(kname, sizeof kname, "%s.k", hex);
+    path_of(kpath, sizeof kpath, kname);
+    int fd = open(kpath, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    ssize_t r;
+    do r = read(fd, line, sizeof line - 1); while (r < 0 && errno == EINTR);
+    close(fd);
+    if (r < 0) return NULL;
+    line[r] = '\0';
+
+    char khex[40], so[JIT_NAME_MAX + 1];
+    uint64_t size, sum, lsum;
+    int pos = 0;
+    char *nl = strchr(line, '\n');
+    if (!nl || nl[1] != '\0' ||
+        sscanf(line, JIT_K_MAGIC " %39s %128s %" SCNu64 " %" SCNx64 "%n", khex, so, &size, &sum, &pos) != 4 ||
+        sscanf(line + pos, " %" SCNx64, &lsum) != 1 || lsum != line_sum(line, (size_t)pos) ||
+        strcmp(khex, hex) || !valid_so_name(so)) {
+        debug_drop("index", kname, "unreadable or corrupt");
+        unlink(kpath);
+        return NULL;
+    }
+
+    jit_obj *o = find_obj(so);
+    if (o) {
+        /* Already open (verified then): the index must agree with what we verified. */
+        if (o->size != size || o->sum != sum) {
+            debug_drop("index", kname, "does not match its shared object");
+            unlink(kpath);
+            return NULL;
+        }
+    } else {
+        path_of(spath, sizeof spath, so);
+        uint64_t fsize, fsum;
+        if (file_sum(spath, &fsize, &fsum) != 0) {
+            if (errno == ENOENT) {
+                debug_drop("index", kname, "its shared object is gone");
+            } else {
+                debug_drop("object", so, "unreadable");
+                unlink(spath);
+            }
+            unlink(kpath);
+            return NULL;
+        }
+        if (fsize != size || fsum != sum) {
+            debug_drop("object", so, fsize != size ? "wrong size" : "wrong checksum");
+            unlink(spath);
+            unlink(kpath);
+            return NULL;
+        }
+        const char *why = NULL;
+        o = open_obj(so, size, sum, &why);
+        if (!o) {
+            debug_drop("object", so, why);
+            unlink(spath);
+            unlink(kpath);
+            return NULL;
+        }
+    }
+    st_kernel_fn fn = obj_sym(o, hex);
+    if (!fn) {
+        debug_drop("index", kname, "symbol missing from its shared object");
+        unlink(kpath);
+        return NULL;
+    }
+    if (mem_insert(key, fn, o) != ST_OK) return NULL;
+    return fn;
+}
+
+/* ---- public (internal) API ---- */
+
+st_kernel_fn jit_lookup(const char *source, int allow_disk) {
+    if (!source) return NULL;
+    /* The memory path: nothing is cached before the first init, so a cold probe costs nothing. */
+    if (!J.ready && !allow_disk) return NULL;
+    if (!J.ready && ensure_init() != ST_OK) return NULL;
+    if (!J.table && !allow_disk) return NULL;
+    jit_key key = kernel_key(source);
+    jit_entry *e = mem_find(key);
+    if (e) {
+        st_stats_g.cache_hits_memory++;
+        return e->fn;
+    }
+    if (!allow_disk) return NULL;
+    char hex[33];
+    jit_key_hex(key, hex);
+    st_kernel_fn fn = disk_load(key, hex);
+    if (fn) st_stats_g.cache_hits_disk++;
+    return fn;
+}
+
+/* The kernel ABI struct as kernels see it, emitted once per translation unit after the prelude
+ * (the prelude is shared with the interpreter and does not know the ABI). It must match st_kargs
+ * in jit.h field for field: the asserts below catch a change on the host side. */
+static const char jit_kargs_src[] =
+    "\n#ifndef ST_KARGS_DEFINED\n#define ST_KARGS_DEFINED\n"
+    "typedef struct st_kargs {\n"
+    "    void *const *bufs;\n"
+    "    const int64_t *ints;\n"
+    "    const double *flts;\n"
+    "    int32_t *err;\n"
+    "    int nthreads;\n"
+    "} st_kargs;\n#endif\n";
+_Static_assert(offsetof(st_kargs, bufs) == 0 && offsetof(st_kargs, ints) == sizeof(void *) &&
+                   offsetof(st_kargs, flts) == 2 * sizeof(void *) && offsetof(st_kargs, err) == 3 * sizeof(void *) &&
+                   offsetof(st_kargs, nthreads) == 4 * sizeof(void *) &&
+                   sizeof(st_kargs) == 5 * sizeof(void *),
+               "st_kargs in jit.h changed: update jit_kargs_src in jit/cache.c");
+
+/* A growable text buffer for the translation unit. */
+typedef struct tu_buf { char *p; size_t n, cap; int oom; } tu_buf;
+
+static void tu_put(tu_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = st_realloc(b->p, cap);
+        if (!p) { b->oom = 1; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+static void tu_puts(tu_buf *b, const char *s) { tu_put(b, s, strlen(s)); }
+
+/* Builds the TU (prelude once, then each kernel between #define KNAME / #undef KNAME), compiles
+ * it with one compiler call, loads it and indexes every kernel in memory and on disk. */
+static st_status compile_missing(int m, const int *idx, const jit_key *keys, const char *const *sources,
+                                 const char *const *hints) {
+    char hex[33], line[160];
+    jit_key bkey = jit_hash128(keys, 0, J.ctx);
+    for (int j = 0; j < m; j++) bkey = jit_hash128(&keys[idx[j]], sizeof(jit_key), bkey);
+    char btag[33];
+    jit_key_hex(bkey, btag);
+
+    tu_buf b = {0};
+    snprintf(line, sizeof line, "/* stitch kernel batch %s: %d kernel%s */\n", btag, m, m == 1 ? "" : "s");
+    tu_puts(&b, line);
+    tu_puts(&b, st_prelude_src);
+    tu_puts(&b, jit_kargs_src);
+    for (int j = 0; j < m; j++) {
+        int i = idx[j];
+        jit_key_hex(keys[i], hex);
+        char hint[64] = "";
+        if (hints && hints[i]) {
+            /* Only identifier characters go into the comment (no "*" "/" surprises). */
+            size_t k = 0;
+            for (const char *c = hints[i]; *c && k + 1 < sizeof hint; c++)
+                hint[k++] = ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')) ? *c : '_';
+            hint[k] = '\0';
+        }
+        snprintf(line, sizeof line, "\n/* ---- kernel %d/%d%s%s ---- */\n#define KNAME st_k_%s\n", j + 1, m,
+                 hint[0] ? ": " : "", hint, hex);
+        tu_puts(&b, line);
+        const char *src = sources[i];
+        size_t sl = strlen(src);
+        tu_put(&b, src, sl);
+        tu_puts(&b, sl && src[sl - 1] == '\n' ? "#undef KNAME\n" : "\n#undef KNAME\n");
+        if (st_rt.debug & 4)
+            fprintf(stderr, "stitch: kernel st_k_%s%s%s:\n%s%s", hex, hint[0] ? " " : "", hint, src,
+                    sl && src[sl - 1] == '\n' ? "" : "\n");
+    }
+    if (b.oom) { st_free(b.p); return ST_ERR_OOM; }
+
+    char so[JIT_NAME_MAX];
+    double ms = 0;
+    st_status s = jit_compile_batch(J.dir, btag, b.p, b.n, so, sizeof so, &ms);
+    st_free(b.p);
+    st_stats_g.compile_calls++;
+    st_stats_g.compile_ms += ms;
+    if (st_rt.debug & 1)
+        fprintf(stderr, "stitch: compiled %d kernel%s in %.1f ms (%.1f ms/kernel)%s\n", m, m == 1 ? "" : "s", ms,
+                ms / m, s == ST_OK ? "" : " [failed]");
+    if (s != ST_OK) return s;
+    st_stats_g.kernels_compiled += (uint64_t)m;
+
+    char path[4200];
+    path_of(path, sizeof path, so);
+    uint64_t size, sum;
+    if (file_sum(path, &size, &sum) != 0)
+        return st_error(ST_ERR_IO, "cannot read the compiled kernels %s: %s", path, strerror(errno));
+    const char *why = NULL;
+    jit_obj *o = open_obj(so, size, sum, &why);
+    if (!o) {
+        s = st_error(ST_ERR_COMPILE, "cannot load the compiled kernels %s: %s", path, why);
+        unlink(path);
+        return s;
+    }
+    for (int j = 0; j < m; j++) {
+        int i = idx[j];
+        jit_key_hex(keys[i], hex);
+        st_kernel_fn fn = obj_sym(o, hex);
+        if (!fn)
+            return st_error(ST_ERR_COMPILE, "kernel %d of batch %s (%s) defines no function KNAME (st_k_%s)", j + 1,
+                            so, hints && hints[i] ? hints[i] : "unnamed", hex);
+        s = mem_insert(keys[i], fn, o);
+        if (s != ST_OK) return s;
+        write_index(hex, o);
+    }
+    return ST_OK;
+}
+
+st_status jit_get_kernels(int n, const char *const *sources, const char *const *kname_hint, st_kernel_fn *out) {
+    if (n < 0 || (n > 0 && (!sources || !out)))
+        return st_error(ST_ERR_INTERNAL, "jit_get_kernels: bad arguments (n=%d)", n);
+    if (n == 0) return ST_OK;
+    for (int i = 0; i < n; i++)
+        if (!sources[i]) return st_error(ST_ERR_INTERNAL, "jit_get_kernels: source %d is NULL", i);
+    st_status s = ensure_init();
+    if (s != ST_OK) return s;
+
+    jit_key *keys = st_malloc((size_t)n * sizeof *keys);
+    int *idx = st_malloc((size_t)n * sizeof *idx);
+    if (!keys || !idx) {
+        st_free(keys);
+        st_free(idx);
+        return ST_ERR_OOM;
+    }
+    int m = 0;
+    char hex[33];
+    for (int i = 0; i < n; i++) {
+        keys[i] = kernel_key(sources[i]);
+        out[i] = NULL;
+        jit_entry *e = mem_find(keys[i]);
+        if (e) {
+            out[i] = e->fn;
+            st_stats_g.cache_hits_memory++;
+            continue;
+        }
+        /* The same source twice in one call: compile it once. */
+        int dup = 0;
+        for (int j = 0; j < m && !dup; j++) dup = !memcmp(&keys[idx[j]], &keys[i], sizeof(jit_key));
+        if (dup) continue;
+        jit_key_hex(keys[i], hex);
+        out[i] = disk_load(keys[i], hex);
+        if (out[i]) {
+            st_stats_g.cache_hits_disk++;
+            continue;
+        }
+        idx[m++] = i;
+    }
+    if (m > 0) s = compile_missing(m, idx, keys, sources, kname_hint);
+    /* Fill in everything that was compiled (and duplicates of it) from the memory cache. */
+    for (int i = 0; i < n && s == ST_OK; i++) {
+        if (out[i]) continue;
+        jit_entry *e = mem_find(keys[i]);
+        if (!e) s = st_error(ST_ERR_INTERNAL, "jit_get_kernels: kernel %d missing after compilation", i);
+        else out[i] = e->fn;
+    }
+    st_free(keys);
+    st_free(idx);
+    return s;
+}
+
+void jit_shutdown(void) {
+    jit_entry *e, *tmp;
+    HASH_ITER(hh, J.table, e, tmp) {
+        HASH_DEL(J.table, e);
+        st_free(e);
+    }
+    for (jit_obj *o = J.objs, *next; o; o = next) {
+        next = o->next;
+        dlclose(o->handle);
+        st_free(o);
+    }
+    st_free(J.dir);
+    memset(&J, 0, sizeof J);
+    jit_compiler_shutdown();
+}

@@ -1,0 +1,464 @@
+/*
+ * compile.c — the CPU kernel compiler driver: finds the C compiler (ST_CC), computes its identity
+ * once, and turns one translation unit into one shared object with one compiler invocation.
+ *
+ * Invariants:
+ *  - No shell is ever involved: the compiler is started with posix_spawn and an argv array, its
+ *    stdin is /dev/null, its stdout+stderr go to a log file. ST_CC is split on blanks (no quoting,
+ *    no expansion), so a user's cache dir or source can never be interpreted as shell text.
+ *  - Nothing here exits or aborts: a compiler that is missing, cannot start, crashes or rejects the
+ *    source is an ST_ERR_COMPILE error carrying the (trimmed) log and the saved source path.
+ *  - Files that other processes may read (the .so) appear only by rename(), complete. Files that
+ *    only this process touches (the source, the log) have unique mkstemp names.
+ */
+#include "compile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* The fixed flag list, part of every kernel key (changing it invalidates the disk cache):
+ *   -O3 -march=native        speed; the CPU model is part of the identity because of -march
+ *   -fPIC -shared            a dlopen-able object
+ *   -fopenmp                 kernels use `#pragma omp` for threads (links libgomp)
+ *   -std=c11                 the language the renderers emit
+ *   -ffp-contract=off        no a*b+c -> fma: fused kernels must round like the interpreter does
+ *   -fno-math-errno          lets sqrt & co. vectorize; we never read errno in kernels
+ *   -Werror=implicit-function-declaration
+ *                            a missing prelude function is a compile error with a log line, not a
+ *                            dlopen "undefined symbol" later
+ *   -pipe -g0                compile latency: no temp files for the assembler, no debug info
+ *   -lm (after the source)   libm for the math functions the prelude calls */
+static const char *const jit_flags[] = {
+    "-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-std=c11", "-ffp-contract=off",
+    "-fno-math-errno", "-Werror=implicit-function-declaration", "-pipe", "-g0",
+};
+#define JIT_NFLAGS ((int)(sizeof jit_flags / sizeof jit_flags[0]))
+#define JIT_MAX_WORDS 16
+#define JIT_LOG_HEAD 3072 /* the first errors are the informative ones */
+#define JIT_LOG_TAIL 1024
+
+static struct {
+    int ready;
+    char *words;                 /* st_strdup(ST_CC), split in place */
+    char *path;                  /* resolved compiler path (argv[0] of every spawn) */
+    const char *argv[JIT_MAX_WORDS]; /* [0] = path, then ST_CC's extra words */
+    int nargv;
+    char *identity;
+} cc;
+
+/* ---- hashing ---- */
+
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+/* A 64-bit finalizer with full avalanche (the widely used splitmix64 constants). */
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Two lanes with different multipliers and rotations see every 8-byte word; the tail is packed
+ * into one more word; the length and both lanes are mixed at the end. */
+jit_key jit_hash128(const void *data, size_t n, jit_key seed) {
+    const unsigned char *p = data;
+    const uint64_t P1 = 0x9e3779b97f4a7c15ULL, P2 = 0xd6e8feb86659fd93ULL;
+    uint64_t a = seed.h[0] ^ 0x243f6a8885a308d3ULL, b = seed.h[1] ^ 0x13198a2e03707344ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        a = rotl64((a ^ w) * P1, 29);
+        b = rotl64((b + rotl64(w, 21)) * P2, 33) ^ a;
+    }
+    uint64_t w = 0;
+    for (size_t j = 0; i + j < n; j++) w |= (uint64_t)p[i + j] << (8 * j);
+    a = rotl64((a ^ w) * P1, 29);
+    b = rotl64((b + rotl64(w, 21)) * P2, 33) ^ a;
+    jit_key k;
+    k.h[0] = mix64(a ^ mix64(b + (uint64_t)n));
+    k.h[1] = mix64(b ^ mix64(k.h[0] + 0x452821e638d01377ULL));
+    return k;
+}
+
+void jit_key_hex(jit_key k, char out[33]) {
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)k.h[0], (unsigned long long)k.h[1]);
+}
+
+/* ---- files ---- */
+
+int jit_mkdir_p(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) { errno = ENAMETOOLONG; return -1; }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+        buf[i] = c;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
+    return 0;
+}
+
+static int write_all(int fd, const void *data, size_t n) {
+    const char *p = data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int jit_write_atomic(const char *dir, const char *name, const void *data, size_t n) {
+    char tmp[4096], dst[4096];
+    if (snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir) >= (int)sizeof tmp ||
+        snprintf(dst, sizeof dst, "%s/%s", dir, name) >= (int)sizeof dst)
+        return -1;
+    int fd = mkstemp(tmp);
+    if (fd < 0) return -1;
+    /* mkstemp makes 0600 files; cache entries are ordinary files (the umask applies). */
+    mode_t um = umask(0);
+    umask(um);
+    (void)fchmod(fd, 0666 & ~um);
+    int bad = write_all(fd, data, n);
+    if (close(fd) != 0) bad = -1;
+    if (bad == 0 && rename(tmp, dst) != 0) bad = -1;
+    if (bad != 0) unlink(tmp);
+    return bad;
+}
+
+/* ---- spawning (no shell) ---- */
+
+/* Starts argv[0] (a path) with stdin from /dev/null and stdout+stderr on out_fd. Returns 0 and
+ * the child's pid, or an errno value when it could not be started. */
+static int spawn_start(const char *const *argv, int out_fd, pid_t *pid) {
+    posix_spawn_file_actions_t fa;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc != 0) return rc;
+    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+    /* posix_spawn's argv is char *const[] for historical reasons; the strings are not written. */
+    if (rc == 0) rc = posix_spawn(pid, argv[0], &fa, NULL, (char *const *)(uintptr_t)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc;
+}
+
+/* Waits for pid; 0 and its wait status, or an errno value. */
+static int wait_child(pid_t pid, int *wstatus) {
+    for (;;) {
+        if (waitpid(pid, wstatus, 0) == pid) return 0;
+        if (errno != EINTR) return errno;
+    }
+}
+
+/* "exited with status 1" / "was killed by signal 11". */
+static void describe_wait(int ws, char *buf, size_t n) {
+    if (WIFEXITED(ws)) snprintf(buf, n, "exited with status %d", WEXITSTATUS(ws));
+    else if (WIFSIGNALED(ws)) snprintf(buf, n, "was killed by signal %d", WTERMSIG(ws));
+    else snprintf(buf, n, "ended with wait status %d", ws);
+}
+
+/* Reads fd (from offset 0) into a NUL-terminated st_malloc'ed string, keeping the first head and
+ * the last tail bytes when longer, with a note of what was cut. NULL on failure (error set). */
+static char *read_trimmed(int fd, size_t head, size_t tail) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) { st_error(ST_ERR_IO, "cannot read the compiler log: %s", strerror(errno)); return NULL; }
+    size_t size = (size_t)st.st_size;
+    int cut = size > head + tail;
+    char *out = st_malloc((cut ? head + tail + 64 : size) + 1);
+    if (!out) return NULL;
+    size_t len = 0;
+    size_t parts[2][2] = {{0, cut ? head : size}, {size - tail, tail}};
+    for (int k = 0; k < (cut ? 2 : 1); k++) {
+        size_t off = parts[k][0], want = parts[k][1];
+        while (want > 0) {
+            ssize_t r = pread(fd, out + len, want, (off_t)off);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            len += (size_t)r; off += (size_t)r; want -= (size_t)r;
+        }
+        if (k == 0 && cut)
+            len += (size_t)snprintf(out + len, 64, "\n[... %zu bytes of log omitted ...]\n", size - head - tail);
+    }
+    out[len] = '\0';
+    return out;
+}
+
+/* ---- the compiler ---- */
+
+/* Finds an executable for name: as given when it contains '/', else along PATH. realpath'ed into
+ * an st_malloc'ed string; NULL when not found (no error set). */
+static char *resolve_exe(const char *name) {
+    char buf[4096];
+    if (strchr(name, '/')) {
+        if (access(name, X_OK) != 0) return NULL;
+        char *r = realpath(name, NULL);
+        if (!r) return NULL;
+        char *s = st_strdup(r);
+        free(r); /* realpath allocated it with malloc */
+        return s;
+    }
+    const char *path = getenv("PATH");
+    if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        int n = len ? snprintf(buf, sizeof buf, "%.*s/%s", (int)len, path, name)
+                    : snprintf(buf, sizeof buf, "./%s", name);
+        struct stat st;
+        if (n > 0 && n < (int)sizeof buf && stat(buf, &st) == 0 && S_ISREG(st.st_mode) &&
+            access(buf, X_OK) == 0)
+            return resolve_exe(buf);
+        path += len;
+        if (*path == ':') path++;
+    }
+    return NULL;
+}
+
+/* Appends the first "model name" and "flags" lines of /proc/cpuinfo (best effort). */
+static void append_cpu(char *buf, size_t cap) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[8192];
+    int got_model = 0, got_flags = 0;
+    while ((!got_model || !got_flags) && fgets(line, sizeof line, f)) {
+        int is_model = !strncmp(line, "model name", 10), is_flags = !strncmp(line, "flags", 5);
+        if ((is_model && !got_model) || (is_flags && !got_flags)) {
+            size_t len = strlen(buf);
+            snprintf(buf + len, cap - len, "%s", line);
+            got_model |= is_model;
+            got_flags |= is_flags;
+        }
+    }
+    fclose(f);
+}
+
+void jit_compiler_shutdown(void) {
+    st_free(cc.words);
+    st_free(cc.path);
+    st_free(cc.identity);
+    memset(&cc, 0, sizeof cc);
+}
+
+st_status jit_compiler_init(void) {
+    if (cc.ready) return ST_OK;
+    jit_compiler_shutdown();
+    const char *env = getenv("ST_CC");
+    if (!env || !*env) env = "cc";
+    cc.words = st_strdup(env);
+    if (!cc.words) return ST_ERR_OOM;
+    char *first = NULL;
+    char *save = NULL;
+    for (char *w = strtok_r(cc.words, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+        if (!first) { first = w; cc.nargv = 1; continue; }
+        if (cc.nargv >= JIT_MAX_WORDS) {
+            st_status s = st_error(ST_ERR_COMPILE, "ST_CC='%s' has too many words (at most %d)", env,
+                                   JIT_MAX_WORDS);
+            jit_compiler_shutdown();
+            return s;
+        }
+        cc.argv[cc.nargv++] = w;
+    }
+    if (!first) {
+        jit_compiler_shutdown();
+        return st_error(ST_ERR_COMPILE, "ST_CC is blank: set it to a C compiler such as cc, gcc or clang");
+    }
+    cc.path = resolve_exe(first);
+    if (!cc.path) {
+        st_status s = st_error(ST_ERR_COMPILE,
+                               "cannot find the C compiler '%s' (ST_CC='%s'): not an executable file%s; "
+                               "set ST_CC to a C compiler such as cc, gcc or clang",
+                               first, env, strchr(first, '/') ? "" : " on PATH");
+        jit_compiler_shutdown();
+        return s;
+    }
+    cc.argv[0] = cc.path;
+
+    /* Identity: `<cc> [words] --version`, first line. Output through a pipe; it is tiny, and we
+     * read it to EOF before waiting, so the child cannot block on a full pipe. */
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        jit_compiler_shutdown();
+        return st_error(ST_ERR_IO, "cannot create a pipe for the C compiler: %s", strerror(errno));
+    }
+    const char *argv[JIT_MAX_WORDS + 2];
+    int na = 0;
+    for (int i = 0; i < cc.nargv; i++) argv[na++] = cc.argv[i];
+    argv[na++] = "--version";
+    argv[na] = NULL;
+    pid_t pid;
+    int rc = spawn_start(argv, pfd[1], &pid);
+    close(pfd[1]);
+    char out[512];
+    size_t len = 0;
+    if (rc == 0) {
+        char sink[4096];
+        for (;;) {
+            ssize_t r = read(pfd[0], sink, sizeof sink);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            size_t take = (size_t)r < sizeof out - 1 - len ? (size_t)r : sizeof out - 1 - len;
+            memcpy(out + len, sink, take);
+            len += take;
+        }
+    }
+    close(pfd[0]);
+    out[len] = '\0';
+    int ws = 0;
+    if (rc == 0) rc = wait_child(pid, &ws);
+    if (rc != 0) {
+        st_status s = st_error(ST_ERR_COMPILE, "cannot start the C compiler %s (ST_CC='%s'): %s", cc.path, env,
+                               strerror(rc));
+        jit_compiler_shutdown();
+        return s;
+    }
+    out[strcspn(out, "\r\n")] = '\0';
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0 || !out[0]) {
+        char why[64];
+        describe_wait(ws, why, sizeof why);
+        st_status s = st_error(ST_ERR_COMPILE,
+                               "the C compiler %s (ST_CC='%s') does not work: '%s --version' %s%s%s",
+                               cc.path, env, cc.path, why, out[0] ? ": " : "", out);
+        jit_compiler_shutdown();
+        return s;
+    }
+
+    char idbuf[16384];
+    int n = snprintf(idbuf, sizeof idbuf, "cc: %s\n", cc.path);
+    for (int i = 1; i < cc.nargv && n < (int)sizeof idbuf; i++)
+        n += snprintf(idbuf + n, sizeof idbuf - (size_t)n, "arg: %s\n", cc.argv[i]);
+    if (n < (int)sizeof idbuf) snprintf(idbuf + n, sizeof idbuf - (size_t)n, "version: %s\n", out);
+    append_cpu(idbuf, sizeof idbuf);
+    cc.identity = st_strdup(idbuf);
+    if (!cc.identity) { jit_compiler_shutdown(); return ST_ERR_OOM; }
+    cc.ready = 1;
+    return ST_OK;
+}
+
+const char *jit_compiler_identity(void) { return cc.identity; }
+
+const char *jit_compile_flags(void) {
+    static char joined[512];
+    if (!joined[0]) {
+        size_t n = 0;
+        for (int i = 0; i < JIT_NFLAGS; i++)
+            n += (size_t)snprintf(joined + n, sizeof joined - n, "%s%s", i ? " " : "", jit_flags[i]);
+        n += (size_t)snprintf(joined + n, sizeof joined - n, " -lm");
+    }
+    return joined;
+}
+
+st_status jit_compile_batch(const char *dir, const char *tag, const char *text, size_t n,
+                            char *so_name, size_t cap, double *ms) {
+    *ms = 0;
+    st_status s = jit_compiler_init();
+    if (s != ST_OK) return s;
+    char fdir[4096], src[4096], logp[4096], tmp[4096], dst[4096];
+    snprintf(fdir, sizeof fdir, "%s/failed", dir);
+    if (jit_mkdir_p(fdir) != 0)
+        return st_error(ST_ERR_IO, "cannot create the kernel cache directory %s: %s", fdir, strerror(errno));
+
+    /* Source: unique name, only this process reads it. The compiler reports errors against this
+     * path, and it is where a failing source stays, so the log and the file agree. */
+    if (snprintf(src, sizeof src, "%s/%s-XXXXXX.c", fdir, tag) >= (int)sizeof src)
+        return st_error(ST_ERR_IO, "kernel cache path too long: %s", dir);
+    int sfd = mkstemps(src, 2);
+    if (sfd < 0) return st_error(ST_ERR_IO, "cannot create a kernel source file in %s: %s", fdir, strerror(errno));
+    mode_t um = umask(0);
+    umask(um);
+    (void)fchmod(sfd, 0666 & ~um); /* a file for the user to read, not a private temp */
+    int bad = write_all(sfd, text, n);
+    if (close(sfd) != 0) bad = -1;
+    if (bad) {
+        s = st_error(ST_ERR_IO, "cannot write the kernel source %s: %s", src, strerror(errno));
+        unlink(src);
+        return s;
+    }
+    /* Log next to it: same unique stem, ".log". */
+    size_t sl = strlen(src);
+    snprintf(logp, sizeof logp, "%.*s.log", (int)(sl - 2), src);
+    int lfd = open(logp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (lfd < 0) {
+        s = st_error(ST_ERR_IO, "cannot create the compiler log %s: %s", logp, strerror(errno));
+        unlink(src);
+        return s;
+    }
+    /* Output: a hidden temp name in dir (same file system), renamed once the compiler succeeded. */
+    snprintf(tmp, sizeof tmp, "%s/.%s-XXXXXX.tmp", dir, tag);
+    int tfd = mkstemps(tmp, 4);
+    if (tfd < 0) {
+        s = st_error(ST_ERR_IO, "cannot create a temp file in %s: %s", dir, strerror(errno));
+        close(lfd); unlink(logp); unlink(src);
+        return s;
+    }
+    close(tfd);
+
+    const char *argv[JIT_MAX_WORDS + JIT_NFLAGS + 8];
+    int na = 0;
+    for (int i = 0; i < cc.nargv; i++) argv[na++] = cc.argv[i];
+    for (int i = 0; i < JIT_NFLAGS; i++) argv[na++] = jit_flags[i];
+    argv[na++] = "-o";
+    argv[na++] = tmp;
+    argv[na++] = src;
+    argv[na++] = "-lm";
+    argv[na] = NULL;
+
+    double t0 = st_now_ms();
+    pid_t pid;
+    int ws = 0;
+    int rc = spawn_start(argv, lfd, &pid);
+    if (rc == 0) rc = wait_child(pid, &ws);
+    *ms = st_now_ms() - t0;
+    if (rc != 0) {
+        s = st_error(ST_ERR_COMPILE, "cannot start the C compiler %s: %s (source kept in %s)", cc.path,
+                     strerror(rc), src);
+        close(lfd); unlink(logp); unlink(tmp);
+        return s;
+    }
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        char why[64];
+        describe_wait(ws, why, sizeof why);
+        char *log = read_trimmed(lfd, JIT_LOG_HEAD, JIT_LOG_TAIL);
+        close(lfd);
+        unlink(tmp);
+        if (!log) return st_last_status();
+        s = st_error(ST_ERR_COMPILE, "kernel compilation failed: %s %s; source saved in %s, full log in %s\n%s",
+                     cc.path, why, src, logp, log);
+        st_free(log);
+        return s;
+    }
+    close(lfd);
+
+    /* tmp is ".<tag>-XXXXXX.tmp": the final name reuses its unique part, so a rename never
+     * replaces an object that this or another process may have mapped. */
+    const char *base = strrchr(tmp, '/') + 1;
+    size_t bl = strlen(base);
+    if ((size_t)snprintf(so_name, cap, "%.*s.so", (int)(bl - 5), base + 1) >= cap ||
+        snprintf(dst, sizeof dst, "%s/%s", dir, so_name) >= (int)sizeof dst) {
+        unlink(tmp);
+        return st_error(ST_ERR_IO, "kernel cache path too long: %s", dir);
+    }
+    if (rename(tmp, dst) != 0) {
+        s = st_error(ST_ERR_IO, "cannot rename %s to %s: %s", tmp, dst, strerror(errno));
+        unlink(tmp);
+        return s;
+    }
+    unlink(src);
+    unlink(logp);
+    return ST_OK;
+}

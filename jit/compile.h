@@ -1,0 +1,49 @@
+/*
+ * compile.h — internal to jit/: the C compiler driver (compile.c) used by the kernel caches
+ * (cache.c), plus the hash both use for keys and checksums.
+ *
+ * Split of responsibilities: compile.c knows the compiler (ST_CC, its identity, the fixed flag
+ * list, spawning it without a shell, temp files and logs); cache.c knows keys, the in-memory table,
+ * the disk index and loaded shared objects. Neither keeps state the other must know about.
+ */
+#ifndef ST_JIT_COMPILE_H
+#define ST_JIT_COMPILE_H
+
+#include "jit.h"
+
+/* 128-bit hash (non-cryptographic; keys and checksums, not security). seed chains segments:
+ * hash(b, hash(a, s)) depends on both a and b and on where the boundary is, because each call
+ * mixes in its length. */
+typedef struct jit_key { uint64_t h[2]; } jit_key;
+ST_INTERNAL jit_key jit_hash128(const void *data, size_t n, jit_key seed);
+/* 32 lowercase hex digits + NUL. */
+ST_INTERNAL void jit_key_hex(jit_key k, char out[33]);
+
+/* Resolves ST_CC (default "cc"; may carry extra words, split on blanks, no quoting), runs
+ * `<cc> --version` once (no shell) and builds the identity string: resolved path, extra words,
+ * first line of --version, the CPU model and flags (kernels use -march=native). Idempotent; an
+ * error (ST_ERR_COMPILE) when the compiler cannot be found or started. */
+ST_INTERNAL st_status jit_compiler_init(void);
+/* Valid after a successful jit_compiler_init; owned by compile.c. */
+ST_INTERNAL const char *jit_compiler_identity(void);
+/* The fixed compiler flags, joined with spaces (part of every key). Static storage. */
+ST_INTERNAL const char *jit_compile_flags(void);
+/* Forgets the compiler (frees its strings); the next jit_compiler_init re-reads ST_CC. */
+ST_INTERNAL void jit_compiler_shutdown(void);
+
+/* Compiles the translation unit text[0..n) into a shared object inside dir. The source is written
+ * to <dir>/failed/<tag>-XXXXXX.c and the log next to it (.log); both are deleted on success and
+ * kept on failure (the error names them). The object is written by the compiler to a temp name and
+ * renamed to <dir>/<tag>-XXXXXX.so, whose file name (not path) is copied to so_name[cap].
+ * *ms receives the wall time of the compiler run. Errors: ST_ERR_COMPILE (with the trimmed log),
+ * ST_ERR_IO, ST_ERR_OOM. */
+ST_INTERNAL st_status jit_compile_batch(const char *dir, const char *tag, const char *text, size_t n,
+                                        char *so_name, size_t cap, double *ms);
+
+/* mkdir -p. 0 on success, else -1 with errno set (no st_error). */
+ST_INTERNAL int jit_mkdir_p(const char *path);
+/* Writes data to a temp file in dir and renames it to dir/name, so that a concurrent reader sees
+ * the old file or the whole new one, never a part. 0 on success, -1 on failure (no st_error). */
+ST_INTERNAL int jit_write_atomic(const char *dir, const char *name, const void *data, size_t n);
+
+#endif

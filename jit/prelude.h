@@ -1,0 +1,403 @@
+/*
+ * prelude.h — the math of every elementwise op, dtype conversions and the Philox RNG.
+ *
+ * This header is BOTH #included by the library (the reference interpreter) AND prepended as text
+ * to every JIT compilation unit (tools/embed.sh -> st_prelude_src). Invariant: the interpreter
+ * and the generated kernels run the very same code here, so given the same compiler flags they
+ * get bit-identical results. Hence: self-contained (C11 + libm only), everything static inline
+ * or a macro, no globals, no reliance on -ffast-math. Float exp/log/tanh/expm1/log1p/erf are our
+ * own branch-free code so GCC can vectorize fused loops; double versions call libm.
+ *
+ * Op macros (named by the FN column of trace/ops.def) take compute-type values: float (f32, f16,
+ * bf16), double, int32_t, int64_t, uint8_t (bool). Comparisons and logical ops yield uint8_t 0/1;
+ * the others yield the input's compute type. Integer arithmetic wraps (never UB); integer
+ * division by zero yields 0. See notes/conventions.md for the full semantics.
+ */
+#ifndef ST_PRELUDE_H
+#define ST_PRELUDE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- bit casts ---- */
+static inline uint32_t st_fbits_(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+static inline float st_bitsf_(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+
+/* ---- f16 / bf16 storage conversions (round to nearest even, NaN kept, overflow -> inf) ---- */
+static inline float st_h2f(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
+    /* Exponent rebias by a float multiply: exact for normals and subnormals alike. */
+    float mag = st_bitsf_(em << 13) * 0x1p112f;
+    uint32_t bits = em >= 0x7c00u ? (0x7f800000u | (em & 0x3ffu) << 13) : st_fbits_(mag);
+    return st_bitsf_(sign | bits);
+}
+static inline uint16_t st_f2h(float f) {
+    uint32_t x = st_fbits_(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    uint32_t e = ax >> 23, mant = ax & 0x7fffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | (mant >> 13)); /* quiet NaN */
+    if (ax >= 0x47800000u) return (uint16_t)(sign | 0x7c00u);                /* >= 65536: inf */
+    if (e < 113) {                                   /* half subnormal (or zero) */
+        uint32_t s = 126 - e;                        /* shift of the 24-bit significand */
+        if (e == 0 || s >= 25) return (uint16_t)sign;
+        uint32_t m = mant | 0x800000u, q = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
+        q += (rem > half || (rem == half && (q & 1u)));
+        return (uint16_t)(sign | q);
+    }
+    uint32_t h = ((e - 112) << 10) | (mant >> 13), rem = mant & 0x1fffu;
+    h += (rem > 0x1000u || (rem == 0x1000u && (h & 1u))); /* a carry may reach inf: correct */
+    return (uint16_t)(sign | h);
+}
+static inline float st_bf2f(uint16_t b) { return st_bitsf_((uint32_t)b << 16); }
+static inline uint16_t st_f2bf(float f) {
+    uint32_t x = st_fbits_(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* ---- safe float -> int (truncation, NaN -> 0, saturation) and CAST ---- */
+static inline int32_t st_f2i32(double v) {  /* clamp first: a branch-free, vectorizable select */
+    double c = v == v ? v : 0.0;
+    c = c < -2147483648.0 ? -2147483648.0 : c;
+    c = c > 2147483647.0 ? 2147483647.0 : c;
+    return (int32_t)c;
+}
+static inline int64_t st_f2i64(double v) {
+    double c = v == v ? v : 0.0;
+    c = c < -9223372036854775808.0 ? -9223372036854775808.0 : c;
+    c = c > 9223372036854774784.0 ? 9223372036854774784.0 : c;  /* largest double < 2^63 */
+    int64_t r = (int64_t)c;
+    return v >= 9223372036854775808.0 ? INT64_MAX : r;
+}
+static inline int32_t st_f2i32f_(float v) {  /* float twin: keeps float loops vectorizable */
+    float c = v == v ? v : 0.0f;
+    c = c < -2147483648.0f ? -2147483648.0f : c;
+    c = c > 2147483520.0f ? 2147483520.0f : c;                  /* largest float < 2^31 */
+    int32_t r = (int32_t)c;
+    return v >= 2147483648.0f ? INT32_MAX : r;
+}
+static inline int64_t st_f2i64f_(float v) {
+    float c = v == v ? v : 0.0f;
+    c = c < -9223372036854775808.0f ? -9223372036854775808.0f : c;
+    c = c > 9223371487098961920.0f ? 9223371487098961920.0f : c; /* largest float < 2^63 */
+    int64_t r = (int64_t)c;
+    return v >= 9223372036854775808.0f ? INT64_MAX : r;
+}
+static inline int32_t st_i2i32_(int64_t v) { return (int32_t)v; }
+static inline int64_t st_i2i64_(int64_t v) { return v; }
+/* ST_CVT(to_compute_ctype, v): a compute-type value converted to another compute type. */
+#define ST_CVT(T, v) ST_CVT_##T(v)
+#define ST_CVT_float(v) ((float)(v))
+#define ST_CVT_double(v) ((double)(v))
+#define ST_CVT_int32_t(v) _Generic((v), float: st_f2i32f_, double: st_f2i32, default: st_i2i32_)(v)
+#define ST_CVT_int64_t(v) _Generic((v), float: st_f2i64f_, double: st_f2i64, default: st_i2i64_)(v)
+#define ST_CVT_uint8_t(v) ((uint8_t)((v) != 0))
+
+/* ---- float exp family: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, Taylor to r^7 ---- */
+static inline float st_expm1_poly_(float r) { /* expm1(r), |r| <= 0.35, ~1 ulp */
+    float p = 1.0f / 5040 ;
+    p = 1.0f / 720 + r * p; p = 1.0f / 120 + r * p; p = 1.0f / 24 + r * p;
+    p = 1.0f / 6 + r * p; p = 0.5f + r * p;
+    return r + (r * r) * p;
+}
+/* Returns expm1 of the reduced argument and n; xc must be finite and |xc| < 2^20. */
+static inline float st_exp_reduce_(float xc, int32_t *n) {
+    float t = xc * 1.44269504088896341f;
+    float fn = (t + 12582912.0f) - 12582912.0f;            /* round to nearest integer */
+    float r = xc - fn * 0.693359375f;                       /* ln2 hi (exact product) */
+    r = r - fn * -2.12194440e-4f;                           /* ln2 lo */
+    *n = (int32_t)fn;
+    return st_expm1_poly_(r);
+}
+static inline float st_expf_(float x) {
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -104.0f ? -104.0f : xc;
+    xc = xc == xc ? xc : 0.0f;
+    int32_t n;
+    float p = 1.0f + st_exp_reduce_(xc, &n);
+    int32_t n1 = n / 2, n2 = n - n1;                        /* two steps: 2^n may not be a float */
+    float y = p * st_bitsf_((uint32_t)(n1 + 127) << 23) * st_bitsf_((uint32_t)(n2 + 127) << 23);
+    return x == x ? y : x;
+}
+static inline float st_expm1f_(float x) {
+    float xc = x > 64.0f ? 64.0f : x;
+    xc = xc < -32.0f ? -32.0f : xc;
+    xc = xc == xc ? xc : 0.0f;
+    int32_t n;
+    float q = st_exp_reduce_(xc, &n);
+    float s = st_bitsf_((uint32_t)(n + 127) << 23);
+    float y = s * q + (s - 1.0f);
+    y = x > 64.0f ? st_expf_(x) : y;
+    return (x == x && x != 0.0f) ? y : x;               /* NaN, and -0 stays -0 */
+}
+static inline float st_tanhf_(float x) {
+    float a = fabsf(x);
+    a = a > 10.0f ? 10.0f : a;                              /* tanh(10) == 1.0f */
+    float t = st_expm1f_(2.0f * a);
+    return copysignf(t / (t + 2.0f), x);
+}
+/* ---- float log: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(f / (2 + f)) ---- */
+static inline float st_logf_(float x) {
+    /* Conditions on the bits, not float compares: GCC will not if-convert a float compare it
+     * thinks could trap, and the loop would not vectorize. */
+    uint32_t ux = st_fbits_(x);
+    uint32_t sub = ux < 0x00800000u;                        /* +subnormal or +0: scale 2^23 */
+    uint32_t ix = st_fbits_(x * st_bitsf_(0x3f800000u + sub * (23u << 23)));
+    uint32_t mb = ix & 0x007fffffu;
+    uint32_t big = mb > 0x003504f3u;                        /* mantissa > sqrt(2): halve it */
+    int32_t e = (int32_t)((ix >> 23) & 0xffu) - 127 - (int32_t)(sub * 23u) + (int32_t)big;
+    float m = st_bitsf_(mb | (0x3f800000u - (big << 23)));
+    float f = m - 1.0f, s = f / (2.0f + f), z = s * s;
+    float R = z * (0.666666666f + z * (0.4f + z * (0.285714286f + z * 0.222222222f)));
+    float hfsq = 0.5f * f * f;
+    float lf = f - (hfsq - s * (hfsq + R));
+    float fe = (float)e;
+    float y = (fe * -2.12194440e-4f + lf) + fe * 0.693359375f;
+    uint32_t sp = ux > 0x7f800000u ? 0x7fc00000u : ux;      /* NaN or negative: NaN; +inf */
+    sp = (ux & 0x7fffffffu) == 0 ? 0xff800000u : sp;        /* +-0: -inf */
+    uint32_t ok = 0u - (uint32_t)(ux - 1u < 0x7f7fffffu);   /* positive, finite, non-zero */
+    return st_bitsf_((st_fbits_(y) & ok) | (sp & ~ok));     /* a bit select: never a branch */
+}
+static inline float st_log1pf_(float x) {
+    float u = 1.0f + x;                                     /* log(u) * x / (u - 1): exact-ish */
+    float y = u == 1.0f ? x : st_logf_(u) * (x / (u - 1.0f));
+    return x == INFINITY ? x : y;
+}
+/* ---- float erf: x P(x^2) below 0.921875, 1 - exp(-x^2) Q(x) above (our own least-squares fits
+ * of erf(x)/x and erfc(x) exp(x^2), errors 5e-10 relative and 1e-9 absolute) ---- */
+static inline float st_erff_(float x) {
+    float a = fabsf(x), z = a * a;
+    float p = 8.392699158578376e-05f;
+    p = -0.0008148509043693769f + z * p; p = 0.0052015923650271245f + z * p;
+    p = -0.02685964792204701f + z * p; p = 0.11283700542255143f + z * p;
+    p = -0.37612634110642257f + z * p; p = 1.128379166683384f + z * p;
+    float ac = a < 0.921875f ? 0.921875f : (a > 4.0f ? 4.0f : a);  /* erf(4) == 1.0f */
+    float s = (ac - 2.4609375f) / 1.5390625f;                       /* [0.92, 4] -> [-1, 1] */
+    static const float q[13] = {0.21374909276497697f, -0.11748100608515555f,
+        0.06134659060319638f, -0.03061823435425792f, 0.01467433200872615f,
+        -0.006773163328874492f, 0.0030245319895566246f, -0.0013295082169347214f,
+        0.0005607225298515234f, -0.0001964618869058404f, 7.735262756290023e-05f,
+        -5.6746328610966544e-05f, 2.195700904576714e-05f};        /* erfc(x) exp(x^2) */
+    float r = q[12];
+    for (int i = 11; i >= 0; i--) r = q[i] + s * r;
+    float big = 1.0f - st_expf_(-(ac * ac)) * r;
+    return a < 0.921875f ? x * p : copysignf(big, x);
+}
+
+/* ---- per-type helpers (integer math wraps through unsigned; never UB) ---- */
+#define ST_WRAP32(a, op, b) ((int32_t)((uint32_t)(a) op (uint32_t)(b)))
+#define ST_WRAP64(a, op, b) ((int64_t)((uint64_t)(a) op (uint64_t)(b)))
+static inline float st_neg_f32(float x) { return -x; }
+static inline double st_neg_f64(double x) { return -x; }
+static inline int32_t st_neg_i32(int32_t x) { return ST_WRAP32(0, -, x); }
+static inline int64_t st_neg_i64(int64_t x) { return ST_WRAP64(0, -, x); }
+static inline uint8_t st_neg_u8(uint8_t x) { return x; }
+static inline float st_abs_f32(float x) { return fabsf(x); }
+static inline double st_abs_f64(double x) { return fabs(x); }
+static inline int32_t st_abs_i32(int32_t x) { return x < 0 ? ST_WRAP32(0, -, x) : x; }
+static inline int64_t st_abs_i64(int64_t x) { return x < 0 ? ST_WRAP64(0, -, x) : x; }
+static inline uint8_t st_abs_u8(uint8_t x) { return x; }
+static inline float st_relu_f32(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
+static inline double st_relu_f64(double x) { return (x > 0.0 || x != x) ? x : 0.0; }
+static inline int32_t st_relu_i32(int32_t x) { return x > 0 ? x : 0; }
+static inline int64_t st_relu_i64(int64_t x) { return x > 0 ? x : 0; }
+static inline uint8_t st_relu_u8(uint8_t x) { return x; }
+static inline float st_sign_f32(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
+static inline double st_sign_f64(double x) { return x != x ? x : (double)((x > 0.0) - (x < 0.0)); }
+static inline int32_t st_sign_i32(int32_t x) { return (x > 0) - (x < 0); }
+static inline int64_t st_sign_i64(int64_t x) { return (x > 0) - (x < 0); }
+static inline uint8_t st_sign_u8(uint8_t x) { return x != 0; }
+#define ST_IDENT_INT(name)                                                                      \
+    static inline int32_t name##_i32(int32_t x) { return x; }                                   \
+    static inline int64_t name##_i64(int64_t x) { return x; }                                   \
+    static inline uint8_t name##_u8(uint8_t x) { return x; }
+ST_IDENT_INT(st_floor)
+ST_IDENT_INT(st_ceil)
+ST_IDENT_INT(st_round)
+static inline float st_floor_f32(float x) { return floorf(x); }
+static inline double st_floor_f64(double x) { return floor(x); }
+static inline float st_ceil_f32(float x) { return ceilf(x); }
+static inline double st_ceil_f64(double x) { return ceil(x); }
+static inline float st_round_f32(float x) { return rintf(x); }  /* half to even */
+static inline double st_round_f64(double x) { return rint(x); }
+
+static inline float st_add_f32(float a, float b) { return a + b; }
+static inline double st_add_f64(double a, double b) { return a + b; }
+static inline int32_t st_add_i32(int32_t a, int32_t b) { return ST_WRAP32(a, +, b); }
+static inline int64_t st_add_i64(int64_t a, int64_t b) { return ST_WRAP64(a, +, b); }
+static inline uint8_t st_add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a | b); }
+static inline float st_sub_f32(float a, float b) { return a - b; }
+static inline double st_sub_f64(double a, double b) { return a - b; }
+static inline int32_t st_sub_i32(int32_t a, int32_t b) { return ST_WRAP32(a, -, b); }
+static inline int64_t st_sub_i64(int64_t a, int64_t b) { return ST_WRAP64(a, -, b); }
+static inline uint8_t st_sub_u8(uint8_t a, uint8_t b) { return (uint8_t)(a ^ b); }
+static inline float st_mul_f32(float a, float b) { return a * b; }
+static inline double st_mul_f64(double a, double b) { return a * b; }
+static inline int32_t st_mul_i32(int32_t a, int32_t b) { return ST_WRAP32(a, *, b); }
+static inline int64_t st_mul_i64(int64_t a, int64_t b) { return ST_WRAP64(a, *, b); }
+static inline uint8_t st_mul_u8(uint8_t a, uint8_t b) { return (uint8_t)(a & b); }
+static inline float st_div_f32(float a, float b) { return a / b; }
+static inline double st_div_f64(double a, double b) { return a / b; }
+static inline int64_t st_ipow_(int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, base = (uint64_t)a;
+    for (; b; b >>= 1, base *= base) if (b & 1) r *= base;
+    return (int64_t)r;
+}
+static inline float st_pow_f32(float a, float b) { return powf(a, b); }
+static inline double st_pow_f64(double a, double b) { return pow(a, b); }
+static inline int32_t st_pow_i32(int32_t a, int32_t b) { return (int32_t)st_ipow_(a, b); }
+static inline int64_t st_pow_i64(int64_t a, int64_t b) { return st_ipow_(a, b); }
+static inline uint8_t st_pow_u8(uint8_t a, uint8_t b) { return (uint8_t)(b == 0 || a); }
+/* max/min: NaN in either operand propagates. */
+#define ST_MAXMIN(T, S)                                                                         \
+    static inline T st_max_##S(T a, T b) { return (a != a || a > b) ? a : b; }                  \
+    static inline T st_min_##S(T a, T b) { return (a != a || a < b) ? a : b; }
+ST_MAXMIN(float, f32)
+ST_MAXMIN(double, f64)
+ST_MAXMIN(int32_t, i32)
+ST_MAXMIN(int64_t, i64)
+ST_MAXMIN(uint8_t, u8)
+static inline float st_fmod_f32(float a, float b) { return fmodf(a, b); }
+static inline double st_fmod_f64(double a, double b) { return fmod(a, b); }
+static inline int32_t st_fmod_i32(int32_t a, int32_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
+static inline int64_t st_fmod_i64(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
+static inline uint8_t st_fmod_u8(uint8_t a, uint8_t b) { return (uint8_t)(b ? a % b : 0); }
+/* remainder: the result takes the divisor's sign (Python/Lua %). */
+#define ST_REM(T, S)                                                                            \
+    static inline T st_rem_##S(T a, T b) {                                                      \
+        T r = st_fmod_##S(a, b);                                                                \
+        return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;                               \
+    }
+ST_REM(float, f32)
+ST_REM(double, f64)
+ST_REM(int32_t, i32)
+ST_REM(int64_t, i64)
+static inline uint8_t st_rem_u8(uint8_t a, uint8_t b) { return st_fmod_u8(a, b); }
+
+/* ---- the op macros (FN column of ops.def) ---- */
+#define ST_G1(f, x)                                                                             \
+    _Generic((x), float: f##_f32, double: f##_f64, int32_t: f##_i32, int64_t: f##_i64,         \
+             uint8_t: f##_u8)(x)
+#define ST_G2(f, a, b)                                                                          \
+    _Generic((a), float: f##_f32, double: f##_f64, int32_t: f##_i32, int64_t: f##_i64,         \
+             uint8_t: f##_u8)(a, b)
+/* float-only ops: the runtime casts ints to f32 first; anything but float goes to double. */
+#define ST_GF(ff, fd, x) _Generic((x), float: ff, default: fd)(x)
+static inline float st_rsqrtf_(float x) { return 1.0f / sqrtf(x); }
+static inline double st_rsqrtd_(double x) { return 1.0 / sqrt(x); }
+static inline float st_recipf_(float x) { return 1.0f / x; }
+static inline double st_recipd_(double x) { return 1.0 / x; }
+static inline float st_sigmoidf_(float x) { return 1.0f / (1.0f + st_expf_(-x)); }
+static inline double st_sigmoidd_(double x) { return 1.0 / (1.0 + exp(-x)); }
+static inline float st_siluf_(float x) { return x * st_sigmoidf_(x); }
+static inline double st_silud_(double x) { return x * st_sigmoidd_(x); }
+static inline float st_geluf_(float x) { return 0.5f * x * (1.0f + st_erff_(x * 0.707106781186547524f)); }
+static inline double st_gelud_(double x) { return 0.5 * x * (1.0 + erf(x * 0.707106781186547524)); }
+static inline float st_gelu_tanhf_(float x) {
+    return 0.5f * x * (1.0f + st_tanhf_(0.797884560802865356f * (x + 0.044715f * x * x * x)));
+}
+static inline double st_gelu_tanhd_(double x) {
+    return 0.5 * x * (1.0 + tanh(0.797884560802865356 * (x + 0.044715 * x * x * x)));
+}
+static inline double st_div_d_(double a, double b) { return a / b; }
+
+#define st_neg(x) ST_G1(st_neg, x)
+#define st_abs(x) ST_G1(st_abs, x)
+#define st_exp(x) ST_GF(st_expf_, exp, x)
+#define st_log(x) ST_GF(st_logf_, log, x)
+#define st_sqrt(x) ST_GF(sqrtf, sqrt, x)
+#define st_rsqrt(x) ST_GF(st_rsqrtf_, st_rsqrtd_, x)
+#define st_sin(x) ST_GF(sinf, sin, x)
+#define st_cos(x) ST_GF(cosf, cos, x)
+#define st_tanh(x) ST_GF(st_tanhf_, tanh, x)
+#define st_sigmoid(x) ST_GF(st_sigmoidf_, st_sigmoidd_, x)
+#define st_relu(x) ST_G1(st_relu, x)
+#define st_gelu(x) ST_GF(st_geluf_, st_gelud_, x)
+#define st_gelu_tanh(x) ST_GF(st_gelu_tanhf_, st_gelu_tanhd_, x)
+#define st_silu(x) ST_GF(st_siluf_, st_silud_, x)
+#define st_floor(x) ST_G1(st_floor, x)
+#define st_ceil(x) ST_G1(st_ceil, x)
+#define st_round(x) ST_G1(st_round, x)
+#define st_sign(x) ST_G1(st_sign, x)
+#define st_recip(x) ST_GF(st_recipf_, st_recipd_, x)
+#define st_not(x) ((uint8_t)((x) == 0))
+#define st_log1p(x) ST_GF(st_log1pf_, log1p, x)
+#define st_expm1(x) ST_GF(st_expm1f_, expm1, x)
+#define st_cast_op(x) (x) /* marker: CAST is rendered with ST_CVT(to, v) */
+
+#define st_add_op(a, b) ST_G2(st_add, a, b)
+#define st_sub_op(a, b) ST_G2(st_sub, a, b)
+#define st_mul_op(a, b) ST_G2(st_mul, a, b)
+#define st_div_op(a, b) _Generic((a), float: st_div_f32, default: st_div_d_)(a, b)
+#define st_pow_op(a, b) ST_G2(st_pow, a, b)
+#define st_max_op(a, b) ST_G2(st_max, a, b)
+#define st_min_op(a, b) ST_G2(st_min, a, b)
+#define st_fmod_op(a, b) ST_G2(st_fmod, a, b)
+#define st_rem_op(a, b) ST_G2(st_rem, a, b)
+#define st_eq_op(a, b) ((uint8_t)((a) == (b)))
+#define st_ne_op(a, b) ((uint8_t)((a) != (b)))
+#define st_lt_op(a, b) ((uint8_t)((a) < (b)))
+#define st_le_op(a, b) ((uint8_t)((a) <= (b)))
+#define st_gt_op(a, b) ((uint8_t)((a) > (b)))
+#define st_ge_op(a, b) ((uint8_t)((a) >= (b)))
+#define st_and_op(a, b) ((uint8_t)(((a) != 0) & ((b) != 0)))
+#define st_or_op(a, b) ((uint8_t)(((a) != 0) | ((b) != 0)))
+#define st_where_op(c, a, b) ((c) ? (a) : (b))
+
+/* ---- Philox 4x32-10 (counter-based RNG) ---- */
+static inline void st_philox4x32_10_raw(const uint32_t ctr[4], const uint32_t key[2],
+                                        uint32_t out[4]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+/* key = {lo32(seed), hi32(seed)}, counter = {lo32(c), hi32(c), 0, 0} */
+static inline void st_philox4x32_10(uint64_t seed, uint64_t c, uint32_t out[4]) {
+    uint32_t ctr[4] = {(uint32_t)c, (uint32_t)(c >> 32), 0, 0};
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    st_philox4x32_10_raw(ctr, key, out);
+}
+static inline float st_rand_uniform_f32(uint64_t seed, uint64_t c) {
+    uint32_t o[4];
+    st_philox4x32_10(seed, c, o);
+    return (float)(o[0] >> 8) * 0x1p-24f;
+}
+static inline double st_rand_uniform_f64(uint64_t seed, uint64_t c) {
+    uint32_t o[4];
+    st_philox4x32_10(seed, c, o);
+    return (double)((((uint64_t)o[0] << 32) | o[1]) >> 11) * 0x1p-53;
+}
+static inline float st_rand_normal_f32(uint64_t seed, uint64_t c) {
+    uint32_t o[4];
+    st_philox4x32_10(seed, c, o);
+    float u1 = (float)((o[0] >> 8) + 1) * 0x1p-24f, u2 = (float)(o[1] >> 8) * 0x1p-24f;
+    return sqrtf(-2.0f * st_logf_(u1)) * cosf(6.28318530717958648f * u2);
+}
+static inline double st_rand_normal_f64(uint64_t seed, uint64_t c) {
+    uint32_t o[4];
+    st_philox4x32_10(seed, c, o);
+    double u1 = (double)(((((uint64_t)o[0] << 32) | o[1]) >> 11) + 1) * 0x1p-53;
+    double u2 = (double)((((uint64_t)o[2] << 32) | o[3]) >> 11) * 0x1p-53;
+    return sqrt(-2.0 * log(u1)) * cos(6.28318530717958648 * u2);
+}
+/* Integer in [lo, hi); hi <= lo yields lo. */
+static inline int64_t st_rand_int(uint64_t seed, uint64_t c, int64_t lo, int64_t hi) {
+    uint32_t o[4];
+    st_philox4x32_10(seed, c, o);
+    uint64_t range = (uint64_t)hi - (uint64_t)lo;
+    if (hi <= lo) return lo;
+    return (int64_t)((uint64_t)lo + ((((uint64_t)o[0] << 32) | o[1]) % range));
+}
+
+#endif

@@ -1,0 +1,348 @@
+/*
+ * test_jit.c — the CPU JIT driver and its caches (jit/jit.h): batching (one compiler call per
+ * batch), memory and disk hits, recovery from corrupt .so and .k files, compile errors with the
+ * log and the saved source, a bad ST_CC, and -ffp-contract=off.
+ *
+ * Every run uses a fresh ST_CACHE_DIR (mkdtemp), removed at the end. The test kernels are
+ * written against the real ABI (st_kargs, emitted by the JIT) and the real prelude.
+ */
+#include "runtime/internal.h"
+#include "jit/jit.h"
+#include "test.h"
+
+#include <dirent.h>
+#include <ftw.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char cache_dir[256];
+
+/* y[i] = x[i] * flts[0] + ints[1], with OpenMP (checks -fopenmp). bufs: x, y; ints: n, add */
+static const char *K_AXPB =
+    "void KNAME(const st_kargs *a) {\n"
+    "    const double *x = a->bufs[0]; double *y = a->bufs[1];\n"
+    "    int64_t n = a->ints[0];\n"
+    "    #pragma omp parallel for num_threads(a->nthreads)\n"
+    "    for (int64_t i = 0; i < n; i++) y[i] = x[i] * a->flts[0] + (double)a->ints[1];\n"
+    "}\n";
+/* y[0] = sum x; sets *err when n < 0. */
+static const char *K_SUM =
+    "void KNAME(const st_kargs *a) {\n"
+    "    const double *x = a->bufs[0]; double *y = a->bufs[1];\n"
+    "    if (a->ints[0] < 0) { *a->err = 7; return; }\n"
+    "    double s = 0; for (int64_t i = 0; i < a->ints[0]; i++) s += x[i];\n"
+    "    y[0] = s;\n"
+    "}\n";
+/* z[i] = x[i] * y[i] - c[i]: 0 exactly without fma contraction when c = fl(x*y). */
+static const char *K_MULSUB =
+    "void KNAME(const st_kargs *a) {\n"
+    "    const double *x = a->bufs[0], *y = a->bufs[1], *c = a->bufs[2]; double *z = a->bufs[3];\n"
+    "    for (int64_t i = 0; i < a->ints[0]; i++) z[i] = x[i] * y[i] - c[i];\n"
+    "}";   /* no trailing newline on purpose */
+
+static const char *srcs3[3];
+static const char *hints3[3] = {"axpb", "sum", "mul_sub"};
+
+static st_stats_t snap(void) { return st_stats_g; }
+
+/* Runs the three kernels and checks their answers. */
+static void check_kernels(st_kernel_fn *fn) {
+    enum { N = 1000 };
+    static double x[N], y[N], c[N], z[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = 1.0 + ldexp(1.0, -30) * (i + 1);
+        y[i] = 1.0 - ldexp(1.0, -29) * (i + 3);
+        c[i] = x[i] * y[i];
+        z[i] = -1;
+    }
+    int32_t err = 0;
+    int64_t ints[2] = {N, 5};
+    double flts[1] = {2.5};
+    void *bufs1[2] = {x, z};
+    st_kargs a = {bufs1, ints, flts, &err, 2};
+    fn[0](&a);
+    int ok = 1;
+    for (int i = 0; i < N; i++) ok &= z[i] == x[i] * 2.5 + 5.0;
+    CHECK(ok);
+
+    double s = 0, out = -1;
+    for (int i = 0; i < N; i++) s += x[i];
+    void *bufs2[2] = {x, &out};
+    a.bufs = bufs2;
+    fn[1](&a);
+    CHECK(out == s && err == 0);
+    int64_t neg[1] = {-1};
+    a.ints = neg;
+    fn[1](&a);
+    CHECK(err == 7);
+
+    void *bufs3[4] = {x, y, c, z};
+    a.bufs = bufs3;
+    a.ints = ints;
+    fn[2](&a);
+    ok = 1;
+    for (int i = 0; i < N; i++) ok &= z[i] == 0.0; /* an fma would leave the rounding error */
+    CHECK(ok);
+}
+
+/* Name of the (first) non-hidden file in the cache dir ending with suffix; "" if none. */
+static int find_file(const char *suffix, char *out, size_t n, int nth) {
+    DIR *d = opendir(cache_dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int count = 0;
+    out[0] = '\0';
+    size_t sl = strlen(suffix);
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (e->d_name[0] == '.' || l < sl || strcmp(e->d_name + l - sl, suffix)) continue;
+        if (count++ == nth) snprintf(out, n, "%s/%s", cache_dir, e->d_name);
+    }
+    closedir(d);
+    return count;
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+TEST(batch_compiles_once) {
+    st_stats_t s0 = snap();
+    st_kernel_fn fn[3] = {0};
+    CHECK(jit_get_kernels(3, srcs3, hints3, fn) == ST_OK);
+    st_stats_t s1 = snap();
+    CHECK(s1.compile_calls == s0.compile_calls + 1);
+    CHECK(s1.kernels_compiled == s0.kernels_compiled + 3);
+    CHECK(s1.compile_ms > s0.compile_ms);
+    CHECK(fn[0] && fn[1] && fn[2]);
+    if (!(fn[0] && fn[1] && fn[2])) return;
+    check_kernels(fn);
+    char p[512];
+    CHECK(find_file(".so", p, sizeof p, 0) == 1);
+    CHECK(find_file(".k", p, sizeof p, 0) == 3);
+    CHECK(jit_cache_dir() && !strcmp(jit_cache_dir(), cache_dir));
+}
+
+TEST(memory_hits) {
+    st_stats_t s0 = snap();
+    st_kernel_fn a[3] = {0}, b[3] = {0};
+    CHECK(jit_get_kernels(3, srcs3, NULL, a) == ST_OK);
+    CHECK(jit_get_kernels(3, srcs3, hints3, b) == ST_OK);
+    st_stats_t s1 = snap();
+    CHECK(s1.compile_calls == s0.compile_calls && s1.kernels_compiled == s0.kernels_compiled);
+    CHECK(s1.cache_hits_memory == s0.cache_hits_memory + 6);
+    CHECK(a[0] == b[0] && a[1] == b[1] && a[2] == b[2]);
+    CHECK(jit_lookup(srcs3[1], 0) == a[1]);
+    CHECK(jit_lookup("void KNAME(const void *p) { (void)p; }", 0) == NULL);
+    CHECK(jit_lookup("void KNAME(const void *p) { (void)p; }", 1) == NULL);
+    CHECK(snap().compile_calls == s0.compile_calls);
+}
+
+TEST(disk_hits) {
+    jit_shutdown();
+    CHECK(jit_lookup(srcs3[0], 0) == NULL); /* memory is empty after shutdown */
+    st_stats_t s0 = snap();
+    st_kernel_fn fn[3] = {0};
+    CHECK(jit_get_kernels(3, srcs3, hints3, fn) == ST_OK);
+    st_stats_t s1 = snap();
+    CHECK(s1.compile_calls == s0.compile_calls && s1.kernels_compiled == s0.kernels_compiled);
+    CHECK(s1.cache_hits_disk == s0.cache_hits_disk + 3);
+    if (fn[0] && fn[1] && fn[2]) check_kernels(fn);
+    /* jit_lookup with disk allowed after another shutdown */
+    jit_shutdown();
+    s0 = snap();
+    CHECK(jit_lookup(srcs3[2], 1) != NULL);
+    CHECK(snap().cache_hits_disk == s0.cache_hits_disk + 1);
+    CHECK(jit_lookup(srcs3[2], 0) != NULL);
+}
+
+/* Corrupt the batch object (mode 0: truncate, 1: flip bytes, 2: delete) → recompiled. */
+static void corrupt_so_and_reload(int mode) {
+    jit_shutdown();
+    char so[512];
+    CHECK(find_file(".so", so, sizeof so, 0) == 1);
+    struct stat st;
+    CHECK(stat(so, &st) == 0);
+    if (mode == 0) {
+        CHECK(truncate(so, st.st_size / 2) == 0);
+    } else if (mode == 1) {
+        FILE *f = fopen(so, "r+b");
+        CHECK(f != NULL);
+        if (!f) return;
+        fseek(f, st.st_size / 2, SEEK_SET);
+        fwrite("\xde\xad\xbe\xef", 1, 4, f);
+        fclose(f);
+    } else {
+        CHECK(unlink(so) == 0);
+    }
+    st_stats_t s0 = snap();
+    st_kernel_fn fn[3] = {0};
+    CHECK(jit_get_kernels(3, srcs3, hints3, fn) == ST_OK);
+    st_stats_t s1 = snap();
+    CHECK(s1.compile_calls == s0.compile_calls + 1);
+    CHECK(s1.kernels_compiled == s0.kernels_compiled + 3);
+    CHECK(s1.cache_hits_disk == s0.cache_hits_disk);
+    CHECK(!file_exists(so)); /* the bad object was removed */
+    char p[512];
+    CHECK(find_file(".so", p, sizeof p, 0) == 1);
+    if (fn[0] && fn[1] && fn[2]) check_kernels(fn);
+}
+TEST(truncated_so) { corrupt_so_and_reload(0); }
+TEST(corrupt_so) { corrupt_so_and_reload(1); }
+TEST(missing_so) { corrupt_so_and_reload(2); }
+
+TEST(corrupt_k) {
+    jit_shutdown();
+    char k[3][512];
+    CHECK(find_file(".k", k[0], sizeof k[0], 0) == 3);
+    find_file(".k", k[1], sizeof k[1], 1);
+    find_file(".k", k[2], sizeof k[2], 2);
+    /* one garbage, one truncated, one with an edited digit (same length) */
+    FILE *f = fopen(k[0], "wb");
+    CHECK(f != NULL);
+    if (f) { fputs("garbage\n", f); fclose(f); }
+    struct stat st;
+    CHECK(stat(k[1], &st) == 0 && truncate(k[1], st.st_size - 10) == 0);
+    f = fopen(k[2], "r+b");
+    CHECK(f != NULL);
+    if (f) {
+        char line[512] = {0};
+        size_t n = fread(line, 1, sizeof line - 1, f);
+        /* line: magic key so size sum linesum\n; n-20 is a digit of the object checksum, which
+         * only the line's own checksum can catch */
+        CHECK(n > 40);
+        if (n > 40) line[n - 20] = line[n - 20] == '0' ? '1' : '0';
+        rewind(f);
+        fwrite(line, 1, n, f);
+        fclose(f);
+    }
+    st_stats_t s0 = snap();
+    st_kernel_fn fn[3] = {0};
+    CHECK(jit_get_kernels(3, srcs3, hints3, fn) == ST_OK);
+    st_stats_t s1 = snap();
+    CHECK(s1.compile_calls == s0.compile_calls + 1);
+    CHECK(s1.kernels_compiled == s0.kernels_compiled + 3);
+    if (fn[0] && fn[1] && fn[2]) check_kernels(fn);
+
+    /* Only one index bad: the other two come from disk, one kernel is compiled. */
+    jit_shutdown();
+    find_file(".k", k[0], sizeof k[0], 0);
+    f = fopen(k[0], "wb");
+    if (f) fclose(f); /* empty */
+    s0 = snap();
+    CHECK(jit_get_kernels(3, srcs3, hints3, fn) == ST_OK);
+    s1 = snap();
+    CHECK(s1.compile_calls == s0.compile_calls + 1);
+    CHECK(s1.kernels_compiled == s0.kernels_compiled + 1);
+    CHECK(s1.cache_hits_disk == s0.cache_hits_disk + 2);
+    if (fn[0] && fn[1] && fn[2]) check_kernels(fn);
+}
+
+TEST(mixed_and_duplicates) {
+    static const char *K_NEW = "void KNAME(const st_kargs *a) { *a->err = 42; }\n";
+    const char *srcs[4] = {srcs3[0], K_NEW, K_NEW, srcs3[1]};
+    st_stats_t s0 = snap();
+    st_kernel_fn fn[4] = {0};
+    CHECK(jit_get_kernels(4, srcs, NULL, fn) == ST_OK);
+    st_stats_t s1 = snap();
+    CHECK(s1.compile_calls == s0.compile_calls + 1);
+    CHECK(s1.kernels_compiled == s0.kernels_compiled + 1);
+    CHECK(fn[1] && fn[1] == fn[2]);
+    int32_t err = 0;
+    st_kargs a = {NULL, NULL, NULL, &err, 1};
+    if (fn[1]) fn[1](&a);
+    CHECK(err == 42);
+    CHECK(jit_get_kernels(0, NULL, NULL, NULL) == ST_OK);
+}
+
+TEST(compile_error) {
+    static const char *K_BAD = "void KNAME(const st_kargs *a) { int x = ; (void)a; }\n";
+    st_stats_t s0 = snap();
+    st_kernel_fn fn[1] = {(st_kernel_fn)1};
+    const char *srcs[1] = {K_BAD};
+    st_status s = jit_get_kernels(1, srcs, NULL, fn);
+    CHECK(s == ST_ERR_COMPILE);
+    CHECK(fn[0] == NULL);
+    const char *msg = st_last_error();
+    CHECK(strstr(msg, "expected expression") != NULL);
+    CHECK(snap().compile_calls == s0.compile_calls + 1);
+    CHECK(snap().kernels_compiled == s0.kernels_compiled);
+    /* the message names the saved source: <cachedir>/failed/...c */
+    char want[300];
+    snprintf(want, sizeof want, "%s/failed/", cache_dir);
+    const char *p = strstr(msg, want);
+    CHECK(p != NULL);
+    if (p) {
+        char path[512];
+        size_t n = strcspn(p, ", \n");
+        snprintf(path, sizeof path, "%.*s", (int)n, p);
+        CHECK(n > 2 && !strcmp(path + n - 2, ".c"));
+        CHECK(file_exists(path));
+    }
+    /* the JIT still works afterwards, and a bad kernel does not poison a good one in its call */
+    fn[0] = NULL;
+    CHECK(jit_get_kernels(1, srcs3, NULL, fn) == ST_OK && fn[0] != NULL);
+    CHECK(jit_lookup(K_BAD, 1) == NULL);
+}
+
+TEST(bad_cc) {
+    const char *bad[] = {"/nonexistent/bin/cc", "no-such-compiler-xyz", "false", "   "};
+    static const char *K_FRESH = "void KNAME(const st_kargs *a) { (void)a; /* fresh */ }\n";
+    for (int i = 0; i < 4; i++) {
+        jit_shutdown();
+        setenv("ST_CC", bad[i], 1);
+        st_kernel_fn fn[1] = {0};
+        const char *srcs[1] = {K_FRESH};
+        st_status s = jit_get_kernels(1, srcs, NULL, fn);
+        CHECK(s == ST_ERR_COMPILE);
+        CHECK(fn[0] == NULL);
+        CHECK(strstr(st_last_error(), "ST_CC") != NULL);
+        CHECK(jit_lookup(K_FRESH, 1) == NULL);
+    }
+    /* a compiler given with extra words, and back to the default */
+    jit_shutdown();
+    setenv("ST_CC", "cc -DSTITCH_TEST_WORD=1", 1);
+    st_kernel_fn fn[1] = {0};
+    const char *srcs[1] = {"#ifndef STITCH_TEST_WORD\n#error no word\n#endif\n"
+                                "void KNAME(const st_kargs *a) { (void)a; }\n"};
+    CHECK(jit_get_kernels(1, srcs, NULL, fn) == ST_OK && fn[0]);
+    jit_shutdown();
+    unsetenv("ST_CC");
+    CHECK(jit_get_kernels(1, srcs3, NULL, fn) == ST_OK && fn[0]);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+int main(void) {
+    srcs3[0] = K_AXPB;
+    srcs3[1] = K_SUM;
+    srcs3[2] = K_MULSUB;
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-test-jit-XXXXXX");
+    if (!mkdtemp(cache_dir)) {
+        printf("FAIL setup: mkdtemp\n");
+        return 1;
+    }
+    setenv("ST_CACHE_DIR", cache_dir, 1);
+    unsetenv("ST_CC");
+    st_runtime_init();
+
+    RUN(batch_compiles_once);
+    RUN(memory_hits);
+    RUN(disk_hits);
+    RUN(truncated_so);
+    RUN(corrupt_so);
+    RUN(missing_so);
+    RUN(corrupt_k);
+    RUN(mixed_and_duplicates);
+    RUN(compile_error);
+    RUN(bad_cc);
+
+    jit_shutdown();
+    nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    TEST_MAIN_END();
+}
