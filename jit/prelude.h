@@ -96,7 +96,7 @@ static inline int64_t st_i2i64_(int64_t v) { return v; }
 
 /* ---- float exp family: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, Taylor to r^7 ---- */
 static inline float st_expm1_poly_(float r) { /* expm1(r), |r| <= 0.35, ~1 ulp */
-    float p = 1.0f / 5040 ;
+    float p = 1.0f / 5040;
     p = 1.0f / 720 + r * p; p = 1.0f / 120 + r * p; p = 1.0f / 24 + r * p;
     p = 1.0f / 6 + r * p; p = 0.5f + r * p;
     return r + (r * r) * p;

@@ -1,0 +1,723 @@
+/*
+ * interp.c — the reference interpreter: executes a region op by op with plain loops. It is the
+ * oracle every fused kernel is checked against, so it is written to be obviously correct first
+ * and only then reasonably fast (a switch on the op outside every element loop, values handled
+ * in chunks of CHUNK elements).
+ *
+ * Invariants: every op's math comes from jit/prelude.h (the X-macro over trace/ops.def's FN
+ * column), the same code the JIT compiles, so the interpreter and kernels agree bit for bit on
+ * elementwise ops. Values are computed in compute types (float for f32/f16/bf16, double, int32_t,
+ * int64_t, uint8_t for bool) and rounded to the storage type only at the store. Indices are
+ * int64_t throughout and zero-size tensors are fine. Float sums, products and matmul accumulate
+ * in double (accuracy over speed).
+ */
+#include "trace.h"
+#include "jit/prelude.h"
+
+/* ---- compute types ---- */
+typedef enum { CT_F32, CT_F64, CT_I32, CT_I64, CT_U8 } ctype;
+
+static ctype ct_of(st_dtype dt) {
+    switch (dt) {
+    case ST_F64: return CT_F64;
+    case ST_I32: return CT_I32;
+    case ST_I64: return CT_I64;
+    case ST_BOOL: return CT_U8;
+    default: return CT_F32; /* f32, f16, bf16 */
+    }
+}
+
+#define CHUNK 1024
+typedef union chunk {
+    float f[CHUNK];
+    double d[CHUNK];
+    int32_t i[CHUNK];
+    int64_t l[CHUNK];
+    uint8_t b[CHUNK];
+} chunk;
+
+/* Elements between two interrupt checks inside long loops. */
+#define CHECK_EVERY ((int64_t)1 << 20)
+
+static st_status check_interrupt(void) {
+    if (!st_rt.interrupted) return ST_OK;
+    st_rt.interrupted = 0;
+    return st_error(ST_ERR_INTERRUPT, "interrupted");
+}
+
+/* ---- loads and stores: storage <-> compute type, n <= CHUNK elements at flat index start ---- */
+static void load_chunk(st_dtype dt, const void *base, int64_t start, int64_t n, void *dst) {
+    if (n <= 0) return;
+    if (dt == ST_F16 || dt == ST_BF16) {
+        const uint16_t *s = (const uint16_t *)base + start;
+        float *d = dst;
+        if (dt == ST_F16) for (int64_t i = 0; i < n; i++) d[i] = st_h2f(s[i]);
+        else for (int64_t i = 0; i < n; i++) d[i] = st_bf2f(s[i]);
+        return;
+    }
+    size_t es = st_dtypes[dt].size;
+    memcpy(dst, (const char *)base + (size_t)start * es, (size_t)n * es);
+}
+
+/* src holds compute values of dt's compute type. */
+static void store_chunk(st_dtype dt, void *base, int64_t start, int64_t n, const void *src) {
+    if (n <= 0) return;
+    if (dt == ST_F16 || dt == ST_BF16) {
+        uint16_t *d = (uint16_t *)base + start;
+        const float *s = src;
+        if (dt == ST_F16) for (int64_t i = 0; i < n; i++) d[i] = st_f2h(s[i]);
+        else for (int64_t i = 0; i < n; i++) d[i] = st_f2bf(s[i]);
+        return;
+    }
+    if (dt == ST_BOOL) {
+        uint8_t *d = (uint8_t *)base + start;
+        const uint8_t *s = src;
+        for (int64_t i = 0; i < n; i++) d[i] = s[i] != 0;
+        return;
+    }
+    size_t es = st_dtypes[dt].size;
+    memcpy((char *)base + (size_t)start * es, src, (size_t)n * es);
+}
+
+/* Converts n compute values between compute types with the prelude's ST_CVT (CAST semantics). */
+#define CVT_LOOP(TF, TT)                                                                        \
+    do {                                                                                        \
+        const TF *s_ = src;                                                                     \
+        TT *d_ = dst;                                                                           \
+        for (int64_t i = 0; i < n; i++) d_[i] = ST_CVT(TT, s_[i]);                              \
+    } while (0)
+#define CVT_TO(TF)                                                                              \
+    switch (to) {                                                                               \
+    case CT_F32: CVT_LOOP(TF, float); break;                                                    \
+    case CT_F64: CVT_LOOP(TF, double); break;                                                   \
+    case CT_I32: CVT_LOOP(TF, int32_t); break;                                                  \
+    case CT_I64: CVT_LOOP(TF, int64_t); break;                                                  \
+    case CT_U8: CVT_LOOP(TF, uint8_t); break;                                                   \
+    }
+static void cvt_chunk(ctype from, ctype to, const void *src, void *dst, int64_t n) {
+    switch (from) {
+    case CT_F32: CVT_TO(float); break;
+    case CT_F64: CVT_TO(double); break;
+    case CT_I32: CVT_TO(int32_t); break;
+    case CT_I64: CVT_TO(int64_t); break;
+    case CT_U8: CVT_TO(uint8_t); break;
+    }
+}
+
+/* Loads n elements (any n) of storage dtype dt from flat index start as compute type `to`. */
+static void load_as(st_dtype dt, const void *base, int64_t start, int64_t n, ctype to, void *dst) {
+    static const size_t ctsz[] = {4, 8, 4, 8, 1};
+    ctype own = ct_of(dt);
+    chunk tmp;
+    for (int64_t o = 0; o < n; o += CHUNK) {
+        int64_t m = n - o < CHUNK ? n - o : CHUNK;
+        char *d = (char *)dst + (size_t)o * ctsz[to];
+        if (own == to) {
+            load_chunk(dt, base, start + o, m, d);
+        } else {
+            load_chunk(dt, base, start + o, m, &tmp);
+            cvt_chunk(own, to, &tmp, d, m);
+        }
+    }
+}
+
+/* Stores n compute values of type `from` (converted like CAST) at flat index start. */
+static void store_as(ctype from, const void *src, int64_t n, st_dtype dt, void *base, int64_t start) {
+    static const size_t ctsz[] = {4, 8, 4, 8, 1};
+    ctype own = ct_of(dt);
+    chunk tmp;
+    for (int64_t o = 0; o < n; o += CHUNK) {
+        int64_t m = n - o < CHUNK ? n - o : CHUNK;
+        const char *s = (const char *)src + (size_t)o * ctsz[from];
+        if (own == from) {
+            store_chunk(dt, base, start + o, m, s);
+        } else {
+            cvt_chunk(from, own, s, &tmp, m);
+            store_chunk(dt, base, start + o, m, &tmp);
+        }
+    }
+}
+
+/* Copies one element of es bytes. */
+static inline void copy_elem(size_t es, void *dst, int64_t di, const void *src, int64_t si) {
+    switch (es) {
+    case 1: ((uint8_t *)dst)[di] = ((const uint8_t *)src)[si]; break;
+    case 2: ((uint16_t *)dst)[di] = ((const uint16_t *)src)[si]; break;
+    case 4: ((uint32_t *)dst)[di] = ((const uint32_t *)src)[si]; break;
+    default: ((uint64_t *)dst)[di] = ((const uint64_t *)src)[si]; break;
+    }
+}
+static inline void zero_elem(size_t es, void *dst, int64_t di) {
+    memset((char *)dst + (size_t)di * es, 0, es);
+}
+
+/* Advances the C-order multi-index idx over shape, keeping *off = sum idx[d] * st[d] (+ base). */
+static inline void idx_next(int nd, const int64_t *shape, int64_t *idx, const int64_t *st,
+                            int64_t *off) {
+    for (int d = nd - 1; d >= 0; d--) {
+        if (++idx[d] < shape[d]) {
+            *off += st[d];
+            return;
+        }
+        *off -= st[d] * (shape[d] - 1);
+        idx[d] = 0;
+    }
+}
+
+/* ---- elementwise ops: one function per op from ops.def, switching on the compute type ---- */
+typedef void (*ew1_fn)(ctype ct, const void *a, void *o, int64_t n);
+typedef void (*ew2_fn)(ctype ct, const void *a, const void *b, void *o, int64_t n);
+typedef void (*ew3_fn)(ctype ct, const uint8_t *c, const void *a, const void *b, void *o, int64_t n);
+
+/* Results are written in the src compute type T: a comparison's 0/1 converts to T and back to
+ * bool at the store (v != 0), so one result type serves every op. */
+#define EW_SWITCH(LOOP, FN)                                                                     \
+    switch (ct) {                                                                               \
+    case CT_F32: LOOP(float, FN); break;                                                        \
+    case CT_F64: LOOP(double, FN); break;                                                       \
+    case CT_I32: LOOP(int32_t, FN); break;                                                      \
+    case CT_I64: LOOP(int64_t, FN); break;                                                      \
+    case CT_U8: LOOP(uint8_t, FN); break;                                                       \
+    }
+#define EW1_LOOP(T, FN)                                                                         \
+    do {                                                                                        \
+        const T *x_ = a;                                                                        \
+        T *y_ = o;                                                                              \
+        for (int64_t i = 0; i < n; i++) y_[i] = (T)FN(x_[i]);                                   \
+    } while (0)
+#define EW2_LOOP(T, FN)                                                                         \
+    do {                                                                                        \
+        const T *x_ = a, *z_ = b;                                                               \
+        T *y_ = o;                                                                              \
+        for (int64_t i = 0; i < n; i++) y_[i] = (T)FN(x_[i], z_[i]);                            \
+    } while (0)
+#define EW3_LOOP(T, FN)                                                                         \
+    do {                                                                                        \
+        const T *x_ = a, *z_ = b;                                                               \
+        T *y_ = o;                                                                              \
+        for (int64_t i = 0; i < n; i++) y_[i] = (T)FN(c[i], x_[i], z_[i]);                      \
+    } while (0)
+
+#define DEF_OPK_SOURCE(NAME, FN)
+#define DEF_OPK_MOVEMENT(NAME, FN)
+#define DEF_OPK_REDUCE(NAME, FN)
+#define DEF_OPK_MATMUL(NAME, FN)
+#define DEF_OPK_GATHER(NAME, FN)
+#define DEF_OPK_WRITE(NAME, FN)
+#define DEF_OPK_UNARY(NAME, FN)                                                                 \
+    static void ew_##NAME(ctype ct, const void *a, void *o, int64_t n) { EW_SWITCH(EW1_LOOP, FN) }
+#define DEF_OPK_BINARY(NAME, FN)                                                                \
+    static void ew_##NAME(ctype ct, const void *a, const void *b, void *o, int64_t n) {         \
+        EW_SWITCH(EW2_LOOP, FN)                                                                 \
+    }
+#define DEF_OPK_TERNARY(NAME, FN)                                                               \
+    static void ew_##NAME(ctype ct, const uint8_t *c, const void *a, const void *b, void *o,    \
+                          int64_t n) {                                                          \
+        EW_SWITCH(EW3_LOOP, FN)                                                                 \
+    }
+#define X(NAME, KIND, NSRC, STR, FN, DIFF) DEF_##KIND(NAME, FN)
+#include "ops.def"
+#undef X
+
+#define TAB_NONE(NAME)
+#define TAB_FN(NAME) [ST_OP_##NAME] = ew_##NAME,
+#define T1_OPK_UNARY TAB_FN
+#define T2_OPK_BINARY TAB_FN
+#define T3_OPK_TERNARY TAB_FN
+#define T1_OPK_BINARY TAB_NONE
+#define T1_OPK_TERNARY TAB_NONE
+#define T2_OPK_UNARY TAB_NONE
+#define T2_OPK_TERNARY TAB_NONE
+#define T3_OPK_UNARY TAB_NONE
+#define T3_OPK_BINARY TAB_NONE
+#define T_OTHER(NAME)
+#define T1_OPK_SOURCE T_OTHER
+#define T1_OPK_MOVEMENT T_OTHER
+#define T1_OPK_REDUCE T_OTHER
+#define T1_OPK_MATMUL T_OTHER
+#define T1_OPK_GATHER T_OTHER
+#define T1_OPK_WRITE T_OTHER
+#define T2_OPK_SOURCE T_OTHER
+#define T2_OPK_MOVEMENT T_OTHER
+#define T2_OPK_REDUCE T_OTHER
+#define T2_OPK_MATMUL T_OTHER
+#define T2_OPK_GATHER T_OTHER
+#define T2_OPK_WRITE T_OTHER
+#define T3_OPK_SOURCE T_OTHER
+#define T3_OPK_MOVEMENT T_OTHER
+#define T3_OPK_REDUCE T_OTHER
+#define T3_OPK_MATMUL T_OTHER
+#define T3_OPK_GATHER T_OTHER
+#define T3_OPK_WRITE T_OTHER
+
+static const ew1_fn ew1_table[ST_OP_COUNT] = {
+#define X(NAME, KIND, NSRC, STR, FN, DIFF) T1_##KIND(NAME)
+#include "ops.def"
+#undef X
+};
+static const ew2_fn ew2_table[ST_OP_COUNT] = {
+#define X(NAME, KIND, NSRC, STR, FN, DIFF) T2_##KIND(NAME)
+#include "ops.def"
+#undef X
+};
+static const ew3_fn ew3_table[ST_OP_COUNT] = {
+#define X(NAME, KIND, NSRC, STR, FN, DIFF) T3_##KIND(NAME)
+#include "ops.def"
+#undef X
+};
+
+static st_status bad_node(const st_node *n, const char *why) {
+    return st_error(ST_ERR_INTERNAL, "interp: %s node: %s", st_ops[n->op].name, why);
+}
+
+static st_status eval_elementwise(st_node *n, st_buffer *out) {
+    int ns = st_ops[n->op].nsrc;
+    st_op op = (st_op)n->op;
+    st_dtype sdt = (st_dtype)(op == ST_OP_WHERE ? n->src[1]->dtype : n->src[0]->dtype);
+    ctype ct = ct_of(sdt), oct = ct_of((st_dtype)n->dtype);
+    for (int k = 0; k < ns; k++)
+        if (n->src[k]->numel != n->numel) return bad_node(n, "a src's shape differs from the node's");
+    int have = op == ST_OP_CAST || (op == ST_OP_WHERE ? ew3_table[op] != NULL
+                                    : ns == 2 ? ew2_table[op] != NULL : ew1_table[op] != NULL);
+    if (!have) return bad_node(n, "no elementwise function");
+    chunk in[3], res, conv;
+    for (int64_t start = 0; start < n->numel; start += CHUNK) {
+        int64_t m = n->numel - start < CHUNK ? n->numel - start : CHUNK;
+        if (start && start % CHECK_EVERY == 0 && st_rt.interrupted) return check_interrupt();
+        for (int k = 0; k < ns; k++) {
+            ctype want = (op == ST_OP_WHERE && k == 0) ? CT_U8 : ct;
+            const st_node *s = n->src[k];
+            load_as((st_dtype)s->dtype, s->buf->data, start, m, want, &in[k]);
+        }
+        const void *r = &res;
+        if (op == ST_OP_CAST) r = &in[0];
+        else if (op == ST_OP_WHERE) ew3_table[op](ct, in[0].b, &in[1], &in[2], &res, m);
+        else if (ns == 2) ew2_table[op](ct, &in[0], &in[1], &res, m);
+        else ew1_table[op](ct, &in[0], &res, m);
+        if (ct != oct) {
+            cvt_chunk(ct, oct, r, &conv, m);
+            r = &conv;
+        }
+        store_chunk((st_dtype)n->dtype, out->data, start, m, r);
+    }
+    return ST_OK;
+}
+
+/* ---- sources ---- */
+static st_status eval_source(st_node *n, st_buffer *out) {
+    st_dtype dt = (st_dtype)n->dtype;
+    bool isf = st_is_float(dt);
+    chunk v;
+    int ax = n->arg.iota.axis;
+    int64_t inner = 1;
+    if (n->op == ST_OP_IOTA) {
+        if (n->ndim > 0 && (ax < 0 || ax >= n->ndim)) return bad_node(n, "iota axis out of range");
+        for (int d = ax + 1; d < n->ndim; d++) inner *= n->shape[d];
+    }
+    for (int64_t start = 0; start < n->numel; start += CHUNK) {
+        int64_t m = n->numel - start < CHUNK ? n->numel - start : CHUNK;
+        if (start && start % CHECK_EVERY == 0 && st_rt.interrupted) return check_interrupt();
+        ctype from = CT_F64;
+        switch (n->op) {
+        case ST_OP_CONST:
+            if (isf) for (int64_t i = 0; i < m; i++) v.d[i] = n->arg.c.f;
+            else { for (int64_t i = 0; i < m; i++) v.l[i] = n->arg.c.i; from = CT_I64; }
+            break;
+        case ST_OP_IOTA:
+            for (int64_t i = 0; i < m; i++) {
+                int64_t k = n->ndim > 0 ? ((start + i) / inner) % n->shape[ax] : 0;
+                v.d[i] = n->arg.iota.start + (double)k * n->arg.iota.step;
+            }
+            break;
+        case ST_OP_RAND_U:
+        case ST_OP_RAND_N: {
+            uint64_t seed = n->arg.rng.seed, c0 = n->arg.rng.offset + (uint64_t)start;
+            int normal = n->op == ST_OP_RAND_N;
+            if (dt == ST_F64) {
+                for (int64_t i = 0; i < m; i++)
+                    v.d[i] = normal ? st_rand_normal_f64(seed, c0 + (uint64_t)i)
+                                    : st_rand_uniform_f64(seed, c0 + (uint64_t)i);
+            } else {
+                for (int64_t i = 0; i < m; i++)
+                    v.f[i] = normal ? st_rand_normal_f32(seed, c0 + (uint64_t)i)
+                                    : st_rand_uniform_f32(seed, c0 + (uint64_t)i);
+                from = CT_F32;
+            }
+            break;
+        }
+        case ST_OP_RAND_INT: {
+            uint64_t seed = n->arg.rng.seed, c0 = n->arg.rng.offset + (uint64_t)start;
+            for (int64_t i = 0; i < m; i++)
+                v.l[i] = st_rand_int(seed, c0 + (uint64_t)i, n->arg.rng.lo, n->arg.rng.hi);
+            from = CT_I64;
+            break;
+        }
+        default: return bad_node(n, "not a source");
+        }
+        store_as(from, &v, m, dt, out->data, start);
+    }
+    return ST_OK;
+}
+
+/* ---- VIEW: a strided, optionally masked read of src 0's contiguous layout ---- */
+static st_status eval_view(st_node *n, st_buffer *out) {
+    const st_node *s = n->src[0];
+    const st_view_arg *v = &n->arg.view;
+    if (s->dtype != n->dtype) return bad_node(n, "dtype differs from its src");
+    size_t es = st_dtypes[n->dtype].size;
+    int64_t idx[ST_MAX_DIMS] = {0}, flat = v->offset;
+    int nd = n->ndim;
+    for (int64_t i = 0; i < n->numel; i++) {
+        if (i && i % CHECK_EVERY == 0 && st_rt.interrupted) return check_interrupt();
+        int valid = 1;
+        if (v->has_mask)
+            for (int d = 0; d < nd; d++) valid &= v->lo[d] <= idx[d] && idx[d] < v->hi[d];
+        if (valid) {
+            if (flat < 0 || flat >= s->numel) return bad_node(n, "view reads outside its src");
+            copy_elem(es, out->data, i, s->buf->data, flat);
+        } else {
+            zero_elem(es, out->data, i);
+        }
+        idx_next(nd, n->shape, idx, v->strides, &flat);
+    }
+    return ST_OK;
+}
+
+/* ---- reductions (keepdim shape) ---- */
+static st_status eval_reduce(st_node *n, st_buffer *out) {
+    const st_node *s = n->src[0];
+    int nd = s->ndim;
+    uint32_t axes = n->arg.red.axes;
+    st_op op = (st_op)n->op;
+    if (n->ndim != nd) return bad_node(n, "rank differs from its src");
+    for (int d = 0; d < nd; d++)
+        if (n->shape[d] != (((axes >> d) & 1) ? 1 : s->shape[d]))
+            return bad_node(n, "shape is not the keepdim shape of its src");
+    int64_t ost[ST_MAX_DIMS], idx[ST_MAX_DIMS] = {0}, o = 0;
+    st_contig_strides(nd, n->shape, ost);
+    for (int d = 0; d < nd; d++)
+        if ((axes >> d) & 1) ost[d] = 0;
+    int arg = op == ST_OP_RARGMAX || op == ST_OP_RARGMIN;
+    int ax = 0;
+    if (arg) {
+        while (ax < nd && !((axes >> ax) & 1)) ax++;
+        if (ax == nd || (axes & ~(1u << ax))) return bad_node(n, "argmax/argmin needs one axis");
+    }
+    bool isf = st_is_float((st_dtype)s->dtype);
+    int64_t no = n->numel;
+    /* acc: the running value (double for floats, int64 otherwise); best: argmax's index. */
+    void *acc = st_malloc((size_t)(no ? no : 1) * 8);
+    int64_t *best = arg ? st_calloc((size_t)(no ? no : 1), sizeof *best) : NULL;
+    if (!acc || (arg && !best)) {
+        st_free(acc);
+        st_free(best);
+        return ST_ERR_OOM;
+    }
+    double *ad = acc;
+    int64_t *al = acc;
+    for (int64_t i = 0; i < no; i++) {
+        switch (op) {
+        case ST_OP_RSUM: if (isf) ad[i] = 0; else al[i] = 0; break;
+        case ST_OP_RPROD: if (isf) ad[i] = 1; else al[i] = 1; break;
+        case ST_OP_RMAX: case ST_OP_RARGMAX: if (isf) ad[i] = -INFINITY; else al[i] = INT64_MIN; break;
+        default: if (isf) ad[i] = INFINITY; else al[i] = INT64_MAX; break;
+        }
+    }
+    chunk v;
+    st_status st = ST_OK;
+    for (int64_t start = 0; start < s->numel && !st; start += CHUNK) {
+        int64_t m = s->numel - start < CHUNK ? s->numel - start : CHUNK;
+        if (start && start % CHECK_EVERY == 0 && st_rt.interrupted) { st = check_interrupt(); break; }
+        load_as((st_dtype)s->dtype, s->buf->data, start, m, isf ? CT_F64 : CT_I64, &v);
+        for (int64_t i = 0; i < m; i++, idx_next(nd, s->shape, idx, ost, &o)) {
+            if (isf) {
+                double x = v.d[i], a = ad[o];
+                switch (op) {
+                case ST_OP_RSUM: ad[o] = a + x; break;
+                case ST_OP_RPROD: ad[o] = a * x; break;
+                case ST_OP_RMAX: ad[o] = (x != x || x > a) ? x : a; break;
+                case ST_OP_RMIN: ad[o] = (x != x || x < a) ? x : a; break;
+                default: { /* argmax/argmin: first max, or the first NaN */
+                    int first = idx[ax] == 0, better;
+                    if (a != a && !first) better = 0;
+                    else if (x != x) better = 1;
+                    else better = op == ST_OP_RARGMAX ? x > a : x < a;
+                    if (first || better) { ad[o] = x; best[o] = idx[ax]; }
+                    break;
+                }
+                }
+            } else {
+                int64_t x = v.l[i], a = al[o];
+                switch (op) {
+                case ST_OP_RSUM: al[o] = (int64_t)((uint64_t)a + (uint64_t)x); break;
+                case ST_OP_RPROD: al[o] = (int64_t)((uint64_t)a * (uint64_t)x); break;
+                case ST_OP_RMAX: al[o] = x > a ? x : a; break;
+                case ST_OP_RMIN: al[o] = x < a ? x : a; break;
+                default: {
+                    int first = idx[ax] == 0;
+                    int better = op == ST_OP_RARGMAX ? x > a : x < a;
+                    if (first || better) { al[o] = x; best[o] = idx[ax]; }
+                    break;
+                }
+                }
+            }
+        }
+    }
+    if (!st) {
+        if (arg) store_as(CT_I64, best, no, (st_dtype)n->dtype, out->data, 0);
+        else store_as(isf ? CT_F64 : CT_I64, acc, no, (st_dtype)n->dtype, out->data, 0);
+    }
+    st_free(acc);
+    st_free(best);
+    return st;
+}
+
+/* ---- MATMUL: (B.., M, K) x (B.., K, N) -> (B.., M, N), row by row ---- */
+static st_status eval_matmul(st_node *n, st_buffer *out) {
+    const st_node *a = n->src[0], *b = n->src[1];
+    int nd = n->ndim;
+    if (nd < 2 || a->ndim != nd || b->ndim != nd) return bad_node(n, "operands need rank >= 2");
+    int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
+    if (b->shape[nd - 2] != K || n->shape[nd - 2] != M || n->shape[nd - 1] != N)
+        return bad_node(n, "inner dims disagree");
+    int64_t batch = 1;
+    for (int d = 0; d < nd - 2; d++) {
+        if (a->shape[d] != n->shape[d] || b->shape[d] != n->shape[d])
+            return bad_node(n, "batch dims disagree");
+        batch *= n->shape[d];
+    }
+    bool isf = st_is_float((st_dtype)n->dtype);
+    ctype ct = isf ? CT_F64 : CT_I64;
+    /* Both operands as double / int64, plus one output row. */
+    void *A = st_malloc((size_t)(a->numel ? a->numel : 1) * 8);
+    void *B = st_malloc((size_t)(b->numel ? b->numel : 1) * 8);
+    void *row = st_malloc((size_t)(N ? N : 1) * 8);
+    st_status st = ST_OK;
+    if (!A || !B || !row) { st = ST_ERR_OOM; goto done; }
+    load_as((st_dtype)a->dtype, a->buf->data, 0, a->numel, ct, A);
+    load_as((st_dtype)b->dtype, b->buf->data, 0, b->numel, ct, B);
+    int64_t work = 0;
+    for (int64_t bt = 0; bt < batch; bt++) {
+        for (int64_t i = 0; i < M; i++) {
+            if ((work += K * N + 1) >= CHECK_EVERY) {
+                work = 0;
+                if ((st = check_interrupt())) goto done;
+            }
+            if (isf) {
+                double *r = row;
+                const double *Ar = (const double *)A + (bt * M + i) * K, *Bb = (const double *)B + bt * K * N;
+                for (int64_t j = 0; j < N; j++) r[j] = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    double x = Ar[k];
+                    const double *Bk = Bb + k * N;
+                    for (int64_t j = 0; j < N; j++) r[j] += x * Bk[j];
+                }
+            } else {
+                uint64_t *r = row;
+                const int64_t *Ar = (const int64_t *)A + (bt * M + i) * K, *Bb = (const int64_t *)B + bt * K * N;
+                for (int64_t j = 0; j < N; j++) r[j] = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    uint64_t x = (uint64_t)Ar[k];
+                    const int64_t *Bk = Bb + k * N;
+                    for (int64_t j = 0; j < N; j++) r[j] += x * (uint64_t)Bk[j];
+                }
+            }
+            store_as(ct, row, N, (st_dtype)n->dtype, out->data, (bt * M + i) * N);
+        }
+    }
+done:
+    st_free(A);
+    st_free(B);
+    st_free(row);
+    return st;
+}
+
+/* ---- GATHER / SCATTER_ADD along arg.axis.dim ---- */
+static st_status eval_gather(st_node *n, st_buffer *out) {
+    const st_node *data = n->src[0], *ix = n->src[1];
+    int d = n->arg.axis.dim, nd = n->ndim;
+    if (data->ndim != nd || ix->ndim != nd || ix->numel != n->numel || d < 0 || d >= nd)
+        return bad_node(n, "bad operand ranks or dim");
+    if (data->dtype != n->dtype) return bad_node(n, "dtype differs from its data");
+    for (int e = 0; e < nd; e++)
+        if (e != d && n->shape[e] > data->shape[e]) return bad_node(n, "index larger than data");
+    int64_t *I = st_malloc((size_t)(n->numel ? n->numel : 1) * sizeof *I);
+    if (!I) return ST_ERR_OOM;
+    load_as((st_dtype)ix->dtype, ix->buf->data, 0, n->numel, CT_I64, I);
+    int64_t dst[ST_MAX_DIMS], idx[ST_MAX_DIMS] = {0}, base = 0;
+    st_contig_strides(nd, data->shape, dst);
+    int64_t dstride = dst[d];
+    dst[d] = 0; /* base = data offset of idx with idx[d] := 0 */
+    size_t es = st_dtypes[n->dtype].size;
+    int64_t bad = 0, badv = 0;
+    for (int64_t i = 0; i < n->numel; i++, idx_next(nd, n->shape, idx, dst, &base)) {
+        int64_t j = I[i];
+        if (j < 0 || j >= data->shape[d]) {
+            if (!bad) badv = j;
+            bad = 1;
+            zero_elem(es, out->data, i);
+        } else {
+            copy_elem(es, out->data, i, data->buf->data, base + j * dstride);
+        }
+    }
+    st_free(I);
+    if (bad)
+        return st_error(ST_ERR_ARG, "gather: index %lld out of range for dim %d of size %lld",
+                        (long long)badv, d, (long long)data->shape[d]);
+    return ST_OK;
+}
+
+static st_status eval_scatter_add(st_node *n, st_buffer *out) {
+    const st_node *base = n->src[0], *ix = n->src[1], *val = n->src[2];
+    int d = n->arg.axis.dim, nd = n->ndim;
+    st_dtype dt = (st_dtype)n->dtype;
+    if (base->numel != n->numel || base->dtype != n->dtype || val->dtype != n->dtype ||
+        ix->ndim != nd || val->numel != ix->numel || d < 0 || d >= nd)
+        return bad_node(n, "bad operands");
+    for (int e = 0; e < nd; e++)
+        if (e != d && ix->shape[e] > n->shape[e]) return bad_node(n, "index larger than output");
+    size_t es = st_dtypes[dt].size;
+    if (n->numel) memcpy(out->data, base->buf->data, (size_t)n->numel * es);
+    ctype ct = ct_of(dt);
+    int64_t *I = st_malloc((size_t)(ix->numel ? ix->numel : 1) * sizeof *I);
+    void *V = st_malloc((size_t)(ix->numel ? ix->numel : 1) * 8);
+    if (!I || !V) {
+        st_free(I);
+        st_free(V);
+        return ST_ERR_OOM;
+    }
+    load_as((st_dtype)ix->dtype, ix->buf->data, 0, ix->numel, CT_I64, I);
+    load_as(dt, val->buf->data, 0, val->numel, ct, V);
+    int64_t ost[ST_MAX_DIMS], idx[ST_MAX_DIMS] = {0}, off = 0;
+    st_contig_strides(nd, n->shape, ost);
+    int64_t dstride = ost[d];
+    ost[d] = 0;
+    int64_t bad = 0, badv = 0;
+    void *o = out->data;
+    for (int64_t i = 0; i < ix->numel; i++, idx_next(nd, ix->shape, idx, ost, &off)) {
+        int64_t j = I[i];
+        if (j < 0 || j >= n->shape[d]) {
+            if (!bad) badv = j;
+            bad = 1;
+            continue;
+        }
+        int64_t t = off + j * dstride;
+        switch (dt) { /* accumulate in the compute type, round at each store (as a kernel does) */
+        case ST_F32: ((float *)o)[t] += ((float *)V)[i]; break;
+        case ST_F64: ((double *)o)[t] += ((double *)V)[i]; break;
+        case ST_I32: ((int32_t *)o)[t] = st_add_op(((int32_t *)o)[t], ((int32_t *)V)[i]); break;
+        case ST_I64: ((int64_t *)o)[t] = st_add_op(((int64_t *)o)[t], ((int64_t *)V)[i]); break;
+        case ST_BOOL: ((uint8_t *)o)[t] = ((uint8_t *)o)[t] | (((uint8_t *)V)[i] != 0); break;
+        case ST_F16: ((uint16_t *)o)[t] = st_f2h(st_h2f(((uint16_t *)o)[t]) + ((float *)V)[i]); break;
+        case ST_BF16: ((uint16_t *)o)[t] = st_f2bf(st_bf2f(((uint16_t *)o)[t]) + ((float *)V)[i]); break;
+        default: break;
+        }
+    }
+    st_free(I);
+    st_free(V);
+    if (bad)
+        return st_error(ST_ERR_ARG, "scatter_add: index %lld out of range for dim %d of size %lld",
+                        (long long)badv, d, (long long)n->shape[d]);
+    return ST_OK;
+}
+
+/* ---- SETVIEW: out = src0, then the strided region of out := src1 ---- */
+static st_status eval_setview(st_node *n, st_buffer *out) {
+    const st_node *base = n->src[0], *val = n->src[1];
+    const st_view_arg *v = &n->arg.view;
+    if (base->numel != n->numel || base->dtype != n->dtype || val->dtype != n->dtype)
+        return bad_node(n, "bad operands");
+    size_t es = st_dtypes[n->dtype].size;
+    if (n->numel) memcpy(out->data, base->buf->data, (size_t)n->numel * es);
+    int64_t idx[ST_MAX_DIMS] = {0}, flat = v->offset;
+    for (int64_t i = 0; i < val->numel; i++, idx_next(val->ndim, val->shape, idx, v->strides, &flat)) {
+        if (flat < 0 || flat >= n->numel) return bad_node(n, "region outside the base");
+        copy_elem(es, out->data, flat, val->buf->data, i);
+    }
+    return ST_OK;
+}
+
+st_status interp_eval_node(st_node *n, st_buffer *out) {
+    if (!out || out->nbytes < st_node_nbytes(n) || (n->numel && !out->data))
+        return bad_node(n, "output buffer too small");
+    for (int k = 0; k < n->nsrc; k++)
+        if (!n->src[k] || !n->src[k]->buf) return bad_node(n, "a src has no buffer");
+    switch (st_ops[n->op].kind) {
+    case OPK_SOURCE:
+        if (n->op == ST_OP_BUFFER) { /* never evaluated by the executors; a copy is harmless */
+            if (!n->buf) return bad_node(n, "buffer node without data");
+            if (n->numel) memcpy(out->data, n->buf->data, st_node_nbytes(n));
+            return ST_OK;
+        }
+        return eval_source(n, out);
+    case OPK_MOVEMENT: return eval_view(n, out);
+    case OPK_UNARY:
+    case OPK_BINARY:
+    case OPK_TERNARY: return eval_elementwise(n, out);
+    case OPK_REDUCE: return eval_reduce(n, out);
+    case OPK_MATMUL: return eval_matmul(n, out);
+    case OPK_GATHER: return n->op == ST_OP_GATHER ? eval_gather(n, out) : eval_scatter_add(n, out);
+    case OPK_WRITE: return eval_setview(n, out);
+    default: return bad_node(n, "unknown op kind");
+    }
+}
+
+/* Runs the region in order. Each node gets a fresh buffer; a src's buffer is released as soon as
+ * its last in-region consumer ran, unless it is a target or held outside the region (refcnt >
+ * uses), in which case the caller realizes it. On failure every buffer set here is released. */
+static bool in_region(const st_region *r, const st_node *s) {
+    return s->pos >= 0 && s->pos < r->n && r->nodes[s->pos] == s;
+}
+
+st_status interp_execute(st_region *r) {
+    int nn = r->n;
+    int32_t *left = st_calloc((size_t)(nn ? nn : 1), sizeof *left);
+    uint8_t *mine = st_calloc((size_t)(nn ? nn : 1), 1);
+    st_status st = ST_OK;
+    if (!left || !mine) { st = ST_ERR_OOM; goto out; }
+    for (int i = 0; i < nn; i++) r->nodes[i]->pos = i;
+    for (int i = 0; i < nn; i++) {
+        st_node *n = r->nodes[i];
+        for (int k = 0; k < n->nsrc; k++) {
+            st_node *s = n->src[k];
+            if (in_region(r, s)) left[s->pos]++;
+            else if (!s->buf) { /* srcs outside the region must already have their values */
+                st = st_error(ST_ERR_INTERNAL, "interp: a %s node's src (%s) is neither realized "
+                              "nor in the region", st_ops[n->op].name, st_ops[s->op].name);
+                goto out;
+            }
+        }
+    }
+    for (int i = 0; i < nn; i++) {
+        st_node *n = r->nodes[i];
+        if (n->op == ST_OP_BUFFER || n->buf) continue; /* already has its value */
+        if ((st = check_interrupt())) goto out;
+        st_buffer *b = st_buffer_new(st_node_nbytes(n));
+        if (!b) { st = ST_ERR_OOM; goto out; }
+        if ((st = interp_eval_node(n, b))) {
+            st_buffer_release(b);
+            goto out;
+        }
+        n->buf = b;
+        mine[i] = 1;
+        for (int k = 0; k < n->nsrc; k++) {
+            st_node *s = n->src[k];
+            if (!in_region(r, s) || --left[s->pos] > 0) continue;
+            if ((s->flags & NODE_TARGET) || s->refcnt > s->uses || !mine[s->pos]) continue;
+            st_buffer_release(s->buf);
+            s->buf = NULL;
+            mine[s->pos] = 0;
+        }
+    }
+out:
+    if (st && mine) {
+        for (int i = 0; i < nn; i++) {
+            if (!mine[i]) continue;
+            st_buffer_release(r->nodes[i]->buf);
+            r->nodes[i]->buf = NULL;
+        }
+    }
+    st_free(left);
+    st_free(mine);
+    return st;
+}
