@@ -413,7 +413,7 @@ static void tu_puts(tu_buf *b, const char *s) { tu_put(b, s, strlen(s)); }
  * it with one compiler call, loads it and indexes every kernel in memory and on disk. */
 static st_status compile_missing(int m, const int *idx, const jit_key *keys, const char *const *sources,
                                  const char *const *hints) {
-    char hex[33], line[160];
+    char hex[33], line[256];
     jit_key bkey = jit_hash128(keys, 0, J.ctx);
     for (int j = 0; j < m; j++) bkey = jit_hash128(&keys[idx[j]], sizeof(jit_key), bkey);
     char btag[33];
