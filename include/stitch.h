@@ -227,6 +227,8 @@ ST_API void st_set_poison(int on);
 /* Ask running work to stop at the next safe point (signal-safe); the flush fails with
  * ST_ERR_INTERRUPT and the runtime stays usable. */
 ST_API void st_interrupt(void);
+/* Withdraw an interrupt that arrived while no work was running (a REPL calls it before each command). */
+ST_API void st_clear_interrupt(void);
 /* Debug flags (ST_DEBUG): 1 flush lines, 2 kernel lines, 4 generated source. */
 ST_API void st_set_debug(int flags);
 /* Fail the nth allocation from now (1 = the next one); 0 disables. For out-of-memory tests. */

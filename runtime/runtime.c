@@ -52,13 +52,12 @@ void st_set_jit_min(int64_t elems) { st_runtime_init(); st_rt.jit_min = elems < 
 void st_set_poison(int on) { st_runtime_init(); st_rt.poison = on; }
 void st_set_debug(int flags) { st_runtime_init(); st_rt.debug = flags; }
 void st_interrupt(void) { st_rt.interrupted = 1; }
+void st_clear_interrupt(void) { st_rt.interrupted = 0; }
 void st_manual_seed(uint64_t seed) {
     st_runtime_init();
     st_rt.rng_seed = seed;
     st_rt.rng_offset = 0;
 }
 
-void st_shutdown(void) {
-    st_sync();
-    jit_shutdown();
-}
+/* Frees the caches; tensors still alive stay valid (their pending work runs when read). */
+void st_shutdown(void) { jit_shutdown(); }

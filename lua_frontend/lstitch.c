@@ -1,0 +1,1601 @@
+/*
+ * lstitch.c — the `stitch` Lua module: tensor userdata, metamethods, constructors and methods, on
+ * top of the public C API (include/stitch.h) only. docs/lua.md is the reference.
+ *
+ * Invariants:
+ *  - A tensor userdata (lt_box) owns exactly one reference to its st_tensor * (NULL once closed);
+ *    __gc and __close drop it, idempotently.
+ *  - Lua errors are longjmps, so no st_tensor * is ever held only by a C local across something that
+ *    can raise: every binding (1) checks all its arguments, (2) pushes the result's box, (3) runs the
+ *    C calls in a helper that cannot raise and releases its own temporaries, (4) stores the result
+ *    in the box or raises with st_last_error(). Scratch host memory is Lua userdata.
+ *  - Lua conventions at the boundary: dims and indices are 1-based (negative ones count from the
+ *    end), index tensors hold 1-based indices; the C API is 0-based. Conversions happen here only.
+ *  - Lua's collector cannot see tensor memory: the allocation observer counts the bytes the runtime
+ *    allocates, and after each call a full collection runs when that growth passes the live size
+ *    (lt_gc_feed). An out-of-memory failure collects and retries the call once (LT_TRY): st calls
+ *    are functional, a failed call leaves nothing behind.
+ */
+#include "lstitch.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#define LT_MT "stitch.Tensor"
+#define LT_PRINT_THRESHOLD 1000 /* past this many elements, tostring shows 3 + 3 per dim */
+#define LT_PRINT_EDGE 3
+
+typedef struct lt_box {
+    st_tensor *t;
+} lt_box;
+
+typedef st_tensor *(*lt_unfn)(st_tensor *);
+typedef st_tensor *(*lt_binfn)(st_tensor *, st_tensor *);
+typedef st_tensor *(*lt_redfn)(st_tensor *, int, const int *, int);
+
+/* ------------------------------------------------------------------------------------------------
+ * Memory accounting and errors
+ * ---------------------------------------------------------------------------------------------- */
+
+static int64_t lt_alloc_since_gc;  /* bytes the runtime allocated since our last full collection */
+static int64_t lt_live_after_gc;   /* bytes_in_use right after that collection */
+#define LT_GC_MIN ((int64_t)32 << 20)
+
+/* Called by the runtime from inside its allocator: only counts, never calls into Lua. */
+static void lt_observer(int64_t delta, void *ud) {
+    (void)ud;
+    if (delta > 0) lt_alloc_since_gc += delta;
+}
+
+static void lt_collect(lua_State *L) {
+    st_stats_t s;
+    lua_gc(L, LUA_GCCOLLECT);
+    st_stats(&s);
+    lt_live_after_gc = (int64_t)s.bytes_in_use;
+    lt_alloc_since_gc = 0;
+}
+
+/* After a call that may have allocated: a full collection once tensor memory grew by more than
+ * max(32 MiB, live tensor bytes, Lua heap) since the last one (a 100% pause, like Lua's own).
+ * Why not lua_gc(LUA_GCSTEP, kb): Lua adds those bytes to its own heap estimate and never sees
+ * them freed, so its pause threshold drifts upward and collections get rarer and rarer. */
+static void lt_gc_feed(lua_State *L) {
+    st_stats_t s;
+    st_stats(&s);
+    int64_t grown = (int64_t)s.bytes_in_use - lt_live_after_gc;
+    if (lt_alloc_since_gc > grown) grown = lt_alloc_since_gc;
+    int64_t limit = LT_GC_MIN;
+    if (lt_live_after_gc > limit) limit = lt_live_after_gc;
+    int64_t heap = (int64_t)lua_gc(L, LUA_GCCOUNT) * 1024;
+    if (heap > limit) limit = heap;
+    if (grown >= limit) lt_collect(L);
+}
+
+/* Runs expr (a C call, or a helper that cannot raise, returning st_tensor * or NULL); on
+ * out-of-memory, collects garbage (finalizers release tensors) and runs it once more. */
+#define LT_TRY(L, res, expr)                                                                     \
+    do {                                                                                         \
+        (res) = (expr);                                                                          \
+        if (!(res) && st_last_status() == ST_ERR_OOM) {                                          \
+            lt_collect(L);                                                                       \
+            (res) = (expr);                                                                      \
+        }                                                                                        \
+    } while (0)
+#define LT_TRY_STATUS(L, s, expr)                                                                \
+    do {                                                                                         \
+        (s) = (expr);                                                                            \
+        if ((s) == ST_ERR_OOM) {                                                                 \
+            lt_collect(L);                                                                       \
+            (s) = (expr);                                                                        \
+        }                                                                                        \
+    } while (0)
+
+/* Raises st_last_error() as a Lua error (with the caller's position), prefixed with name unless
+ * the message already starts with it. */
+static int lt_raise(lua_State *L, const char *name) {
+    const char *msg = st_last_error();
+    if (!msg || !*msg) msg = "unknown error";
+    size_t n = strlen(name);
+    luaL_where(L, 1);
+    if (strncmp(msg, name, n) == 0 && msg[n] == ':')
+        lua_pushstring(L, msg);
+    else
+        lua_pushfstring(L, "%s: %s", name, msg);
+    lua_concat(L, 2);
+    st_clear_error();
+    return lua_error(L);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Boxes and argument checks
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Pushes an empty box; the caller stores the tensor once the C call succeeded. */
+static lt_box *lt_newbox(lua_State *L) {
+    lt_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->t = NULL;
+    luaL_setmetatable(L, LT_MT);
+    return b;
+}
+
+/* Stores r (a new reference, or NULL on failure) into box b, which is on top of the stack. */
+static int lt_finish(lua_State *L, lt_box *b, st_tensor *r, const char *name) {
+    if (!r) return lt_raise(L, name);
+    b->t = r;
+    lt_gc_feed(L);
+    return 1;
+}
+
+/* The tensor at stack index i, or NULL when it is not a tensor; raises when it was closed. */
+static st_tensor *lt_totensor(lua_State *L, int i) {
+    lt_box *b = luaL_testudata(L, i, LT_MT);
+    if (!b) return NULL;
+    if (!b->t) luaL_error(L, "bad argument #%d: tensor was closed", i);
+    return b->t;
+}
+
+static st_tensor *lt_check(lua_State *L, int i) {
+    st_tensor *t = lt_totensor(L, i);
+    if (!t) luaL_typeerror(L, i, "tensor");
+    return t;
+}
+
+static bool lt_isfloat(st_dtype dt) {
+    return dt == ST_F32 || dt == ST_F64 || dt == ST_F16 || dt == ST_BF16;
+}
+
+/* Optional dtype string at i (def when absent or nil). */
+static st_dtype lt_optdtype(lua_State *L, int i, st_dtype def) {
+    if (lua_isnoneornil(L, i)) return def;
+    const char *s = luaL_checkstring(L, i);
+    int dt = st_dtype_from_name(s);
+    if (dt < 0) luaL_error(L, "unknown dtype '%s' (f32, f64, i32, i64, bool, f16, bf16)", s);
+    return (st_dtype)dt;
+}
+
+static const char *lt_shapestr(st_tensor *t, char *buf, size_t n) {
+    int64_t sh[ST_MAX_DIMS];
+    st_shape(t, sh);
+    return st_shape_str(st_ndim(t), sh, buf, n);
+}
+
+/* A 1-based dim d (negative counts from the end) of a tensor with nd dims → 0-based. With insert,
+ * one more position is valid (unsqueeze, stack). 0-d tensors accept 1 and -1. */
+static int lt_dim(lua_State *L, lua_Integer d, int nd, bool insert) {
+    int n = nd + (insert ? 1 : 0);
+    if (n == 0) n = 1;
+    if (d == 0 || d > n || d < -n)
+        return luaL_error(L, "dim %d out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)",
+                          (int)d, nd, n, n);
+    return d > 0 ? (int)d - 1 : n + (int)d;
+}
+
+static int lt_checkdim(lua_State *L, int arg, int nd, bool insert) {
+    return lt_dim(L, luaL_checkinteger(L, arg), nd, insert);
+}
+
+/* Reduction dims at arg: none/nil (all dims: returns 0), a number or a table of numbers. */
+static int lt_axes(lua_State *L, int arg, int nd, int axes[ST_MAX_DIMS]) {
+    if (lua_isnoneornil(L, arg)) return 0;
+    if (lua_istable(L, arg)) {
+        lua_Integer n = luaL_len(L, arg);
+        if (n > ST_MAX_DIMS) luaL_error(L, "too many dims (%d)", (int)n);
+        for (int k = 0; k < (int)n; k++) {
+            lua_rawgeti(L, arg, k + 1);
+            lua_Integer d = luaL_checkinteger(L, -1);
+            lua_pop(L, 1);
+            axes[k] = lt_dim(L, d, nd, false);
+        }
+        if (n == 0) luaL_error(L, "empty dim list");
+        return (int)n;
+    }
+    axes[0] = lt_checkdim(L, arg, nd, false);
+    return 1;
+}
+
+/* Sizes from arg on: a table {2, 3} or integers up to the first non-number. Returns the count and
+ * sets *next to the first argument after the sizes. Negative sizes are passed on (reshape's -1);
+ * creators check them. */
+static int lt_sizes(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next) {
+    int n = 0;
+    if (lua_istable(L, arg)) {
+        lua_Integer len = luaL_len(L, arg);
+        if (len > ST_MAX_DIMS) luaL_error(L, "too many dims (%d > %d)", (int)len, ST_MAX_DIMS);
+        for (n = 0; n < (int)len; n++) {
+            lua_rawgeti(L, arg, n + 1);
+            int ok;
+            shape[n] = (int64_t)lua_tointegerx(L, -1, &ok);
+            if (!ok) luaL_error(L, "size %d is not an integer", n + 1);
+            lua_pop(L, 1);
+        }
+        *next = arg + 1;
+        return n;
+    }
+    while (lua_type(L, arg + n) == LUA_TNUMBER) {
+        if (n == ST_MAX_DIMS) luaL_error(L, "too many dims (> %d)", ST_MAX_DIMS);
+        shape[n] = (int64_t)luaL_checkinteger(L, arg + n);
+        n++;
+    }
+    *next = arg + n;
+    return n;
+}
+
+static int lt_creation_shape(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next) {
+    int n = lt_sizes(L, arg, shape, next);
+    for (int d = 0; d < n; d++)
+        if (shape[d] < 0) luaL_error(L, "negative size %d in dim %d", (int)shape[d], d + 1);
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Operands: a tensor, or a Lua number / boolean that becomes a scalar tensor for one call
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct lt_operand {
+    st_tensor *t;     /* borrowed when kind == LT_TENSOR */
+    int kind;
+    double f;
+    int64_t i;
+} lt_operand;
+enum { LT_TENSOR, LT_INT, LT_FLOAT, LT_BOOL };
+
+static void lt_operand_get(lua_State *L, int i, lt_operand *o) {
+    o->t = lt_totensor(L, i);
+    if (o->t) {
+        o->kind = LT_TENSOR;
+    } else if (lua_isinteger(L, i)) {
+        o->kind = LT_INT;
+        o->i = (int64_t)lua_tointeger(L, i);
+    } else if (lua_type(L, i) == LUA_TNUMBER) {
+        o->kind = LT_FLOAT;
+        o->f = (double)lua_tonumber(L, i);
+    } else if (lua_isboolean(L, i)) {
+        o->kind = LT_BOOL;
+        o->i = lua_toboolean(L, i);
+    } else {
+        luaL_typeerror(L, i, "tensor or number");
+    }
+}
+
+/* A tensor for o: borrowed for tensors, a new weak scalar otherwise (release with lt_put). */
+static st_tensor *lt_take(const lt_operand *o) {
+    switch (o->kind) {
+    case LT_TENSOR: return o->t;
+    case LT_INT: return st_weak_scalar_i(o->i);
+    case LT_FLOAT: return st_weak_scalar_f(o->f);
+    default: return st_scalar((double)o->i, ST_BOOL);
+    }
+}
+static void lt_put(const lt_operand *o, st_tensor *t) {
+    if (o->kind != LT_TENSOR) st_release(t);
+}
+
+static st_tensor *lt_bin_apply(lt_binfn fn, const lt_operand *a, const lt_operand *b) {
+    st_tensor *ta = lt_take(a), *tb = NULL, *r = NULL;
+    if (ta) tb = lt_take(b);
+    if (ta && tb) r = fn(ta, tb);
+    if (ta) lt_put(a, ta);
+    if (tb) lt_put(b, tb);
+    return r;
+}
+
+static int lt_binary(lua_State *L, lt_binfn fn, const char *name) {
+    lt_operand a, b;
+    lt_operand_get(L, 1, &a);
+    lt_operand_get(L, 2, &b);
+    if (a.kind != LT_TENSOR && b.kind != LT_TENSOR)
+        return luaL_error(L, "%s: expected at least one tensor operand", name);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_bin_apply(fn, &a, &b));
+    return lt_finish(L, box, r, name);
+}
+
+static int lt_unary(lua_State *L, lt_unfn fn, const char *name) {
+    st_tensor *t = lt_check(L, 1);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, fn(t));
+    return lt_finish(L, box, r, name);
+}
+
+#define LT_DEF_UNARY(name)                                                                       \
+    static int lt_u_##name(lua_State *L) { return lt_unary(L, st_##name, #name); }
+#define LT_DEF_BINARY(name)                                                                      \
+    static int lt_b_##name(lua_State *L) { return lt_binary(L, st_##name, #name); }
+ST_UNARY_API(LT_DEF_UNARY)
+ST_BINARY_API(LT_DEF_BINARY)
+
+/* ------------------------------------------------------------------------------------------------
+ * Creation
+ * ---------------------------------------------------------------------------------------------- */
+
+/* from_data in hd (f64 or i64) then cast to dt when it differs. Cannot raise. */
+static st_tensor *lt_from_host(st_dtype dt, st_dtype hd, int nd, const int64_t *shape, const void *buf) {
+    st_tensor *h = st_from_data(hd, nd, shape, buf);
+    if (!h || dt == hd) return h;
+    st_tensor *r = st_cast(h, dt);
+    st_release(h);
+    return r;
+}
+
+typedef struct lt_fill_ctx {
+    int nd;
+    int64_t shape[ST_MAX_DIMS];
+    int path[ST_MAX_DIMS];
+    bool isint;       /* fill the i64 buffer, else the f64 one */
+    double *f;
+    int64_t *i;
+    int64_t pos;
+} lt_fill_ctx;
+
+static const char *lt_pathstr(lua_State *L, const lt_fill_ctx *c, int depth) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int d = 0; d < depth; d++) {
+        char tmp[32];
+        snprintf(tmp, sizeof tmp, "[%d]", c->path[d]);
+        luaL_addstring(&b, tmp);
+    }
+    luaL_pushresult(&b);
+    return lua_tostring(L, -1);
+}
+
+/* Walks the nested table at stack index idx (depth d), checking it is rectangular. */
+static void lt_fill(lua_State *L, lt_fill_ctx *c, int idx, int d) {
+    lua_Integer len = (lua_Integer)lua_rawlen(L, idx);
+    if (len != c->shape[d])
+        luaL_error(L, "tensor: ragged table at %s: expected %d elements, got %d", lt_pathstr(L, c, d),
+                   (int)c->shape[d], (int)len);
+    luaL_checkstack(L, 4, "tensor nesting");
+    for (lua_Integer k = 1; k <= len; k++) {
+        c->path[d] = (int)k;
+        int ty = lua_rawgeti(L, idx, k);
+        if (d + 1 < c->nd) {
+            if (ty != LUA_TTABLE)
+                luaL_error(L, "tensor: ragged table at %s: expected a table, got %s", lt_pathstr(L, c, d + 1),
+                           lua_typename(L, ty));
+            lt_fill(L, c, lua_gettop(L), d + 1);
+        } else if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
+            if (c->isint) {
+                if (ty == LUA_TBOOLEAN) c->i[c->pos] = lua_toboolean(L, -1);
+                else if (lua_isinteger(L, -1)) c->i[c->pos] = (int64_t)lua_tointeger(L, -1);
+                else c->i[c->pos] = (int64_t)lua_tonumber(L, -1);
+            } else {
+                c->f[c->pos] = ty == LUA_TBOOLEAN ? lua_toboolean(L, -1) : (double)lua_tonumber(L, -1);
+            }
+            c->pos++;
+        } else {
+            luaL_error(L, "tensor: ragged table at %s: expected a number, got %s", lt_pathstr(L, c, d + 1),
+                       lua_typename(L, ty));
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Pushes a tensor built from the nested table at idx (dtype dt, or inferred when dt < 0). */
+static void lt_push_table_tensor(lua_State *L, int idx, int dtin) {
+    lt_fill_ctx c;
+    memset(&c, 0, sizeof c);
+    idx = lua_absindex(L, idx);
+    /* shape: follow first elements */
+    lua_pushvalue(L, idx);
+    int leaf = LUA_TNIL;
+    for (;;) {
+        if (c.nd == ST_MAX_DIMS) luaL_error(L, "tensor: more than %d nested levels", ST_MAX_DIMS);
+        c.shape[c.nd++] = (int64_t)lua_rawlen(L, -1);
+        if (c.shape[c.nd - 1] == 0) break;
+        leaf = lua_rawgeti(L, -1, 1);
+        lua_remove(L, -2);
+        if (leaf != LUA_TTABLE) break;
+    }
+    lua_pop(L, 1);
+    st_dtype dt = dtin >= 0 ? (st_dtype)dtin : (leaf == LUA_TBOOLEAN ? ST_BOOL : ST_F32);
+    c.isint = !lt_isfloat(dt);
+    int64_t numel = 1;
+    for (int d = 0; d < c.nd; d++) numel *= c.shape[d];
+    void *buf = lua_newuserdatauv(L, (size_t)(numel > 0 ? numel : 1) * 8, 0);
+    c.f = buf;
+    c.i = buf;
+    lt_fill(L, &c, idx, 0);
+    st_dtype hd = c.isint ? ST_I64 : ST_F64;
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_from_host(dt, hd, c.nd, c.shape, buf));
+    lt_finish(L, box, r, "tensor");
+    lua_remove(L, -2); /* the scratch buffer */
+}
+
+/* st.tensor(tbl | number | boolean | tensor [, dtype]) */
+static int lt_tensor_new(lua_State *L) {
+    int dt = lua_isnoneornil(L, 2) ? -1 : (int)lt_optdtype(L, 2, ST_F32);
+    st_tensor *src = lt_totensor(L, 1);
+    if (lua_istable(L, 1) && !src) {
+        lt_push_table_tensor(L, 1, dt);
+        return 1;
+    }
+    lt_box *box;
+    st_tensor *r;
+    if (src) {
+        box = lt_newbox(L);
+        if (dt < 0) LT_TRY(L, r, st_clone(src));
+        else LT_TRY(L, r, st_cast(src, (st_dtype)dt));
+    } else if (lua_isboolean(L, 1)) {
+        box = lt_newbox(L);
+        LT_TRY(L, r, st_scalar(lua_toboolean(L, 1), dt < 0 ? ST_BOOL : (st_dtype)dt));
+    } else {
+        double v = (double)luaL_checknumber(L, 1);
+        box = lt_newbox(L);
+        LT_TRY(L, r, st_scalar(v, dt < 0 ? ST_F32 : (st_dtype)dt));
+    }
+    return lt_finish(L, box, r, "tensor");
+}
+
+typedef st_tensor *(*lt_shapefn)(st_dtype, int, const int64_t *);
+static int lt_create(lua_State *L, lt_shapefn fn, const char *name) {
+    int64_t shape[ST_MAX_DIMS];
+    int next;
+    int nd = lt_creation_shape(L, 1, shape, &next);
+    st_dtype dt = lt_optdtype(L, next, ST_F32);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, fn(dt, nd, shape));
+    return lt_finish(L, box, r, name);
+}
+static int lt_zeros(lua_State *L) { return lt_create(L, st_zeros, "zeros"); }
+static int lt_ones(lua_State *L) { return lt_create(L, st_ones, "ones"); }
+static int lt_empty(lua_State *L) { return lt_create(L, st_empty, "empty"); }
+static int lt_rand(lua_State *L) { return lt_create(L, st_rand, "rand"); }
+static int lt_randn(lua_State *L) { return lt_create(L, st_randn, "randn"); }
+
+/* st.full(shape, v [, dtype]) */
+static int lt_full(lua_State *L) {
+    int64_t shape[ST_MAX_DIMS];
+    int next;
+    int nd = lt_creation_shape(L, 1, shape, &next);
+    double v = lua_isboolean(L, next) ? lua_toboolean(L, next) : (double)luaL_checknumber(L, next);
+    st_dtype def = lua_isboolean(L, next) ? ST_BOOL : ST_F32;
+    st_dtype dt = lt_optdtype(L, next + 1, def);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_full(dt, nd, shape, v));
+    return lt_finish(L, box, r, "full");
+}
+
+/* st.arange(n) / st.arange(a, b [, step]) [, dtype]: [a, b) like PyTorch; i64 when every bound is an
+ * integer, f32 otherwise. */
+static int lt_arange(lua_State *L) {
+    int nnum = 0;
+    bool allint = true;
+    while (nnum < 3 && lua_type(L, nnum + 1) == LUA_TNUMBER) {
+        if (!lua_isinteger(L, nnum + 1)) allint = false;
+        nnum++;
+    }
+    if (nnum == 0) luaL_argerror(L, 1, "number expected");
+    double a = 0, b, step = 1;
+    if (nnum == 1) {
+        b = (double)lua_tonumber(L, 1);
+    } else {
+        a = (double)lua_tonumber(L, 1);
+        b = (double)lua_tonumber(L, 2);
+        if (nnum == 3) step = (double)lua_tonumber(L, 3);
+    }
+    st_dtype dt = lt_optdtype(L, nnum + 1, allint ? ST_I64 : ST_F32);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_arange(a, b, step, dt));
+    return lt_finish(L, box, r, "arange");
+}
+
+static int lt_linspace(lua_State *L) {
+    double a = (double)luaL_checknumber(L, 1), b = (double)luaL_checknumber(L, 2);
+    int64_t n = (int64_t)luaL_checkinteger(L, 3);
+    st_dtype dt = lt_optdtype(L, 4, ST_F32);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_linspace(a, b, n, dt));
+    return lt_finish(L, box, r, "linspace");
+}
+
+/* st.eye(n [, m] [, dtype]) */
+static int lt_eye(lua_State *L) {
+    int64_t n = (int64_t)luaL_checkinteger(L, 1), m = n;
+    int next = 2;
+    if (lua_type(L, 2) == LUA_TNUMBER) m = (int64_t)luaL_checkinteger(L, next++);
+    st_dtype dt = lt_optdtype(L, next, ST_F32);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_eye(n, m, dt));
+    return lt_finish(L, box, r, "eye");
+}
+
+/* st.randint(lo, hi, shape... [, dtype]): both ends inclusive, like math.random. */
+static int lt_randint(lua_State *L) {
+    int64_t lo = (int64_t)luaL_checkinteger(L, 1), hi = (int64_t)luaL_checkinteger(L, 2);
+    int64_t shape[ST_MAX_DIMS];
+    int next;
+    int nd = lt_creation_shape(L, 3, shape, &next);
+    st_dtype dt = lt_optdtype(L, next, ST_I64);
+    if (hi < lo) return luaL_error(L, "randint: empty range [%d, %d]", (int)lo, (int)hi);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_randint(lo, hi + 1, dt, nd, shape));
+    return lt_finish(L, box, r, "randint");
+}
+
+static int lt_manual_seed(lua_State *L) {
+    st_manual_seed((uint64_t)luaL_checkinteger(L, 1));
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Reading values: item, tolist, tostring
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Host copy dtype: f64 for float dtypes, i64 for integers and bools. */
+static st_dtype lt_hostdtype(st_dtype dt) { return lt_isfloat(dt) ? ST_F64 : ST_I64; }
+
+static void lt_push_value(lua_State *L, st_dtype dt, const void *buf, int64_t k) {
+    if (lt_isfloat(dt)) lua_pushnumber(L, (lua_Number)((const double *)buf)[k]);
+    else if (dt == ST_BOOL) lua_pushboolean(L, ((const int64_t *)buf)[k] != 0);
+    else lua_pushinteger(L, (lua_Integer)((const int64_t *)buf)[k]);
+}
+
+/* Pushes the value of a one-element tensor t: a number (integer for integer dtypes) or boolean. */
+static void lt_push_item(lua_State *L, st_tensor *t) {
+    st_dtype dt = st_dtype_of(t);
+    st_status s;
+    if (lt_isfloat(dt)) {
+        double v = 0;
+        LT_TRY_STATUS(L, s, st_item(t, &v));
+        if (s) lt_raise(L, "item");
+        lua_pushnumber(L, (lua_Number)v);
+    } else {
+        int64_t v = 0;
+        LT_TRY_STATUS(L, s, st_item_i64(t, &v));
+        if (s) lt_raise(L, "item");
+        if (dt == ST_BOOL) lua_pushboolean(L, v != 0);
+        else lua_pushinteger(L, (lua_Integer)v);
+    }
+    lt_gc_feed(L);
+}
+
+static int lt_item(lua_State *L) {
+    lt_push_item(L, lt_check(L, 1));
+    return 1;
+}
+
+/* Pushes a host copy of t (f64 or i64 per lt_hostdtype) as a userdata; returns its data. */
+static void *lt_fetch(lua_State *L, st_tensor *t, const char *name) {
+    int64_t n = st_numel(t);
+    size_t nbytes = (size_t)n * 8;
+    void *buf = lua_newuserdatauv(L, nbytes ? nbytes : 1, 0);
+    st_status s;
+    LT_TRY_STATUS(L, s, st_to_host(t, lt_hostdtype(st_dtype_of(t)), buf, nbytes));
+    if (s) lt_raise(L, name);
+    lt_gc_feed(L);
+    return buf;
+}
+
+static void lt_push_list(lua_State *L, st_dtype dt, const void *buf, const int64_t *shape, int nd, int d,
+                         int64_t *pos) {
+    if (d == nd) {
+        lt_push_value(L, dt, buf, (*pos)++);
+        return;
+    }
+    luaL_checkstack(L, 3, "tolist");
+    lua_createtable(L, (int)shape[d], 0);
+    for (int64_t k = 0; k < shape[d]; k++) {
+        lt_push_list(L, dt, buf, shape, nd, d + 1, pos);
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+}
+
+static int lt_tolist(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int64_t shape[ST_MAX_DIMS];
+    st_shape(t, shape);
+    void *buf = lt_fetch(L, t, "tolist");
+    int64_t pos = 0;
+    lt_push_list(L, st_dtype_of(t), buf, shape, st_ndim(t), 0, &pos);
+    return 1;
+}
+
+/* The tensor cut to its first and last LT_PRINT_EDGE entries along every dim marked in cut, copied
+ * to host. Cannot raise. */
+static st_status lt_summary_to_host(st_tensor *t, const bool *cut, st_dtype hd, void *buf, size_t nbytes) {
+    st_tensor *cur = st_retain(t);
+    int nd = st_ndim(t);
+    for (int d = 0; d < nd && cur; d++) {
+        if (!cut[d]) continue;
+        int64_t n = st_size(cur, d);
+        st_tensor *parts[2] = {st_slice(cur, d, 0, LT_PRINT_EDGE, 1), NULL};
+        if (parts[0]) parts[1] = st_slice(cur, d, n - LT_PRINT_EDGE, n, 1);
+        st_tensor *next = parts[1] ? st_cat(2, parts, d) : NULL;
+        st_release(parts[0]);
+        st_release(parts[1]);
+        st_release(cur);
+        cur = next;
+    }
+    if (!cur) return st_last_status() ? st_last_status() : ST_ERR_INTERNAL;
+    st_status s = st_to_host(cur, hd, buf, nbytes);
+    st_release(cur);
+    return s;
+}
+
+typedef struct lt_printer {
+    luaL_Buffer *b;
+    st_dtype dt;
+    const double *f;
+    const int64_t *i;
+    int nd;
+    int64_t shape[ST_MAX_DIMS]; /* of the summary */
+    int64_t stride[ST_MAX_DIMS];
+    bool cut[ST_MAX_DIMS];
+    bool sci;
+    int width;
+} lt_printer;
+
+static int lt_fmt_elem(const lt_printer *p, int64_t k, char *out, size_t n) {
+    if (p->dt == ST_BOOL) return snprintf(out, n, "%s", p->i[k] ? "true" : "false");
+    if (!lt_isfloat(p->dt)) return snprintf(out, n, "%lld", (long long)p->i[k]);
+    double v = p->f[k];
+    if (isnan(v)) return snprintf(out, n, "nan");
+    if (isinf(v)) return snprintf(out, n, v > 0 ? "inf" : "-inf");
+    return snprintf(out, n, p->sci ? "%.4e" : "%.4f", v);
+}
+
+/* Separator between entries of dim d: ", " inside a row, else "," + one newline per dim below d
+ * (a blank line between matrices) + the indent of "tensor(" and the open brackets. */
+static void lt_print_sep(lt_printer *p, int d) {
+    if (d == p->nd - 1) {
+        luaL_addstring(p->b, ", ");
+        return;
+    }
+    luaL_addchar(p->b, ',');
+    for (int nl = 0; nl < p->nd - d - 1; nl++) luaL_addchar(p->b, '\n');
+    for (int s = 0; s < 7 + d + 1; s++) luaL_addchar(p->b, ' ');
+}
+
+static void lt_print_rec(lt_printer *p, int d, int64_t off) {
+    char tmp[64];
+    luaL_addchar(p->b, '[');
+    for (int64_t k = 0; k < p->shape[d]; k++) {
+        if (k > 0) lt_print_sep(p, d);
+        if (p->cut[d] && k == LT_PRINT_EDGE) {
+            luaL_addstring(p->b, "...");
+            lt_print_sep(p, d);
+        }
+        if (d == p->nd - 1) {
+            int len = lt_fmt_elem(p, off + k * p->stride[d], tmp, sizeof tmp);
+            for (int s = len; s < p->width; s++) luaL_addchar(p->b, ' ');
+            luaL_addstring(p->b, tmp);
+        } else {
+            lt_print_rec(p, d + 1, off + k * p->stride[d]);
+        }
+    }
+    luaL_addchar(p->b, ']');
+}
+
+static int lt_tostring(lua_State *L) {
+    lt_box *box = luaL_checkudata(L, 1, LT_MT);
+    if (!box->t) {
+        lua_pushstring(L, "tensor(<closed>)");
+        return 1;
+    }
+    st_tensor *t = box->t;
+    lt_printer p;
+    memset(&p, 0, sizeof p);
+    p.nd = st_ndim(t);
+    p.dt = st_dtype_of(t);
+    int64_t shape[ST_MAX_DIMS];
+    st_shape(t, shape);
+    bool summarize = st_numel(t) > LT_PRINT_THRESHOLD;
+    int64_t n = 1;
+    for (int d = 0; d < p.nd; d++) {
+        p.cut[d] = summarize && shape[d] > 2 * LT_PRINT_EDGE;
+        p.shape[d] = p.cut[d] ? 2 * LT_PRINT_EDGE : shape[d];
+        n *= p.shape[d];
+    }
+    for (int d = p.nd - 1, s = 1; d >= 0; d--) {
+        p.stride[d] = s;
+        s *= (int)p.shape[d];
+    }
+    void *buf = lua_newuserdatauv(L, (size_t)(n ? n : 1) * 8, 0);
+    st_status s;
+    st_dtype hd = lt_hostdtype(p.dt);
+    LT_TRY_STATUS(L, s, lt_summary_to_host(t, p.cut, hd, buf, (size_t)n * 8));
+    if (s) lt_raise(L, "tostring");
+    lt_gc_feed(L);
+    p.f = buf;
+    p.i = buf;
+    if (lt_isfloat(p.dt)) {
+        double maxa = 0, minnz = INFINITY;
+        for (int64_t k = 0; k < n; k++) {
+            double a = fabs(p.f[k]);
+            if (!isfinite(a)) continue;
+            if (a > maxa) maxa = a;
+            if (a > 0 && a < minnz) minnz = a;
+        }
+        p.sci = maxa >= 1e8 || minnz < 1e-4;
+    }
+    char tmp[64];
+    for (int64_t k = 0; k < n; k++) {
+        int len = lt_fmt_elem(&p, k, tmp, sizeof tmp);
+        if (len > p.width) p.width = len;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    p.b = &b;
+    luaL_addstring(&b, "tensor(");
+    if (p.nd == 0) {
+        lt_fmt_elem(&p, 0, tmp, sizeof tmp);
+        luaL_addstring(&b, tmp);
+    } else if (n == 0) {
+        luaL_addstring(&b, "[]");
+    } else {
+        lt_print_rec(&p, 0, 0);
+    }
+    char sh[128];
+    snprintf(tmp, sizeof tmp, ", dtype=%s, shape=", st_dtype_name(p.dt));
+    luaL_addstring(&b, tmp);
+    luaL_addstring(&b, st_shape_str(p.nd, shape, sh, sizeof sh));
+    luaL_addstring(&b, ", device=");
+    luaL_addstring(&b, st_device_of(t));
+    luaL_addchar(&b, ')');
+    luaL_pushresult(&b);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Indexing: t[i], t[{...}] and assignment through them
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct lt_idx {
+    int kind;            /* 0: select index a; 1: slice [a, b) step s; 2: whole dim */
+    int64_t a, b, s;
+} lt_idx;
+
+static int64_t lt_norm_index(lua_State *L, lua_Integer i, int64_t n, int d) {
+    if (i >= 1 && i <= n) return i - 1;
+    if (i < 0 && -i <= n) return n + i;
+    return luaL_error(L, "index %d out of range for dim %d of size %d (indices are 1-based)", (int)i, d + 1,
+                      (int)n);
+}
+
+static lua_Integer lt_int_at(lua_State *L, int idx, const char *what) {
+    int ok;
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (!ok) luaL_error(L, "%s must be an integer, got %s", what, luaL_typename(L, idx));
+    return v;
+}
+
+/* Parses the key at stack index k into spec (one entry per leading dim of t). Returns the count;
+ * *scalar is set when every dim was selected by a number (the result is a 0-d view). */
+static int lt_parse_key(lua_State *L, int k, st_tensor *t, lt_idx spec[ST_MAX_DIMS], bool *scalar) {
+    int nd = st_ndim(t);
+    int64_t shape[ST_MAX_DIMS];
+    st_shape(t, shape);
+    char sb[128];
+    if (lua_type(L, k) == LUA_TNUMBER) {
+        if (nd == 0) luaL_error(L, "cannot index a 0-d tensor (use :item())");
+        spec[0].kind = 0;
+        spec[0].a = lt_norm_index(L, lt_int_at(L, k, "index"), shape[0], 0);
+        *scalar = nd == 1;
+        return 1;
+    }
+    if (!lua_istable(L, k)) {
+        if (lt_totensor(L, k)) luaL_error(L, "indexing with a tensor is not supported: use index_select or gather");
+        luaL_error(L, "bad tensor index of type %s", luaL_typename(L, k));
+    }
+    int n = (int)lua_rawlen(L, k);
+    if (n > nd) luaL_error(L, "too many indices (%d) for a tensor of shape %s", n, lt_shapestr(t, sb, sizeof sb));
+    int nsel = 0;
+    for (int j = 0; j < n; j++) {
+        int ty = lua_rawgeti(L, k, j + 1);
+        int64_t size = shape[j];
+        if (ty == LUA_TNUMBER) {
+            spec[j].kind = 0;
+            spec[j].a = lt_norm_index(L, lt_int_at(L, -1, "index"), size, j);
+            nsel++;
+        } else if (ty == LUA_TTABLE) {
+            int m = (int)lua_rawlen(L, -1);
+            if (m == 0) {
+                spec[j].kind = 2;
+            } else if (m <= 3) {
+                lua_rawgeti(L, -1, 1);
+                lua_Integer a = lt_int_at(L, -1, "range start");
+                lua_pop(L, 1);
+                lua_Integer b = a, s = 1;
+                if (m >= 2) {
+                    lua_rawgeti(L, -1, 2);
+                    b = lt_int_at(L, -1, "range end");
+                    lua_pop(L, 1);
+                }
+                if (m == 3) {
+                    lua_rawgeti(L, -1, 3);
+                    s = lt_int_at(L, -1, "range step");
+                    lua_pop(L, 1);
+                }
+                int64_t a1 = a < 0 ? size + a + 1 : a; /* 1-based, inclusive */
+                int64_t b1 = b < 0 ? size + b + 1 : b;
+                if (a1 < 1 || a1 > size || b1 < a1 - 1 || b1 > size)
+                    luaL_error(L, "range {%d, %d} out of bounds for dim %d of size %d", (int)a, (int)b, j + 1,
+                               (int)size);
+                if (s < 1) luaL_error(L, "range step must be positive, got %d", (int)s);
+                spec[j].kind = 1;
+                spec[j].a = a1 - 1;
+                spec[j].b = b1;
+                spec[j].s = s;
+            } else {
+                luaL_error(L, "bad range at index position %d: expected {}, {i}, {a, b} or {a, b, step}", j + 1);
+            }
+        } else {
+            luaL_error(L, "bad index at position %d: expected a number or a table, got %s", j + 1,
+                       lua_typename(L, ty));
+        }
+        lua_pop(L, 1);
+    }
+    *scalar = nsel == nd && nd > 0;
+    return n;
+}
+
+/* The view described by spec. Cannot raise. */
+static st_tensor *lt_index_apply(st_tensor *t, const lt_idx *spec, int n) {
+    st_tensor *cur = st_retain(t);
+    int cd = 0;
+    for (int j = 0; j < n && cur; j++) {
+        st_tensor *next;
+        if (spec[j].kind == 2) {
+            cd++;
+            continue;
+        }
+        if (spec[j].kind == 0) {
+            next = st_select(cur, cd, spec[j].a);
+        } else {
+            next = st_slice(cur, cd, spec[j].a, spec[j].b, spec[j].s);
+            cd++;
+        }
+        st_release(cur);
+        cur = next;
+    }
+    return cur;
+}
+
+/* __index: method names, then t[i] / t[{...}]. upvalue 1: the methods table. */
+static int lt_index(lua_State *L) {
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        lua_pushvalue(L, 2);
+        lua_rawget(L, lua_upvalueindex(1));
+        return 1;
+    }
+    st_tensor *t = lt_check(L, 1);
+    lt_idx spec[ST_MAX_DIMS];
+    bool scalar = false;
+    int n = lt_parse_key(L, 2, t, spec, &scalar);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_index_apply(t, spec, n));
+    lt_finish(L, box, r, "index");
+    if (scalar) {
+        /* Torch7: selecting every dim gives a Lua value, not a 0-d tensor */
+        lt_push_item(L, r);
+        st_release(box->t);
+        box->t = NULL;
+    }
+    return 1;
+}
+
+static st_status lt_assign_apply(st_tensor *view, const lt_operand *v) {
+    if (v->kind == LT_TENSOR) return st_copy_(view, v->t);
+    return st_fill_(view, v->kind == LT_FLOAT ? v->f : (double)v->i);
+}
+
+/* __newindex: t[i] = v, t[{...}] = v writes into t's storage (v: number, boolean or tensor). */
+static int lt_newindex(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    if (lua_type(L, 2) == LUA_TSTRING)
+        return luaL_error(L, "cannot set field '%s' on a tensor (add methods to st.Tensor)", lua_tostring(L, 2));
+    lt_idx spec[ST_MAX_DIMS];
+    bool scalar = false;
+    int n = lt_parse_key(L, 2, t, spec, &scalar);
+    lt_operand v;
+    lt_operand_get(L, 3, &v);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_index_apply(t, spec, n));
+    lt_finish(L, box, r, "index");
+    st_status s;
+    LT_TRY_STATUS(L, s, lt_assign_apply(r, &v));
+    if (s) lt_raise(L, v.kind == LT_TENSOR ? "copy_" : "fill_");
+    st_release(box->t);
+    box->t = NULL;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Metamethods and inspection
+ * ---------------------------------------------------------------------------------------------- */
+
+static int lt_gc(lua_State *L) {
+    lt_box *b = luaL_checkudata(L, 1, LT_MT);
+    st_release(b->t);
+    b->t = NULL;
+    return 0;
+}
+
+static int lt_len(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    if (st_ndim(t) == 0) return luaL_error(L, "len() of a 0-d tensor");
+    lua_pushinteger(L, (lua_Integer)st_size(t, 0));
+    return 1;
+}
+
+static void lt_push_shape(lua_State *L, st_tensor *t) {
+    int nd = st_ndim(t);
+    int64_t sh[ST_MAX_DIMS];
+    st_shape(t, sh);
+    lua_createtable(L, nd, 0);
+    for (int d = 0; d < nd; d++) {
+        lua_pushinteger(L, (lua_Integer)sh[d]);
+        lua_rawseti(L, -2, d + 1);
+    }
+}
+
+static int lt_shape(lua_State *L) {
+    lt_push_shape(L, lt_check(L, 1));
+    return 1;
+}
+
+static int lt_size(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    if (lua_isnoneornil(L, 2)) {
+        lt_push_shape(L, t);
+        return 1;
+    }
+    int d = lt_checkdim(L, 2, st_ndim(t), false);
+    lua_pushinteger(L, st_ndim(t) == 0 ? 1 : (lua_Integer)st_size(t, d));
+    return 1;
+}
+
+static int lt_ndim(lua_State *L) {
+    lua_pushinteger(L, st_ndim(lt_check(L, 1)));
+    return 1;
+}
+static int lt_numel(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)st_numel(lt_check(L, 1)));
+    return 1;
+}
+static int lt_dtype(lua_State *L) {
+    lua_pushstring(L, st_dtype_name(st_dtype_of(lt_check(L, 1))));
+    return 1;
+}
+static int lt_device(lua_State *L) {
+    lua_pushstring(L, st_device_of(lt_check(L, 1)));
+    return 1;
+}
+static int lt_is_contiguous(lua_State *L) {
+    lua_pushboolean(L, st_is_contiguous(lt_check(L, 1)));
+    return 1;
+}
+static int lt_is_tensor(lua_State *L) {
+    lua_pushboolean(L, luaL_testudata(L, 1, LT_MT) != NULL);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Reductions
+ * ---------------------------------------------------------------------------------------------- */
+
+static int lt_reduce(lua_State *L, lt_redfn fn, const char *name) {
+    st_tensor *t = lt_check(L, 1);
+    int axes[ST_MAX_DIMS];
+    int n = lt_axes(L, 2, st_ndim(t), axes);
+    int keep = lua_toboolean(L, 3);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, fn(t, n, axes, keep));
+    return lt_finish(L, box, r, name);
+}
+static int lt_sum(lua_State *L) { return lt_reduce(L, st_sum, "sum"); }
+static int lt_mean(lua_State *L) { return lt_reduce(L, st_mean, "mean"); }
+static int lt_prod(lua_State *L) { return lt_reduce(L, st_prod, "prod"); }
+static int lt_logsumexp(lua_State *L) { return lt_reduce(L, st_logsumexp, "logsumexp"); }
+
+typedef st_tensor *(*lt_varfn)(st_tensor *, int, const int *, int, int);
+static int lt_varstd(lua_State *L, lt_varfn fn, const char *name) {
+    st_tensor *t = lt_check(L, 1);
+    int axes[ST_MAX_DIMS];
+    int n = lt_axes(L, 2, st_ndim(t), axes);
+    int keep = lua_toboolean(L, 3);
+    int corr = 1;
+    if (lua_isboolean(L, 4)) corr = lua_toboolean(L, 4);
+    else if (!lua_isnoneornil(L, 4)) corr = (int)luaL_checkinteger(L, 4);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, fn(t, n, axes, corr, keep));
+    return lt_finish(L, box, r, name);
+}
+static int lt_var(lua_State *L) { return lt_varstd(L, st_var, "var"); }
+static int lt_std(lua_State *L) { return lt_varstd(L, st_std, "std"); }
+
+/* C's 0-based index tensor + 1, or - 1 (delta). Cannot raise. */
+static st_tensor *lt_shift(st_tensor *idx, int64_t delta) {
+    if (!idx) return NULL;
+    st_tensor *one = st_weak_scalar_i(delta < 0 ? -delta : delta);
+    st_tensor *r = one ? (delta < 0 ? st_sub(idx, one) : st_add(idx, one)) : NULL;
+    st_release(one);
+    return r;
+}
+static st_tensor *lt_arg_apply(st_tensor *t, int dim, int keep, bool ismax) {
+    st_tensor *i0 = ismax ? st_argmax(t, dim, keep) : st_argmin(t, dim, keep);
+    st_tensor *r = lt_shift(i0, 1);
+    st_release(i0);
+    return r;
+}
+
+/* x:argmax([d [, keepdim]]): 1-based indices; over the flattened tensor without d. */
+static int lt_arg(lua_State *L, bool ismax) {
+    st_tensor *t = lt_check(L, 1);
+    int dim = lua_isnoneornil(L, 2) ? ST_ALL_DIMS : lt_checkdim(L, 2, st_ndim(t), false);
+    int keep = lua_toboolean(L, 3);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_arg_apply(t, dim, keep, ismax));
+    return lt_finish(L, box, r, ismax ? "argmax" : "argmin");
+}
+static int lt_argmax(lua_State *L) { return lt_arg(L, true); }
+static int lt_argmin(lua_State *L) { return lt_arg(L, false); }
+
+/* x:max() → 0-d; x:max(d [, keepdim]) → values, 1-based indices; x:max({d1, d2}) → values;
+ * x:max(y) with a tensor or number y → elementwise maximum (Torch7). */
+static int lt_maxmin(lua_State *L, bool ismax) {
+    const char *name = ismax ? "max" : "min";
+    if (lt_totensor(L, 2)) return lt_binary(L, ismax ? st_maximum : st_minimum, name);
+    st_tensor *t = lt_check(L, 1);
+    if (lua_type(L, 2) != LUA_TNUMBER) return lt_reduce(L, ismax ? st_max : st_min, name);
+    int dim = lt_checkdim(L, 2, st_ndim(t), false);
+    int keep = lua_toboolean(L, 3);
+    lt_box *bv = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, (ismax ? st_max : st_min)(t, 1, &dim, keep));
+    lt_finish(L, bv, r, name);
+    lt_box *bi = lt_newbox(L);
+    LT_TRY(L, r, lt_arg_apply(t, dim, keep, ismax));
+    lt_finish(L, bi, r, name);
+    return 2;
+}
+static int lt_max(lua_State *L) { return lt_maxmin(L, true); }
+static int lt_min(lua_State *L) { return lt_maxmin(L, false); }
+
+typedef st_tensor *(*lt_dimfn)(st_tensor *, int);
+static int lt_softmax_like(lua_State *L, lt_dimfn fn, const char *name) {
+    st_tensor *t = lt_check(L, 1);
+    int dim = lua_isnoneornil(L, 2) ? lt_dim(L, -1, st_ndim(t), false) : lt_checkdim(L, 2, st_ndim(t), false);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, fn(t, dim));
+    return lt_finish(L, box, r, name);
+}
+static int lt_softmax(lua_State *L) { return lt_softmax_like(L, st_softmax, "softmax"); }
+static int lt_log_softmax(lua_State *L) { return lt_softmax_like(L, st_log_softmax, "log_softmax"); }
+
+/* ------------------------------------------------------------------------------------------------
+ * Elementwise extras, linear algebra, casts
+ * ---------------------------------------------------------------------------------------------- */
+
+static int lt_matmul(lua_State *L) {
+    st_tensor *a = lt_check(L, 1), *b = lt_check(L, 2);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_matmul(a, b));
+    return lt_finish(L, box, r, "matmul");
+}
+
+static int lt_clamp(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    double lo = lua_isnoneornil(L, 2) ? NAN : (double)luaL_checknumber(L, 2);
+    double hi = lua_isnoneornil(L, 3) ? NAN : (double)luaL_checknumber(L, 3);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_clamp(t, lo, hi));
+    return lt_finish(L, box, r, "clamp");
+}
+
+static st_tensor *lt_where_apply(st_tensor *c, const lt_operand *a, const lt_operand *b) {
+    st_tensor *ta = lt_take(a), *tb = NULL, *r = NULL;
+    if (ta) tb = lt_take(b);
+    if (ta && tb) r = st_where(c, ta, tb);
+    if (ta) lt_put(a, ta);
+    if (tb) lt_put(b, tb);
+    return r;
+}
+
+static int lt_where(lua_State *L) {
+    st_tensor *c = lt_check(L, 1);
+    lt_operand a, b;
+    lt_operand_get(L, 2, &a);
+    lt_operand_get(L, 3, &b);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_where_apply(c, &a, &b));
+    return lt_finish(L, box, r, "where");
+}
+
+static int lt_cast_to(lua_State *L, st_dtype dt) {
+    st_tensor *t = lt_check(L, 1);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_cast(t, dt));
+    return lt_finish(L, box, r, "to");
+}
+
+/* x:to("f64") casts; x:to("cpu") is x itself (the only device). */
+static int lt_to(lua_State *L) {
+    lt_check(L, 1);
+    const char *s = luaL_checkstring(L, 2);
+    if (strcmp(s, "cpu") == 0) {
+        lua_pushvalue(L, 1);
+        return 1;
+    }
+    return lt_cast_to(L, lt_optdtype(L, 2, ST_F32));
+}
+static int lt_float(lua_State *L) { return lt_cast_to(L, ST_F32); }
+static int lt_double(lua_State *L) { return lt_cast_to(L, ST_F64); }
+static int lt_half(lua_State *L) { return lt_cast_to(L, ST_F16); }
+static int lt_long(lua_State *L) { return lt_cast_to(L, ST_I64); }
+static int lt_int(lua_State *L) { return lt_cast_to(L, ST_I32); }
+static int lt_bool(lua_State *L) { return lt_cast_to(L, ST_BOOL); }
+
+/* ------------------------------------------------------------------------------------------------
+ * Views
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef st_tensor *(*lt_shapeop)(st_tensor *, int, const int64_t *);
+static int lt_shape_view(lua_State *L, lt_shapeop fn, const char *name) {
+    st_tensor *t = lt_check(L, 1);
+    int64_t shape[ST_MAX_DIMS];
+    int next;
+    int nd = lt_sizes(L, 2, shape, &next);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, fn(t, nd, shape));
+    return lt_finish(L, box, r, name);
+}
+static int lt_reshape(lua_State *L) { return lt_shape_view(L, st_reshape, "reshape"); }
+static int lt_view(lua_State *L) { return lt_shape_view(L, st_view, "view"); }
+static int lt_expand(lua_State *L) { return lt_shape_view(L, st_expand, "expand"); }
+
+static int lt_expand_as(lua_State *L) {
+    st_tensor *t = lt_check(L, 1), *o = lt_check(L, 2);
+    int64_t shape[ST_MAX_DIMS];
+    st_shape(o, shape);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_expand(t, st_ndim(o), shape));
+    return lt_finish(L, box, r, "expand_as");
+}
+
+static int lt_transpose(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int nd = st_ndim(t);
+    int a = lt_checkdim(L, 2, nd, false), b = lt_checkdim(L, 3, nd, false);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_transpose(t, a, b));
+    return lt_finish(L, box, r, "transpose");
+}
+
+/* x:t(): transpose of a 2-D tensor; 0-d and 1-D tensors are returned as they are. */
+static int lt_t(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int nd = st_ndim(t);
+    char sb[128];
+    if (nd > 2) return luaL_error(L, "t: expects a tensor with at most 2 dims, got shape %s", lt_shapestr(t, sb, sizeof sb));
+    if (nd < 2) {
+        lua_pushvalue(L, 1);
+        return 1;
+    }
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_transpose(t, 0, 1));
+    return lt_finish(L, box, r, "t");
+}
+
+static int lt_permute(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int nd = st_ndim(t);
+    int64_t dims[ST_MAX_DIMS];
+    int next;
+    int n = lt_sizes(L, 2, dims, &next);
+    char sb[128];
+    if (n != nd)
+        return luaL_error(L, "permute: %d dims given for a tensor of shape %s", n, lt_shapestr(t, sb, sizeof sb));
+    int perm[ST_MAX_DIMS];
+    for (int d = 0; d < n; d++) perm[d] = lt_dim(L, dims[d], nd, false);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_permute(t, perm));
+    return lt_finish(L, box, r, "permute");
+}
+
+static int lt_squeeze(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int d = lua_isnoneornil(L, 2) ? ST_ALL_DIMS : lt_checkdim(L, 2, st_ndim(t), false);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_squeeze(t, d));
+    return lt_finish(L, box, r, "squeeze");
+}
+
+static int lt_unsqueeze(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int d = lt_checkdim(L, 2, st_ndim(t), true);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_unsqueeze(t, d));
+    return lt_finish(L, box, r, "unsqueeze");
+}
+
+static int lt_flatten(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int nd = st_ndim(t);
+    int a = lua_isnoneornil(L, 2) ? 0 : lt_checkdim(L, 2, nd, false);
+    int b = lua_isnoneornil(L, 3) ? (nd > 0 ? nd - 1 : 0) : lt_checkdim(L, 3, nd, false);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_flatten(t, a, b));
+    return lt_finish(L, box, r, "flatten");
+}
+
+static int lt_contiguous(lua_State *L) { return lt_unary(L, st_contiguous, "contiguous"); }
+static int lt_clone(lua_State *L) { return lt_unary(L, st_clone, "clone"); }
+
+/* x:narrow(d, start, len): len entries from the 1-based start along d. */
+static int lt_narrow(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int nd = st_ndim(t);
+    int d = lt_checkdim(L, 2, nd, false);
+    int64_t size = st_size(t, d);
+    lua_Integer s1 = luaL_checkinteger(L, 3);
+    int64_t start = s1 > 0 ? s1 - 1 : size + s1; /* start == size: an empty narrow at the end */
+    int64_t len = (int64_t)luaL_checkinteger(L, 4);
+    if (s1 == 0 || start < 0 || len < 0 || start + len > size)
+        return luaL_error(L, "narrow: start %d + length %d out of range for dim %d of size %d",
+                          (int)s1, (int)len, d + 1, (int)size);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_slice(t, d, start, start + len, 1));
+    return lt_finish(L, box, r, "narrow");
+}
+
+/* x:select(d, i): the 1-based index i along d, removing d. */
+static int lt_select(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int d = lt_checkdim(L, 2, st_ndim(t), false);
+    int64_t i = lt_norm_index(L, luaL_checkinteger(L, 3), st_size(t, d), d);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_select(t, d, i));
+    return lt_finish(L, box, r, "select");
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Joining and indexing with index tensors (1-based in Lua)
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Pushes a scratch array of the tensors in the list at arg; returns it and sets *n. */
+static st_tensor **lt_tensor_list(lua_State *L, int arg, int *n) {
+    luaL_checktype(L, arg, LUA_TTABLE);
+    int len = (int)luaL_len(L, arg);
+    if (len == 0) luaL_argerror(L, arg, "empty list of tensors");
+    st_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)len, 0);
+    for (int k = 0; k < len; k++) {
+        lua_rawgeti(L, arg, k + 1);
+        ts[k] = lt_totensor(L, -1);
+        if (!ts[k]) luaL_error(L, "bad list entry %d: expected a tensor, got %s", k + 1, luaL_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    *n = len;
+    return ts;
+}
+
+typedef st_tensor *(*lt_joinfn)(int, st_tensor *const *, int);
+static int lt_join(lua_State *L, lt_joinfn fn, bool insert, const char *name) {
+    int n;
+    lua_settop(L, 2);
+    st_tensor **ts = lt_tensor_list(L, 1, &n);
+    int d = lt_dim(L, luaL_optinteger(L, 2, 1), st_ndim(ts[0]), insert);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, fn(n, ts, d));
+    return lt_finish(L, box, r, name);
+}
+static int lt_cat(lua_State *L) { return lt_join(L, st_cat, false, "cat"); }
+static int lt_stack(lua_State *L) { return lt_join(L, st_stack, true, "stack"); }
+
+/* The index argument at arg as a tensor: a tensor, or a Lua table converted to i64 (pushed). */
+static st_tensor *lt_index_arg(lua_State *L, int arg) {
+    st_tensor *t = lt_totensor(L, arg);
+    if (t) return t;
+    if (!lua_istable(L, arg)) luaL_typeerror(L, arg, "index tensor or table");
+    lt_push_table_tensor(L, arg, ST_I64);
+    lua_replace(L, arg);
+    return lt_totensor(L, arg);
+}
+
+enum { LT_GATHER, LT_INDEX_SELECT, LT_SCATTER_ADD, LT_INDEX_ADD };
+static st_tensor *lt_indexop_apply(int op, st_tensor *t, int d, st_tensor *idx1, st_tensor *src) {
+    st_tensor *idx = lt_shift(idx1, -1), *r = NULL;
+    if (!idx) return NULL;
+    switch (op) {
+    case LT_GATHER: r = st_gather(t, d, idx); break;
+    case LT_INDEX_SELECT: r = st_index_select(t, d, idx); break;
+    case LT_SCATTER_ADD: r = st_scatter_add(t, d, idx, src); break;
+    default: r = st_index_add(t, d, idx, src); break;
+    }
+    st_release(idx);
+    return r;
+}
+
+static int lt_indexop(lua_State *L, int op, const char *name) {
+    st_tensor *t = lt_check(L, 1);
+    int d = lt_checkdim(L, 2, st_ndim(t), false);
+    st_tensor *idx = lt_index_arg(L, 3);
+    st_tensor *src = op >= LT_SCATTER_ADD ? lt_check(L, 4) : NULL;
+    lua_settop(L, 4);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_indexop_apply(op, t, d, idx, src));
+    return lt_finish(L, box, r, name);
+}
+static int lt_gather(lua_State *L) { return lt_indexop(L, LT_GATHER, "gather"); }
+static int lt_index_select(lua_State *L) { return lt_indexop(L, LT_INDEX_SELECT, "index_select"); }
+static int lt_scatter_add(lua_State *L) { return lt_indexop(L, LT_SCATTER_ADD, "scatter_add"); }
+static int lt_index_add(lua_State *L) { return lt_indexop(L, LT_INDEX_ADD, "index_add"); }
+
+static st_tensor *lt_one_hot_apply(st_tensor *idx1, int64_t n) {
+    st_tensor *idx = lt_shift(idx1, -1);
+    st_tensor *r = idx ? st_one_hot(idx, n) : NULL;
+    st_release(idx);
+    return r;
+}
+
+/* st.one_hot(idx, n): idx holds 1-based class ids. */
+static int lt_one_hot(lua_State *L) {
+    st_tensor *idx = lt_index_arg(L, 1);
+    int64_t n = (int64_t)luaL_checkinteger(L, 2);
+    lua_settop(L, 2);
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_one_hot_apply(idx, n));
+    return lt_finish(L, box, r, "one_hot");
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * In place (return x)
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef st_status (*lt_inplacefn)(st_tensor *, st_tensor *);
+static st_status lt_inplace_apply(lt_inplacefn fn, st_tensor *t, const lt_operand *o) {
+    st_tensor *x = lt_take(o);
+    if (!x) return st_last_status() ? st_last_status() : ST_ERR_INTERNAL;
+    st_status s = fn(t, x);
+    lt_put(o, x);
+    return s;
+}
+
+static int lt_inplace(lua_State *L, lt_inplacefn fn, const char *name) {
+    st_tensor *t = lt_check(L, 1);
+    lt_operand o;
+    lt_operand_get(L, 2, &o);
+    st_status s;
+    LT_TRY_STATUS(L, s, lt_inplace_apply(fn, t, &o));
+    if (s) return lt_raise(L, name);
+    lt_gc_feed(L);
+    lua_settop(L, 1);
+    return 1;
+}
+static int lt_add_(lua_State *L) { return lt_inplace(L, st_add_, "add_"); }
+static int lt_sub_(lua_State *L) { return lt_inplace(L, st_sub_, "sub_"); }
+static int lt_mul_(lua_State *L) { return lt_inplace(L, st_mul_, "mul_"); }
+static int lt_div_(lua_State *L) { return lt_inplace(L, st_div_, "div_"); }
+static int lt_copy_(lua_State *L) { return lt_inplace(L, st_copy_, "copy_"); }
+
+static int lt_fill_(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    double v = lua_isboolean(L, 2) ? lua_toboolean(L, 2) : (double)luaL_checknumber(L, 2);
+    st_status s;
+    LT_TRY_STATUS(L, s, st_fill_(t, v));
+    if (s) return lt_raise(L, "fill_");
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int lt_zero_(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    st_status s;
+    LT_TRY_STATUS(L, s, st_zero_(t));
+    if (s) return lt_raise(L, "zero_");
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Runtime control
+ * ---------------------------------------------------------------------------------------------- */
+
+/* st.sync(a, b, ...) realizes those tensors in one flush; st.sync() realizes everything pending. */
+static int lt_sync(lua_State *L) {
+    int n = lua_gettop(L);
+    st_status s;
+    if (n == 0) {
+        LT_TRY_STATUS(L, s, st_sync());
+    } else {
+        st_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)n, 0);
+        for (int k = 0; k < n; k++) ts[k] = lt_check(L, k + 1);
+        LT_TRY_STATUS(L, s, st_realize(n, ts));
+    }
+    if (s) return lt_raise(L, "sync");
+    lt_gc_feed(L);
+    lua_settop(L, n);
+    return n;
+}
+
+static int lt_realize(lua_State *L) {
+    lua_settop(L, 1);
+    return lt_sync(L);
+}
+
+static int lt_stats(lua_State *L) {
+    st_stats_t s;
+    st_stats(&s);
+    lua_createtable(L, 0, 12);
+#define LT_FIELD_U(f)                                                                            \
+    lua_pushinteger(L, (lua_Integer)s.f);                                                        \
+    lua_setfield(L, -2, #f);
+#define LT_FIELD_D(f)                                                                            \
+    lua_pushnumber(L, (lua_Number)s.f);                                                          \
+    lua_setfield(L, -2, #f);
+    LT_FIELD_U(flushes)
+    LT_FIELD_U(nodes_recorded)
+    LT_FIELD_U(kernels_launched)
+    LT_FIELD_U(kernels_compiled)
+    LT_FIELD_U(compile_calls)
+    LT_FIELD_U(cache_hits_memory)
+    LT_FIELD_U(cache_hits_disk)
+    LT_FIELD_U(interp_groups)
+    LT_FIELD_U(bytes_in_use)
+    LT_FIELD_U(bytes_peak)
+    LT_FIELD_D(compile_ms)
+    LT_FIELD_D(exec_ms)
+#undef LT_FIELD_U
+#undef LT_FIELD_D
+    return 1;
+}
+
+static int lt_reset_stats(lua_State *L) {
+    (void)L;
+    st_reset_stats();
+    return 0;
+}
+
+/* st.eager([on]): sets the mode when given; returns the mode now. */
+static int lt_eager(lua_State *L) {
+    if (!lua_isnone(L, 1)) st_set_eager(lua_toboolean(L, 1));
+    lua_pushboolean(L, st_get_eager());
+    return 1;
+}
+static int lt_set_debug(lua_State *L) {
+    st_set_debug((int)luaL_checkinteger(L, 1));
+    return 0;
+}
+static int lt_set_jit_min(lua_State *L) {
+    st_set_jit_min((int64_t)luaL_checkinteger(L, 1));
+    return 0;
+}
+static int lt_set_poison(lua_State *L) {
+    st_set_poison(lua_toboolean(L, 1));
+    return 0;
+}
+static int lt_debug_fail_alloc(lua_State *L) {
+    st_debug_fail_alloc((int64_t)luaL_checkinteger(L, 1));
+    return 0;
+}
+static int lt_collectgarbage(lua_State *L) {
+    lt_collect(L);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Registration
+ * ---------------------------------------------------------------------------------------------- */
+
+static const luaL_Reg lt_meta[] = {
+    {"__gc", lt_gc},          {"__close", lt_gc},         {"__tostring", lt_tostring},
+    {"__len", lt_len},        {"__add", lt_b_add},        {"__sub", lt_b_sub},
+    {"__mul", lt_b_mul},      {"__div", lt_b_div},        {"__mod", lt_b_remainder},
+    {"__pow", lt_b_pow},      {"__unm", lt_u_neg},        {"__newindex", lt_newindex},
+    {NULL, NULL},
+};
+
+/* Methods; also module functions (st.sum(x, 1) == x:sum(1)). */
+static const luaL_Reg lt_methods[] = {
+    {"item", lt_item}, {"tolist", lt_tolist}, {"shape", lt_shape}, {"size", lt_size}, {"dim", lt_ndim},
+    {"ndim", lt_ndim}, {"numel", lt_numel}, {"dtype", lt_dtype}, {"device", lt_device},
+    {"is_contiguous", lt_is_contiguous}, {"sum", lt_sum}, {"mean", lt_mean}, {"prod", lt_prod},
+    {"max", lt_max}, {"min", lt_min}, {"argmax", lt_argmax}, {"argmin", lt_argmin}, {"var", lt_var},
+    {"std", lt_std}, {"logsumexp", lt_logsumexp}, {"softmax", lt_softmax},
+    {"log_softmax", lt_log_softmax}, {"matmul", lt_matmul}, {"clamp", lt_clamp}, {"to", lt_to},
+    {"float", lt_float}, {"double", lt_double}, {"half", lt_half}, {"long", lt_long}, {"int", lt_int},
+    {"bool", lt_bool}, {"reshape", lt_reshape}, {"view", lt_view}, {"expand", lt_expand},
+    {"expand_as", lt_expand_as}, {"t", lt_t}, {"transpose", lt_transpose}, {"permute", lt_permute},
+    {"squeeze", lt_squeeze}, {"unsqueeze", lt_unsqueeze}, {"flatten", lt_flatten},
+    {"contiguous", lt_contiguous}, {"clone", lt_clone}, {"narrow", lt_narrow}, {"select", lt_select},
+    {"gather", lt_gather}, {"index_select", lt_index_select}, {"scatter_add", lt_scatter_add},
+    {"index_add", lt_index_add}, {"add_", lt_add_}, {"sub_", lt_sub_}, {"mul_", lt_mul_},
+    {"div_", lt_div_}, {"copy_", lt_copy_}, {"fill_", lt_fill_}, {"zero_", lt_zero_},
+    {"realize", lt_realize},
+    {NULL, NULL},
+};
+
+#define LT_REG_UNARY(name) {#name, lt_u_##name},
+#define LT_REG_BINARY(name) {#name, lt_b_##name},
+static const luaL_Reg lt_elementwise[] = {
+    ST_UNARY_API(LT_REG_UNARY) ST_BINARY_API(LT_REG_BINARY){NULL, NULL},
+};
+
+static const luaL_Reg lt_functions[] = {
+    {"tensor", lt_tensor_new}, {"zeros", lt_zeros}, {"ones", lt_ones}, {"empty", lt_empty},
+    {"rand", lt_rand}, {"randn", lt_randn}, {"full", lt_full}, {"arange", lt_arange},
+    {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
+    {"where", lt_where}, {"cat", lt_cat}, {"stack", lt_stack}, {"one_hot", lt_one_hot},
+    {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"stats", lt_stats}, {"reset_stats", lt_reset_stats},
+    {"eager", lt_eager}, {"set_debug", lt_set_debug}, {"set_jit_min", lt_set_jit_min},
+    {"set_poison", lt_set_poison}, {"debug_fail_alloc", lt_debug_fail_alloc},
+    {"collectgarbage", lt_collectgarbage},
+    {NULL, NULL},
+};
+
+ST_API int luaopen_stitch(lua_State *L) {
+    luaL_checkversion(L);
+    st_set_alloc_observer(lt_observer, NULL);
+
+    /* methods table: st.Tensor (Lua code may add methods to it) */
+    lua_newtable(L);
+    luaL_setfuncs(L, lt_methods, 0);
+    luaL_setfuncs(L, lt_elementwise, 0);
+    int methods = lua_gettop(L);
+
+    luaL_newmetatable(L, LT_MT);
+    luaL_setfuncs(L, lt_meta, 0);
+    lua_pushvalue(L, methods);
+    lua_pushcclosure(L, lt_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    lua_newtable(L);
+    luaL_setfuncs(L, lt_functions, 0);
+    /* every method is also a module function; constructors win on a name clash */
+    lua_pushnil(L);
+    while (lua_next(L, methods)) {
+        lua_pushvalue(L, -2);
+        if (lua_rawget(L, -4) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_rawset(L, -4);
+        } else {
+            lua_pop(L, 2);
+        }
+    }
+    lua_pushvalue(L, methods);
+    lua_setfield(L, -2, "Tensor");
+    lua_pushliteral(L, "0.1");
+    lua_setfield(L, -2, "version");
+    lua_remove(L, methods);
+    return 1;
+}

@@ -1,0 +1,367 @@
+/*
+ * main.c — the `stitch` executable: Lua 5.4 with the stitch module preloaded as the global `st`.
+ *
+ *   stitch [options] [script [args]]
+ *     -e code   run code          -i   enter the REPL after running the script / -e code
+ *     -v        print the version  -h   this help           -    run stdin as a script
+ *
+ * With no script and no -e, it runs the REPL. The REPL reads with libedit (history in
+ * ~/.stitch_history) when stdin is a terminal, and plain lines otherwise (tests pipe input into it).
+ * A line is tried as an expression first ("return " .. line) and its values are printed; an
+ * incomplete chunk (the parser's "<eof>" message) reads more lines. Errors print a traceback and
+ * the REPL goes on. Ctrl-C while a command runs interrupts it (a Lua hook for Lua code,
+ * st_interrupt() for a running flush) and returns to the prompt.
+ *
+ * Invariant: the SIGINT handler only sets a hook and calls st_interrupt() (both signal-safe); it is
+ * installed only while a command runs, so Ctrl-C at the prompt behaves as the terminal default.
+ */
+#include "lstitch.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <editline/readline.h>
+
+#define ST_PROGNAME "stitch"
+#define ST_VERSION "stitch 0.1 (" LUA_RELEASE ")"
+#define ST_HISTORY ".stitch_history"
+#define ST_MAXINPUT 4096
+
+static lua_State *g_L;                  /* the state the SIGINT handler interrupts */
+static volatile sig_atomic_t g_sigint; /* a Ctrl-C arrived during the current command */
+
+/* ---- interrupts (the lua.c technique: a hook raises the error at the next Lua instruction) ---- */
+
+static void on_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted!");
+}
+
+static void on_sigint(int sig) {
+    int mask = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
+    signal(sig, SIG_DFL); /* a second Ctrl-C kills a process stuck outside Lua and stitch */
+    g_sigint = 1;
+    st_interrupt();
+    lua_sethook(g_L, on_hook, mask, 1);
+}
+
+/* Message handler: the error as a string plus a traceback. */
+static int msghandler(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+/* Calls the function below narg arguments with the message handler and Ctrl-C armed. */
+static int docall(lua_State *L, int narg, int nres) {
+    int base = lua_gettop(L) - narg;
+    lua_pushcfunction(L, msghandler);
+    lua_insert(L, base);
+    g_L = L;
+    signal(SIGINT, on_sigint);
+    int status = lua_pcall(L, narg, nres, base);
+    signal(SIGINT, SIG_DFL);
+    lua_sethook(L, NULL, 0, 0); /* an interrupt that arrived after the last Lua instruction */
+    if (g_sigint) {
+        g_sigint = 0;
+        st_clear_interrupt(); /* a Ctrl-C during Lua code must not fail the next command's flush */
+    }
+    lua_remove(L, base);
+    return status;
+}
+
+static void report(lua_State *L, int status) {
+    if (status != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        fprintf(stderr, "%s: %s\n", ST_PROGNAME, msg ? msg : "(error object is not a string)");
+        fflush(stderr);
+        lua_pop(L, 1);
+    }
+}
+
+static int dochunk(lua_State *L, int status) {
+    if (status == LUA_OK) status = docall(L, 0, 0);
+    report(L, status);
+    return status;
+}
+
+/* ---- the arg table: arg[0] = script, arg[1..] = its arguments, negative = interpreter + options */
+
+static void create_arg_table(lua_State *L, char **argv, int argc, int script) {
+    int narg = argc - (script + 1);
+    lua_createtable(L, narg, script + 1);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i - script);
+    }
+    lua_setglobal(L, "arg");
+}
+
+static int run_script(lua_State *L, char **argv, int argc, int script) {
+    int top = lua_gettop(L);
+    const char *fname = argv[script];
+    if (strcmp(fname, "-") == 0 && strcmp(argv[script - 1], "--") != 0) fname = NULL; /* stdin */
+    int status = luaL_loadfile(L, fname);
+    if (status == LUA_OK) {
+        int n = argc - script - 1;
+        luaL_checkstack(L, n + 3, "too many arguments to script");
+        for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
+        status = docall(L, n, LUA_MULTRET);
+        if (status == LUA_OK) lua_settop(L, top); /* drop the script's results */
+    }
+    report(L, status);
+    return status;
+}
+
+/* ---- the REPL ---- */
+
+static int g_tty;
+static char g_histfile[1024];
+
+/* Reads one line (without its newline) into a malloc'ed string; NULL at end of input. */
+static char *read_line(const char *prompt) {
+    if (g_tty) return readline(prompt);
+    char buf[ST_MAXINPUT];
+    size_t cap = 0, len = 0;
+    char *line = NULL;
+    for (;;) {
+        if (!fgets(buf, sizeof buf, stdin)) break;
+        size_t n = strlen(buf);
+        if (len + n + 1 > cap) {
+            cap = (len + n + 1) * 2;
+            char *nl = realloc(line, cap);
+            if (!nl) {
+                free(line);
+                return NULL;
+            }
+            line = nl;
+        }
+        memcpy(line + len, buf, n + 1);
+        len += n;
+        if (len > 0 && line[len - 1] == '\n') {
+            line[--len] = '\0';
+            break;
+        }
+    }
+    return line;
+}
+
+/* An incomplete chunk: the parser stopped at the end of the input. */
+static int incomplete(lua_State *L, int status) {
+    if (status == LUA_ERRSYNTAX) {
+        size_t lmsg;
+        const char *msg = lua_tolstring(L, -1, &lmsg);
+        const char *eof = "<eof>";
+        size_t leof = strlen(eof);
+        if (lmsg >= leof && strcmp(msg + lmsg - leof, eof) == 0) {
+            lua_pop(L, 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Reads and compiles one command; pushes the compiled function (status LUA_OK) or an error
+ * message. Returns -1 at end of input. */
+static int load_command(lua_State *L) {
+    char *line = read_line("> ");
+    if (!line) return -1;
+    /* expression first: "return " .. line */
+    lua_pushfstring(L, "return %s;", line);
+    size_t rlen;
+    const char *ret = lua_tolstring(L, -1, &rlen);
+    int status = luaL_loadbuffer(L, ret, rlen, "=stdin");
+    lua_remove(L, -2);
+    if (status == LUA_OK) {
+        if (g_tty && line[0]) add_history(line);
+        free(line);
+        return LUA_OK;
+    }
+    lua_pop(L, 1);
+    /* a statement, possibly spanning lines */
+    lua_pushstring(L, line);
+    free(line);
+    for (;;) {
+        size_t len;
+        const char *code = lua_tolstring(L, -1, &len);
+        status = luaL_loadbuffer(L, code, len, "=stdin");
+        if (!incomplete(L, status)) break;
+        char *more = read_line(">> ");
+        if (!more) {
+            /* end of input inside a chunk: report the syntax error */
+            status = luaL_loadbuffer(L, code, len, "=stdin");
+            break;
+        }
+        lua_pushliteral(L, "\n");
+        lua_pushstring(L, more);
+        free(more);
+        lua_concat(L, 3); /* the text so far .. "\n" .. the new line */
+    }
+    if (g_tty) {
+        const char *code = lua_tostring(L, -2);
+        if (code && code[0]) add_history(code);
+    }
+    lua_remove(L, -2); /* the text */
+    return status;
+}
+
+/* Prints the values left on the stack by a command, with the global print. */
+static void print_results(lua_State *L) {
+    int n = lua_gettop(L);
+    if (n == 0) return;
+    luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
+    lua_getglobal(L, "print");
+    lua_insert(L, 1);
+    int status = lua_pcall(L, n, 0, 0);
+    if (status != LUA_OK) {
+        fprintf(stderr, "%s: error calling 'print' (%s)\n", ST_PROGNAME, lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+}
+
+static void repl(lua_State *L) {
+    g_tty = isatty(STDIN_FILENO);
+    if (g_tty) {
+        const char *home = getenv("HOME");
+        if (home) snprintf(g_histfile, sizeof g_histfile, "%s/%s", home, ST_HISTORY);
+        using_history();
+        stifle_history(1000);
+        if (g_histfile[0]) read_history(g_histfile); /* failure is fine */
+    }
+    lua_settop(L, 0);
+    for (;;) {
+        int status = load_command(L);
+        if (status == -1) break;
+        if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
+        if (status == LUA_OK) print_results(L);
+        else report(L, status);
+        lua_settop(L, 0);
+        fflush(stdout);
+    }
+    if (g_tty) {
+        if (g_histfile[0]) write_history(g_histfile);
+        fputc('\n', stdout);
+    }
+    fflush(stdout);
+}
+
+/* ---- main ---- */
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: %s [options] [script [args]]\n"
+            "  -e code  run code\n"
+            "  -i       enter the REPL after running script / code\n"
+            "  -v       show version\n"
+            "  -h       show this help\n"
+            "  --       stop handling options\n"
+            "  -        run stdin as a script\n"
+            "With no script and no -e: the REPL. The module is preloaded as the global `st`.\n",
+            ST_PROGNAME);
+}
+
+/* Runs the whole program inside a protected call so that memory errors while setting up are
+ * reported too. */
+static int pmain(lua_State *L) {
+    int argc = (int)lua_tointeger(L, 1);
+    char **argv = lua_touserdata(L, 2);
+    int interactive = 0, ran = 0, script = 0, version = 0;
+    int i;
+    /* pass 1: options up to the script name */
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-') {
+            script = i;
+            break;
+        }
+        if (strcmp(a, "--") == 0) {
+            if (i + 1 < argc) script = i + 1;
+            break;
+        }
+        if (strcmp(a, "-") == 0) {
+            script = i;
+            break;
+        }
+        if (strcmp(a, "-e") == 0) {
+            if (++i >= argc) {
+                usage(stderr);
+                lua_pushboolean(L, 0);
+                return 1;
+            }
+        } else if (strncmp(a, "-e", 2) == 0) {
+        } else if (strcmp(a, "-i") == 0) {
+            interactive = 1;
+        } else if (strcmp(a, "-v") == 0) {
+            version = 1;
+        } else if (strcmp(a, "-h") == 0) {
+            usage(stdout);
+            lua_pushboolean(L, 1);
+            return 1;
+        } else {
+            fprintf(stderr, "%s: unrecognized option '%s'\n", ST_PROGNAME, a);
+            usage(stderr);
+            lua_pushboolean(L, 0);
+            return 1;
+        }
+    }
+    if (version) printf("%s\n", ST_VERSION);
+
+    luaL_openlibs(L);
+    luaL_requiref(L, "stitch", luaopen_stitch, 0);
+    lua_setglobal(L, "st");
+    create_arg_table(L, argv, argc, script ? script : 0);
+
+    /* pass 2: run -e chunks in order */
+    int limit = script ? script : argc;
+    for (i = 1; i < limit; i++) {
+        const char *code = NULL;
+        if (strcmp(argv[i], "-e") == 0) code = argv[++i];
+        else if (strncmp(argv[i], "-e", 2) == 0) code = argv[i] + 2;
+        if (!code) continue;
+        ran = 1;
+        if (dochunk(L, luaL_loadbuffer(L, code, strlen(code), "=(command line)")) != LUA_OK) {
+            lua_pushboolean(L, 0);
+            return 1;
+        }
+    }
+    if (script) {
+        ran = 1;
+        if (run_script(L, argv, argc, script) != LUA_OK) {
+            lua_pushboolean(L, 0);
+            return 1;
+        }
+    }
+    if (interactive || (!ran && !version)) {
+        if (!interactive && isatty(STDIN_FILENO)) printf("%s  (the module is `st`; Ctrl-D exits)\n", ST_VERSION);
+        repl(L);
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    lua_State *L = luaL_newstate();
+    if (!L) {
+        fprintf(stderr, "%s: cannot create state: not enough memory\n", ST_PROGNAME);
+        return EXIT_FAILURE;
+    }
+    lua_pushcfunction(L, pmain);
+    lua_pushinteger(L, argc);
+    lua_pushlightuserdata(L, argv);
+    int status = lua_pcall(L, 2, 1, 0);
+    int ok = status == LUA_OK && lua_toboolean(L, -1);
+    if (status != LUA_OK) report(L, status);
+    lua_close(L);   /* finalizers release every tensor */
+    st_shutdown();  /* then the runtime's caches, so leak checkers see nothing */
+    return ok ? EXIT_SUCCESS : EXIT_FAILURE;
+}

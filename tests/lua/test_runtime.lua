@@ -1,0 +1,110 @@
+-- test_runtime.lua — errors as Lua errors (naming both shapes) with the runtime usable afterwards,
+-- __close / __gc, st.stats, st.sync, eager mode, memory accounting (the collector sees tensor
+-- memory) and out-of-memory retry (st.debug_fail_alloc).
+local H = dofile((arg[0]:match("(.*/)") or "./") .. "harness.lua")
+local test, eq, check = H.test, H.eq, H.check_near
+
+test("shape_error_names_both_shapes", function()
+  local err = H.raises(function() return st.ones(2, 3) + st.ones(4) end)
+  assert(err:find("(2, 3)", 1, true) and err:find("(4", 1, true), err)
+  assert(err:find("test_runtime.lua", 1, true), "error carries the Lua position: " .. err)
+  check(st.ones(2, 3) + st.ones(3), {{2, 2, 2}, {2, 2, 2}}, 0, "runtime usable after an error")
+  err = H.raises(function() return st.ones(2, 3):matmul(st.ones(2, 3)) end, "matmul")
+  assert(err:find("(2, 3)", 1, true), err)
+end)
+
+test("arg_errors", function()
+  H.raises(function() return st.ones(2) + "x" end, "tensor or number")
+  H.raises(function() return st.ones(2):sum("x") end)
+  H.raises(function() return st.zeros(-1) end, "negative")
+  H.raises(function() return st.ones(2, 3):reshape(4, 2) end)
+  H.raises(function() return st.ones(2):view(3) end)
+  H.raises(function() return st.cat({}, 1) end, "empty")
+  H.raises(function() return st.cat({st.ones(2), 3}) end, "entry 2")
+  check(st.ones(2):sum(), 2)
+end)
+
+test("close_and_gc", function()
+  local x = st.ones(4)
+  do
+    local y <close> = st.ones(3)
+    check(y:sum(), 3)
+  end
+  local z = st.ones(2)
+  local mt = getmetatable(z)
+  mt.__close(z)
+  mt.__close(z) -- idempotent
+  mt.__gc(z)
+  eq(tostring(z), "tensor(<closed>)")
+  H.raises(function() return z + 1 end, "closed")
+  check(x:sum(), 4)
+end)
+
+test("stats_fields", function()
+  st.reset_stats()
+  local y = st.ones(16) * 2 + 1
+  st.sync(y)
+  local s = st.stats()
+  for _, f in ipairs{"flushes", "nodes_recorded", "kernels_launched", "kernels_compiled", "compile_calls",
+      "cache_hits_memory", "cache_hits_disk", "interp_groups", "bytes_in_use", "bytes_peak",
+      "compile_ms", "exec_ms"} do
+    assert(type(s[f]) == "number", "stats." .. f)
+  end
+  assert(s.nodes_recorded > 0, "nodes recorded")
+  assert(s.flushes >= 1, "sync flushed")
+end)
+
+test("sync", function()
+  local a, b = st.ones(3) + 1, st.ones(3) * 3
+  local ra, rb = st.sync(a, b)
+  eq(ra, a); eq(rb, b)
+  st.sync()
+  check(a, {2, 2, 2}); check(b, {3, 3, 3})
+  eq(a:realize(), a)
+end)
+
+test("eager_mode", function()
+  local was = st.eager()
+  st.eager(true); eq(st.eager(), true)
+  check((st.ones(3) + 2):sum(), 9)
+  st.eager(false); eq(st.eager(), false)
+  check((st.ones(3) + 2):sum(), 9)
+  st.eager(was)
+end)
+
+test("gc_sees_tensor_memory", function()
+  collectgarbage(); collectgarbage()
+  local before = st.stats().bytes_in_use
+  local n = 1000000 -- 4 MB per tensor
+  for i = 1, 60 do
+    local y = st.ones(n) + i
+    st.sync(y)
+  end
+  local grown = st.stats().bytes_in_use - before
+  assert(grown < 120 * 1024 * 1024, "tensor memory kept by garbage: " .. grown .. " bytes")
+end)
+
+test("oom_retry_and_error", function()
+  local keep = st.ones(8) + 1
+  -- one failing allocation: the module collects garbage and retries the call once
+  local ok = 0
+  for nth = 1, 4 do
+    st.debug_fail_alloc(nth)
+    local r, v = pcall(function() return (st.ones(1000) * 2):sum():item() end)
+    st.debug_fail_alloc(0)
+    if r then eq(v, 2000); ok = ok + 1
+    else assert(tostring(v):lower():find("memory"), "an OOM failure is reported as such: " .. tostring(v)) end
+  end
+  eq(ok, 4, "calls that succeeded after one failed allocation (collect + retry)")
+  check(keep, {2, 2, 2, 2, 2, 2, 2, 2}, 0, "runtime usable after OOM")
+  check((st.ones(5) * 3):sum(), 15)
+end)
+
+test("debug_and_jit_min", function()
+  st.set_debug(0)
+  st.set_jit_min(0)
+  check((st.ones(100) * 2):sum(), 200)
+  st.set_jit_min(32768)
+end)
+
+H.done()
