@@ -30,7 +30,8 @@ LDLIBS  := -lm -ldl -pthread
 
 CORE_SRC := $(wildcard runtime/*.c trace/*.c fuser/*.c jit/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/prelude_src.o
-LUA_OBJ  := $(BUILD)/obj/lua_frontend/lstitch.o
+LUA_SRC  := $(filter-out lua_frontend/main.c,$(wildcard lua_frontend/*.c))
+LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(BUILD)/obj/lua_frontend/main.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
