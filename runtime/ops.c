@@ -407,7 +407,11 @@ st_tensor *st_matmul(st_tensor *a, st_tensor *b) {
     }
     int nb;
     int64_t batch[ST_MAX_DIMS];
-    if (st_broadcast_shapes("matmul (batch dims)", an - 2, as, bn - 2, bs, &nb, batch) != ST_OK) return NULL;
+    if (st_broadcast_shapes("matmul", an - 2, as, bn - 2, bs, &nb, batch) != ST_OK) {
+        st_error(ST_ERR_SHAPE, "matmul: batch dims of %s and %s cannot be broadcast",
+                 st_shape_str(a->ndim, a->shape, x, sizeof x), st_shape_str(b->ndim, b->shape, y, sizeof y));
+        return NULL;
+    }
     if (nb + 2 > ST_MAX_DIMS) {
         st_error(ST_ERR_SHAPE, "matmul: result would have more than %d dims", ST_MAX_DIMS);
         return NULL;

@@ -42,8 +42,9 @@ int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides
 
 static st_status maybe_auto_flush(st_tensor *t) {
     if (st_rt.eager) {
+        /* CONSTs stay symbolic: a weak scalar must reach an f64 op with its full precision. */
         st_node *n = t->storage->node;
-        if (n->op != ST_OP_BUFFER) return st_flush_nodes(1, &n);
+        if (n->op != ST_OP_BUFFER && n->op != ST_OP_CONST) return st_flush_nodes(1, &n);
     } else if (st_pending_nodes() > st_rt.trace_max) {
         return st_sync();
     }

@@ -1,0 +1,271 @@
+/*
+ * exec.c — fuse_execute: partition the region, lower and render every group, pick a tier, run.
+ *
+ * Tiers. Small regions (total work below st_rt.jit_min elements) whose kernels are not all
+ * compiled already run group by group through the reference interpreter (interp_eval_node on
+ * each node a group evaluates, with temporary buffers for values the group keeps internal), so
+ * a REPL never waits for the compiler. Otherwise every kernel is fetched from the JIT in ONE
+ * jit_get_kernels call (one compiler run for all missing ones) and launched in plan order. A
+ * group the lowering cannot express runs through the interpreter in either tier.
+ *
+ * Invariant: on failure every buffer this call gave to a node is released and the node's buf
+ * reset to NULL; temporaries never outlive their group.
+ */
+#include "fuser.h"
+#include "../jit/render.h"
+
+#include <unistd.h>
+
+static int last_groups, last_compiled, last_cached;
+
+void fuse_last_flush_info(int *groups, int *kernels_compiled_now, int *cached_now) {
+    if (groups) *groups = last_groups;
+    if (kernels_compiled_now) *kernels_compiled_now = last_compiled;
+    if (cached_now) *cached_now = last_cached;
+}
+
+static int nthreads(void) {
+    static int n;
+    if (!n) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    return n;
+}
+
+typedef struct exec_state {
+    fuse_plan plan;
+    fuse_launch *launch;
+    char **src;
+    st_node **set;          /* nodes given a buffer by this call (released on failure) */
+    int nset, capset;
+    st_node **temps;        /* temporaries of the interpreter tier's current group */
+    int ntemps, captemps;
+    int group;              /* the group being run */
+} exec_state;
+
+static st_status push_node(st_node ***arr, int *n, int *cap, st_node *x) {
+    if (*n == *cap) {
+        int c = *cap ? *cap * 2 : 32;
+        st_node **p = st_realloc(*arr, (size_t)c * sizeof *p);
+        if (!p) return st_last_status();
+        *arr = p;
+        *cap = c;
+    }
+    (*arr)[(*n)++] = x;
+    return ST_OK;
+}
+
+static st_status give_buffer(exec_state *e, st_node *x, st_buffer *b) {
+    if (!b) return st_last_status();
+    x->buf = b;
+    st_status s = push_node(&e->set, &e->nset, &e->capset, x);
+    if (s != ST_OK) {
+        st_buffer_release(b);
+        x->buf = NULL;
+    }
+    return s;
+}
+
+static void drop_temps(exec_state *e) {
+    for (int i = 0; i < e->ntemps; i++) {
+        st_buffer_release(e->temps[i]->buf);
+        e->temps[i]->buf = NULL;
+    }
+    e->ntemps = 0;
+}
+
+/* ---- interpreter tier ---- */
+static st_status interp_one(st_node *n, void *ud) {
+    exec_state *e = ud;
+    fuse_plan *p = &e->plan;
+    st_buffer *b = st_buffer_new(st_node_nbytes(n));
+    if (!b) return st_last_status();
+    st_status s;
+    if (p->mat[n->pos] && n->tag == e->group) {
+        s = give_buffer(e, n, b);
+    } else {
+        n->buf = b;
+        s = push_node(&e->temps, &e->ntemps, &e->captemps, n);
+        if (s != ST_OK) {
+            st_buffer_release(b);
+            n->buf = NULL;
+        }
+    }
+    return s != ST_OK ? s : interp_eval_node(n, n->buf);
+}
+
+static st_status run_interp_group(exec_state *e, int g) {
+    e->group = g;
+    st_status s = fuse_group_nodes(&e->plan, g, interp_one, e);
+    drop_temps(e);
+    st_stats_g.interp_groups++;
+    return s;
+}
+
+/* ---- JIT tier ---- */
+static const char *const kind_names[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add",
+                                                      "setview"};
+
+static st_status run_kernel(exec_state *e, int g, st_kernel_fn fn) {
+    fuse_group *G = &e->plan.groups[g];
+    fuse_launch *L = &e->launch[g];
+    for (int i = 0; i < G->nouts; i++) {
+        st_node *x = G->outs[i];
+        st_buffer *b = (L->inplace && x == G->anchor) ? st_buffer_retain(x->src[0]->buf)
+                                                       : st_buffer_new(st_node_nbytes(x));
+        st_status s = give_buffer(e, x, b);
+        if (s != ST_OK) return s;
+    }
+    void *bufs[KIR_MAX_BUFS];
+    size_t bytes = 0;
+    for (int i = 0; i < L->k.nbufs; i++) {
+        st_node *x = L->buf_node[i];
+        ST_ASSERT(x->buf != NULL);
+        bufs[i] = x->buf->data;
+        bytes += x->buf->nbytes;
+    }
+    int32_t err = 0;
+    st_kargs a = {bufs, L->ints, L->flts, &err, nthreads()};
+    double t0 = st_now_ms();
+    fn(&a);
+    if (st_rt.debug & 2) {
+        const st_node *o = G->anchor ? G->anchor : G->outs[0];
+        char sh[128];
+        fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  jit%s\n", L->name, kind_names[G->kind],
+                st_shape_str(o->ndim, o->shape, sh, sizeof sh), bytes, (st_now_ms() - t0) * 1e3,
+                L->inplace ? " (in place)" : "");
+    }
+    if (err)
+        return st_error(ST_ERR_ARG, "%s: index out of range (kernel %s)",
+                        G->kind == FG_SCATTER ? "scatter_add" : "gather", L->name);
+    return ST_OK;
+}
+
+static void debug_interp_line(exec_state *e, int g, double t0) {
+    if (!(st_rt.debug & 2)) return;
+    fuse_group *G = &e->plan.groups[g];
+    const st_node *o = G->anchor ? G->anchor : G->outs[0];
+    char sh[128];
+    const char *name = e->launch[g].name[0] ? e->launch[g].name : "(group)";
+    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10s   %10.1f us  interp\n", name, kind_names[G->kind],
+            st_shape_str(o->ndim, o->shape, sh, sizeof sh), "-", (st_now_ms() - t0) * 1e3);
+}
+
+st_status fuse_execute(st_region *r) {
+    exec_state e;
+    memset(&e, 0, sizeof e);
+    st_kernel_fn *fns = NULL;
+    const char **jsrc = NULL, **jhint = NULL;
+    int *jidx = NULL;
+    last_groups = last_compiled = last_cached = 0;
+
+    st_status s = fuse_partition(r, &e.plan);
+    if (s == ST_ERR_INTERNAL) {
+        /* a planning bug must not cost the user a result: run the region op by op */
+        if (st_rt.debug) fprintf(stderr, "stitch: fuser: %s; running the interpreter\n", st_last_error());
+        fuse_plan_free(&e.plan);
+        for (int i = 0; i < r->n; i++) r->nodes[i]->tag = -1;
+        return interp_execute(r);
+    }
+    if (s != ST_OK) goto done;
+    int ng = e.plan.ngroups;
+    last_groups = ng;
+    e.launch = st_calloc((size_t)ng + 1, sizeof *e.launch);
+    e.src = st_calloc((size_t)ng + 1, sizeof *e.src);
+    fns = st_calloc((size_t)ng + 1, sizeof *fns);
+    jsrc = st_calloc((size_t)ng + 1, sizeof *jsrc);
+    jhint = st_calloc((size_t)ng + 1, sizeof *jhint);
+    jidx = st_calloc((size_t)ng + 1, sizeof *jidx);
+    if (!e.launch || !e.src || !fns || !jsrc || !jhint || !jidx) {
+        s = st_last_status();
+        goto done;
+    }
+
+    /* lower and render */
+    int64_t work = 0;
+    int nj = 0;
+    for (int g = 0; g < ng; g++) {
+        fuse_group *G = &e.plan.groups[g];
+        s = fuse_lower(&e.plan, g, &e.launch[g]);
+        if (s == ST_ERR_OOM) goto done;
+        if (s != ST_OK) {
+            if (st_rt.debug & 2) fprintf(stderr, "stitch: group %d: %s (interpreter)\n", g, st_last_error());
+            st_clear_error();
+            G->interp = 1;
+            for (int i = 0; i < G->nouts; i++) work += G->outs[i]->numel;
+            s = ST_OK;
+            continue;
+        }
+        if (!(e.src[g] = render_c(&e.launch[g].k))) {
+            s = st_last_status();
+            goto done;
+        }
+        work += e.launch[g].work;
+        jsrc[nj] = e.src[g];
+        jhint[nj] = e.launch[g].name;
+        jidx[nj++] = g;
+    }
+
+    /* tier */
+    int use_jit = nj > 0;
+    if (use_jit && work < st_rt.jit_min) {
+        for (int j = 0; j < nj && use_jit; j++) use_jit = jit_lookup(jsrc[j], 1) != NULL;
+    }
+    if (use_jit) {
+        uint64_t c0 = st_stats_g.kernels_compiled;
+        st_kernel_fn *tmp = st_calloc((size_t)nj, sizeof *tmp);
+        if (!tmp) {
+            s = st_last_status();
+            goto done;
+        }
+        s = jit_get_kernels(nj, jsrc, jhint, tmp);
+        for (int j = 0; j < nj && s == ST_OK; j++) fns[jidx[j]] = tmp[j];
+        st_free(tmp);
+        if (s != ST_OK) goto done;
+        last_compiled = (int)(st_stats_g.kernels_compiled - c0);
+        last_cached = nj - last_compiled;
+    }
+
+    /* run */
+    for (int k = 0; k < ng; k++) {
+        int g = e.plan.order[k];
+        if (st_rt.interrupted) {
+            st_rt.interrupted = 0;
+            s = st_error(ST_ERR_INTERRUPT, "interrupted");
+            goto done;
+        }
+        double t0 = st_now_ms();
+        if (use_jit && fns[g]) {
+            s = run_kernel(&e, g, fns[g]);
+        } else {
+            s = run_interp_group(&e, g);
+            debug_interp_line(&e, g, t0);
+        }
+        st_stats_g.kernels_launched++;
+        if (s != ST_OK) goto done;
+    }
+
+done:
+    if (s != ST_OK) {
+        drop_temps(&e);
+        for (int i = 0; i < e.nset; i++) {
+            st_buffer_release(e.set[i]->buf);
+            e.set[i]->buf = NULL;
+        }
+    }
+    if (e.launch)
+        for (int g = 0; g < e.plan.ngroups; g++) fuse_launch_free(&e.launch[g]);
+    if (e.src)
+        for (int g = 0; g < e.plan.ngroups; g++) st_free(e.src[g]);
+    st_free(e.launch);
+    st_free(e.src);
+    st_free(e.set);
+    st_free(e.temps);
+    st_free(fns);
+    st_free(jsrc);
+    st_free(jhint);
+    st_free(jidx);
+    fuse_plan_free(&e.plan);
+    return s;
+}

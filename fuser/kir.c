@@ -1,0 +1,256 @@
+/*
+ * kir.c — building kernel IR: appending instructions with hash-consing and scoped memos.
+ *
+ * Invariant: a memo entry made inside a scope (loop or if body) is forgotten when that scope
+ * closes, so a value defined in one loop body is never reused in another; parameters and literals
+ * are scope-free (the renderers hoist them to the top of the kernel), so each semantic parameter
+ * gets exactly one slot.
+ */
+#include "kir.h"
+
+const char *const kir_type_cname[KT_COUNT] = {
+    [KT_VOID] = "void", [KT_U8] = "uint8_t", [KT_I32] = "int32_t", [KT_I64] = "int64_t",
+    [KT_F32] = "float", [KT_F64] = "double",
+};
+
+enum { TAG_EMPTY = 0, TAG_TOMB = 1, TAG_INS = 2, TAG_USER = 3 };
+
+st_status kir_builder_init(kir_builder *b, kir_kernel *k, kir_kind kind) {
+    memset(b, 0, sizeof *b);
+    memset(k, 0, sizeof *k);
+    k->kind = kind;
+    b->k = k;
+    b->memo_cap = 256;
+    b->memo = st_calloc((size_t)b->memo_cap, sizeof *b->memo);
+    if (!b->memo) return st_last_status();
+    return ST_OK;
+}
+
+void kir_builder_free(kir_builder *b) {
+    st_free(b->memo);
+    st_free(b->undo);
+    st_free(b->scope_mark);
+    b->memo = NULL;
+    b->undo = NULL;
+    b->scope_mark = NULL;
+}
+
+void kir_kernel_free(kir_kernel *k) {
+    st_free(k->ins);
+    k->ins = NULL;
+    k->n = k->cap = 0;
+}
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+static uint64_t key_hash(const uint64_t key[4]) {
+    return mix(key[0] ^ mix(key[1] ^ mix(key[2] ^ mix(key[3]))));
+}
+
+/* Returns the slot holding key, or -1. */
+static int memo_find(const kir_builder *b, const uint64_t key[4]) {
+    uint64_t mask = (uint64_t)b->memo_cap - 1;
+    for (uint64_t i = key_hash(key) & mask;; i = (i + 1) & mask) {
+        const kir_memo_ent *e = &b->memo[i];
+        if ((e->key[0] & 0xff) == TAG_EMPTY) return -1;
+        if (!memcmp(e->key, key, sizeof e->key)) return (int)i;
+    }
+}
+
+static int memo_grow(kir_builder *b) {
+    /* Tombstones are dropped; undo entries refer to slots, so remap them by re-finding keys. */
+    int ocap = b->memo_cap;
+    kir_memo_ent *old = b->memo;
+    int ncap = ocap * 2;
+    while (b->memo_n * 4 >= ncap) ncap *= 2;
+    kir_memo_ent *nm = st_calloc((size_t)ncap, sizeof *nm);
+    if (!nm) return -1;
+    b->memo = nm;
+    b->memo_cap = ncap;
+    int live = 0;
+    uint64_t mask = (uint64_t)ncap - 1;
+    for (int i = 0; i < ocap; i++) {
+        uint64_t tag = old[i].key[0] & 0xff;
+        if (tag == TAG_EMPTY || tag == TAG_TOMB) continue;
+        uint64_t j = key_hash(old[i].key) & mask;
+        while ((nm[j].key[0] & 0xff) != TAG_EMPTY) j = (j + 1) & mask;
+        nm[j] = old[i];
+        live++;
+    }
+    for (int u = 0; u < b->nundo; u++) b->undo[u] = memo_find(b, old[b->undo[u]].key);
+    st_free(old);
+    b->memo_n = live;
+    return 0;
+}
+
+static void memo_insert(kir_builder *b, const uint64_t key[4], int val, int scoped) {
+    if (b->failed) return;
+    if ((b->memo_n + 1) * 2 > b->memo_cap && memo_grow(b)) {
+        b->failed = 1;
+        return;
+    }
+    uint64_t mask = (uint64_t)b->memo_cap - 1;
+    uint64_t i = key_hash(key) & mask;
+    while ((b->memo[i].key[0] & 0xff) != TAG_EMPTY) i = (i + 1) & mask;
+    memcpy(b->memo[i].key, key, sizeof b->memo[i].key);
+    b->memo[i].val = val;
+    b->memo[i].depth = scoped ? b->depth : 0;
+    b->memo_n++;
+    if (scoped && b->depth > 0) {
+        if (b->nundo == b->undo_cap) {
+            int cap = b->undo_cap ? b->undo_cap * 2 : 256;
+            int *p = st_realloc(b->undo, (size_t)cap * sizeof *p);
+            if (!p) {
+                b->failed = 1;
+                return;
+            }
+            b->undo = p;
+            b->undo_cap = cap;
+        }
+        b->undo[b->nundo++] = (int)i;
+    }
+}
+
+static int push_ins(kir_builder *b, const kir_ins *in) {
+    kir_kernel *k = b->k;
+    if (b->failed) return -1;
+    if (k->n == k->cap) {
+        int cap = k->cap ? k->cap * 2 : 128;
+        kir_ins *p = st_realloc(k->ins, (size_t)cap * sizeof *p);
+        if (!p) {
+            b->failed = 1;
+            return -1;
+        }
+        k->ins = p;
+        k->cap = cap;
+    }
+    k->ins[k->n] = *in;
+    return k->n++;
+}
+
+static int is_pure(kir_opcode op) {
+    switch (op) {
+    case KI_LOOP: case KI_ENDLOOP: case KI_IF: case KI_ENDIF: case KI_STORE: case KI_ACC:
+    case KI_ACCUPD: case KI_ARGUPD: case KI_SETERR:
+        return 0;
+    default:
+        return 1;
+    }
+}
+static int is_hoisted(kir_opcode op) {
+    return op == KI_IPARAM || op == KI_FPARAM || op == KI_ICONST || op == KI_FCONST;
+}
+
+int kir_emit(kir_builder *b, kir_opcode op, kir_type t, int sop, int a, int bb, int c, int d,
+             int64_t imm, double fimm) {
+    if (b->failed) return -1;
+    kir_ins in = {(uint8_t)op, (uint8_t)t, (uint16_t)sop, a, bb, c, d, imm, fimm};
+    if (!is_pure(op)) return push_ins(b, &in);
+    uint64_t fb;
+    memcpy(&fb, &fimm, sizeof fb);
+    uint64_t key[4] = {TAG_INS | (uint64_t)op << 8 | (uint64_t)t << 16 | (uint64_t)sop << 24,
+                       (uint32_t)a | (uint64_t)(uint32_t)bb << 32,
+                       (uint32_t)c | (uint64_t)(uint32_t)d << 32,
+                       op == KI_FCONST ? fb : (op == KI_IPARAM || op == KI_FPARAM) ? 0 : (uint64_t)imm};
+    int f = memo_find(b, key);
+    if (f >= 0) return b->memo[f].val;
+    if (op == KI_IPARAM) in.imm = b->k->nints++;
+    if (op == KI_FPARAM) in.imm = b->k->nflts++;
+    int id = push_ins(b, &in);
+    if (id >= 0) memo_insert(b, key, id, !is_hoisted(op));
+    return id;
+}
+
+static void scope_open(kir_builder *b) {
+    if (b->depth == b->scope_cap) {
+        int cap = b->scope_cap ? b->scope_cap * 2 : 16;
+        int *p = st_realloc(b->scope_mark, (size_t)cap * sizeof *p);
+        if (!p) {
+            b->failed = 1;
+            return;
+        }
+        b->scope_mark = p;
+        b->scope_cap = cap;
+    }
+    b->scope_mark[b->depth++] = b->nundo;
+}
+static void scope_close(kir_builder *b) {
+    if (b->depth == 0) return;
+    int mark = b->scope_mark[--b->depth];
+    while (b->nundo > mark) {
+        int s = b->undo[--b->nundo];
+        if (s >= 0) b->memo[s].key[0] = TAG_TOMB;
+    }
+}
+
+int kir_loop(kir_builder *b, int count, int work, int parallel) {
+    int id = kir_emit(b, KI_LOOP, KT_I64, 0, count, work, -1, -1, parallel, 0);
+    scope_open(b);
+    return id;
+}
+void kir_endloop(kir_builder *b) {
+    scope_close(b);
+    kir_emit(b, KI_ENDLOOP, KT_VOID, 0, -1, -1, -1, -1, 0, 0);
+}
+void kir_if(kir_builder *b, int cond) {
+    kir_emit(b, KI_IF, KT_VOID, 0, cond, -1, -1, -1, 0, 0);
+    scope_open(b);
+}
+void kir_endif(kir_builder *b) {
+    scope_close(b);
+    kir_emit(b, KI_ENDIF, KT_VOID, 0, -1, -1, -1, -1, 0, 0);
+}
+
+int kir_memo_get(kir_builder *b, uint64_t k0, uint64_t k1, uint64_t k2) {
+    uint64_t key[4] = {TAG_USER, k0, k1, k2};
+    int f = memo_find(b, key);
+    return f >= 0 ? b->memo[f].val : -1;
+}
+void kir_memo_put(kir_builder *b, uint64_t k0, uint64_t k1, uint64_t k2, int val) {
+    uint64_t key[4] = {TAG_USER, k0, k1, k2};
+    memo_insert(b, key, val, 1);
+}
+
+int kir_iconst(kir_builder *b, kir_type t, int64_t v) {
+    return kir_emit(b, KI_ICONST, t, 0, -1, -1, -1, -1, v, 0);
+}
+int kir_fconst(kir_builder *b, kir_type t, double v) {
+    return kir_emit(b, KI_FCONST, t, 0, -1, -1, -1, -1, 0, v);
+}
+
+static int is_iconst(const kir_builder *b, int x, int64_t v) {
+    return x >= 0 && b->k->ins[x].op == KI_ICONST && b->k->ins[x].imm == v;
+}
+
+int kir_ibin(kir_builder *b, kir_opcode op, int x, int y) {
+    if (x < 0 || y < 0) return -1;
+    switch (op) {
+    case KI_IADD:
+        if (is_iconst(b, x, 0)) return y;
+        if (is_iconst(b, y, 0)) return x;
+        break;
+    case KI_ISUB:
+        if (is_iconst(b, y, 0)) return x;
+        break;
+    case KI_IMUL:
+        if (is_iconst(b, x, 0) || is_iconst(b, y, 0)) return kir_iconst(b, KT_I64, 0);
+        if (is_iconst(b, x, 1)) return y;
+        if (is_iconst(b, y, 1)) return x;
+        break;
+    case KI_IDIV:
+        if (is_iconst(b, y, 1)) return x;
+        break;
+    case KI_IMOD:
+        if (is_iconst(b, y, 1)) return kir_iconst(b, KT_I64, 0);
+        break;
+    default:
+        break;
+    }
+    kir_type t = (op == KI_ILT || op == KI_ILE || op == KI_LAND) ? KT_U8 : KT_I64;
+    return kir_emit(b, op, t, 0, x, y, -1, -1, 0, 0);
+}

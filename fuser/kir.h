@@ -1,0 +1,141 @@
+/*
+ * kir.h — internal: the kernel IR, a small typed SSA instruction list that the fuser lowers every
+ * fusion group to and that the renderers (jit/render_c.c now, a CUDA renderer later) print.
+ *
+ * A kernel is a flat list of instructions; the value of instruction i is "v<i>". Structure is
+ * expressed by bracketing instructions (KI_LOOP ... KI_ENDLOOP, KI_IF ... KI_ENDIF), so one walk
+ * over the list renders it. Invariants:
+ *   - operands always refer to earlier instructions (ids grow along every edge);
+ *   - a value defined inside a LOOP/IF body is only used inside that body;
+ *   - everything that depends on sizes, strides, offsets or user scalars is a parameter
+ *     (KI_IPARAM / KI_FPARAM read a->ints[slot] / a->flts[slot]); literals (KI_ICONST,
+ *     KI_FCONST) are only structural constants (0, identity elements), so kernels that differ
+ *     only in shapes or scalar values have the same source and are compiled once.
+ * Matmul kernels are not instruction lists: they are a fixed blocked-loop template described by
+ * kir_matmul (the operands' strides are parameters too).
+ */
+#ifndef ST_KIR_H
+#define ST_KIR_H
+
+#include "../trace/trace.h"
+
+/* Compute types of SSA values (C types: uint8_t int32_t int64_t float double). */
+typedef enum kir_type { KT_VOID, KT_U8, KT_I32, KT_I64, KT_F32, KT_F64, KT_COUNT } kir_type;
+
+typedef enum kir_opcode {
+    KI_IPARAM,   /* int64 a->ints[imm]; a,b,c are a semantic key (dedup only) */
+    KI_FPARAM,   /* double a->flts[imm]; a,b are a semantic key */
+    KI_ICONST,   /* literal imm, of type `type` */
+    KI_FCONST,   /* literal fimm (double; +-inf allowed), of type `type` */
+    KI_LOOP,     /* for (int64 v = 0; v < a; v++); imm: 1 = parallel (work estimate: b, -1: a) */
+    KI_ENDLOOP,
+    KI_IF,       /* if (a) { */
+    KI_ENDIF,
+    /* int64 index arithmetic */
+    KI_IADD, KI_ISUB, KI_IMUL, KI_IDIV, KI_IMOD,
+    KI_ILT, KI_ILE,   /* -> u8 */
+    KI_LAND,          /* u8 && u8 -> u8 */
+    KI_SEL,           /* a ? b : c (any type) */
+    /* memory */
+    KI_LOAD,     /* bufs[a][b] of storage dtype imm, converted to the compute type */
+    KI_STORE,    /* bufs[a][b] = c, converted to storage dtype imm */
+    /* values */
+    KI_OP,       /* elementwise op sop (st_op) on a[,b[,c]] through the FN macro of ops.def */
+    KI_CVT,      /* a converted to `type` (CAST semantics: saturating float->int, !=0 to bool) */
+    KI_ROUND,    /* float a rounded through storage dtype imm (f16/bf16), as a store+load would */
+    KI_RAND,     /* sop = RAND_U/RAND_N/RAND_INT; a = seed, b = counter, c = lo, d = hi (int64) */
+    /* reductions */
+    KI_ACC,      /* mutable accumulator of `type`, initialized to a */
+    KI_ACCUPD,   /* acc a <- combine(acc, b); imm = st_op (RSUM RPROD RMAX RMIN) */
+    KI_ARGUPD,   /* accs a (value), b (index); candidate c at index d; imm = RARGMAX/RARGMIN */
+    KI_SETERR,   /* if (!a) *err = 1 (a runtime error such as an index out of range) */
+    KI_OPCODE_COUNT
+} kir_opcode;
+
+typedef struct kir_ins {
+    uint8_t op;       /* kir_opcode */
+    uint8_t type;     /* kir_type of the result (KT_VOID for statements) */
+    uint16_t sop;     /* st_op for KI_OP / KI_RAND */
+    int32_t a, b, c, d;
+    int64_t imm;
+    double fimm;
+} kir_ins;
+
+typedef enum kir_kind { KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW, KK_COUNT } kir_kind;
+
+/* The matmul template: out (B.., M, N) = A (B.., M, K) @ B (B.., K, N). Every int below is a slot
+ * of a->ints; per operand: batch strides (nbatch of them), row/col strides, offset. */
+typedef struct kir_matmul {
+    int dtype;                 /* st_dtype of A, B and out */
+    int nbatch;                /* batch dims */
+    int a_buf, b_buf, o_buf;   /* buffer slots */
+    int p_m, p_n, p_k;         /* size slots */
+    int p_bsize;               /* first of nbatch batch size slots */
+    int p_astr, p_bstr;        /* first of nbatch+2 stride slots (batch.., row, col) */
+    int p_aoff, p_boff;
+    int b_unit;                /* B's column stride is 1 (baked: the inner loop is vectorizable) */
+} kir_matmul;
+
+#define KIR_MAX_BUFS 64
+
+typedef struct kir_kernel {
+    kir_kind kind;
+    kir_ins *ins;
+    int n, cap;
+    int nbufs;
+    uint8_t buf_dtype[KIR_MAX_BUFS];   /* storage dtype of each buffer slot */
+    uint8_t buf_out[KIR_MAX_BUFS];     /* written by the kernel */
+    int nints, nflts;
+    kir_matmul mm;
+    char comment[160];                 /* "out: (B, T, C)"-style shape comment */
+} kir_kernel;
+
+/* ---- the builder: appends instructions with hash-consing (identical pure instructions in an
+ * open scope are emitted once) ---- */
+typedef struct kir_memo_ent { uint64_t key[4]; int32_t val; int32_t depth; } kir_memo_ent;
+typedef struct kir_builder {
+    kir_kernel *k;
+    kir_memo_ent *memo;        /* open addressing, cap entries, key[0] == 0: empty */
+    int memo_cap, memo_n;
+    int *undo;                 /* memo slots filled, in order (popped when a scope closes) */
+    int nundo, undo_cap;
+    int *scope_mark;           /* undo length at each open scope */
+    int depth, scope_cap;
+    int failed;                /* an allocation failed: the kernel is unusable */
+} kir_builder;
+
+ST_INTERNAL st_status kir_builder_init(kir_builder *b, kir_kernel *k, kir_kind kind);
+ST_INTERNAL void kir_builder_free(kir_builder *b);   /* frees the memo, not the kernel */
+ST_INTERNAL void kir_kernel_free(kir_kernel *k);     /* frees k->ins */
+
+/* Append an instruction; pure ones (every opcode but LOOP/ENDLOOP/IF/ENDIF/STORE/ACC/ACCUPD/
+ * ARGUPD/SETERR) are looked up first and an existing id is returned. -1 on OOM. */
+ST_INTERNAL int kir_emit(kir_builder *b, kir_opcode op, kir_type t, int sop, int a, int bb, int c,
+                         int d, int64_t imm, double fimm);
+/* Open / close a scope (loop or if body): memo entries made inside are forgotten at close. */
+ST_INTERNAL int kir_loop(kir_builder *b, int count, int work, int parallel); /* returns the index */
+ST_INTERNAL void kir_endloop(kir_builder *b);
+ST_INTERNAL void kir_if(kir_builder *b, int cond);
+ST_INTERNAL void kir_endif(kir_builder *b);
+/* Generic memo for lowering-level facts (e.g. "node n at flat index v"): key -> value id. */
+ST_INTERNAL int kir_memo_get(kir_builder *b, uint64_t k0, uint64_t k1, uint64_t k2);
+ST_INTERNAL void kir_memo_put(kir_builder *b, uint64_t k0, uint64_t k1, uint64_t k2, int val);
+
+/* Shorthands. */
+ST_INTERNAL int kir_iconst(kir_builder *b, kir_type t, int64_t v);
+ST_INTERNAL int kir_fconst(kir_builder *b, kir_type t, double v);
+ST_INTERNAL int kir_ibin(kir_builder *b, kir_opcode op, int x, int y); /* folds 0/1 operands */
+
+/* The compute type of a dtype. */
+static inline kir_type kir_type_of(st_dtype dt) {
+    switch (dt) {
+    case ST_F64: return KT_F64;
+    case ST_I32: return KT_I32;
+    case ST_I64: return KT_I64;
+    case ST_BOOL: return KT_U8;
+    default: return KT_F32;
+    }
+}
+ST_INTERNAL extern const char *const kir_type_cname[KT_COUNT];
+
+#endif

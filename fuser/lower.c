@@ -1,0 +1,668 @@
+/*
+ * lower.c — turns one fusion group into kernel IR plus the arguments of its launch.
+ *
+ * The heart is ev(node, context): the SSA value of a node at one element, where a context is a
+ * flat index into the node's own shape (multi-index derived on demand by div/mod). Elementwise
+ * ops pass the context through unchanged (so contiguous loads stay `p[i]`), VIEWs map it to
+ * their src (strided, broadcast, masked), GATHER reads its index then the data, and nodes the
+ * group does not compute are loaded from their buffers. Results are memoized per (node, flat
+ * index value), so a DAG inside a group is computed once per element.
+ *
+ * Invariant (shape-generic kernels): sizes, strides, offsets, seeds and user scalars only ever
+ * enter as parameters, keyed by their meaning (which node, which dim, which shape class), never
+ * by their value; the source depends only on the group's structure and dtypes.
+ */
+#include "fuser.h"
+
+#include <math.h>
+
+enum {  /* parameter keys */
+    P_NUMEL = 1, P_SIZE, P_CSTR, P_NRED, P_VOFF, P_VSTR, P_LO, P_HI, P_CONST, P_IOTA0, P_IOTA1,
+    P_SEED, P_ROFF, P_RLO, P_RHI, P_MM,
+};
+enum { MEMO_NODE = 1, MEMO_DONE };
+#define MAX_CLASSES 128
+#define MAX_DEPTH 4000
+
+typedef struct lctx {
+    int flat;                  /* value id of the flat index into the shape of class cls */
+    int cls;
+    int midx[ST_MAX_DIMS];
+    int has_midx;
+    int row;                   /* an element of the current row of a reduce group (row_ctx) */
+} lctx;
+
+/* The rows of a reduce group: every reduction of the group reduces the same axes of the same
+ * input shape, so one outer loop over output elements o (the rows) serves them all. */
+typedef struct rows {
+    int scls, nred, o;
+    uint32_t axes;
+    bool suffix;
+    int nd, firstr;
+    int kept[ST_MAX_DIMS];      /* kept dims' indices (valid when !suffix), computed from o */
+} rows;
+
+typedef struct lw {
+    fuse_plan *p;
+    int g;
+    fuse_group *G;
+    fuse_launch *L;
+    kir_builder b;
+    int cap_ints, cap_flts;
+    int nclasses;
+    struct { int ndim; int64_t shape[ST_MAX_DIMS]; } cls[MAX_CLASSES];
+    int depth;
+    int bad;                   /* lowering impossible (message set) */
+    const struct rows *rows;   /* reduce groups: the rows being lowered */
+} lw;
+
+static int fail(lw *w, const char *why) {
+    if (!w->bad) st_error(ST_ERR_INTERNAL, "fuser: cannot lower: %s", why);
+    w->bad = 1;
+    return -1;
+}
+
+/* ---- parameters, buffers, shape classes ---- */
+static int iparam(lw *w, int key, int k1, int k2, int64_t value) {
+    int before = w->L->k.nints;
+    int id = kir_emit(&w->b, KI_IPARAM, KT_I64, 0, key, k1, k2, -1, 0, 0);
+    if (id < 0) return -1;
+    if (w->L->k.nints > before) {
+        if (w->L->k.nints > w->cap_ints) {
+            int cap = w->cap_ints ? w->cap_ints * 2 : 32;
+            int64_t *p = st_realloc(w->L->ints, (size_t)cap * sizeof *p);
+            if (!p) return fail(w, "out of memory");
+            w->L->ints = p;
+            w->cap_ints = cap;
+        }
+        w->L->ints[w->L->k.nints - 1] = value;
+    }
+    return id;
+}
+static int fparam(lw *w, int key, int k1, double value) {
+    int before = w->L->k.nflts;
+    int id = kir_emit(&w->b, KI_FPARAM, KT_F64, 0, key, k1, 0, -1, 0, 0);
+    if (id < 0) return -1;
+    if (w->L->k.nflts > before) {
+        if (w->L->k.nflts > w->cap_flts) {
+            int cap = w->cap_flts ? w->cap_flts * 2 : 8;
+            double *p = st_realloc(w->L->flts, (size_t)cap * sizeof *p);
+            if (!p) return fail(w, "out of memory");
+            w->L->flts = p;
+            w->cap_flts = cap;
+        }
+        w->L->flts[w->L->k.nflts - 1] = value;
+    }
+    return id;
+}
+
+static int buf_slot(lw *w, st_node *n, int out) {
+    kir_kernel *k = &w->L->k;
+    for (int i = 0; i < k->nbufs; i++)
+        if (w->L->buf_node[i] == n) {
+            k->buf_out[i] |= (uint8_t)out;
+            return i;
+        }
+    if (k->nbufs == KIR_MAX_BUFS) return fail(w, "too many buffers in one kernel");
+    w->L->buf_node[k->nbufs] = n;
+    k->buf_dtype[k->nbufs] = n->dtype;
+    k->buf_out[k->nbufs] = (uint8_t)out;
+    return k->nbufs++;
+}
+
+static int shape_class(lw *w, const st_node *n) {
+    for (int c = 0; c < w->nclasses; c++) {
+        if (w->cls[c].ndim != n->ndim) continue;
+        if (!memcmp(w->cls[c].shape, n->shape, (size_t)n->ndim * sizeof n->shape[0])) return c;
+    }
+    if (w->nclasses == MAX_CLASSES) return fail(w, "too many shapes in one kernel");
+    w->cls[w->nclasses].ndim = n->ndim;
+    memcpy(w->cls[w->nclasses].shape, n->shape, sizeof n->shape);
+    return w->nclasses++;
+}
+static int size_p(lw *w, int cls, int d) { return iparam(w, P_SIZE, cls, d, w->cls[cls].shape[d]); }
+static int numel_p(lw *w, int cls) {
+    return iparam(w, P_NUMEL, cls, -1, st_shape_numel(w->cls[cls].ndim, w->cls[cls].shape));
+}
+static int cstride_p(lw *w, int cls, int d) {
+    int64_t cs[ST_MAX_DIMS];
+    st_contig_strides(w->cls[cls].ndim, w->cls[cls].shape, cs);
+    return iparam(w, P_CSTR, cls, d, cs[d]);
+}
+
+static int zero_of(lw *w, kir_type t) {
+    return t == KT_F32 || t == KT_F64 ? kir_fconst(&w->b, t, 0.0) : kir_iconst(&w->b, t, 0);
+}
+static int cvt(lw *w, int v, kir_type to) {
+    if (v < 0) return -1;
+    if (w->b.k->ins[v].type == to) return v;
+    return kir_emit(&w->b, KI_CVT, to, 0, v, -1, -1, -1, 0, 0);
+}
+static int sel(lw *w, int c, int a, int b) {
+    return kir_emit(&w->b, KI_SEL, w->b.k->ins[a].type, 0, c, a, b, -1, 0, 0);
+}
+
+static lctx ctx_flat(int flat, int cls) {
+    lctx c;
+    memset(&c, 0, sizeof c);
+    c.flat = flat;
+    c.cls = cls;
+    return c;
+}
+/* The multi-index of a context (C order unravel of its flat index). */
+static const int *ctx_midx(lw *w, lctx *c) {
+    if (c->has_midx) return c->midx;
+    int nd = w->cls[c->cls].ndim, rem = c->flat;
+    for (int d = nd - 1; d >= 1; d--) {
+        int s = size_p(w, c->cls, d);
+        c->midx[d] = kir_ibin(&w->b, KI_IMOD, rem, s);
+        rem = kir_ibin(&w->b, KI_IDIV, rem, s);
+    }
+    if (nd > 0) c->midx[0] = rem;
+    c->has_midx = 1;
+    return c->midx;
+}
+
+static int load(lw *w, st_node *n, int flat) {
+    int slot = buf_slot(w, n, 0);
+    if (slot < 0 || flat < 0) return -1;
+    return kir_emit(&w->b, KI_LOAD, kir_type_of(n->dtype), 0, slot, flat, -1, -1, n->dtype, 0);
+}
+static void store(lw *w, st_node *n, int flat, int v) {
+    int slot = buf_slot(w, n, 1);
+    if (slot < 0 || flat < 0 || v < 0) return;
+    kir_emit(&w->b, KI_STORE, KT_VOID, 0, slot, flat, v, -1, n->dtype, 0);
+}
+/* A value of dtype f16/bf16 that is not stored is rounded anyway, so a fused kernel sees what the
+ * op-by-op interpreter (which stores every node) sees. */
+static int round_storage(lw *w, st_node *n, int v) {
+    if (v < 0 || (n->dtype != ST_F16 && n->dtype != ST_BF16)) return v;
+    return kir_emit(&w->b, KI_ROUND, KT_F32, 0, v, -1, -1, -1, n->dtype, 0);
+}
+
+static int ev(lw *w, st_node *n, lctx *c);
+
+/* Is view n a broadcast of one value per row of the current reduce group over the rows' input
+ * shape (src: the input shape with the reduced dims 1, contiguous)? */
+static bool row_broadcast_of_rows(lw *w, const st_node *n) {
+    const rows *R = w->rows;
+    const st_node *src = n->src[0];
+    const st_view_arg *va = &n->arg.view;
+    if (!R || va->has_mask || va->offset != 0 || n->ndim != R->nd || src->ndim != R->nd) return false;
+    if (memcmp(n->shape, w->cls[R->scls].shape, (size_t)R->nd * sizeof n->shape[0])) return false;
+    int64_t cs[ST_MAX_DIMS];
+    st_contig_strides(src->ndim, src->shape, cs);
+    for (int d = 0; d < R->nd; d++) {
+        bool red = R->axes >> d & 1;
+        if (src->shape[d] != (red ? 1 : n->shape[d])) return false;
+        if (n->shape[d] != 1 && va->strides[d] != (red ? 0 : cs[d])) return false;
+    }
+    return true;
+}
+
+static int ev_view(lw *w, st_node *n, lctx *c) {
+    st_node *src = n->src[0];
+    kir_type t = kir_type_of(n->dtype);
+    if (src->numel == 0) return zero_of(w, t);
+    int scls = shape_class(w, src);
+    if (scls < 0) return -1;
+    if (fuse_view_is_flat(n)) {
+        lctx sc = ctx_flat(c->flat, scls);
+        return ev(w, src, &sc);
+    }
+    const st_view_arg *va = &n->arg.view;
+    if (c->row && row_broadcast_of_rows(w, n)) { /* every element of row o reads element o */
+        lctx sc = ctx_flat(w->rows->o, scls);
+        return ev(w, src, &sc);
+    }
+    const int *m = ctx_midx(w, c);
+    int valid = -1;
+    if (va->has_mask) {
+        for (int d = 0; d < n->ndim; d++) {
+            int lo = iparam(w, P_LO, n->pos, d, va->lo[d]), hi = iparam(w, P_HI, n->pos, d, va->hi[d]);
+            int ok = kir_ibin(&w->b, KI_LAND, kir_ibin(&w->b, KI_ILE, lo, m[d]),
+                              kir_ibin(&w->b, KI_ILT, m[d], hi));
+            valid = valid < 0 ? ok : kir_ibin(&w->b, KI_LAND, valid, ok);
+        }
+    }
+    int flat;
+    if (src->numel == 1) {
+        flat = kir_iconst(&w->b, KT_I64, 0);
+    } else {
+        flat = iparam(w, P_VOFF, n->pos, -1, va->offset);
+        for (int d = 0; d < n->ndim; d++)
+            flat = kir_ibin(&w->b, KI_IADD, flat,
+                            kir_ibin(&w->b, KI_IMUL, m[d], iparam(w, P_VSTR, n->pos, d, va->strides[d])));
+    }
+    if (valid >= 0) flat = sel(w, valid, flat, kir_iconst(&w->b, KT_I64, 0));
+    lctx sc = ctx_flat(flat, scls);
+    int v = ev(w, src, &sc);
+    if (v >= 0 && valid >= 0) v = sel(w, valid, v, zero_of(w, t));
+    return v;
+}
+
+static int ev_gather(lw *w, st_node *n, lctx *c) {
+    st_node *data = n->src[0], *index = n->src[1];
+    int d = n->arg.axis.dim;
+    kir_type t = kir_type_of(n->dtype);
+    int dcls = shape_class(w, data);
+    if (dcls < 0) return -1;
+    int iv = cvt(w, ev(w, index, c), KT_I64);
+    if (iv < 0) return -1;
+    int valid = kir_ibin(&w->b, KI_LAND, kir_ibin(&w->b, KI_ILE, kir_iconst(&w->b, KT_I64, 0), iv),
+                         kir_ibin(&w->b, KI_ILT, iv, size_p(w, dcls, d)));
+    kir_emit(&w->b, KI_SETERR, KT_VOID, 0, valid, -1, -1, -1, 0, 0);
+    int idx = sel(w, valid, iv, kir_iconst(&w->b, KT_I64, 0));
+    const int *m = ctx_midx(w, c);
+    lctx dc = ctx_flat(-1, dcls);
+    int flat = kir_iconst(&w->b, KT_I64, 0);
+    for (int k = 0; k < data->ndim; k++) {
+        dc.midx[k] = k == d ? idx : m[k];
+        flat = kir_ibin(&w->b, KI_IADD, flat, kir_ibin(&w->b, KI_IMUL, dc.midx[k], cstride_p(w, dcls, k)));
+    }
+    dc.flat = flat;
+    dc.has_midx = 1;
+    int v = ev(w, data, &dc);
+    return v < 0 ? -1 : sel(w, valid, v, zero_of(w, t));
+}
+
+static int ev_source(lw *w, st_node *n, lctx *c) {
+    kir_type t = kir_type_of(n->dtype);
+    switch ((st_op)n->op) {
+    case ST_OP_CONST:
+        if (st_is_float(n->dtype)) return cvt(w, fparam(w, P_CONST, n->pos, n->arg.c.f), t);
+        return cvt(w, iparam(w, P_CONST, n->pos, -1, n->arg.c.i), t);
+    case ST_OP_IOTA: {
+        int ax = n->arg.iota.axis;
+        int idx = (n->ndim > 0 && ax >= 0 && ax < n->ndim) ? ctx_midx(w, c)[ax]
+                                                           : kir_iconst(&w->b, KT_I64, 0);
+        int x = cvt(w, idx, KT_F64);
+        int step = fparam(w, P_IOTA1, n->pos, n->arg.iota.step);
+        int start = fparam(w, P_IOTA0, n->pos, n->arg.iota.start);
+        int prod = kir_emit(&w->b, KI_OP, KT_F64, ST_OP_MUL, x, step, -1, -1, 0, 0);
+        return cvt(w, kir_emit(&w->b, KI_OP, KT_F64, ST_OP_ADD, start, prod, -1, -1, 0, 0), t);
+    }
+    case ST_OP_RAND_U:
+    case ST_OP_RAND_N:
+    case ST_OP_RAND_INT: {
+        int seed = iparam(w, P_SEED, n->pos, -1, (int64_t)n->arg.rng.seed);
+        int off = iparam(w, P_ROFF, n->pos, -1, (int64_t)n->arg.rng.offset);
+        int ctr = kir_ibin(&w->b, KI_IADD, off, c->flat);
+        if (n->op == ST_OP_RAND_INT) {
+            int lo = iparam(w, P_RLO, n->pos, -1, n->arg.rng.lo);
+            int hi = iparam(w, P_RHI, n->pos, -1, n->arg.rng.hi);
+            return cvt(w, kir_emit(&w->b, KI_RAND, KT_I64, n->op, seed, ctr, lo, hi, 0, 0), t);
+        }
+        if (t != KT_F32 && t != KT_F64) return fail(w, "random floats of an integer dtype");
+        return kir_emit(&w->b, KI_RAND, t, n->op, seed, ctr, -1, -1, 0, 0);
+    }
+    default:
+        return fail(w, st_ops[n->op].name);
+    }
+}
+
+static int ev(lw *w, st_node *n, lctx *c) {
+    if (w->bad || c->flat < 0) return -1;
+    if (fuse_loads(w->p, n, w->g)) return load(w, n, c->flat);
+    int memo = kir_memo_get(&w->b, MEMO_NODE, (uint64_t)(uintptr_t)n, (uint64_t)c->flat);
+    if (memo >= 0) return memo;
+    if (++w->depth > MAX_DEPTH) return fail(w, "expression too deep");
+    kir_type t = kir_type_of(n->dtype);
+    int v = -1;
+    st_op op = (st_op)n->op;
+    st_op_kind kind = st_ops[op].kind;
+    if (op == ST_OP_VIEW) {
+        v = ev_view(w, n, c);
+    } else if (kind == OPK_SOURCE) {
+        v = round_storage(w, n, ev_source(w, n, c));
+    } else if (op == ST_OP_GATHER) {
+        v = ev_gather(w, n, c);
+    } else if (op == ST_OP_CAST) {
+        int a = ev(w, n->src[0], c);
+        v = round_storage(w, n, a >= 0 && w->b.k->ins[a].type == t ? a : cvt(w, a, t));
+    } else if (st_op_is_elementwise(op)) {
+        int s[3] = {-1, -1, -1};
+        for (int i = 0; i < n->nsrc; i++) {
+            lctx sc = *c;   /* same shape: same flat index and multi-index */
+            if ((s[i] = ev(w, n->src[i], &sc)) < 0) break;
+            if (sc.has_midx && !c->has_midx) *c = sc;
+        }
+        if (s[n->nsrc - 1] >= 0)
+            v = round_storage(w, n, kir_emit(&w->b, KI_OP, t, op, s[0], s[1], s[2], -1, 0, 0));
+    } else if (kind == OPK_REDUCE && n->tag == w->g) {
+        /* a reduction of this group read at another index than its own row's: that row was
+         * stored by an earlier phase of this outer iteration (stitching guarantees the row) */
+        if (!w->p->mat[n->pos] || kir_memo_get(&w->b, MEMO_DONE, (uint64_t)(uintptr_t)n, 0) < 0)
+            return fail(w, "reduction read before it is computed");
+        v = load(w, n, c->flat);
+    } else {
+        return fail(w, st_ops[op].name);
+    }
+    w->depth--;
+    if (v >= 0) kir_memo_put(&w->b, MEMO_NODE, (uint64_t)(uintptr_t)n, (uint64_t)c->flat, v);
+    return v;
+}
+
+/* ---- kernels ---- */
+static void lower_pointwise(lw *w) {
+    int cls = shape_class(w, w->G->outs[0]);
+    if (cls < 0) return;
+    int n = numel_p(w, cls);
+    int i = kir_loop(&w->b, n, -1, 1);
+    lctx c = ctx_flat(i, cls);
+    for (int o = 0; o < w->G->nouts; o++) store(w, w->G->outs[o], i, ev(w, w->G->outs[o], &c));
+    kir_endloop(&w->b);
+    w->L->work = w->G->outs[0]->numel;
+}
+
+/* Input context of element rr of row o (inside the inner loop). */
+static lctx row_ctx(lw *w, const rows *R, int rr) {
+    kir_builder *b = &w->b;
+    lctx ic = ctx_flat(-1, R->scls);
+    ic.row = 1;
+    if (R->suffix) {
+        ic.flat = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, R->o, R->nred), rr);
+        return ic;
+    }
+    int rem = rr;
+    for (int d = R->nd - 1; d >= 0; d--) {
+        if (!(R->axes >> d & 1)) {
+            ic.midx[d] = R->kept[d];
+        } else if (d == R->firstr) {
+            ic.midx[d] = rem;
+        } else {
+            int sz = size_p(w, R->scls, d);
+            ic.midx[d] = kir_ibin(b, KI_IMOD, rem, sz);
+            rem = kir_ibin(b, KI_IDIV, rem, sz);
+        }
+    }
+    int flat = kir_iconst(b, KT_I64, 0);
+    for (int d = 0; d < R->nd; d++)
+        flat = kir_ibin(b, KI_IADD, flat, kir_ibin(b, KI_IMUL, ic.midx[d], cstride_p(w, R->scls, d)));
+    ic.flat = flat;
+    ic.has_midx = 1;
+    return ic;
+}
+
+/* One reduction over row o: accumulator, inner loop, final value (memoized as r at index o and
+ * stored right away when r is materialized, so later phases of the row can load it). */
+static void reduce_phase(lw *w, const rows *R, st_node *r) {
+    kir_builder *b = &w->b;
+    st_node *in = r->src[0];
+    st_op op = (st_op)r->op;
+    kir_type t = kir_type_of(r->dtype), vt = kir_type_of(in->dtype), at = t;
+    int acc = -1, acci = -1;
+    if (op == ST_OP_RSUM || op == ST_OP_RPROD) {
+        at = (vt == KT_F32 || vt == KT_F64) ? KT_F64 : vt == KT_U8 ? KT_U8 : KT_I64;
+        int one = op == ST_OP_RPROD;
+        int init = at == KT_F64 ? kir_fconst(b, at, one) : kir_iconst(b, at, one);
+        acc = kir_emit(b, KI_ACC, at, 0, init, -1, -1, -1, 0, 0);
+    } else if (op == ST_OP_RMAX || op == ST_OP_RMIN) {
+        int mx = op == ST_OP_RMAX, init;
+        at = vt;
+        if (vt == KT_F32 || vt == KT_F64) init = kir_fconst(b, at, mx ? -INFINITY : INFINITY);
+        else if (vt == KT_I32) init = kir_iconst(b, at, mx ? INT32_MIN : INT32_MAX);
+        else if (vt == KT_I64) init = kir_iconst(b, at, mx ? INT64_MIN : INT64_MAX);
+        else init = kir_iconst(b, at, mx ? 0 : 1);
+        acc = kir_emit(b, KI_ACC, at, 0, init, -1, -1, -1, 0, 0);
+    } else {
+        acc = kir_emit(b, KI_ACC, vt, 0, zero_of(w, vt), -1, -1, -1, 0, 0);
+        acci = kir_emit(b, KI_ACC, KT_I64, 0, kir_iconst(b, KT_I64, -1), -1, -1, -1, 0, 0);
+    }
+    int rr = kir_loop(b, R->nred, -1, 0);
+    lctx ic = row_ctx(w, R, rr);
+    int v = ev(w, in, &ic);
+    if (v >= 0) {
+        if (acci >= 0) kir_emit(b, KI_ARGUPD, KT_VOID, 0, acc, acci, v, rr, op, 0);
+        else kir_emit(b, KI_ACCUPD, KT_VOID, 0, acc, cvt(w, v, at), -1, -1, op, 0);
+    }
+    kir_endloop(b);
+    int val = acci >= 0 ? acci : cvt(w, acc, t);
+    if (val < 0) return;
+    kir_memo_put(b, MEMO_NODE, (uint64_t)(uintptr_t)r, (uint64_t)R->o, val);
+    kir_memo_put(b, MEMO_DONE, (uint64_t)(uintptr_t)r, 0, 1);
+    if (w->p->mat[r->pos]) store(w, r, R->o, val);
+}
+
+static int cmp_pos(const void *a, const void *b) {
+    const st_node *x = *(st_node *const *)a, *y = *(st_node *const *)b;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static void lower_reduce(lw *w) {
+    fuse_group *G = w->G;
+    st_node *r = G->anchor, *in = r->src[0];
+    rows R;
+    memset(&R, 0, sizeof R);
+    R.axes = r->arg.red.axes;
+    R.scls = shape_class(w, in);
+    int ocls = shape_class(w, r);
+    if (R.scls < 0 || ocls < 0) return;
+    R.nd = in->ndim;
+    int first = R.nd, firstk = -1;
+    R.firstr = -1;
+    int64_t nred_v = 1;
+    for (int d = 0; d < R.nd; d++) {
+        if (R.axes >> d & 1) {
+            nred_v *= in->shape[d];
+            if (first == R.nd) first = d;
+            if (R.firstr < 0) R.firstr = d;
+        } else if (firstk < 0) {
+            firstk = d;
+        }
+    }
+    R.suffix = true;
+    for (int d = first; d < R.nd; d++) R.suffix = R.suffix && (R.axes >> d & 1);
+    kir_builder *b = &w->b;
+    int nout = numel_p(w, ocls);
+    R.nred = iparam(w, P_NRED, R.scls, -1, nred_v);
+    R.o = kir_loop(b, nout, kir_ibin(b, KI_IMUL, nout, R.nred), 1);
+    w->rows = &R;
+    if (!R.suffix) { /* the kept dims' indices depend only on o */
+        int rem = R.o;
+        for (int d = R.nd - 1; d >= 0; d--) {
+            if (R.axes >> d & 1) continue;
+            if (d == firstk) {
+                R.kept[d] = rem;
+            } else {
+                int sz = size_p(w, R.scls, d);
+                R.kept[d] = kir_ibin(b, KI_IMOD, rem, sz);
+                rem = kir_ibin(b, KI_IDIV, rem, sz);
+            }
+        }
+    }
+    /* phases in region order: a reduction only depends on reductions before it */
+    qsort(G->reds, (size_t)G->nreds, sizeof *G->reds, cmp_pos);
+    for (int k = 0; k < G->nreds && !w->bad; k++) reduce_phase(w, &R, G->reds[k]);
+    /* values over the rows' elements (they may read every reduction of the row) */
+    bool any_in = false;
+    for (int k = 0; k < G->nouts; k++) any_in |= G->out_side[k] == FUSE_OUT_INPUT;
+    if (any_in) {
+        int rr = kir_loop(b, R.nred, -1, 0);
+        lctx ic = row_ctx(w, &R, rr);
+        for (int k = 0; k < G->nouts; k++)
+            if (G->out_side[k] == FUSE_OUT_INPUT) {
+                lctx oc = ic;
+                store(w, G->outs[k], ic.flat, ev(w, G->outs[k], &oc));
+            }
+        kir_endloop(b);
+    }
+    /* the epilogue at the row's output index */
+    for (int k = 0; k < G->nouts; k++) {
+        st_node *x = G->outs[k];
+        if (G->out_side[k] != FUSE_OUT_MAIN || st_ops[x->op].kind == OPK_REDUCE) continue;
+        int xc = shape_class(w, x);
+        if (xc < 0) return;
+        lctx oc = ctx_flat(R.o, xc);
+        store(w, x, R.o, ev(w, x, &oc));
+    }
+    kir_endloop(b);
+    w->rows = NULL;
+    w->L->work = in->numel * (G->nreds + any_in);
+}
+
+static void lower_scatter(lw *w) {
+    st_node *s = w->G->anchor, *base = s->src[0], *index = s->src[1], *vals = s->src[2];
+    int d = s->arg.axis.dim;
+    kir_builder *b = &w->b;
+    int ocls = shape_class(w, s), icls = shape_class(w, index);
+    if (ocls < 0 || icls < 0) return;
+    int i = kir_loop(b, numel_p(w, ocls), -1, 1);
+    lctx c = ctx_flat(i, ocls);
+    store(w, s, i, ev(w, base, &c));
+    kir_endloop(b);
+    /* accumulation in C order of the index: a serial loop */
+    int f = kir_loop(b, numel_p(w, icls), -1, 0);
+    lctx ic = ctx_flat(f, icls);
+    int iv = cvt(w, ev(w, index, &ic), KT_I64);
+    if (iv < 0) return;
+    int valid = kir_ibin(b, KI_LAND, kir_ibin(b, KI_ILE, kir_iconst(b, KT_I64, 0), iv),
+                         kir_ibin(b, KI_ILT, iv, size_p(w, ocls, d)));
+    kir_emit(b, KI_SETERR, KT_VOID, 0, valid, -1, -1, -1, 0, 0);
+    kir_if(b, valid);
+    const int *m = ctx_midx(w, &ic);
+    int dst = kir_iconst(b, KT_I64, 0);
+    for (int k = 0; k < s->ndim; k++)
+        dst = kir_ibin(b, KI_IADD, dst, kir_ibin(b, KI_IMUL, k == d ? iv : m[k], cstride_p(w, ocls, k)));
+    int old = load(w, s, dst), v = ev(w, vals, &ic);
+    if (old >= 0 && v >= 0)
+        store(w, s, dst, kir_emit(b, KI_OP, kir_type_of(s->dtype), ST_OP_ADD, old, v, -1, -1, 0, 0));
+    kir_endif(b);
+    kir_endloop(b);
+    w->L->work = s->numel + index->numel;
+}
+
+static void lower_setview(lw *w) {
+    st_node *sv = w->G->anchor, *base = sv->src[0], *val = sv->src[1];
+    kir_builder *b = &w->b;
+    const st_view_arg *va = &sv->arg.view;
+    w->L->inplace = base->op == ST_OP_BUFFER && base->refcnt == 1 && base->buf &&
+                    base->dtype == sv->dtype && base->numel == sv->numel;
+    int ocls = shape_class(w, sv), vcls = shape_class(w, val);
+    if (ocls < 0 || vcls < 0) return;
+    if (!w->L->inplace) {
+        int i = kir_loop(b, numel_p(w, ocls), -1, 1);
+        lctx c = ctx_flat(i, ocls);
+        store(w, sv, i, ev(w, base, &c));
+        kir_endloop(b);
+    }
+    int f = kir_loop(b, numel_p(w, vcls), -1, 1);
+    lctx vc = ctx_flat(f, vcls);
+    const int *m = ctx_midx(w, &vc);
+    int dst = iparam(w, P_VOFF, sv->pos, -1, va->offset);
+    for (int d = 0; d < val->ndim; d++)
+        dst = kir_ibin(b, KI_IADD, dst, kir_ibin(b, KI_IMUL, m[d], iparam(w, P_VSTR, sv->pos, d, va->strides[d])));
+    int v = ev(w, val, &vc);
+    store(w, sv, dst, v);
+    kir_endloop(b);
+    w->L->work = val->numel + (w->L->inplace ? 0 : sv->numel);
+}
+
+/* A matmul size/stride parameter: returns its slot in a->ints. */
+static int mm_param(lw *w, int *key, int64_t v) {
+    int id = iparam(w, P_MM, (*key)++, 0, v);
+    return id < 0 ? 0 : (int)w->b.k->ins[id].imm;
+}
+
+static void lower_matmul(lw *w) {
+    st_node *mm = w->G->anchor;
+    kir_matmul *k = &w->L->k.mm;
+    int nb = mm->ndim - 2;
+    if (nb < 0) {
+        fail(w, "matmul of fewer than 2 dims");
+        return;
+    }
+    st_node *base[2];
+    int64_t str[2][ST_MAX_DIMS], off[2];
+    for (int i = 0; i < 2; i++) {
+        fuse_mm_operand(mm->src[i], &base[i], str[i], &off[i]);
+        if (base[i]->dtype != mm->dtype) {
+            fail(w, "matmul operand of another dtype");
+            return;
+        }
+    }
+    k->dtype = mm->dtype;
+    k->nbatch = nb;
+    k->a_buf = buf_slot(w, base[0], 0);
+    k->b_buf = buf_slot(w, base[1], 0);
+    k->o_buf = buf_slot(w, mm, 1);
+    int key = 0;
+    k->p_m = mm_param(w, &key, mm->shape[nb]);
+    k->p_n = mm_param(w, &key, mm->shape[nb + 1]);
+    k->p_k = mm_param(w, &key, mm->src[0]->shape[nb + 1]);
+    k->p_bsize = w->L->k.nints;   /* the next params get consecutive slots: their keys are new */
+    for (int d = 0; d < nb; d++) mm_param(w, &key, mm->shape[d]);
+    k->p_astr = w->L->k.nints;
+    for (int d = 0; d < nb + 2; d++) mm_param(w, &key, str[0][d]);
+    k->p_bstr = w->L->k.nints;
+    for (int d = 0; d < nb + 2; d++) mm_param(w, &key, str[1][d]);
+    k->p_aoff = mm_param(w, &key, off[0]);
+    k->p_boff = mm_param(w, &key, off[1]);
+    k->b_unit = str[1][nb + 1] == 1;
+    w->L->work = mm->numel * mm->src[0]->shape[nb + 1];
+}
+
+/* "k3_add_exp_sum": the group's ops, in order, without views and leaves. */
+static st_status name_op(st_node *n, void *ud) {
+    char *name = ud;
+    if (n->op == ST_OP_VIEW || st_ops[n->op].kind == OPK_SOURCE) return ST_OK;
+    const char *s = st_ops[n->op].name;
+    size_t len = strlen(name), sl = strlen(s);
+    const char *last = strrchr(name, '_');
+    if (last && !strcmp(last + 1, s)) return ST_OK;
+    if (len + sl + 2 < 40) snprintf(name + len, 64 - len, "_%s", s);
+    return ST_OK;
+}
+
+static void shape_comment(fuse_group *G, kir_kernel *k) {
+    static const char *kinds[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add", "setview"};
+    const st_node *o = G->anchor ? G->anchor : G->outs[0];
+    int n = snprintf(k->comment, sizeof k->comment, "%s; out: (", kinds[G->kind]);
+    for (int d = 0; d < o->ndim && n < 120; d++)
+        n += snprintf(k->comment + n, sizeof k->comment - (size_t)n, "%sd%d", d ? ", " : "", d);
+    snprintf(k->comment + n, sizeof k->comment - (size_t)n, ") %s, %d output%s", st_dtypes[o->dtype].name,
+             G->nouts, G->nouts == 1 ? "" : "s");
+}
+
+st_status fuse_lower(fuse_plan *p, int g, fuse_launch *out) {
+    memset(out, 0, sizeof *out);
+    fuse_group *G = &p->groups[g];
+    static const kir_kind kk[FG_KIND_COUNT] = {KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW};
+    lw *w = st_calloc(1, sizeof *w);
+    if (!w) return st_last_status();
+    w->p = p;
+    w->g = g;
+    w->G = G;
+    w->L = out;
+    st_status s = kir_builder_init(&w->b, &out->k, kk[G->kind]);
+    if (s == ST_OK) {
+        switch (G->kind) {
+        case FG_POINTWISE: lower_pointwise(w); break;
+        case FG_REDUCE: lower_reduce(w); break;
+        case FG_MATMUL: lower_matmul(w); break;
+        case FG_SCATTER: lower_scatter(w); break;
+        case FG_SETVIEW: lower_setview(w); break;
+        default: fail(w, "group kind"); break;
+        }
+        if (w->b.failed && !w->bad) fail(w, "out of memory");
+        if (w->bad) s = st_last_status() != ST_OK ? st_last_status() : ST_ERR_INTERNAL;
+    }
+    kir_builder_free(&w->b);
+    st_free(w);
+    if (s == ST_OK) {
+        snprintf(out->name, sizeof out->name, "k%d", g);
+        fuse_group_nodes(p, g, name_op, out->name);
+        shape_comment(G, &out->k);
+    } else {
+        fuse_launch_free(out);
+    }
+    return s;
+}
+
+void fuse_launch_free(fuse_launch *l) {
+    kir_kernel_free(&l->k);
+    st_free(l->ints);
+    st_free(l->flts);
+    l->ints = NULL;
+    l->flts = NULL;
+}

@@ -1,0 +1,534 @@
+/*
+ * partition.c — cuts a flushed region into fusion groups and decides what is materialized.
+ *
+ * One pass over the region in reverse topological order (consumers before producers), so when a
+ * node is decided every consumer already belongs to a group:
+ *   - free nodes (VIEWs and sources that are not targets and not needed as buffers) belong to no
+ *     group; each group reading them evaluates them inline;
+ *   - an anchor (REDUCE, MATMUL, SCATTER_ADD, SETVIEW) starts its own group, except a reduction
+ *     whose consumers are all in one pointwise group over as many elements as the reduction
+ *     produces and reach it only through elementwise ops and flat reshapes: that group becomes
+ *     the reduction's epilogue (`x:sum(2):exp()` is one kernel); and a reduction whose consumers
+ *     all lie in one group over the same rows (a pointwise group of the reduction's input shape,
+ *     or a reduce group with the same input shape and axes) and read it only through "row
+ *     broadcasts" (a view that maps every element of a row to that row's result): it is stitched
+ *     into that group, which computes its rows one after another (softmax, layernorm: 1 kernel);
+ *   - any other node whose consumers all lie in one group (and that is not a target and not
+ *     needed as a buffer) is inlined into it; otherwise it is materialized and joins a compatible
+ *     group (same pointwise domain, or the input domain of a reduction, which stores it while
+ *     reducing) when that creates no cycle, else it starts a new pointwise group.
+ * Invariant: the group graph stays acyclic — a materialized node joins group g only if no path
+ * leaves it through another group and comes back into g. Then groups are ordered topologically.
+ */
+#include "fuser.h"
+
+static bool is_anchor(const st_node *n) {
+    st_op_kind k = st_ops[n->op].kind;
+    return k == OPK_REDUCE || k == OPK_MATMUL || n->op == ST_OP_SCATTER_ADD || n->op == ST_OP_SETVIEW;
+}
+static bool is_free_kind(const st_node *n) {
+    return n->op == ST_OP_VIEW || (st_ops[n->op].kind == OPK_SOURCE && n->op != ST_OP_BUFFER);
+}
+static bool same_shape(int nd, const int64_t *a, int nd2, const int64_t *b) {
+    if (nd != nd2) return false;
+    for (int i = 0; i < nd; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+bool fuse_view_is_flat(const st_node *v) {
+    if (v->op != ST_OP_VIEW) return false;
+    const st_view_arg *va = &v->arg.view;
+    if (va->has_mask || va->offset != 0 || v->numel != v->src[0]->numel) return false;
+    int64_t cs[ST_MAX_DIMS];
+    st_contig_strides(v->ndim, v->shape, cs);
+    for (int d = 0; d < v->ndim; d++)
+        if (v->shape[d] != 1 && va->strides[d] != cs[d]) return false;
+    return true;
+}
+
+void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset) {
+    st_node *n = src;
+    int64_t off = 0;
+    st_contig_strides(src->ndim, src->shape, strides);
+    bool ident = true; /* the mapping is contiguous over n's shape, which equals src's */
+    while (n->op == ST_OP_VIEW && !(n->flags & NODE_TARGET) && !n->arg.view.has_mask) {
+        if (fuse_view_is_flat(n)) {
+            ident = ident && same_shape(n->src[0]->ndim, n->src[0]->shape, src->ndim, src->shape);
+            n = n->src[0];
+            continue;
+        }
+        if (!ident) break;
+        for (int d = 0; d < src->ndim; d++) strides[d] = n->arg.view.strides[d];
+        off = n->arg.view.offset;
+        ident = false;
+        n = n->src[0];
+    }
+    *base = n;
+    *offset = off;
+}
+
+/* ---- groups ---- */
+static int new_group(fuse_plan *p, fuse_group_kind kind, st_node *anchor, const st_node *dom) {
+    if (p->ngroups == p->capgroups) {
+        int cap = p->capgroups ? p->capgroups * 2 : 16;
+        fuse_group *g = st_realloc(p->groups, (size_t)cap * sizeof *g);
+        if (!g) return -1;
+        p->groups = g;
+        p->capgroups = cap;
+    }
+    fuse_group *g = &p->groups[p->ngroups];
+    memset(g, 0, sizeof *g);
+    g->kind = kind;
+    g->anchor = anchor;
+    g->ndim = dom->ndim;
+    memcpy(g->shape, dom->shape, sizeof g->shape);
+    return p->ngroups++;
+}
+
+static int add_out(fuse_plan *p, int gi, st_node *n, int side) {
+    fuse_group *g = &p->groups[gi];
+    if (g->nouts == g->capouts) {
+        int cap = g->capouts ? g->capouts * 2 : 4;
+        st_node **o = st_realloc(g->outs, (size_t)cap * sizeof *o);
+        if (!o) return -1;
+        g->outs = o;
+        uint8_t *s = st_realloc(g->out_side, (size_t)cap);
+        if (!s) return -1;
+        g->out_side = s;
+        g->capouts = cap;
+    }
+    g->outs[g->nouts] = n;
+    g->out_side[g->nouts++] = (uint8_t)side;
+    n->tag = gi;
+    p->mat[n->pos] = 1;
+    return 0;
+}
+
+static int combine(int s, int t) {
+    if (t == -1) return s;
+    if (s == -1) return t;
+    return s == t ? s : -2;
+}
+/* The groups that evaluate x's consumers: -1 none, g, or -2 for several. */
+static int consumer_summary(const fuse_plan *p, const st_node *x) {
+    int s = -1;
+    for (int k = p->cons_off[x->pos]; k < p->cons_off[x->pos + 1]; k++) {
+        const st_node *c = p->r->nodes[p->cons[k]];
+        s = combine(s, fuse_is_free(p, c) ? p->cg[c->pos] : c->tag);
+    }
+    return s;
+}
+
+/* ---- DFS helpers over consumers ---- */
+typedef struct dfs_ent { int pos; int left; } dfs_ent;
+static dfs_ent *dfs_stack;   /* reused between calls; freed by fuse_plan_free */
+static int dfs_cap;
+
+static int dfs_push(int *top, int pos, int left) {
+    if (*top == dfs_cap) {
+        int cap = dfs_cap ? dfs_cap * 2 : 256;
+        dfs_ent *s = st_realloc(dfs_stack, (size_t)cap * sizeof *s);
+        if (!s) return -1;
+        dfs_stack = s;
+        dfs_cap = cap;
+    }
+    dfs_stack[(*top)++] = (dfs_ent){pos, left};
+    return 0;
+}
+
+/* Can reduction x become the head of pointwise group g's epilogue? Every path from x must go
+ * through elementwise ops of g or free flat reshapes evaluated only by g, so g reads x at the
+ * very flat index the reduction produces. */
+static bool epilogue_ok(fuse_plan *p, const st_node *x, int g) {
+    uint32_t st = ++p->stamp_now;
+    int top = 0;
+    if (dfs_push(&top, x->pos, 0)) return false;
+    while (top) {
+        int pos = dfs_stack[--top].pos;
+        const st_node *y = p->r->nodes[pos];
+        for (int k = p->cons_off[pos]; k < p->cons_off[pos + 1]; k++) {
+            const st_node *c = p->r->nodes[p->cons[k]];
+            if (p->stamp[c->pos] == st) continue;
+            p->stamp[c->pos] = st;
+            if (fuse_is_free(p, c)) {
+                if (p->cg[c->pos] != g || !fuse_view_is_flat(c)) return false;
+            } else if (c->tag != g) {
+                if (y == x || !p->mat[y->pos]) return false; /* others must load y */
+                continue;
+            } else if (!st_op_is_elementwise(c->op)) {
+                return false;
+            }
+            if (dfs_push(&top, c->pos, 0)) return false;
+        }
+    }
+    return true;
+}
+
+/* Is view c (over a node of reduction x's shape) a row broadcast: input shape, and each element
+ * of row o reads element o of x? */
+static bool row_broadcast(const st_node *c, const st_node *x) {
+    const st_node *in = x->src[0];
+    const st_view_arg *va = &c->arg.view;
+    if (c->op != ST_OP_VIEW || va->has_mask || va->offset != 0 ||
+        !same_shape(c->ndim, c->shape, in->ndim, in->shape) ||
+        !same_shape(c->src[0]->ndim, c->src[0]->shape, x->ndim, x->shape))
+        return false;
+    int64_t cs[ST_MAX_DIMS];
+    st_contig_strides(x->ndim, x->shape, cs);
+    for (int d = 0; d < c->ndim; d++) {
+        if (c->shape[d] == 1) continue;
+        int64_t want = (x->arg.red.axes >> d & 1) ? 0 : cs[d];
+        if (va->strides[d] != want) return false;
+    }
+    return true;
+}
+
+/* Can reduction x be stitched into group g? Every path from x must go through elementwise ops
+ * of g over x's shape and end in a free row broadcast that only g evaluates. */
+static bool stitch_ok(fuse_plan *p, const st_node *x, int g) {
+    uint32_t st = ++p->stamp_now;
+    int top = 0;
+    if (dfs_push(&top, x->pos, 0)) return false;
+    while (top) {
+        int pos = dfs_stack[--top].pos;
+        for (int k = p->cons_off[pos]; k < p->cons_off[pos + 1]; k++) {
+            const st_node *c = p->r->nodes[p->cons[k]];
+            if (p->stamp[c->pos] == st) continue;
+            p->stamp[c->pos] = st;
+            if (fuse_is_free(p, c)) {
+                if (p->cg[c->pos] != g || !row_broadcast(c, x)) return false;
+                continue;
+            }
+            if (c->tag != g || !st_op_is_elementwise(c->op) ||
+                !same_shape(c->ndim, c->shape, x->ndim, x->shape))
+                return false;
+            if (dfs_push(&top, c->pos, 0)) return false;
+        }
+    }
+    return true;
+}
+
+static int add_red(fuse_plan *p, int gi, st_node *x) {
+    fuse_group *g = &p->groups[gi];
+    if (g->nreds == g->capreds) {
+        int cap = g->capreds ? g->capreds * 2 : 4;
+        st_node **r = st_realloc(g->reds, (size_t)cap * sizeof *r);
+        if (!r) return -1;
+        g->reds = r;
+        g->capreds = cap;
+    }
+    g->reds[g->nreds++] = x;
+    x->tag = gi;
+    return 0;
+}
+
+/* Would making x (materialized) part of group g close a cycle? True when some path leaves x
+ * through a node of another group and reaches g again. */
+static bool creates_cycle(fuse_plan *p, const st_node *x, int g) {
+    uint32_t st0 = ++p->stamp_now, st1 = ++p->stamp_now;
+    int top = 0;
+    if (dfs_push(&top, x->pos, 0)) return true;
+    while (top) {
+        dfs_ent e = dfs_stack[--top];
+        for (int k = p->cons_off[e.pos]; k < p->cons_off[e.pos + 1]; k++) {
+            const st_node *c = p->r->nodes[p->cons[k]];
+            bool free_c = fuse_is_free(p, c);
+            if (!free_c && c->tag == g) {
+                if (e.left) return true;
+                continue;
+            }
+            int left = e.left || !free_c;
+            uint32_t mark = left ? st1 : st0;
+            /* a node seen with left=1 need not be revisited; left=0 visits are a subset */
+            if (p->stamp[c->pos] == st1 || p->stamp[c->pos] == mark) continue;
+            p->stamp[c->pos] = mark;
+            if (dfs_push(&top, c->pos, left)) return true;
+        }
+    }
+    return false;
+}
+
+/* Output side x would have in group g, or -1 if g cannot compute x. */
+static int join_side(const fuse_plan *p, const st_node *x, int g) {
+    const fuse_group *G = &p->groups[g];
+    if (G->kind == FG_POINTWISE)
+        return same_shape(x->ndim, x->shape, G->ndim, G->shape) ? FUSE_OUT_MAIN : -1;
+    if (G->kind == FG_REDUCE) {
+        const st_node *in = G->anchor->src[0];
+        return same_shape(x->ndim, x->shape, in->ndim, in->shape) ? FUSE_OUT_INPUT : -1;
+    }
+    return -1;
+}
+
+/* Materializes x: joins the group of its consumers, a recent sibling, or a new group. */
+static int materialize(fuse_plan *p, st_node *x) {
+    int cand[16], nc = 0;
+    for (int k = p->cons_off[x->pos]; k < p->cons_off[x->pos + 1] && nc < 8; k++) {
+        const st_node *c = p->r->nodes[p->cons[k]];
+        int t = fuse_is_free(p, c) ? p->cg[c->pos] : c->tag;
+        if (t >= 0) cand[nc++] = t;
+    }
+    for (int g = p->ngroups - 1; g >= 0 && g >= p->ngroups - 8; g--) cand[nc++] = g;
+    for (int i = 0; i < nc; i++) {
+        int g = cand[i], dup = 0;
+        for (int j = 0; j < i; j++) dup |= cand[j] == g;
+        if (dup) continue;
+        int side = join_side(p, x, g);
+        if (side < 0 || creates_cycle(p, x, g)) continue;
+        return add_out(p, g, x, side);
+    }
+    int g = new_group(p, FG_POINTWISE, NULL, x);
+    return g < 0 ? -1 : add_out(p, g, x, FUSE_OUT_MAIN);
+}
+
+static int place(fuse_plan *p, st_node *x) {
+    int pos = x->pos;
+    bool keep = (x->flags & NODE_TARGET) || p->need[pos];
+    int s = consumer_summary(p, x);
+    x->tag = -1;
+    if (is_free_kind(x) && !keep && s != -1) {
+        p->cg[pos] = s;
+        return 0;
+    }
+    if (is_anchor(x)) {
+        bool red = st_ops[x->op].kind == OPK_REDUCE;
+        fuse_group *G = s >= 0 ? &p->groups[s] : NULL;
+        const st_node *in = x->src[0];
+        if (red && G && G->kind == FG_POINTWISE && st_shape_numel(G->ndim, G->shape) == x->numel &&
+            epilogue_ok(p, x, s)) {
+            G->kind = FG_REDUCE;
+            G->anchor = x;
+            if (add_red(p, s, x) || (keep && add_out(p, s, x, FUSE_OUT_MAIN))) return -1;
+        } else if (red && G &&
+                   ((G->kind == FG_POINTWISE && same_shape(G->ndim, G->shape, in->ndim, in->shape)) ||
+                    (G->kind == FG_REDUCE && G->anchor->arg.red.axes == x->arg.red.axes &&
+                     same_shape(G->anchor->src[0]->ndim, G->anchor->src[0]->shape, in->ndim, in->shape))) &&
+                   stitch_ok(p, x, s)) {
+            if (G->kind == FG_POINTWISE) { /* its outputs are over the rows: computed last */
+                G->kind = FG_REDUCE;
+                G->anchor = x;
+                for (int i = 0; i < G->nouts; i++) G->out_side[i] = FUSE_OUT_INPUT;
+            }
+            /* later rows' phases read it from its buffer: always materialized */
+            if (add_red(p, s, x) || add_out(p, s, x, FUSE_OUT_MAIN)) return -1;
+        } else {
+            fuse_group_kind k = x->op == ST_OP_MATMUL ? FG_MATMUL
+                              : x->op == ST_OP_SCATTER_ADD ? FG_SCATTER
+                              : x->op == ST_OP_SETVIEW ? FG_SETVIEW : FG_REDUCE;
+            int g = new_group(p, k, x, x);
+            if (g < 0 || add_out(p, g, x, FUSE_OUT_MAIN) || (red && add_red(p, g, x))) return -1;
+        }
+        if (x->op == ST_OP_MATMUL) {
+            for (int i = 0; i < 2; i++) {
+                st_node *base;
+                int64_t str[ST_MAX_DIMS], off;
+                fuse_mm_operand(x->src[i], &base, str, &off);
+                if (fuse_in_region(base)) p->need[base->pos] = 1;
+            }
+        }
+    } else if (!keep && s >= 0 && p->groups[s].kind != FG_MATMUL) {
+        x->tag = s; /* inlined */
+    } else if (materialize(p, x)) {
+        return -1;
+    }
+    p->cg[pos] = x->tag;
+    return 0;
+}
+
+/* ---- what a group evaluates, and the order of groups ---- */
+static int *walk_buf;
+static int walk_cap;
+
+/* Positions of the nodes group g evaluates, sorted; returns the count or -1 (OOM). */
+static int group_walk(fuse_plan *p, int g) {
+    fuse_group *G = &p->groups[g];
+    uint32_t st = ++p->stamp_now;
+    int n = 0, top = 0;
+    int need = p->r->n;
+    if (walk_cap < 2 * need) {
+        int *w = st_realloc(walk_buf, (size_t)2 * need * sizeof *w);
+        if (!w) return -1;
+        walk_buf = w;
+        walk_cap = 2 * need;
+    }
+    int *out = walk_buf, *stack = walk_buf + need;
+    for (int i = 0; i <= G->nouts + G->nreds; i++) {
+        st_node *root = i < G->nouts ? G->outs[i] : i < G->nouts + G->nreds ? G->reds[i - G->nouts] : G->anchor;
+        if (!root || p->stamp[root->pos] == st) continue;
+        p->stamp[root->pos] = st;
+        stack[top++] = root->pos;
+    }
+    while (top) {
+        int pos = stack[--top];
+        out[n++] = pos;
+        st_node *y = p->r->nodes[pos];
+        for (int k = 0; k < y->nsrc; k++) {
+            st_node *s = y->src[k];
+            if (fuse_loads(p, s, g) || p->stamp[s->pos] == st) continue;
+            p->stamp[s->pos] = st;
+            stack[top++] = s->pos;
+        }
+    }
+    /* insertion sort is fine for small groups; use a counting pass for big ones */
+    if (n > 64) {
+        int m = 0;
+        for (int i = 0; i < p->r->n; i++)
+            if (p->stamp[i] == st) out[m++] = i;
+        return m;
+    }
+    for (int i = 1; i < n; i++) {
+        int v = out[i], j = i;
+        while (j > 0 && out[j - 1] > v) { out[j] = out[j - 1]; j--; }
+        out[j] = v;
+    }
+    return n;
+}
+
+st_status fuse_group_nodes(fuse_plan *p, int g, st_status (*fn)(st_node *n, void *ud), void *ud) {
+    int n = group_walk(p, g);
+    if (n < 0) return st_last_status();
+    /* fn may call back into the fuser: copy the list first */
+    int *copy = st_malloc((size_t)(n ? n : 1) * sizeof *copy);
+    if (!copy) return st_last_status();
+    memcpy(copy, walk_buf, (size_t)n * sizeof *copy);
+    st_status s = ST_OK;
+    for (int i = 0; i < n && s == ST_OK; i++) s = fn(p->r->nodes[copy[i]], ud);
+    st_free(copy);
+    return s;
+}
+
+static st_status order_groups(fuse_plan *p) {
+    int ng = p->ngroups;
+    int *indeg = st_calloc((size_t)ng + 1, sizeof *indeg);
+    int *eu = NULL, *eh = NULL, ne = 0, cape = 0;
+    int *adj_off = st_calloc((size_t)ng + 1, sizeof *adj_off), *adj = NULL;
+    uint8_t *done = st_calloc((size_t)ng + 1, 1);
+    p->order = st_malloc(((size_t)ng + 1) * sizeof *p->order);
+    st_status s = ST_OK;
+    if (!indeg || !adj_off || !done || !p->order) goto oom;
+    for (int h = 0; h < ng; h++) {
+        int n = group_walk(p, h);
+        if (n < 0) goto oom;
+        for (int i = 0; i < n; i++) {
+            st_node *y = p->r->nodes[walk_buf[i]];
+            for (int k = 0; k < y->nsrc; k++) {
+                st_node *src = y->src[k];
+                if (!fuse_in_region(src) || !fuse_loads(p, src, h)) continue;
+                if (ne == cape) {
+                    cape = cape ? cape * 2 : 64;
+                    int *a = st_realloc(eu, (size_t)cape * sizeof *a);
+                    if (!a) goto oom;
+                    eu = a;
+                    int *b = st_realloc(eh, (size_t)cape * sizeof *b);
+                    if (!b) goto oom;
+                    eh = b;
+                }
+                eu[ne] = src->tag;
+                eh[ne++] = h;
+            }
+        }
+    }
+    adj = st_malloc(((size_t)ne + 1) * sizeof *adj);
+    if (!adj) goto oom;
+    for (int e = 0; e < ne; e++) {
+        adj_off[eu[e] + 1]++;
+        indeg[eh[e]]++;
+    }
+    for (int g = 0; g < ng; g++) adj_off[g + 1] += adj_off[g];
+    {
+        int *fill = st_malloc(((size_t)ng + 1) * sizeof *fill);
+        if (!fill) goto oom;
+        memcpy(fill, adj_off, (size_t)ng * sizeof *fill);
+        for (int e = 0; e < ne; e++) adj[fill[eu[e]]++] = eh[e];
+        st_free(fill);
+    }
+    /* Kahn's algorithm; among ready groups take the newest (producers were created last), so a
+     * producer runs right before its consumers. */
+    for (int k = 0; k < ng; k++) {
+        int pick = -1;
+        for (int g = ng - 1; g >= 0; g--)
+            if (!done[g] && indeg[g] == 0) { pick = g; break; }
+        if (pick < 0) {
+            s = st_error(ST_ERR_INTERNAL, "fuser: cycle between fusion groups");
+            goto out;
+        }
+        done[pick] = 1;
+        p->order[k] = pick;
+        for (int e = adj_off[pick]; e < adj_off[pick + 1]; e++) indeg[adj[e]]--;
+    }
+    goto out;
+oom:
+    s = st_last_status();
+out:
+    st_free(indeg);
+    st_free(eu);
+    st_free(eh);
+    st_free(adj_off);
+    st_free(adj);
+    st_free(done);
+    return s;
+}
+
+st_status fuse_partition(st_region *r, fuse_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->r = r;
+    int n = r->n;
+    p->mat = st_calloc((size_t)n + 1, 1);
+    p->need = st_calloc((size_t)n + 1, 1);
+    p->cg = st_malloc(((size_t)n + 1) * sizeof *p->cg);
+    p->cons_off = st_calloc((size_t)n + 2, sizeof *p->cons_off);
+    p->stamp = st_calloc((size_t)n + 1, sizeof *p->stamp);
+    if (!p->mat || !p->need || !p->cg || !p->cons_off || !p->stamp) return st_last_status();
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        st_node *x = r->nodes[i];
+        x->tag = -1;
+        p->cg[i] = -1;
+        for (int k = 0; k < x->nsrc; k++)
+            if (fuse_in_region(x->src[k])) {
+                p->cons_off[x->src[k]->pos + 1]++;
+                total++;
+            }
+    }
+    for (int i = 0; i < n; i++) p->cons_off[i + 1] += p->cons_off[i];
+    p->cons = st_malloc(((size_t)total + 1) * sizeof *p->cons);
+    int *fill = st_malloc(((size_t)n + 1) * sizeof *fill);
+    if (!p->cons || !fill) {
+        st_free(fill);
+        return st_last_status();
+    }
+    memcpy(fill, p->cons_off, (size_t)n * sizeof *fill);
+    for (int i = 0; i < n; i++) {
+        st_node *x = r->nodes[i];
+        for (int k = 0; k < x->nsrc; k++)
+            if (fuse_in_region(x->src[k])) p->cons[fill[x->src[k]->pos]++] = i;
+    }
+    st_free(fill);
+    for (int i = n - 1; i >= 0; i--)
+        if (place(p, r->nodes[i])) return st_last_status();
+    return order_groups(p);
+}
+
+void fuse_plan_free(fuse_plan *p) {
+    for (int g = 0; g < p->ngroups; g++) {
+        st_free(p->groups[g].outs);
+        st_free(p->groups[g].out_side);
+        st_free(p->groups[g].reds);
+    }
+    st_free(p->groups);
+    st_free(p->order);
+    st_free(p->mat);
+    st_free(p->need);
+    st_free(p->cg);
+    st_free(p->cons_off);
+    st_free(p->cons);
+    st_free(p->stamp);
+    st_free(dfs_stack);
+    dfs_stack = NULL;
+    dfs_cap = 0;
+    st_free(walk_buf);
+    walk_buf = NULL;
+    walk_cap = 0;
+    memset(p, 0, sizeof *p);
+}
