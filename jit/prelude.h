@@ -132,10 +132,16 @@ static inline float st_expm1f_(float x) {
     return (x == x && x != 0.0f) ? y : x;               /* NaN, and -0 stays -0 */
 }
 static inline float st_tanhf_(float x) {
+    /* expm1(2|x|) inlined for |x| <= 10 (no overflow branch, so no second exp per vector lane). */
     float a = fabsf(x);
     a = a > 10.0f ? 10.0f : a;                              /* tanh(10) == 1.0f */
-    float t = st_expm1f_(2.0f * a);
-    return copysignf(t / (t + 2.0f), x);
+    a = a == a ? a : 0.0f;
+    int32_t n;
+    float q = st_exp_reduce_(2.0f * a, &n);
+    float s = st_bitsf_((uint32_t)(n + 127) << 23);
+    float t = s * q + (s - 1.0f);
+    float r = copysignf(t / (t + 2.0f), x);
+    return x == x ? r : x;
 }
 /* ---- float log: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(f / (2 + f)) ---- */
 static inline float st_logf_(float x) {

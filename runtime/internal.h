@@ -78,6 +78,7 @@ typedef struct st_buffer {
 } st_buffer;
 ST_INTERNAL st_buffer *st_buffer_new(size_t nbytes); /* poisoned when poisoning is on */
 ST_INTERNAL void st_buffer_release(st_buffer *b);
+ST_INTERNAL void st_mem_trim(void);   /* free the cache of released data blocks */
 static inline st_buffer *st_buffer_retain(st_buffer *b) { b->refcnt++; return b; }
 
 /* ---- statistics and global state ---- */

@@ -4,9 +4,13 @@
  * Every host allocation of the runtime goes through st_malloc & co. so that (a) failure is an
  * ST_ERR_OOM error and never a crash, (b) a test can fail the Nth allocation (st_debug_fail_alloc),
  * (c) a garbage-collected host gets one chance to free memory before a failure (st_set_oom_handler).
- * Buffers are 64-byte aligned and counted in st_stats_g.bytes_in_use / bytes_peak.
+ * Buffers are 64-byte aligned and counted in st_stats_g.bytes_in_use / bytes_peak. Freed data
+ * blocks are kept in a small cache keyed by size (a training loop allocates the same sizes every
+ * step; fresh pages cost a page fault each, more than the kernel that writes them), and large
+ * blocks are 2 MiB aligned and asked for transparent huge pages.
  */
 #include "internal.h"
+#include <sys/mman.h>
 
 static int64_t fail_countdown;              /* 0: off; 1: fail the next allocation */
 static int (*oom_handler)(size_t, void *);
@@ -32,6 +36,8 @@ static void *with_retry(size_t n, void *(*fn)(void *, size_t), void *arg) {
     if (injected_failure()) goto fail;
     void *p = fn(arg, n);
     if (p || n == 0) return p;
+    st_mem_trim();
+    if ((p = fn(arg, n))) return p;
     if (oom_handler && oom_handler(n, oom_ud)) {
         p = fn(arg, n);
         if (p) return p;
@@ -64,9 +70,54 @@ char *st_strdup(const char *s) {
     return p;
 }
 
+#define HUGE_MIN ((size_t)2 << 20)
+#define CACHE_SLOTS 32
+#define CACHE_MAX_BYTES ((size_t)1 << 30)
+static struct { void *p; size_t n; } block_cache[CACHE_SLOTS];
+static int cache_count;
+static size_t cache_bytes;
+
+static size_t block_size(size_t n) {
+    return n >= HUGE_MIN ? (n + HUGE_MIN - 1) & ~(HUGE_MIN - 1) : (n + 63) & ~(size_t)63;
+}
+
 static void *do_aligned(void *unused, size_t n) {
     (void)unused;
-    return aligned_alloc(64, (n + 63) & ~(size_t)63);
+    size_t sz = block_size(n);
+    for (int i = 0; i < cache_count; i++)
+        if (block_cache[i].n == sz) {
+            void *p = block_cache[i].p;
+            cache_bytes -= sz;
+            block_cache[i] = block_cache[--cache_count];
+            return p;
+        }
+    void *p = aligned_alloc(n >= HUGE_MIN ? HUGE_MIN : 64, sz);
+#ifdef MADV_HUGEPAGE
+    if (p && n >= HUGE_MIN) madvise(p, sz, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void block_free(void *p, size_t n) {
+    size_t sz = block_size(n);
+    if (sz >= 4096 && sz <= CACHE_MAX_BYTES / 4) {
+        while (cache_count && (cache_count == CACHE_SLOTS || cache_bytes + sz > CACHE_MAX_BYTES)) {
+            cache_bytes -= block_cache[0].n;
+            free(block_cache[0].p);
+            block_cache[0] = block_cache[--cache_count];
+        }
+        block_cache[cache_count].p = p;
+        block_cache[cache_count++].n = sz;
+        cache_bytes += sz;
+        return;
+    }
+    free(p);
+}
+
+void st_mem_trim(void) {
+    for (int i = 0; i < cache_count; i++) free(block_cache[i].p);
+    cache_count = 0;
+    cache_bytes = 0;
 }
 
 st_buffer *st_buffer_new(size_t nbytes) {
@@ -92,6 +143,6 @@ void st_buffer_release(st_buffer *b) {
     if (!b || --b->refcnt > 0) return;
     st_stats_g.bytes_in_use -= b->nbytes;
     if (alloc_observer) alloc_observer(-(int64_t)b->nbytes, observer_ud);
-    free(b->data);
+    block_free(b->data, b->nbytes ? b->nbytes : 1);
     free(b);
 }

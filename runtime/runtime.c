@@ -60,4 +60,7 @@ void st_manual_seed(uint64_t seed) {
 }
 
 /* Frees the caches; tensors still alive stay valid (their pending work runs when read). */
-void st_shutdown(void) { jit_shutdown(); }
+void st_shutdown(void) {
+    jit_shutdown();
+    st_mem_trim();
+}
