@@ -90,7 +90,7 @@ test: all $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 fuzz: all $(BUILD)/tests/test_fuzz
-	$(BUILD)/tests/test_fuzz --graphs $(or $(N),20000) --seed $(or $(SEED),1)
+	$(BUILD)/tests/test_fuzz --graphs $(or $(N),20000) --seed $(or $(SEED),1) $(if $(J),--jit-every $(J))
 
 demo: all
 	$(BUILD)/stitch examples/demo.lua
