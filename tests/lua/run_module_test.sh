@@ -4,7 +4,11 @@ BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 1
 if ! command -v lua5.4 >/dev/null; then echo "FAIL module_require: lua5.4 not installed"; exit 1; fi
 if [ ! -f "$BUILD/stitch.so" ]; then echo "FAIL module_require: $BUILD/stitch.so not built"; exit 1; fi
-out=$(LUA_CPATH="$BUILD/?.so" lua5.4 -e '
+# A sanitizer build of the module needs the sanitizer runtimes loaded before the (uninstrumented)
+# interpreter starts.
+pre=""
+case "$BUILD" in *san*) pre="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)" ;; esac
+out=$(LD_PRELOAD="$pre" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" LUA_CPATH="$BUILD/?.so" lua5.4 -e '
 local st = require "stitch"
 local y = st.ones(2) + 1
 print(y)
