@@ -156,19 +156,21 @@ st_tensor *st_where(st_tensor *c, st_tensor *a, st_tensor *b) {
     return st_tensor_from_node(n);
 }
 
+/* r op bound, the bound weak: an integral bound keeps an integer tensor's dtype. */
+static st_tensor *clamp_step(st_op op, st_tensor *r, double bound) {
+    st_tensor *c = !st_is_float((st_dtype)r->dtype) && bound == floor(bound) && fabs(bound) < 9e18
+                       ? st_weak_scalar_i((int64_t)bound) : st_weak_scalar_f(bound);
+    st_tensor *t = c ? binary(op, r, c) : NULL;
+    st_release(c);
+    st_release(r);
+    return t;
+}
+
 st_tensor *st_clamp(st_tensor *a, double lo, double hi) {
     if (!check_arg("clamp", a)) return NULL;
-    st_tensor *r = st_retain(a), *t;
-    if (!isnan(lo)) {
-        t = binary_s(ST_OP_MAX, r, lo, 0);
-        st_release(r);
-        if (!(r = t)) return NULL;
-    }
-    if (!isnan(hi)) {
-        t = binary_s(ST_OP_MIN, r, hi, 0);
-        st_release(r);
-        r = t;
-    }
+    st_tensor *r = st_retain(a);
+    if (!isnan(lo) && !(r = clamp_step(ST_OP_MAX, r, lo))) return NULL;
+    if (!isnan(hi) && !(r = clamp_step(ST_OP_MIN, r, hi))) return NULL;
     if (r == a) { /* neither bound: still a new tensor */
         st_release(r);
         return st_cast(a, (st_dtype)a->dtype);

@@ -680,6 +680,9 @@ TEST(where_clamp) {
     CHECK(y != a);
     st_tensor *i = MK(ST_I64, 1, SH(4), -5, 0, 3, 9);
     y = K(st_clamp(i, 0, 5)); EXPECT(y, 0, 0, 0, 3, 5);
+    CHECK(st_dtype_of(y) == ST_I64); /* integral bounds keep an integer dtype */
+    y = K(st_clamp(i, 0.5, NAN)); EXPECT(y, 0, 0.5, 0.5, 3, 9);
+    CHECK(st_dtype_of(y) == ST_F32);
 }
 
 /* ---- reductions ---- */
