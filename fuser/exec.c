@@ -14,6 +14,8 @@
 #include "fuser.h"
 #include "../jit/render.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static int last_groups, last_compiled, last_cached;
@@ -24,11 +26,23 @@ void fuse_last_flush_info(int *groups, int *kernels_compiled_now, int *cached_no
     if (cached_now) *cached_now = last_cached;
 }
 
+/* Threads a kernel may use: ST_THREADS when set to a positive integer (read once), else the
+ * number of online CPUs. A malformed or non-positive ST_THREADS is ignored (with a note under
+ * ST_DEBUG): it must never fail a flush. */
 static int nthreads(void) {
     static int n;
     if (!n) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n = c > 0 ? (int)c : 1;
+        int dflt = c > 0 ? (int)c : 1;
+        const char *env = getenv("ST_THREADS");
+        n = dflt;
+        if (env && *env) {
+            char *end;
+            errno = 0;
+            long v = strtol(env, &end, 10);
+            if (errno == 0 && *end == '\0' && v > 0 && v <= 4096) n = (int)v;
+            else if (st_rt.debug) fprintf(stderr, "stitch: ignoring ST_THREADS=%s (want a positive integer)\n", env);
+        }
     }
     return n;
 }

@@ -27,7 +27,7 @@ typedef enum kir_opcode {
     KI_FPARAM,   /* double a->flts[imm]; a,b are a semantic key */
     KI_ICONST,   /* literal imm, of type `type` */
     KI_FCONST,   /* literal fimm (double; +-inf allowed), of type `type` */
-    KI_LOOP,     /* for (int64 v = 0; v < a; v++); imm: 1 = parallel (work estimate: b, -1: a) */
+    KI_LOOP,     /* for (int64 v = 0; v < a; v++); imm: KIR_LOOP_* (work estimate: b, -1: a) */
     KI_ENDLOOP,
     KI_IF,       /* if (a) { */
     KI_ENDIF,
@@ -60,6 +60,12 @@ typedef struct kir_ins {
     int64_t imm;
     double fimm;
 } kir_ins;
+
+/* KI_LOOP modes (imm). KIR_LOOP_ROW: the row loop of a full reduction (one row): it runs
+ * serially and its loops over the row's elements run in parallel instead (reductions as blocks
+ * of partial accumulators combined in a fixed order, element-wise store loops split) when the
+ * work (b) is large enough. */
+enum { KIR_LOOP_SERIAL = 0, KIR_LOOP_PAR = 1, KIR_LOOP_ROW = 2 };
 
 typedef enum kir_kind { KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW, KK_COUNT } kir_kind;
 

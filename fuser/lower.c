@@ -54,6 +54,12 @@ typedef struct lw {
     int depth;
     int bad;                   /* lowering impossible (message set) */
     const struct rows *rows;   /* reduce groups: the rows being lowered */
+    /* reduce groups: an expensive reduction input kept in an input-side output's buffer (the
+     * row's "on-chip" copy): cache_node[i] lives in cache_out[i]'s buffer at the row's flat
+     * index from the end of its phase until that output is stored (softmax: exp(x - max) is
+     * computed once, in the sum phase, and reloaded by the output loop) */
+    st_node *cache_node[8], *cache_out[8];
+    int ncache;
 } lw;
 
 static int fail(lw *w, const char *why) {
@@ -384,6 +390,67 @@ static lctx row_ctx(lw *w, const rows *R, int rr) {
     return ic;
 }
 
+/* Ops worth a store and a reload (from L1/L2: a row was just written) instead of recomputing. */
+static bool costly_op(st_op op) {
+    switch (op) {
+    case ST_OP_EXP: case ST_OP_LOG: case ST_OP_SIN: case ST_OP_COS: case ST_OP_TANH: case ST_OP_SIGMOID:
+    case ST_OP_GELU: case ST_OP_GELU_TANH: case ST_OP_SILU: case ST_OP_LOG1P: case ST_OP_EXPM1: case ST_OP_POW:
+    case ST_OP_FMOD: case ST_OP_REM: case ST_OP_RAND_N:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Does group g compute, inside its own kernel, some costly op of n's expression (looking at most
+ * at `budget` nodes)? Reductions and loads end the walk. */
+static bool costly_expr(lw *w, st_node *n, int *budget) {
+    if (--*budget < 0 || fuse_loads(w->p, n, w->g) || st_ops[n->op].kind == OPK_REDUCE) return false;
+    if (costly_op((st_op)n->op)) return true;
+    for (int i = 0; i < n->nsrc; i++)
+        if (costly_expr(w, n->src[i], budget)) return true;
+    return false;
+}
+
+/* Does y's expression in group g read n at the same element (through elementwise ops only)? */
+static bool reads_elementwise(lw *w, st_node *y, const st_node *n, int *budget) {
+    if (y == n) return true;
+    if (--*budget < 0 || fuse_loads(w->p, y, w->g) || !st_op_is_elementwise((st_op)y->op)) return false;
+    for (int i = 0; i < y->nsrc; i++)
+        if (reads_elementwise(w, y->src[i], n, budget)) return true;
+    return false;
+}
+
+/* The input-side output whose buffer can hold reduction input `in` for the rest of the row, or
+ * NULL: in is costly, f32/f64 (stored exactly), read elementwise by that output, and the output's
+ * buffer holds nothing else yet. */
+static st_node *cache_target(lw *w, st_node *in) {
+    if (w->ncache == (int)(sizeof w->cache_node / sizeof w->cache_node[0])) return NULL;
+    if ((in->dtype != ST_F32 && in->dtype != ST_F64) || fuse_loads(w->p, in, w->g) ||
+        !st_op_is_elementwise((st_op)in->op))
+        return NULL;
+    int budget = 64;
+    if (!costly_expr(w, in, &budget)) return NULL;
+    for (int i = 0; i < w->G->nouts; i++) {
+        st_node *y = w->G->outs[i];
+        if (w->G->out_side[i] != FUSE_OUT_INPUT || y->dtype != in->dtype || y == in) continue;
+        bool taken = false;
+        for (int c = 0; c < w->ncache; c++) taken |= w->cache_out[c] == y || w->cache_node[c] == in;
+        budget = 256;
+        if (!taken && reads_elementwise(w, y, in, &budget)) return y;
+    }
+    return NULL;
+}
+
+/* At the start of a loop over row elements (context ic): every cached value reads from its
+ * buffer (dead, and not printed, when the loop does not use it). */
+static void seed_cached(lw *w, const lctx *ic) {
+    for (int c = 0; c < w->ncache; c++) {
+        int v = load(w, w->cache_out[c], ic->flat);
+        if (v >= 0) kir_memo_put(&w->b, MEMO_NODE, (uint64_t)(uintptr_t)w->cache_node[c], (uint64_t)ic->flat, v);
+    }
+}
+
 /* One reduction over row o: accumulator, inner loop, final value (memoized as r at index o and
  * stored right away when r is materialized, so later phases of the row can load it). */
 static void reduce_phase(lw *w, const rows *R, st_node *r) {
@@ -411,13 +478,22 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
     }
     int rr = kir_loop(b, R->nred, -1, 0);
     lctx ic = row_ctx(w, R, rr);
+    seed_cached(w, &ic);
+    st_node *keep_in = cache_target(w, in);
     int v = ev(w, in, &ic);
+    if (v >= 0 && keep_in) { /* the row's copy of in: stored element by element (distinct indices) */
+        store(w, keep_in, ic.flat, v);
+        w->cache_node[w->ncache] = in;
+        w->cache_out[w->ncache++] = keep_in;
+    }
     if (v >= 0) {
         if (acci >= 0) kir_emit(b, KI_ARGUPD, KT_VOID, 0, acc, acci, v, rr, op, 0);
         else kir_emit(b, KI_ACCUPD, KT_VOID, 0, acc, cvt(w, v, at), -1, -1, op, 0);
     }
     kir_endloop(b);
-    int val = acci >= 0 ? acci : cvt(w, acc, t);
+    /* an f16/bf16 reduction's value is rounded as its store would round it: later phases and
+     * the epilogue read the register, the interpreter reads the stored value */
+    int val = acci >= 0 ? acci : round_storage(w, r, cvt(w, acc, t));
     if (val < 0) return;
     kir_memo_put(b, MEMO_NODE, (uint64_t)(uintptr_t)r, (uint64_t)R->o, val);
     kir_memo_put(b, MEMO_DONE, (uint64_t)(uintptr_t)r, 0, 1);
@@ -456,7 +532,10 @@ static void lower_reduce(lw *w) {
     kir_builder *b = &w->b;
     int nout = numel_p(w, ocls);
     R.nred = iparam(w, P_NRED, R.scls, -1, nred_v);
-    R.o = kir_loop(b, nout, kir_ibin(b, KI_IMUL, nout, R.nred), 1);
+    /* a full reduction (every dim reduced: one row) parallelizes inside its row instead */
+    bool full = true;
+    for (int d = 0; d < R.nd; d++) full = full && (R.axes >> d & 1);
+    R.o = kir_loop(b, nout, kir_ibin(b, KI_IMUL, nout, R.nred), full && R.nd > 0 ? KIR_LOOP_ROW : KIR_LOOP_PAR);
     w->rows = &R;
     if (!R.suffix) { /* the kept dims' indices depend only on o */
         int rem = R.o;
@@ -480,6 +559,7 @@ static void lower_reduce(lw *w) {
     if (any_in) {
         int rr = kir_loop(b, R.nred, -1, 0);
         lctx ic = row_ctx(w, &R, rr);
+        seed_cached(w, &ic);   /* loads come before any output of this element is stored */
         for (int k = 0; k < G->nouts; k++)
             if (G->out_side[k] == FUSE_OUT_INPUT) {
                 lctx oc = ic;

@@ -12,7 +12,10 @@
  *     all lie in one group over the same rows (a pointwise group of the reduction's input shape,
  *     or a reduce group with the same input shape and axes) and read it only through "row
  *     broadcasts" (a view that maps every element of a row to that row's result): it is stitched
- *     into that group, which computes its rows one after another (softmax, layernorm: 1 kernel);
+ *     into that group, which computes its rows one after another (softmax, layernorm: 1 kernel),
+ *     provided nothing the group evaluates downstream reads it at another row (a GATHER's data,
+ *     a transpose: that row is not computed yet). It is materialized only if something needs
+ *     its buffer;
  *   - any other node whose consumers all lie in one group (and that is not a target and not
  *     needed as a buffer) is inlined into it; otherwise it is materialized and joins a compatible
  *     group (same pointwise domain, or the input domain of a reduction, which stores it while
@@ -184,26 +187,71 @@ static bool row_broadcast(const st_node *c, const st_node *x) {
     return true;
 }
 
-/* Can reduction x be stitched into group g? Every path from x must go through elementwise ops
- * of g over x's shape and end in a free row broadcast that only g evaluates. */
-static bool stitch_ok(fuse_plan *p, const st_node *x, int g) {
-    uint32_t st = ++p->stamp_now;
+/* Is g's reduction list holding c? */
+static bool is_red_of(const fuse_plan *p, const st_node *c, int g) {
+    const fuse_group *G = &p->groups[g];
+    for (int i = 0; i < G->nreds; i++)
+        if (G->reds[i] == c) return true;
+    return false;
+}
+
+/* Can reduction x be stitched into group g? Two parts, one DFS over x's consumers:
+ *   - up to the row broadcast (left = 0): every path from x goes through elementwise ops of g
+ *     over x's shape and ends in a free row broadcast that only g evaluates;
+ *   - after it (left = 1): g computes row o's value of x in an inner phase of outer iteration o
+ *     and nothing else of x exists yet, so everything g evaluates downstream must be evaluated
+ *     at an element of row o only: elementwise ops (same element), flat reshapes (same flat
+ *     index), a GATHER's index (read at the gather's own element), the group's other
+ *     reductions (they read their input over the row). A GATHER's data, a non-flat view or an
+ *     anchor would read x at another row (not computed yet): x is then materialized by its
+ *     own group and read from its buffer. Nodes of other groups load materialized values.
+ * *reload is set when g reads x after a flat reshape: that read misses the row's register (the
+ * index is the same element but another SSA value) and loads the row from x's buffer, written
+ * when x's phase ends, so x must be materialized. Otherwise x lives in a register only. */
+static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool *reload) {
+    *reload = false;
+    /* a node may be reached in both modes (when x's shape equals the input shape): the stamp
+     * holds base + (bit 0: seen before the broadcast, bit 1: after) - 1 */
+    uint32_t base = p->stamp_now + 1;
+    p->stamp_now += 3;
     int top = 0;
     if (dfs_push(&top, x->pos, 0)) return false;
     while (top) {
-        int pos = dfs_stack[--top].pos;
-        for (int k = p->cons_off[pos]; k < p->cons_off[pos + 1]; k++) {
+        dfs_ent e = dfs_stack[--top];
+        const st_node *y = p->r->nodes[e.pos];
+        for (int k = p->cons_off[e.pos]; k < p->cons_off[e.pos + 1]; k++) {
             const st_node *c = p->r->nodes[p->cons[k]];
-            if (p->stamp[c->pos] == st) continue;
-            p->stamp[c->pos] = st;
-            if (fuse_is_free(p, c)) {
-                if (p->cg[c->pos] != g || !row_broadcast(c, x)) return false;
+            uint32_t sv = p->stamp[c->pos], seen = sv >= base && sv < base + 3 ? sv - base + 1 : 0;
+            uint32_t bit = e.left ? 2u : 1u;
+            if (seen & bit) continue;
+            p->stamp[c->pos] = base + (seen | bit) - 1;
+            if (!e.left) {
+                if (fuse_is_free(p, c)) {
+                    if (p->cg[c->pos] != g || !row_broadcast(c, x)) return false;
+                    if (dfs_push(&top, c->pos, 1)) return false;
+                    continue;
+                }
+                if (c->tag != g || !st_op_is_elementwise(c->op) ||
+                    !same_shape(c->ndim, c->shape, x->ndim, x->shape))
+                    return false;
+                if (dfs_push(&top, c->pos, 0)) return false;
                 continue;
             }
-            if (c->tag != g || !st_op_is_elementwise(c->op) ||
-                !same_shape(c->ndim, c->shape, x->ndim, x->shape))
+            if (fuse_is_free(p, c)) {
+                int cg = p->cg[c->pos];
+                if (cg != g && cg != -2) continue;          /* g does not evaluate it */
+                if (!fuse_view_is_flat(c)) return false;     /* free sources have no srcs */
+                *reload = true;
+            } else if (c->tag != g) {
+                continue;                                    /* loads y's buffer */
+            } else if (is_red_of(p, c, g)) {
+                continue;                                    /* reads y over row o */
+            } else if (c->op == ST_OP_GATHER) {
+                if (c->src[0] == y) return false;            /* data read at another index */
+            } else if (!st_op_is_elementwise(c->op)) {
                 return false;
-            if (dfs_push(&top, c->pos, 0)) return false;
+            }
+            if (dfs_push(&top, c->pos, 1)) return false;
         }
     }
     return true;
@@ -292,7 +340,7 @@ static int place(fuse_plan *p, st_node *x) {
         return 0;
     }
     if (is_anchor(x)) {
-        bool red = st_ops[x->op].kind == OPK_REDUCE;
+        bool red = st_ops[x->op].kind == OPK_REDUCE, reload = false;
         fuse_group *G = s >= 0 ? &p->groups[s] : NULL;
         const st_node *in = x->src[0];
         if (red && G && G->kind == FG_POINTWISE && st_shape_numel(G->ndim, G->shape) == x->numel &&
@@ -304,14 +352,17 @@ static int place(fuse_plan *p, st_node *x) {
                    ((G->kind == FG_POINTWISE && same_shape(G->ndim, G->shape, in->ndim, in->shape)) ||
                     (G->kind == FG_REDUCE && G->anchor->arg.red.axes == x->arg.red.axes &&
                      same_shape(G->anchor->src[0]->ndim, G->anchor->src[0]->shape, in->ndim, in->shape))) &&
-                   stitch_ok(p, x, s)) {
+                   stitch_ok(p, x, s, &reload)) {
             if (G->kind == FG_POINTWISE) { /* its outputs are over the rows: computed last */
                 G->kind = FG_REDUCE;
                 G->anchor = x;
                 for (int i = 0; i < G->nouts; i++) G->out_side[i] = FUSE_OUT_INPUT;
             }
-            /* later rows' phases read it from its buffer: always materialized */
-            if (add_red(p, s, x) || add_out(p, s, x, FUSE_OUT_MAIN)) return -1;
+            /* later phases of the row read it from a register; a buffer only when someone
+             * needs one (a target, a buffer consumer) or a read goes through a flat reshape.
+             * A live handle outside the region (refcnt > uses) is not a reason: such a node
+             * is recomputed if it is ever read. */
+            if (add_red(p, s, x) || ((keep || reload) && add_out(p, s, x, FUSE_OUT_MAIN))) return -1;
         } else {
             fuse_group_kind k = x->op == ST_OP_MATMUL ? FG_MATMUL
                               : x->op == ST_OP_SCATTER_ADD ? FG_SCATTER

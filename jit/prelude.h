@@ -258,8 +258,8 @@ static inline int64_t st_pow_i64(int64_t a, int64_t b) { return st_ipow_(a, b); 
 static inline uint8_t st_pow_u8(uint8_t a, uint8_t b) { return (uint8_t)(b == 0 || a); }
 /* max/min: NaN in either operand propagates. */
 #define ST_MAXMIN(T, S)                                                                         \
-    static inline T st_max_##S(T a, T b) { return (a != a || a > b) ? a : b; }                  \
-    static inline T st_min_##S(T a, T b) { return (a != a || a < b) ? a : b; }
+    static inline T st_max_##S(T a, T b) { return ((a != a) | (a > b)) ? a : b; }                  \
+    static inline T st_min_##S(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
 ST_MAXMIN(float, f32)
 ST_MAXMIN(double, f64)
 ST_MAXMIN(int32_t, i32)

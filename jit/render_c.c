@@ -13,9 +13,12 @@
  *             p0[v1] = v3;
  *         }
  *     }
+ * Serial reduction loops are printed strip-mined over 16 partial accumulators (see "serial
+ * reduction loops" below); a full reduction's row runs its inner loops in parallel.
  * Invariant: the text depends only on the IR (never on parameter values), so equal structure
  * gives equal source and one cache entry. Math is never written here: ops print their prelude
- * macro, conversions print ST_CVT / st_h2f / st_f2h / st_bf2f / st_f2bf.
+ * macro, conversions print ST_CVT / st_h2f / st_f2h / st_bf2f / st_f2bf (one exception: a lane
+ * update of max/min spells st_max_op's NaN rule without its branch, so it vectorizes).
  */
 #include "render.h"
 
@@ -163,7 +166,9 @@ static void render_matmul(render_buf *b, const kir_kernel *k) {
     const kir_matmul *m = &k->mm;
     const char *st = storage_ctype(m->dtype);
     int isf = st_is_float((st_dtype)m->dtype);
-    const char *acc = m->dtype == ST_F64 ? "double" : isf ? "float" : "uint64_t";
+    /* f32/f16/bf16 accumulate in double like the interpreter: the same k order in the same
+     * precision rounds to the same float, so a product later cast to f64 still matches */
+    const char *acc = isf ? "double" : "uint64_t";
     const char *ld = m->dtype == ST_F16 ? "st_h2f" : m->dtype == ST_BF16 ? "st_bf2f" : "";
     int nb = m->nbatch;
     render_printf(b, "    const %s *A = (const %s *)a->bufs[%d];\n", st, st, m->a_buf);
@@ -206,25 +211,286 @@ static void render_matmul(render_buf *b, const kir_kernel *k) {
     render_printf(b, "        }\n    }\n");
 }
 
-static void render_body(render_buf *b, const kir_kernel *k, const uint8_t *live) {
-    /* hoisted: parameters and literals */
-    for (int i = 0; i < k->n; i++) {
-        const kir_ins *in = &k->ins[i];
-        if (!live[i] || !(in->op == KI_IPARAM || in->op == KI_FPARAM || in->op == KI_ICONST || in->op == KI_FCONST))
-            continue;
-        render_printf(b, "    const %s v%d = ", kir_type_cname[in->type], i);
-        render_value_expr(b, k, i);
+/* ---- serial reduction loops with independent partial accumulators ----
+ * A serial loop whose only effects are sum/prod/max/min accumulator updates is a dependent
+ * chain (one add per element, latency-bound; GCC may not reorder FP without -ffast-math). It
+ * is printed strip-mined instead: RED_LANES partial accumulators per accumulator, a main loop
+ * over chunks of RED_LANES elements where element j of a chunk updates lane j (independent
+ * chains, which GCC vectorizes), a fixed-order pairwise combine of the lanes into the
+ * accumulator, then a scalar tail. The order is fixed by the text, so results are deterministic
+ * (they differ from a serial sum by rounding only). max/min keep NaN propagation: a NaN sticks
+ * in its lane (st_max_op(acc, NaN) = NaN), and the combine propagates it. */
+#define RED_LANES 16
+#define RED_BLOCKS 64  /* most blocks a split row is cut into (each >= 1 chunk) */
+#define RED_SPLIT_WORK 65536   /* a full reduction's row loops run in parallel above this */
+#define RED_MIN 32     /* rows shorter than this take the plain loop (lane setup costs ~30 ops) */
+
+typedef struct body_ctx {
+    const kir_kernel *k;
+    const uint8_t *live;
+    uint8_t *laned;         /* per instruction: an accumulator updated lane-wise right now */
+    int split;              /* inside a full reduction's one row (KIR_LOOP_ROW): the loops over
+                             * the row's elements run in parallel when v<split_work> is large */
+    int split_work;
+} body_ctx;
+
+/* Index of the KI_ENDLOOP matching the KI_LOOP at i. */
+static int loop_end(const kir_kernel *k, int i) {
+    int depth = 0;
+    for (int j = i; j < k->n; j++) {
+        if (k->ins[j].op == KI_LOOP) depth++;
+        else if (k->ins[j].op == KI_ENDLOOP && --depth == 0) return j;
+    }
+    return k->n;
+}
+
+/* Can the serial loop [i, e] be split into lanes? Its body has no nested control flow, no
+ * argmax updates or products, at least one live ACCUPD of an accumulator defined before the loop, and reads
+ * those accumulators nowhere else (a partial value must never be observed). Stores are allowed:
+ * the lowering only puts element-wise stores in a reduction loop (a row's copy of the reduced
+ * value, at the element's own index), so iterations stay independent in any order. */
+static bool lane_loop_ok(const body_ctx *c, int i, int e) {
+    const kir_kernel *k = c->k;
+    int nacc = 0;
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &k->ins[j];
+        if (!c->live[j]) continue;
+        switch ((kir_opcode)in->op) {
+        case KI_LOOP: case KI_IF: case KI_ARGUPD: case KI_ACC:
+            return false;
+        case KI_ACCUPD:
+            /* products stay in the interpreter's order: regrouping a product moves its
+             * overflow/underflow points (a partial product of huge or tiny factors saturates
+             * in one order and not in another), far beyond rounding */
+            if (in->a >= i || k->ins[in->a].op != KI_ACC || in->imm == ST_OP_RPROD) return false;
+            nacc++;
+            break;
+        default:
+            break;
+        }
+    }
+    if (!nacc) return false;
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &k->ins[j];
+        if (!c->live[j]) continue;
+        unsigned m = operand_mask(in);
+        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+        for (int q = 0; q < 4; q++) {
+            if (!(m >> q & 1) || ops[q] < 0 || k->ins[ops[q]].op != KI_ACC) continue;
+            if (in->op == KI_ACCUPD && q == 0) continue;
+            for (int j2 = i + 1; j2 < e; j2++) /* read of an accumulator this loop updates? */
+                if (c->live[j2] && k->ins[j2].op == KI_ACCUPD && k->ins[j2].a == ops[q]) return false;
+        }
+    }
+    return true;
+}
+
+static const char *accupd_fn(int64_t op) {
+    return op == ST_OP_RSUM ? "st_add_op" : op == ST_OP_RPROD ? "st_mul_op" : op == ST_OP_RMAX ? "st_max_op"
+                                                                                             : "st_min_op";
+}
+
+/* The identity element of a combine, as a C literal of type t. */
+static void identity_literal(render_buf *b, int64_t op, kir_type t) {
+    bool flt = t == KT_F32 || t == KT_F64, mx = op == ST_OP_RMAX;
+    if (op == ST_OP_RSUM || op == ST_OP_RPROD) {
+        int_literal(b, t, op == ST_OP_RPROD);
+    } else if (flt) {
+        render_printf(b, "((%s)%sINFINITY)", kir_type_cname[t], mx ? "-" : "");
+    } else if (t == KT_I32) {
+        int_literal(b, t, mx ? INT32_MIN : INT32_MAX);
+    } else if (t == KT_I64) {
+        int_literal(b, t, mx ? INT64_MIN : INT64_MAX);
+    } else {
+        int_literal(b, t, !mx);
+    }
+}
+
+static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth);
+
+/* Prints, for every accumulator the loop [i, e] updates: RED_LANES lanes at identity, the chunk
+ * loop `for (v<i>_c = c0; v<i>_c < c1; v<i>_c += RED_LANES)` with the body lane-wise, then the
+ * fixed-order pairwise combine; the result of each accumulator is left in its lane 0. */
+static void render_lanes(render_buf *b, body_ctx *c, int i, int e, int depth, const char *c0, const char *c1) {
+    const kir_kernel *k = c->k;
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &k->ins[j];
+        if (!c->live[j] || in->op != KI_ACCUPD || c->laned[in->a]) continue;
+        c->laned[in->a] = 1;
+        kir_type t = (kir_type)k->ins[in->a].type;
+        indent(b, depth);
+        render_printf(b, "%s v%d_l[%d];\n", kir_type_cname[t], in->a, RED_LANES);
+        indent(b, depth);
+        render_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_l[l_] = ", RED_LANES, in->a);
+        identity_literal(b, in->imm, t);
         render_printf(b, ";\n");
     }
-    int depth = 1;
-    for (int i = 0; i < k->n; i++) {
+    indent(b, depth);
+    render_printf(b, "for (int64_t v%d_c = %s; v%d_c < %s; v%d_c += %d) {\n", i, c0, i, c1, i, RED_LANES);
+    /* kept as a loop: the loop vectorizer if-converts max/min selects; fully unrolled first,
+     * only the basic-block vectorizer would see it, and it leaves them as branches */
+    indent(b, depth + 1);
+    render_printf(b, "_Pragma(\"GCC unroll 1\") for (int l_ = 0; l_ < %d; l_++) {\n", RED_LANES);
+    indent(b, depth + 2);
+    render_printf(b, "const int64_t v%d = v%d_c + l_;\n", i, i);
+    render_range(b, c, i + 1, e, depth + 2);
+    indent(b, depth + 1);
+    render_printf(b, "}\n");
+    indent(b, depth);
+    render_printf(b, "}\n");
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &k->ins[j];
+        if (!c->live[j] || in->op != KI_ACCUPD || !c->laned[in->a]) continue;
+        c->laned[in->a] = 0;
+        const char *fn = accupd_fn(in->imm);
+        indent(b, depth);
+        render_printf(b, "for (int s_ = %d; s_ > 0; s_ >>= 1)\n", RED_LANES / 2);
+        indent(b, depth + 1);
+        render_printf(b, "for (int l_ = 0; l_ < s_; l_++) v%d_l[l_] = %s(v%d_l[l_], v%d_l[l_ + s_]);\n", in->a, fn,
+                      in->a, in->a);
+    }
+}
+
+/* Calls fn(acc, update) for each distinct accumulator the loop [i, e] updates. */
+static void each_acc(render_buf *b, body_ctx *c, int i, int e, int depth,
+                     void (*fn)(render_buf *b, const kir_kernel *k, const kir_ins *upd, int depth, int loop)) {
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &c->k->ins[j];
+        if (!c->live[j] || in->op != KI_ACCUPD) continue;
+        bool dup = false;
+        for (int j2 = i + 1; j2 < j; j2++)
+            dup |= c->live[j2] && c->k->ins[j2].op == KI_ACCUPD && c->k->ins[j2].a == in->a;
+        if (!dup) fn(b, c->k, in, depth, i);
+    }
+}
+static void acc_from_lane0(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
+    (void)k;
+    (void)loop;
+    indent(b, depth);
+    render_printf(b, "v%d = %s(v%d, v%d_l[0]);\n", u->a, accupd_fn(u->imm), u->a, u->a);
+}
+static void block_decl(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
+    (void)loop;
+    indent(b, depth);
+    render_printf(b, "%s v%d_b[%d];\n", kir_type_cname[k->ins[u->a].type], u->a, RED_BLOCKS);
+}
+static void block_store(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
+    (void)k;
+    indent(b, depth);
+    render_printf(b, "v%d_b[v%d_q] = v%d_l[0];\n", u->a, loop, u->a);
+}
+static void block_combine(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
+    (void)k;
+    indent(b, depth);
+    render_printf(b, "for (int64_t q_ = 0; q_ < v%d_nb; q_++) v%d = %s(v%d, v%d_b[q_]);\n", loop, u->a,
+                  accupd_fn(u->imm), u->a, u->a);
+}
+
+/* Prints the serial reduction loop [i, e] strip-mined into RED_LANES lanes (see above). In the
+ * one row of a full reduction (c->split), the chunks are also cut into up to RED_BLOCKS
+ * contiguous blocks, a function of the row length only, reduced in parallel and combined in
+ * block order: the result does not depend on the thread count. */
+static void render_lane_loop(render_buf *b, body_ctx *c, int i, int e, int depth) {
+    const kir_kernel *k = c->k;
+    const kir_ins *L = &k->ins[i];
+    char n[32], c0[96], c1[96];
+    snprintf(n, sizeof n, "v%d_n", i);
+    indent(b, depth);
+    render_printf(b, "{ /* %d partial accumulators (independent chains), fixed-order combine, tail */\n",
+                  RED_LANES);
+    depth++;
+    indent(b, depth);
+    render_printf(b, "const int64_t v%d_n = v%d >= %d ? v%d - v%d %% %d : 0;\n", i, L->a, RED_MIN, L->a, L->a,
+                  RED_LANES);
+    indent(b, depth);
+    render_printf(b, "if (v%d_n) {\n", i);
+    if (c->split) { /* blocks of chunks in parallel, combined in block order */
+        indent(b, depth + 1);
+        render_printf(b, "const int64_t v%d_k = v%d_n / %d, v%d_nb = v%d_k < %d ? v%d_k : %d;\n", i, i, RED_LANES, i, i,
+                      RED_BLOCKS, i, RED_BLOCKS);
+        each_acc(b, c, i, e, depth + 1, block_decl);
+        indent(b, depth + 1);
+        render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
+                      c->split_work, RED_SPLIT_WORK);
+        indent(b, depth + 1);
+        render_printf(b, "for (int64_t v%d_q = 0; v%d_q < v%d_nb; v%d_q++) {\n", i, i, i, i);
+        snprintf(c0, sizeof c0, "v%d_k * v%d_q / v%d_nb * %d", i, i, i, RED_LANES);
+        snprintf(c1, sizeof c1, "v%d_k * (v%d_q + 1) / v%d_nb * %d", i, i, i, RED_LANES);
+        render_lanes(b, c, i, e, depth + 2, c0, c1);
+        each_acc(b, c, i, e, depth + 2, block_store);
+        indent(b, depth + 1);
+        render_printf(b, "}\n");
+        each_acc(b, c, i, e, depth + 1, block_combine);
+    } else {
+        render_lanes(b, c, i, e, depth + 1, "0", n);
+        each_acc(b, c, i, e, depth + 1, acc_from_lane0);
+    }
+    indent(b, depth);
+    render_printf(b, "}\n");
+    indent(b, depth);
+    render_printf(b, "for (int64_t v%d = v%d_n; v%d < v%d; v%d++) {\n", i, i, i, L->a, i);
+    render_range(b, c, i + 1, e, depth + 1);
+    indent(b, depth);
+    render_printf(b, "}\n");
+    depth--;
+    indent(b, depth);
+    render_printf(b, "}\n");
+}
+
+/* A serial loop that only stores (a reduce kernel's loop over the row's elements for its
+ * input-shaped outputs: distinct indices, no accumulators) may run in parallel in a full
+ * reduction's row. */
+static bool store_loop_ok(const body_ctx *c, int i, int e) {
+    bool stores = false;
+    for (int j = i + 1; j < e; j++) {
+        if (!c->live[j]) continue;
+        switch ((kir_opcode)c->k->ins[j].op) {
+        case KI_LOOP: case KI_ACC: case KI_ACCUPD: case KI_ARGUPD: return false;
+        case KI_STORE: stores = true; break;
+        default: break;
+        }
+    }
+    return stores;
+}
+
+/* Prints the live instructions in [from, to) at the given depth (LOOP/IF bodies nest). */
+static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth) {
+    const kir_kernel *k = c->k;
+    for (int i = from; i < to; i++) {
         const kir_ins *in = &k->ins[i];
-        if (!live[i]) continue;
+        if (!c->live[i]) continue;
         switch ((kir_opcode)in->op) {
         case KI_IPARAM: case KI_FPARAM: case KI_ICONST: case KI_FCONST:
             break;
         case KI_LOOP:
-            if (in->imm) {
+            if (!in->imm) {
+                int e = loop_end(k, i);
+                if (e < to && lane_loop_ok(c, i, e)) {
+                    render_lane_loop(b, c, i, e, depth);
+                    i = e;
+                    break;
+                }
+                if (e < to && c->split && store_loop_ok(c, i, e)) {
+                    indent(b, depth);
+                    render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
+                                  c->split_work, RED_SPLIT_WORK);
+                }
+            } else if (in->imm == KIR_LOOP_ROW && in->b >= 0 && !c->split) {
+                /* a full reduction's one row: serial here, parallel inside when the work is
+                 * large (not a nested parallel region: that costs a thread team per call) */
+                int e = loop_end(k, i);
+                indent(b, depth);
+                render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) { /* one row: parallel inside */\n", i, i,
+                              in->a, i);
+                c->split = 1;
+                c->split_work = in->b;
+                render_range(b, c, i + 1, e, depth + 1);
+                c->split = 0;
+                indent(b, depth);
+                render_printf(b, "}\n");
+                i = e;
+                break;
+            } else {
                 indent(b, depth);
                 render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
                               in->b >= 0 ? in->b : in->a, PAR_THRESHOLD);
@@ -254,10 +520,17 @@ static void render_body(render_buf *b, const kir_kernel *k, const uint8_t *live)
             render_printf(b, "%s v%d = v%d;\n", kir_type_cname[in->type], i, in->a);
             break;
         case KI_ACCUPD: {
-            const char *fn = in->imm == ST_OP_RSUM ? "st_add_op" : in->imm == ST_OP_RPROD ? "st_mul_op"
-                           : in->imm == ST_OP_RMAX ? "st_max_op" : "st_min_op";
+            const char *fn = accupd_fn(in->imm);
             indent(b, depth);
-            render_printf(b, "v%d = %s(v%d, v%d);\n", in->a, fn, in->a, in->b);
+            if (c->laned[in->a] && (in->imm == ST_OP_RMAX || in->imm == ST_OP_RMIN))
+                /* st_max_op's semantics (NaN in either operand wins) without the short-circuit
+                 * `||`, which GCC keeps as a branch: `|` lets it become a compare + blend */
+                render_printf(b, "v%d_l[l_] = ((v%d_l[l_] != v%d_l[l_]) | (v%d_l[l_] %s v%d)) ? v%d_l[l_] : v%d;\n",
+                              in->a, in->a, in->a, in->a, in->imm == ST_OP_RMAX ? ">" : "<", in->b, in->a, in->b);
+            else if (c->laned[in->a])
+                render_printf(b, "v%d_l[l_] = %s(v%d_l[l_], v%d);\n", in->a, fn, in->a, in->b);
+            else
+                render_printf(b, "v%d = %s(v%d, v%d);\n", in->a, fn, in->a, in->b);
             break;
         }
         case KI_ARGUPD: {
@@ -281,11 +554,25 @@ static void render_body(render_buf *b, const kir_kernel *k, const uint8_t *live)
     }
 }
 
+static void render_body(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
+    /* hoisted: parameters and literals */
+    for (int i = 0; i < k->n; i++) {
+        const kir_ins *in = &k->ins[i];
+        if (!live[i] || !(in->op == KI_IPARAM || in->op == KI_FPARAM || in->op == KI_ICONST || in->op == KI_FCONST))
+            continue;
+        render_printf(b, "    const %s v%d = ", kir_type_cname[in->type], i);
+        render_value_expr(b, k, i);
+        render_printf(b, ";\n");
+    }
+    body_ctx c = {k, live, laned, 0, -1};
+    render_range(b, &c, 0, k->n, 1);
+}
+
 char *render_c(const kir_kernel *k) {
     render_buf b = {0};
     uint8_t *live = NULL;
     if (k->kind != KK_MATMUL) {
-        live = st_malloc((size_t)(k->n ? k->n : 1));
+        live = st_calloc(2 * (size_t)(k->n ? k->n : 1), 1);   /* live, then laned */
         if (!live) return NULL;
         render_mark_live(k, live);
     }
@@ -294,7 +581,7 @@ char *render_c(const kir_kernel *k) {
         render_matmul(&b, k);
     } else {
         render_buffers(&b, k);
-        render_body(&b, k, live);
+        render_body(&b, k, live, live + (k->n ? k->n : 1));
     }
     render_printf(&b, "}\n");
     st_free(live);

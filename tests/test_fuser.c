@@ -514,6 +514,229 @@ TEST(dtypes_and_sources) {
     st_release(ii[1]);
 }
 
+/* Stitching must not let a consumer read a reduction's row other than the current one: the
+ * group computes row o's reduction in an inner phase of outer iteration o, later rows do not
+ * exist yet (fuzzer seeds 1633 and 500526: a GATHER of softmax's rows read poison). */
+static st_tensor *g_norm_gather(st_tensor **in) {
+    int ax = 1;
+    st_tensor *s = st_sum(in[0], 1, &ax, 1), *y = st_div(in[0], s), *z = st_index_select(y, 0, in[1]);
+    st_release(s);
+    st_release(y);
+    return z;
+}
+static st_tensor *g_softmax_gather(st_tensor **in) {
+    st_tensor *y = st_softmax(in[0], 1), *z = st_index_select(y, 0, in[1]);
+    st_release(y);
+    return z;
+}
+static st_tensor *g_softmax_transpose(st_tensor **in) {
+    st_tensor *y = st_softmax(in[0], 1), *t = st_transpose(y, 0, 1), *z = st_add_s(t, 1);
+    st_release(y);
+    st_release(t);
+    return z;
+}
+static st_tensor *g_softmax_roll_rows(st_tensor **in) {
+    /* rows rolled by one (cat of two slices: masked views) */
+    st_tensor *y = st_softmax(in[0], 1), *a = st_slice(y, 0, 1, 4, 1), *b = st_slice(y, 0, 0, 1, 1);
+    st_tensor *ts[2] = {a, b};
+    st_tensor *t = st_cat(2, ts, 0), *z = st_mul(t, in[0]);
+    st_release(y);
+    st_release(a);
+    st_release(b);
+    st_release(t);
+    return z;
+}
+TEST(stitch_reads_only_the_current_row) {
+    int64_t sx[2] = {3, 4}, si[1] = {3}, sq[2] = {4, 4};
+    int64_t idx[3] = {2, 0, 1};
+    st_tensor *in[2] = {input(ST_F32, 2, sx, 61), st_from_data(ST_I64, 1, si, idx)};
+    CHECK(check_graph(g_norm_gather, 2, in, 1e-5) >= 1);
+    CHECK(check_graph(g_softmax_gather, 2, in, 1e-5) >= 1);
+    st_tensor *q = input(ST_F32, 2, sq, 62);
+    CHECK(check_graph(g_softmax_transpose, 1, &q, 1e-5) >= 1);
+    CHECK(check_graph(g_softmax_roll_rows, 1, &q, 1e-5) >= 1);
+    st_release(q);
+    st_release(in[0]);
+    st_release(in[1]);
+}
+
+/* Reductions over long rows run on partial accumulators (jit/render_c.c: 16 lanes, a main loop
+ * over chunks, a fixed-order combine, a scalar tail): rows of 1000 (main + tail), 37, 48
+ * (chunks only) and 20 (below the lane threshold: the plain loop); sum, max, min, mean,
+ * softmax (and prod, which stays serial) against the interpreter, NaN propagation through a
+ * lane, integer sums exact. */
+static st_tensor *g_red_sum1(st_tensor **in) { int ax = 1; return st_sum(in[0], 1, &ax, 0); }
+static st_tensor *g_red_max1(st_tensor **in) { int ax = 1; return st_max(in[0], 1, &ax, 0); }
+static st_tensor *g_red_min1(st_tensor **in) { int ax = 1; return st_min(in[0], 1, &ax, 0); }
+static st_tensor *g_red_mean1(st_tensor **in) { int ax = 1; return st_mean(in[0], 1, &ax, 1); }
+static st_tensor *g_red_prod1(st_tensor **in) {
+    int ax = 1;
+    st_tensor *e = st_mul_s(in[0], 0.01), *f = st_add_s(e, 1), *p = st_prod(f, 1, &ax, 0);
+    st_release(e);
+    st_release(f);
+    return p;
+}
+static st_tensor *g_log_softmax1(st_tensor **in) { return st_log_softmax(in[0], 1); }
+TEST(reductions_on_partial_accumulators) {
+    const int64_t cols[4] = {1000, 37, 48, 20};
+    for (int c = 0; c < 4; c++) {
+        int64_t sh[2] = {5, cols[c]};
+        st_tensor *x = input(ST_F32, 2, sh, 70 + (unsigned)c);
+        CHECK_EQ_INT(check_graph(g_red_sum1, 1, &x, 1e-4), 1);
+        CHECK_EQ_INT(check_graph(g_red_max1, 1, &x, 0), 1);
+        CHECK_EQ_INT(check_graph(g_red_min1, 1, &x, 0), 1);
+        CHECK_EQ_INT(check_graph(g_red_mean1, 1, &x, 1e-5), 1);
+        CHECK_EQ_INT(check_graph(g_red_prod1, 1, &x, 1e-4), 1);
+        CHECK_EQ_INT(check_graph(g_softmax, 1, &x, 1e-6), 1);
+        CHECK_EQ_INT(check_graph(g_log_softmax1, 1, &x, 1e-5), 1);
+        CHECK_EQ_INT(check_graph(g_sum_all, 1, &x, 1e-3), 1);
+        st_tensor *xd = input(ST_F64, 2, sh, 80 + (unsigned)c), *xi = input(ST_I64, 2, sh, 90 + (unsigned)c);
+        CHECK_EQ_INT(check_graph(g_red_sum1, 1, &xd, 1e-10), 1);
+        CHECK_EQ_INT(check_graph(g_red_max1, 1, &xd, 0), 1);
+        CHECK(check_graph(g_red_sum1, 1, &xi, 0) >= 1);
+        CHECK(check_graph(g_red_max1, 1, &xi, 0) >= 1);
+        CHECK(check_graph(g_red_min1, 1, &xi, 0) >= 1);
+        st_release(xd);
+        st_release(xi);
+        st_release(x);
+    }
+    /* a NaN in one lane of one row (row 1, element 21: lane 5 of chunk 1) and at the last
+     * element of row 3 (the tail): max and min of those rows are NaN, the others are not */
+    int64_t sh[2] = {4, 100};
+    double v[400];
+    for (int i = 0; i < 400; i++) v[i] = (double)((i * 37) % 101) - 50;
+    v[100 + 21] = NAN;
+    v[300 + 99] = NAN;
+    st_tensor *xn = st_from_data(ST_F64, 2, sh, v), *xf = st_cast(xn, ST_F32);
+    st_set_eager(0);
+    for (int k = 0; k < 2; k++) {
+        int ax = 1;
+        st_tensor *m = k ? st_min(xf, 1, &ax, 0) : st_max(xf, 1, &ax, 0);
+        double *mv = m && st_realize(1, &m) == ST_OK ? host(m) : NULL;
+        CHECK(mv != NULL);
+        for (int r = 0; mv && r < 4; r++) CHECK_MSG((r == 1 || r == 3) == isnan(mv[r]), "row %d: %g", r, mv[r]);
+        if (mv) CHECK_NEAR(mv[0], k ? -50 : 50, 0);
+        free(mv);
+        st_release(m);
+    }
+    st_release(xn);
+    st_release(xf);
+}
+
+/* Few long rows (a full reduction to one value, or 3 rows of 100k) run row by row with each
+ * row's loops parallel inside (blocks combined in a fixed order): same answers as the
+ * interpreter, and the same bits on every run. */
+static st_tensor *g_max_all(st_tensor **in) { return st_max(in[0], 0, NULL, 0); }
+static st_tensor *g_mean_all(st_tensor **in) { return st_mean(in[0], 0, NULL, 0); }
+static st_tensor *g_softmax_all(st_tensor **in) {
+    int64_t n = st_numel(in[0]);
+    st_tensor *f = st_reshape(in[0], 1, &n), *y = st_softmax(f, 0);
+    st_release(f);
+    return y;
+}
+TEST(full_reductions_in_parallel) {
+    int64_t sh[2] = {3, 100003};
+    st_tensor *x = input(ST_F32, 2, sh, 111);
+    CHECK_EQ_INT(check_graph(g_sum_all, 1, &x, 1e-2), 1);
+    CHECK_EQ_INT(check_graph(g_max_all, 1, &x, 0), 1);
+    CHECK_EQ_INT(check_graph(g_mean_all, 1, &x, 1e-6), 1);
+    CHECK_EQ_INT(check_graph(g_red_sum1, 1, &x, 1e-2), 1);
+    CHECK_EQ_INT(check_graph(g_red_min1, 1, &x, 0), 1);
+    CHECK_EQ_INT(check_graph(g_softmax, 1, &x, 1e-9), 1);
+    CHECK_EQ_INT(check_graph(g_softmax_all, 1, &x, 1e-9), 1);
+    st_tensor *xi = input(ST_I64, 2, sh, 112);
+    CHECK(check_graph(g_sum_all, 1, &xi, 0) >= 1);
+    double first = 0;
+    for (int k = 0; k < 3; k++) {
+        st_set_eager(0);
+        st_tensor *s = st_sum(x, 0, NULL, 0);
+        double v = NAN;
+        CHECK(s && st_to_host(s, ST_F64, &v, sizeof v) == ST_OK);
+        if (k == 0) first = v;
+        CHECK_MSG(v == first, "run %d: %.17g != %.17g", k, v, first);
+        st_release(s);
+    }
+    /* a NaN deep inside one block */
+    int64_t n = 200000;
+    float *h = malloc((size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++) h[i] = (float)(i % 1000);
+    h[123457] = NAN;
+    st_tensor *xn = st_from_data(ST_F32, 1, &n, h);
+    free(h);
+    st_set_eager(0);
+    st_tensor *m = st_max(xn, 0, NULL, 0);
+    double mv = 0;
+    CHECK(m && st_to_host(m, ST_F64, &mv, sizeof mv) == ST_OK);
+    CHECK(isnan(mv));
+    st_release(m);
+    st_release(xn);
+    st_release(xi);
+    st_release(x);
+}
+
+/* Fuzzer seeds 1358 and 987. An f16 reduction read from its register by a later phase is
+ * rounded to f16 as the interpreter's stored value is (log_softmax of f16 rows); a product keeps
+ * the interpreter's order, because regrouping moves its overflow points: 1e200 * 1e200 * 1e-200
+ * * 1e-200 is inf from the left but 1 in pairs. */
+static st_tensor *g_f16_log_softmax(st_tensor **in) {
+    st_tensor *h = st_cast(in[0], ST_F16), *l = st_log_softmax(h, 1), *y = st_mul(in[1], l);
+    st_release(h);
+    st_release(l);
+    return y;
+}
+TEST(reduction_rounding_and_product_order) {
+    int64_t sx[2] = {3, 40}, sc[2] = {3, 1};
+    st_tensor *in[2] = {input(ST_F32, 2, sx, 121), input(ST_F32, 2, sc, 122)};
+    CHECK_EQ_INT(check_graph(g_f16_log_softmax, 2, in, 1e-5), 1);
+    st_release(in[0]);
+    st_release(in[1]);
+    int64_t n = 40;
+    double v[40];
+    for (int i = 0; i < 40; i++) v[i] = i < 2 ? 1e200 : i < 4 ? 1e-200 : 1.0;
+    st_tensor *x = st_from_data(ST_F64, 1, &n, v);
+    st_set_eager(0);
+    st_tensor *p = st_prod(x, 0, NULL, 0);
+    double pv = 0;
+    CHECK(p && st_to_host(p, ST_F64, &pv, sizeof pv) == ST_OK);
+    CHECK_MSG(isinf(pv) && pv > 0, "prod = %g, the interpreter's order gives inf", pv);
+    st_release(p);
+    st_release(x);
+}
+
+/* Fuzzer seed 342: an f32 matmul later cast to f64 is compared at f64 precision. The kernel
+ * accumulates f32 products in double in the interpreter's k order, so the f32 result is the
+ * interpreter's bit for bit. */
+static st_tensor *g_matmul_f64_view(st_tensor **in) {
+    st_tensor *y = st_matmul(in[0], in[1]), *d = st_cast(y, ST_F64);
+    st_release(y);
+    return d;
+}
+TEST(matmul_f32_matches_interpreter_bits) {
+    int64_t sa[2] = {3, 130}, sb[2] = {130, 5};
+    st_tensor *in[2] = {input(ST_F32, 2, sa, 131), input(ST_F32, 2, sb, 132)};
+    CHECK(check_graph(g_matmul_f64_view, 2, in, 0) >= 1);
+    st_release(in[0]);
+    st_release(in[1]);
+}
+
+/* A stitched reduction nobody outside the kernel reads stays in a register: softmax allocates
+ * its output and nothing else (no row max / row sum buffers). */
+TEST(stitched_reductions_not_materialized) {
+    int64_t sh[2] = {64, 256};
+    st_tensor *x = input(ST_F32, 2, sh, 99);
+    st_set_eager(0);
+    st_tensor *y = st_softmax(x, 1);
+    st_stats_t s0, s1;
+    st_reset_stats();
+    st_stats(&s0);
+    CHECK(st_realize(1, &y) == ST_OK);
+    st_stats(&s1);
+    CHECK_EQ_INT(s1.kernels_launched - s0.kernels_launched, 1);
+    CHECK_EQ_INT((int64_t)(s1.bytes_peak - s0.bytes_in_use), 64 * 256 * 4);
+    st_release(y);
+    st_release(x);
+}
+
 /* the interpreter tier: below jit_min nothing is compiled, results are the same */
 TEST(interpreter_tier) {
     st_set_jit_min(1 << 30);
@@ -582,6 +805,12 @@ int main(void) {
     RUN(scalar_change_does_not_recompile);
     RUN(reductions);
     RUN(dtypes_and_sources);
+    RUN(stitch_reads_only_the_current_row);
+    RUN(reductions_on_partial_accumulators);
+    RUN(full_reductions_in_parallel);
+    RUN(reduction_rounding_and_product_order);
+    RUN(matmul_f32_matches_interpreter_bits);
+    RUN(stitched_reductions_not_materialized);
     RUN(interpreter_tier);
     RUN(out_of_memory_and_interrupt);
     st_shutdown();
