@@ -63,10 +63,8 @@ def main():
                   "(2 threads); a fresh 64 MiB buffer costs %s ms of page faults (%s ms with "
                   "MADV_HUGEPAGE)" % (g("chain_handfresh2_gbs"), g("fresh_touch_ms", "%.1f"),
                                       g("fresh_touch_huge_ms", "%.1f")))
-            print("    what-if (hand loop, 2 threads): fresh output + MADV_HUGEPAGE %s GB/s; cheaper "
-                  "st_tanhf_ (NOTES.md): warm output %s, fresh %s, fresh + MADV_HUGEPAGE %s GB/s" % (
-                      g("chain_whatif_huge_gbs"), g("chain_whatif_tanh_gbs"),
-                      g("chain_whatif_tanh_fresh_gbs"), g("chain_whatif_tanh_huge_gbs")))
+            print("    what-if (hand loop, 2 threads): fresh output + MADV_HUGEPAGE %s GB/s"
+                  % g("chain_whatif_huge_gbs"))
     print("record: C %s us/op, Lua %s us/op (pure record: handle released each op, nothing pending)"
           % (g("c_record_us", "%.3f"), g("lua_record_us", "%.3f")))
     print("    C x + tensor %s us/op; C kept chain incl. auto-flushes %s us/op; Lua without <close> "

@@ -18,14 +18,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static int last_groups, last_compiled, last_cached;
-
-void fuse_last_flush_info(int *groups, int *kernels_compiled_now, int *cached_now) {
-    if (groups) *groups = last_groups;
-    if (kernels_compiled_now) *kernels_compiled_now = last_compiled;
-    if (cached_now) *cached_now = last_cached;
-}
-
 /* Threads a kernel may use: ST_THREADS when set to a positive integer (read once), else the
  * number of online CPUs. A malformed or non-positive ST_THREADS is ignored (with a note under
  * ST_DEBUG): it must never fail a flush. */
@@ -172,7 +164,6 @@ st_status fuse_execute(st_region *r) {
     st_kernel_fn *fns = NULL;
     const char **jsrc = NULL, **jhint = NULL;
     int *jidx = NULL;
-    last_groups = last_compiled = last_cached = 0;
 
     st_status s = fuse_partition(r, &e.plan);
     if (s == ST_ERR_INTERNAL) {
@@ -184,7 +175,6 @@ st_status fuse_execute(st_region *r) {
     }
     if (s != ST_OK) goto done;
     int ng = e.plan.ngroups;
-    last_groups = ng;
     e.launch = st_calloc((size_t)ng + 1, sizeof *e.launch);
     e.src = st_calloc((size_t)ng + 1, sizeof *e.src);
     fns = st_calloc((size_t)ng + 1, sizeof *fns);
@@ -223,11 +213,14 @@ st_status fuse_execute(st_region *r) {
 
     /* tier */
     int use_jit = nj > 0;
+    int probed = 0; /* small region: JIT only if every kernel is cached (the probe's hits count) */
     if (use_jit && work < st_rt.jit_min) {
-        for (int j = 0; j < nj && use_jit; j++) use_jit = jit_lookup(jsrc[j], 1) != NULL;
+        for (int j = 0; j < nj && use_jit; j++) use_jit = (fns[jidx[j]] = jit_lookup(jsrc[j], 1)) != NULL;
+        probed = use_jit;
+        if (!use_jit)
+            for (int j = 0; j < nj; j++) fns[jidx[j]] = NULL;
     }
-    if (use_jit) {
-        uint64_t c0 = st_stats_g.kernels_compiled;
+    if (use_jit && !probed) {
         st_kernel_fn *tmp = st_calloc((size_t)nj, sizeof *tmp);
         if (!tmp) {
             s = st_last_status();
@@ -237,8 +230,6 @@ st_status fuse_execute(st_region *r) {
         for (int j = 0; j < nj && s == ST_OK; j++) fns[jidx[j]] = tmp[j];
         st_free(tmp);
         if (s != ST_OK) goto done;
-        last_compiled = (int)(st_stats_g.kernels_compiled - c0);
-        last_cached = nj - last_compiled;
     }
 
     /* run */

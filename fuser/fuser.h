@@ -95,7 +95,4 @@ typedef struct fuse_launch {
 ST_INTERNAL st_status fuse_lower(fuse_plan *p, int g, fuse_launch *out);
 ST_INTERNAL void fuse_launch_free(fuse_launch *l);
 
-/* exec.c: numbers of the last fuse_execute, for the ST_DEBUG=1 flush line. */
-ST_INTERNAL void fuse_last_flush_info(int *groups, int *kernels_compiled_now, int *cached_now);
-
 #endif

@@ -19,12 +19,6 @@ st_status st_error(st_status s, const char *fmt, ...) {
     return s;
 }
 
-void st_error_prefix(const char *prefix) {
-    char tmp[sizeof err_msg];
-    snprintf(tmp, sizeof tmp, "%s%s", prefix, err_msg);
-    memcpy(err_msg, tmp, sizeof err_msg);
-}
-
 const char *st_last_error(void) { return err_msg; }
 st_status st_last_status(void) { return err_status; }
 void st_clear_error(void) {

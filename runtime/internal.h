@@ -57,8 +57,6 @@ ST_INTERNAL void st_store_i64(st_dtype dt, void *base, int64_t i, int64_t v);
 /* Sets the error (printf-style) and returns status, for `return st_error(...)`. */
 ST_INTERNAL st_status st_error(st_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Prepends context ("matmul: ") to the current message. */
-ST_INTERNAL void st_error_prefix(const char *prefix);
 
 /* ---- memory: one allocation hook for runtime, uthash and (through lua_Alloc) Lua ---- */
 /* Host allocations for runtime objects; NULL with ST_ERR_OOM set on failure (after the OOM
