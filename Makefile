@@ -26,12 +26,13 @@ LUA_INC := /usr/include/lua5.4
 LUA_A   := /usr/lib/x86_64-linux-gnu/liblua5.4.a
 CPPFLAGS:= -D_GNU_SOURCE -Iinclude -I. -I$(LUA_INC) -MMD -MP
 CFLAGS  := $(WARN) $(OPT) -fPIC -fvisibility=hidden -pthread
-LDLIBS  := -lm -ldl -pthread
+LDLIBS  := -lz -lm -ldl -pthread
 
 CORE_SRC := $(wildcard runtime/*.c trace/*.c fuser/*.c jit/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/prelude_src.o
 LUA_SRC  := $(filter-out lua_frontend/main.c,$(wildcard lua_frontend/*.c))
-LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/obj/%.o)
+LUA_LIB  := $(sort $(wildcard lua_frontend/lib/*.lua))
+LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/lualib.o
 MAIN_OBJ := $(BUILD)/obj/lua_frontend/main.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -47,6 +48,7 @@ deps:
 	[ -f $(LUA_INC)/lua.h ] && [ -f $(LUA_A) ] || missing="$$missing liblua5.4-dev"; \
 	[ -f /usr/include/uthash.h ] || missing="$$missing uthash-dev"; \
 	[ -f /usr/include/histedit.h ] || missing="$$missing libedit-dev"; \
+	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
 	command -v lua5.4 >/dev/null || missing="$$missing lua5.4"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -64,6 +66,14 @@ $(BUILD)/gen/prelude_src.c: jit/prelude.h tools/embed.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed.sh st_prelude_src $< > $@
 $(BUILD)/obj/gen/prelude_src.o: $(BUILD)/gen/prelude_src.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# The Lua training library (lua_frontend/lib/*.lua) is embedded into the module and the executable.
+$(BUILD)/gen/lualib.c: $(LUA_LIB) tools/embed_lua.sh lua_frontend/lib
+	@mkdir -p $(dir $@)
+	sh tools/embed_lua.sh $(LUA_LIB) > $@
+$(BUILD)/obj/gen/lualib.o: $(BUILD)/gen/lualib.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

@@ -394,7 +394,7 @@ static lctx row_ctx(lw *w, const rows *R, int rr) {
 static bool costly_op(st_op op) {
     switch (op) {
     case ST_OP_EXP: case ST_OP_LOG: case ST_OP_SIN: case ST_OP_COS: case ST_OP_TANH: case ST_OP_SIGMOID:
-    case ST_OP_GELU: case ST_OP_GELU_TANH: case ST_OP_SILU: case ST_OP_LOG1P: case ST_OP_EXPM1: case ST_OP_POW:
+    case ST_OP_GELU: case ST_OP_GELU_TANH: case ST_OP_SILU: case ST_OP_LOG1P: case ST_OP_EXPM1: case ST_OP_ERF: case ST_OP_POW:
     case ST_OP_FMOD: case ST_OP_REM: case ST_OP_RAND_N:
         return true;
     default:
@@ -616,7 +616,7 @@ static void lower_setview(lw *w) {
     st_node *sv = w->G->anchor, *base = sv->src[0], *val = sv->src[1];
     kir_builder *b = &w->b;
     const st_view_arg *va = &sv->arg.view;
-    w->L->inplace = base->op == ST_OP_BUFFER && base->refcnt == 1 && base->buf &&
+    w->L->inplace = base->op == ST_OP_BUFFER && base->refcnt == 1 && base->buf && base->buf->refcnt == 1 &&
                     base->dtype == sv->dtype && base->numel == sv->numel;
     int ocls = shape_class(w, sv), vcls = shape_class(w, val);
     if (ocls < 0 || vcls < 0) return;

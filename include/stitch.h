@@ -111,7 +111,7 @@ ST_API st_tensor *st_randint(int64_t lo, int64_t hi, st_dtype dt, int ndim, cons
 /* ---- elementwise (broadcasting, type promotion) ---- */
 #define ST_UNARY_API(X) X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(tanh) \
     X(sigmoid) X(relu) X(gelu) X(gelu_tanh) X(silu) X(floor) X(ceil) X(round) X(sign)       \
-    X(reciprocal) X(logical_not) X(log1p) X(expm1) X(square)
+    X(reciprocal) X(logical_not) X(log1p) X(expm1) X(erf) X(square)
 #define ST_BINARY_API(X) X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(fmod)      \
     X(remainder) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or)
 #define ST_DECL_UNARY(name) ST_API st_tensor *st_##name(st_tensor *a);
@@ -197,6 +197,51 @@ ST_API st_status st_sync(void);
 ST_API st_status st_to_host(st_tensor *t, st_dtype dt, void *dst, size_t nbytes);
 ST_API st_status st_item(st_tensor *t, double *out);         /* one-element tensor */
 ST_API st_status st_item_i64(st_tensor *t, int64_t *out);
+
+/* ---- autograd ----
+ * Gradients are recorded as trace nodes: backward() records the gradient computation into the lazy
+ * trace (nothing runs until a sync point), so it is fused with the forward and the optimizer step.
+ * A tensor requires grad when it is a leaf marked with st_set_requires_grad, or when it was computed
+ * with grad mode on from a tensor that requires grad. Only float tensors can require grad. Gradients
+ * accumulate (sum) into a leaf's storage across backward calls until cleared with st_set_grad(t, NULL).
+ * Ops that are not differentiable (comparisons, floor, argmax, ...) pass no gradient.
+ * In-place ops on a leaf that requires grad are refused while grad mode is on (run optimizer
+ * updates with grad mode off); in-place ops on other tensors are recorded like any op. */
+ST_API st_status st_set_requires_grad(st_tensor *t, int on); /* t: a leaf (not computed from grad-requiring tensors) of a float dtype */
+ST_API int st_requires_grad(const st_tensor *t);
+ST_API int st_is_leaf(const st_tensor *t);           /* 1 unless t was computed from a tensor that requires grad */
+/* The gradient accumulated for t's storage, viewed like t: a new reference, or NULL with
+ * st_last_status() == ST_OK when there is none. */
+ST_API st_tensor *st_grad(st_tensor *t);
+/* Replace the accumulated gradient of t's storage (t must be a whole-storage leaf; g of t's shape,
+ * cast to t's dtype); g == NULL clears it. */
+ST_API st_status st_set_grad(st_tensor *t, st_tensor *g);
+/* Accumulate d(t)/d(leaf) * grad into every leaf t depends on. grad == NULL means ones and needs a
+ * one-element t; otherwise grad must have t's shape. Records work only (no flush). */
+ST_API st_status st_backward(st_tensor *t, st_tensor *grad);
+/* A tensor with t's current value that does not require grad (a new storage: later in-place writes
+ * to either one are not seen by the other). */
+ST_API st_tensor *st_detach(st_tensor *t);
+/* Grad mode (default on): ops record gradient information only while it is on. Push/pop nest. */
+ST_API void st_grad_mode_push(int enabled);
+ST_API void st_grad_mode_pop(void);
+ST_API int st_grad_enabled(void);
+
+/* ---- files ----
+ * safetensors (https://github.com/huggingface/safetensors format): an 8-byte little-endian header
+ * size, a JSON header {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}, ...,
+ * "__metadata__": {..}}, then the raw little-endian data. st_save writes to a temporary file in the
+ * same directory, fsyncs it and renames it over path, so a crash never leaves a broken file. st_load
+ * validates the header, dtypes, shapes and offsets and rejects a malformed file with ST_ERR_IO
+ * naming what is wrong; it never reads out of bounds. U8/I8/I16/U16 data loads as i32; BOOL, I32,
+ * I64, F16, BF16, F32, F64 load as themselves; other dtypes are refused. */
+ST_API st_status st_save(const char *path, int n, const char *const *names, st_tensor *const *ts);
+/* On success *names and *ts are arrays of n entries owned by the caller: free with st_free_loaded. */
+ST_API st_status st_load(const char *path, int *n, char ***names, st_tensor ***ts);
+ST_API void st_free_loaded(int n, char **names, st_tensor **ts);  /* releases the tensors too */
+/* An IDX file (the MNIST format), gzip-compressed or not: ubyte/byte/short/int data as i32,
+ * float as f32, double as f64, with the file's dims as the shape. */
+ST_API st_tensor *st_read_idx(const char *path);
 
 /* ---- runtime control ---- */
 typedef struct st_stats_t {

@@ -320,6 +320,7 @@ static inline double st_div_d_(double a, double b) { return a / b; }
 #define st_tanh(x) ST_GF(st_tanhf_, tanh, x)
 #define st_sigmoid(x) ST_GF(st_sigmoidf_, st_sigmoidd_, x)
 #define st_relu(x) ST_G1(st_relu, x)
+#define st_erf(x) ST_GF(st_erff_, erf, x)
 #define st_gelu(x) ST_GF(st_geluf_, st_gelud_, x)
 #define st_gelu_tanh(x) ST_GF(st_gelu_tanhf_, st_gelu_tanhd_, x)
 #define st_silu(x) ST_GF(st_siluf_, st_silud_, x)

@@ -83,7 +83,7 @@ LT_FUNC int lt_raise(lua_State *L, const char *name) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Boxes and argument checks
+ * Boxes and argument checks (lt_push_box / lt_box_finish are their names for the other files)
  * ---------------------------------------------------------------------------------------------- */
 
 /* Pushes an empty box; the caller stores the tensor once the C call succeeded. */
@@ -100,6 +100,11 @@ static int lt_finish(lua_State *L, lt_box *b, st_tensor *r, const char *name) {
     b->t = r;
     lt_gc_feed(L);
     return 1;
+}
+
+LT_FUNC lt_box *lt_push_box(lua_State *L) { return lt_newbox(L); }
+LT_FUNC int lt_box_finish(lua_State *L, lt_box *b, st_tensor *r, const char *name) {
+    return lt_finish(L, b, r, name);
 }
 
 /* The tensor at stack index i, or NULL when it is not a tensor; raises when it was closed. */
@@ -623,7 +628,10 @@ static st_tensor *lt_index_apply(st_tensor *t, const lt_idx *spec, int n) {
 static int lt_index(lua_State *L) {
     if (lua_type(L, 2) == LUA_TSTRING) {
         lua_pushvalue(L, 2);
-        lua_rawget(L, lua_upvalueindex(1));
+        if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+        lua_pop(L, 1);
+        if (lt_autograd_get(L, lt_check(L, 1), lua_tostring(L, 2))) return 1;
+        lua_pushnil(L);
         return 1;
     }
     st_tensor *t = lt_check(L, 1);
@@ -651,8 +659,10 @@ static st_status lt_assign_apply(st_tensor *view, const lt_operand *v) {
 /* __newindex: t[i] = v, t[{...}] = v writes into t's storage (v: number, boolean or tensor). */
 static int lt_newindex(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
-    if (lua_type(L, 2) == LUA_TSTRING)
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        if (lt_autograd_set(L, t, lua_tostring(L, 2), 3)) return 0;
         return luaL_error(L, "cannot set field '%s' on a tensor (add methods to st.Tensor)", lua_tostring(L, 2));
+    }
     lt_idx spec[ST_MAX_DIMS];
     bool scalar = false;
     int n = lt_parse_key(L, 2, t, spec, &scalar);
@@ -1350,6 +1360,9 @@ ST_API int luaopen_stitch(lua_State *L) {
     lua_setfield(L, -2, "Tensor");
     lua_pushliteral(L, "0.1");
     lua_setfield(L, -2, "version");
+    lt_open_io(L);
+    lt_open_autograd(L, methods);
+    lt_open_lib(L);
     lua_remove(L, methods);
     return 1;
 }

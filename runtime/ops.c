@@ -56,7 +56,7 @@ static bool op_float_only(st_op op) {
     switch (op) {
     case ST_OP_EXP: case ST_OP_LOG: case ST_OP_SQRT: case ST_OP_RSQRT: case ST_OP_SIN:
     case ST_OP_COS: case ST_OP_TANH: case ST_OP_SIGMOID: case ST_OP_GELU: case ST_OP_GELU_TANH:
-    case ST_OP_SILU: case ST_OP_RECIP: case ST_OP_LOG1P: case ST_OP_EXPM1: case ST_OP_DIV:
+    case ST_OP_SILU: case ST_OP_RECIP: case ST_OP_LOG1P: case ST_OP_EXPM1: case ST_OP_ERF: case ST_OP_DIV:
         return true;
     default:
         return false;
@@ -113,7 +113,7 @@ DEF_UNARY(sqrt, SQRT) DEF_UNARY(rsqrt, RSQRT) DEF_UNARY(sin, SIN) DEF_UNARY(cos,
 DEF_UNARY(tanh, TANH) DEF_UNARY(sigmoid, SIGMOID) DEF_UNARY(relu, RELU) DEF_UNARY(gelu, GELU)
 DEF_UNARY(gelu_tanh, GELU_TANH) DEF_UNARY(silu, SILU) DEF_UNARY(floor, FLOOR) DEF_UNARY(ceil, CEIL)
 DEF_UNARY(round, ROUND) DEF_UNARY(sign, SIGN) DEF_UNARY(reciprocal, RECIP)
-DEF_UNARY(logical_not, NOT) DEF_UNARY(log1p, LOG1P) DEF_UNARY(expm1, EXPM1)
+DEF_UNARY(logical_not, NOT) DEF_UNARY(log1p, LOG1P) DEF_UNARY(expm1, EXPM1) DEF_UNARY(erf, ERF)
 st_tensor *st_square(st_tensor *a) { return binary(ST_OP_MUL, a, a); }
 
 #define DEF_BINARY(name, OP) \

@@ -8,13 +8,14 @@
  */
 #include "tensor.h"
 
-static st_storage live_head = {0, NULL, &live_head, &live_head};
+static st_storage live_head = {0, NULL, NULL, &live_head, &live_head};
 
 static st_storage *storage_new(st_node *n) {
     st_storage *s = st_malloc(sizeof *s);
     if (!s) return NULL;
     s->refcnt = 1;
     s->node = n;
+    s->acc = NULL;
     s->next = live_head.next;
     s->prev = &live_head;
     live_head.next->prev = s;
@@ -26,6 +27,13 @@ static void storage_release(st_storage *s) {
     if (--s->refcnt > 0) return;
     s->prev->next = s->next;
     s->next->prev = s->prev;
+    if (s->acc) {
+        st_tensor *g = s->acc->grad;
+        s->acc->grad = NULL;
+        s->acc->requires_grad = 0;
+        st_ag_acc_release(s->acc);
+        st_release(g);
+    }
     st_node_release(s->node);
     st_free(s);
 }
@@ -165,6 +173,14 @@ st_node *st_tensor_read(st_tensor *t, st_dtype dt, int ndim, const int64_t *shap
 st_status st_tensor_write(st_tensor *t, st_node *value) {
     if (!value) return st_last_status();
     st_storage *s = t->storage;
+    int leaf = s->acc && s->acc->requires_grad;
+    if (leaf && st_grad_mode) {
+        char b[128];
+        st_node_release(value);
+        return st_error(ST_ERR_ARG, "in-place write into a leaf tensor %s that requires grad: run it "
+                        "with grad mode off (st_grad_mode_push(0), st.no_grad)",
+                        st_shape_str(t->ndim, t->shape, b, sizeof b));
+    }
     st_node *nv;
     if (t->identity) {
         nv = value;
@@ -186,6 +202,11 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
     }
     st_node_release(s->node);
     s->node = nv;
+    if (leaf) {
+        st_status r = st_ag_mark_leaf(s);
+        if (r != ST_OK) return r;
+        nv = s->node;
+    }
     if (st_rt.eager && nv->op != ST_OP_BUFFER) return st_flush_nodes(1, &nv);
     if (st_pending_nodes() > st_rt.trace_max) return st_sync();
     return ST_OK;

@@ -14,6 +14,7 @@
 typedef struct st_storage {
     int32_t refcnt;
     st_node *node;                    /* owned reference: current version */
+    st_grad_acc *acc;                 /* owned reference: gradient accumulator, or NULL */
     struct st_storage *prev, *next;   /* list of live storages (st_sync) */
 } st_storage;
 
@@ -47,5 +48,8 @@ ST_INTERNAL st_status st_broadcast_shapes(const char *op, int na, const int64_t 
 /* Normalize dim (negative from the end) for ndim dims; -1 with an ST_ERR_ARG error if out of range. */
 ST_INTERNAL int st_norm_dim(const char *op, int dim, int ndim);
 ST_INTERNAL int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides);
+/* Make s->node a leaf node of s's accumulator (runtime/autograd.c): a node nobody else holds,
+ * with a leaf autograd record. */
+ST_INTERNAL st_status st_ag_mark_leaf(st_storage *s);
 
 #endif

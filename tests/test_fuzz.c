@@ -232,7 +232,7 @@ static const ucase ucases[] = {
     {"gelu_tanh", st_gelu_tanh, U_CONT, 1}, {"silu", st_silu, U_CONT, 1}, {"floor", st_floor, U_SENS, 0},
     {"ceil", st_ceil, U_SENS, 0}, {"round", st_round, U_SENS, 0}, {"sign", st_sign, U_SENS, 0},
     {"reciprocal", st_reciprocal, U_SENS, 1}, {"logical_not", st_logical_not, U_SENS, 0},
-    {"log1p", st_log1p, U_SENS, 1}, {"expm1", st_expm1, U_CONT, 1}, {"square", st_square, U_CONT, 0},
+    {"log1p", st_log1p, U_SENS, 1}, {"expm1", st_expm1, U_CONT, 1}, {"erf", st_erf, U_CONT, 1}, {"square", st_square, U_CONT, 0},
 };
 
 static double unary_bound(const char *name, double b) {

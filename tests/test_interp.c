@@ -207,6 +207,7 @@ static double ref_unary(st_op op, double x) {
     case ST_OP_NOT: return x == 0;
     case ST_OP_LOG1P: return log1p(x);
     case ST_OP_EXPM1: return expm1(x);
+    case ST_OP_ERF: return erf(x);
     default: return NAN;
     }
 }
@@ -216,7 +217,7 @@ TEST(unary_f32_f64) {
     double dv[NV];
     for (int i = 0; i < NV; i++) dv[i] = fv[i];
     st_node *a = leaf_f32(1, sh, fv), *ad = leaf(ST_F64, 1, sh, dv);
-    for (int op = ST_OP_NEG; op <= ST_OP_EXPM1; op++) {
+    for (int op = ST_OP_NEG; op <= ST_OP_ERF; op++) {
         if (op == ST_OP_CAST) continue;
         st_dtype odt = op == ST_OP_NOT ? ST_BOOL : ST_F32;
         st_node *n = node((st_op)op, odt, 1, sh, 1, a, NULL, NULL, NULL);

@@ -384,7 +384,7 @@ static const unary_case unary_cases[] = {
     {"gelu_tanh", st_gelu_tanh, r_gelu_tanh, 0}, {"silu", st_silu, r_silu, 0},
     {"floor", st_floor, floor, 0}, {"ceil", st_ceil, ceil, 0}, {"round", st_round, nearbyint, 0},
     {"sign", st_sign, r_sign, 0}, {"reciprocal", st_reciprocal, r_recip, 0},
-    {"log1p", st_log1p, log1p, 1}, {"expm1", st_expm1, expm1, 0}, {"square", st_square, r_square, 0},
+    {"log1p", st_log1p, log1p, 1}, {"expm1", st_expm1, expm1, 0}, {"erf", st_erf, erf, 0}, {"square", st_square, r_square, 0},
 };
 
 static void unary_check(st_dtype dt, double tol) {

@@ -59,6 +59,10 @@ st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int 
     n->aux = NULL;
     if (op != ST_OP_BUFFER) pending++;
     st_stats_g.nodes_recorded++;
+    if (st_grad_mode && nsrc && st_ag_attach(n) != ST_OK) {
+        st_node_release(n);
+        return NULL;
+    }
     return n;
 }
 
@@ -70,9 +74,11 @@ void st_node_release(st_node *n) {
     if (!n || --n->refcnt > 0) return;
     size_t top = 0;
     for (;;) {
-        /* n has refcnt 0: free it, pushing srcs that drop to 0. */
-        for (int i = 0; i < n->nsrc; i++) {
-            st_node *s = n->src[i];
+        /* n has refcnt 0: free it, pushing srcs (and its autograd record's srcs) that drop to 0. */
+        st_ag *ag = n->ag;
+        int nsrc = n->nsrc + (ag ? ag->nsrc : 0);
+        for (int i = 0; i < nsrc; i++) {
+            st_node *s = i < n->nsrc ? n->src[i] : ag->src[i - n->nsrc];
             if (--s->refcnt > 0) continue;
             if (top == rel_cap) {
                 size_t cap = rel_cap ? rel_cap * 2 : 256;
@@ -82,6 +88,11 @@ void st_node_release(st_node *n) {
                 rel_cap = cap;
             }
             rel_stack[top++] = s;
+        }
+        if (ag) {
+            st_ag_acc_release(ag->acc);
+            st_free(ag);
+            n->ag = NULL;
         }
         if (n->op != ST_OP_BUFFER) pending--;
         st_buffer_release(n->buf);

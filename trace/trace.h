@@ -63,6 +63,28 @@ enum {
     NODE_TARGET = 2,   /* scratch during a flush: must be materialized */
 };
 
+/* Autograd (runtime/autograd.c). A storage whose tensor requires grad owns an accumulator; leaf
+ * nodes (versions of such a storage) point to it. grad is an identity tensor of the storage's base
+ * shape or NULL; it is dropped when the storage dies (so freeing an accumulator never frees a
+ * tensor). */
+typedef struct st_grad_acc {
+    int32_t refcnt;
+    uint8_t requires_grad;    /* the storage is a leaf that requires grad */
+    struct st_tensor *grad;
+} st_grad_acc;
+
+/* The autograd record of a node that requires grad: a leaf (acc set, no srcs) or the forward op
+ * with its own references to the srcs, kept when the node is realized (which drops node->src). */
+typedef struct st_ag {
+    st_grad_acc *acc;         /* owned reference; leaf only */
+    uint16_t op;
+    uint8_t nsrc;
+    struct st_node *src[3];   /* owned references */
+    st_node_arg arg;
+    struct st_tensor *grad;   /* scratch during a backward pass */
+    uint64_t mark;
+} st_ag;
+
 typedef struct st_node {
     int32_t refcnt;
     uint16_t op;          /* st_op */
@@ -74,6 +96,7 @@ typedef struct st_node {
     int64_t numel;
     struct st_node *src[3];
     st_buffer *buf;       /* set once realized (op == ST_OP_BUFFER) */
+    st_ag *ag;            /* set when the node requires grad */
     uint64_t id;          /* creation order: ids grow along every src edge */
     uint64_t epoch;       /* flush that last visited this node (region collection) */
     st_node_arg arg;
@@ -93,6 +116,11 @@ ST_INTERNAL void st_node_release(st_node *n);   /* frees, recursively releasing 
 /* Turn n into a realized BUFFER node owning buf (reference taken over); drops its srcs. */
 ST_INTERNAL void st_node_realize(st_node *n, st_buffer *buf);
 ST_INTERNAL int64_t st_pending_nodes(void);     /* live unrealized nodes */
+/* Autograd hooks (runtime/autograd.c): grad mode, and the record of a new node whose srcs require
+ * grad (called by st_node_new; on failure the node must be dropped). */
+ST_INTERNAL extern int st_grad_mode;
+ST_INTERNAL st_status st_ag_attach(st_node *n);
+ST_INTERNAL void st_ag_acc_release(st_grad_acc *acc);
 ST_INTERNAL size_t st_node_nbytes(const st_node *n);
 
 /* Contiguous strides of a shape, in elements. */

@@ -1,0 +1,99 @@
+/*
+ * llib.c — the Lua part of stitch's library (st.nn, st.optim, st.data, st.progress), embedded.
+ *
+ * Each lua_frontend/lib/NAME.lua is a chunk called with the module table and returning its own
+ * module table. st._lib(NAME) loads one once and caches it in the registry (so every require of
+ * stitch in one Lua state shares the same st.nn); the module table's metatable loads the public
+ * ones lazily on first access (st.nn costs nothing to a script that never touches it). With
+ * ST_LUA_LIB=dir set, chunks are read from dir/NAME.lua instead of the embedded copies (development).
+ * Also two tiny host helpers the library needs: st._isatty() and st._now().
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "lstitch_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LT_LIBCACHE "stitch.lib"
+
+/* Libraries reachable as st.NAME. */
+static const char *const lt_public_libs[] = {"nn", "optim", "data", "progress", NULL};
+
+/* st._lib(name): upvalue 1 is the module table. */
+static int lt_lib(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LT_LIBCACHE);
+    if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
+    lua_pop(L, 1);
+    int cache = lua_gettop(L);
+    const char *dir = getenv("ST_LUA_LIB");
+    int rc;
+    if (dir && *dir) {
+        lua_pushfstring(L, "%s/%s.lua", dir, name);
+        rc = luaL_loadfile(L, lua_tostring(L, -1));
+        lua_remove(L, -2);
+    } else {
+        const lt_lualib_entry *e = lt_lualib;
+        while (e->name && strcmp(e->name, name) != 0) e++;
+        if (!e->name) return luaL_error(L, "stitch: no library '%s'", name);
+        lua_pushfstring(L, "@stitch/%s.lua", name);
+        rc = luaL_loadbufferx(L, e->src, strlen(e->src), lua_tostring(L, -1), "t");
+        lua_remove(L, -2);
+    }
+    if (rc != LUA_OK) return lua_error(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_call(L, 1, 1);
+    if (lua_isnil(L, -1)) return luaL_error(L, "stitch: library '%s' returned nothing", name);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, cache, name);
+    return 1;
+}
+
+/* __index of the module table: st.nn and friends on first use. */
+static int lt_lazy_index(lua_State *L) {
+    if (lua_type(L, 2) != LUA_TSTRING) return 0;
+    const char *k = lua_tostring(L, 2);
+    for (int i = 0; lt_public_libs[i]; i++) {
+        if (strcmp(k, lt_public_libs[i]) != 0) continue;
+        lua_getfield(L, 1, "_lib");
+        lua_pushvalue(L, 2);
+        lua_call(L, 1, 1);
+        lua_pushvalue(L, 2);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, 1);
+        return 1;
+    }
+    return 0;
+}
+
+static int lt_isatty(lua_State *L) {
+    lua_pushboolean(L, isatty(STDOUT_FILENO));
+    return 1;
+}
+
+static int lt_now(lua_State *L) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
+LT_FUNC void lt_open_lib(lua_State *L) {
+    int mod = lua_gettop(L);
+    lua_pushvalue(L, mod);
+    lua_pushcclosure(L, lt_lib, 1);
+    lua_setfield(L, mod, "_lib");
+    lua_pushcfunction(L, lt_isatty);
+    lua_setfield(L, mod, "_isatty");
+    lua_pushcfunction(L, lt_now);
+    lua_setfield(L, mod, "_now");
+    lua_newtable(L);
+    lua_pushcfunction(L, lt_lazy_index);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, mod);
+}
+
+/* TEMPORARY until lio.c lands */
+__attribute__((weak)) void lt_open_io(lua_State *L) { (void)L; }
