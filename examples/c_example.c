@@ -1,5 +1,5 @@
 /* c_example.c — the C API in a few lines: record, fuse, read back.
- * Build: cc -Iinclude examples/c_example.c build/libstitch.a -lm -ldl -pthread -o c_example */
+ * Build: cc -Iinclude examples/c_example.c build/libstitch.a -lz -lm -ldl -pthread -o c_example */
 #include <stdio.h>
 #include "stitch.h"
 

@@ -1192,12 +1192,22 @@ static int lt_zero_(lua_State *L) {
  * Runtime control
  * ---------------------------------------------------------------------------------------------- */
 
-/* st.sync(a, b, ...) realizes those tensors in one flush; st.sync() realizes everything pending. */
+/* st.sync(a, b, ...) or st.sync({a, b, ...}) realizes those tensors in one flush (and returns its
+ * arguments); st.sync() realizes everything pending. st.realize is the same function. */
 static int lt_sync(lua_State *L) {
     int n = lua_gettop(L);
     st_status s;
     if (n == 0) {
         LT_TRY_STATUS(L, s, st_sync());
+    } else if (n == 1 && lua_istable(L, 1)) {
+        int m = (int)luaL_len(L, 1);
+        st_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(m ? m : 1), 0);
+        for (int k = 0; k < m; k++) {
+            lua_geti(L, 1, k + 1);
+            ts[k] = lt_check(L, -1); /* the table keeps it alive */
+            lua_pop(L, 1);
+        }
+        LT_TRY_STATUS(L, s, st_realize(m, ts));
     } else {
         st_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)n, 0);
         for (int k = 0; k < n; k++) ts[k] = lt_check(L, k + 1);
@@ -1209,10 +1219,7 @@ static int lt_sync(lua_State *L) {
     return n;
 }
 
-static int lt_realize(lua_State *L) {
-    lua_settop(L, 1);
-    return lt_sync(L);
-}
+static int lt_realize(lua_State *L) { return lt_sync(L); }
 
 static int lt_stats(lua_State *L) {
     st_stats_t s;
