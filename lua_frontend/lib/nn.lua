@@ -1,0 +1,713 @@
+-- nn.lua — st.nn: the Module base class, layers and loss modules (functional forms in
+-- nn_functional.lua, initializers in nn_init.lua).
+--
+-- A module is a Lua table whose metatable is its class. Its parameters, buffers and child modules
+-- live in ordered registries (_parameters/_param_order, _buffers/_buffer_order,
+-- _modules/_module_order) rather than as raw fields, so that `self.weight` reads through __index
+-- and `self.weight = t` goes through __newindex, which keeps the registries and the registration
+-- order (the order parameters(), state_dict() and __tostring follow) in sync. Invariant: a name is
+-- in at most one registry, and every name in an order array is a key of its registry.
+local st = ...
+local F = st._lib("nn_functional")
+local init = st._lib("nn_init")
+local no_grad = init._no_grad
+
+local M = {}
+M.functional = F
+M.init = init
+
+local function shape_str(t)
+  return "(" .. table.concat(t:shape(), ", ") .. ")"
+end
+
+local function is_module(v)
+  return type(v) == "table" and rawget(v, "_modules") ~= nil and rawget(v, "_parameters") ~= nil
+end
+M.is_module = is_module
+
+-- Makes t a parameter: a leaf that requires grad (a no-op while the autograd API is missing).
+local function as_parameter(t, on)
+  if on == nil then on = true end
+  if t.requires_grad_ and t.requires_grad ~= on then t:requires_grad_(on) end
+  return t
+end
+
+-- st.nn.Parameter(t [, requires_grad = true]): marks t as a trainable leaf and returns it; assigning
+-- it into a module registers it.
+function M.Parameter(t, requires_grad)
+  if not st.is_tensor(t) then error("nn.Parameter: expected a tensor", 2) end
+  return as_parameter(t, requires_grad)
+end
+
+-- ---- Module ----
+
+local Module = {}
+M.Module = Module
+
+local function check_name(self, name, what)
+  if type(name) ~= "string" or name == "" or name:find(".", 1, true) then
+    error(what .. ": name must be a non-empty string without '.', got " .. tostring(name), 3)
+  end
+  for _, reg in ipairs({"_parameters", "_buffers", "_modules"}) do
+    if rawget(self, reg)[name] ~= nil then
+      error(what .. ": '" .. name .. "' is already registered", 3)
+    end
+  end
+  if rawget(self, name) ~= nil then
+    error(what .. ": '" .. name .. "' is already a field of the module", 3)
+  end
+end
+
+local function remove_name(order, name)
+  for i = #order, 1, -1 do
+    if order[i] == name then table.remove(order, i) end
+  end
+end
+
+-- __index: registries first (integer keys index the children by position, negative from the
+-- end: seq[1], seq[-1]), then the class chain.
+local function instance_index(self, k)
+  local params = rawget(self, "_parameters")
+  if params then
+    if math.type(k) == "integer" then
+      local order = rawget(self, "_module_order")
+      if k < 0 then k = #order + k + 1 end
+      local name = order[k]
+      return name and rawget(self, "_modules")[name]
+    end
+    local v = params[k]
+    if v ~= nil then return v end
+    v = rawget(self, "_buffers")[k]
+    if v ~= nil then return v end
+    v = rawget(self, "_modules")[k]
+    if v ~= nil then return v end
+  end
+  return getmetatable(self)[k]
+end
+
+-- __newindex (only for names that are not raw fields): replaces or removes a registered entry;
+-- a tensor that requires grad becomes a parameter, a module a child; anything else a raw field.
+local function instance_newindex(self, k, v)
+  local params = rawget(self, "_parameters")
+  if params == nil or type(k) ~= "string" then return rawset(self, k, v) end
+  if params[k] ~= nil then
+    if v == nil then
+      params[k] = nil
+      remove_name(rawget(self, "_param_order"), k)
+    elseif st.is_tensor(v) then
+      params[k] = v
+    else
+      error("cannot assign a " .. type(v) .. " to parameter '" .. k .. "' (a tensor or nil)", 2)
+    end
+    return
+  end
+  local buffers = rawget(self, "_buffers")
+  if buffers[k] ~= nil then
+    if v == nil then
+      buffers[k] = nil
+      remove_name(rawget(self, "_buffer_order"), k)
+    elseif st.is_tensor(v) then
+      buffers[k] = v
+    else
+      error("cannot assign a " .. type(v) .. " to buffer '" .. k .. "' (a tensor or nil)", 2)
+    end
+    return
+  end
+  local mods = rawget(self, "_modules")
+  if mods[k] ~= nil then
+    if v == nil then
+      mods[k] = nil
+      remove_name(rawget(self, "_module_order"), k)
+    elseif is_module(v) then
+      mods[k] = v
+    else
+      error("cannot assign a " .. type(v) .. " to child module '" .. k .. "' (a module or nil)", 2)
+    end
+    return
+  end
+  if st.is_tensor(v) and v.requires_grad then return self:register_parameter(k, v) end
+  if is_module(v) then return self:add_module(k, v) end
+  rawset(self, k, v)
+end
+
+local function construct(cls, ...)
+  local self = setmetatable({
+    _parameters = {}, _param_order = {},
+    _buffers = {}, _buffer_order = {}, _nonpersistent = {},
+    _modules = {}, _module_order = {},
+    training = true,
+  }, cls)
+  self:__init(...)
+  return self
+end
+
+local METAMETHODS = {"__index", "__newindex", "__call", "__tostring", "__len"}
+
+-- Module:extend(name): a subclass. Instances are made by calling the class: MyNet(...) runs
+-- MyNet.__init(self, ...) on a fresh module (the base part is already set up: no super call
+-- needed). The parent class is cls.super, so a subclass of a layer calls
+-- st.nn.Linear.__init(self, ...) itself.
+function Module.extend(parent, name)
+  if type(name) ~= "string" then error("Module:extend: expected a class name", 2) end
+  local cls = {__name = name, super = parent}
+  for _, mm in ipairs(METAMETHODS) do cls[mm] = rawget(parent, mm) end
+  return setmetatable(cls, {__index = parent, __call = construct})
+end
+
+Module.__name = "Module"
+Module.__index = instance_index
+Module.__newindex = instance_newindex
+Module.__call = function(self, ...) return self:forward(...) end
+Module.__len = function(self) return #rawget(self, "_module_order") end
+setmetatable(Module, {__call = construct})
+
+function Module.__init() end
+
+function Module:forward()
+  error(getmetatable(self).__name .. ": forward is not implemented", 2)
+end
+
+function Module:register_parameter(name, t)
+  check_name(self, name, "register_parameter")
+  if t == nil then return end
+  if not st.is_tensor(t) then error("register_parameter: '" .. name .. "' is not a tensor", 2) end
+  self._parameters[name] = as_parameter(t)
+  table.insert(self._param_order, name)
+end
+
+-- register_buffer(name, t [, persistent = true]): state that is not trained (running statistics);
+-- persistent buffers are in state_dict().
+function Module:register_buffer(name, t, persistent)
+  check_name(self, name, "register_buffer")
+  if t == nil then return end
+  if not st.is_tensor(t) then error("register_buffer: '" .. name .. "' is not a tensor", 2) end
+  self._buffers[name] = t
+  table.insert(self._buffer_order, name)
+  if persistent == false then self._nonpersistent[name] = true end
+end
+
+function Module:add_module(name, m)
+  check_name(self, name, "add_module")
+  if not is_module(m) then error("add_module: '" .. name .. "' is not a module", 2) end
+  self._modules[name] = m
+  table.insert(self._module_order, name)
+end
+Module.register_module = Module.add_module
+
+-- Depth-first walk: fn(prefix, module) for self and every descendant, registration order.
+local function walk(self, prefix, fn)
+  fn(prefix, self)
+  for _, name in ipairs(self._module_order) do
+    walk(self._modules[name], prefix .. name .. ".", fn)
+  end
+end
+
+-- Array of {name, tensor} of registry `reg` over the tree (one module when recurse is false);
+-- shared tensors once (first name) when dedup.
+local function collect(self, reg, order, recurse, dedup)
+  local out, seen = {}, {}
+  local function visit(prefix, m)
+    for _, name in ipairs(m[order]) do
+      local t = m[reg][name]
+      if not (dedup and seen[t]) then
+        seen[t] = true
+        out[#out + 1] = {prefix .. name, t, m, name}
+      end
+    end
+  end
+  if recurse == false then visit("", self) else walk(self, "", visit) end
+  return out
+end
+
+local function pairs_iter(list)
+  local i = 0
+  return function()
+    i = i + 1
+    local e = list[i]
+    if e then return e[1], e[2] end
+  end
+end
+
+-- parameters([recurse = true]): array of tensors, registration order, depth first, each tensor
+-- once (shared parameters are listed under their first name).
+function Module:parameters(recurse)
+  local out = {}
+  for i, e in ipairs(collect(self, "_parameters", "_param_order", recurse, true)) do out[i] = e[2] end
+  return out
+end
+
+-- named_parameters([recurse = true]): an iterator of name, tensor in parameters() order:
+--   for name, p in net:named_parameters() do ... end
+function Module:named_parameters(recurse)
+  return pairs_iter(collect(self, "_parameters", "_param_order", recurse, true))
+end
+
+function Module:buffers(recurse)
+  local out = {}
+  for i, e in ipairs(collect(self, "_buffers", "_buffer_order", recurse, true)) do out[i] = e[2] end
+  return out
+end
+
+function Module:named_buffers(recurse)
+  return pairs_iter(collect(self, "_buffers", "_buffer_order", recurse, true))
+end
+
+-- children(): array of the direct child modules; named_children(): iterator of name, module.
+function Module:children()
+  local out = {}
+  for i, name in ipairs(self._module_order) do out[i] = self._modules[name] end
+  return out
+end
+
+function Module:named_children()
+  local list = {}
+  for i, name in ipairs(self._module_order) do list[i] = {name, self._modules[name]} end
+  return pairs_iter(list)
+end
+
+-- modules(): array of self and every descendant, depth first; named_modules(): iterator of
+-- name, module ("" for self, then "fc1", "block.1", ...).
+function Module:modules()
+  local out = {}
+  walk(self, "", function(_, m) out[#out + 1] = m end)
+  return out
+end
+
+function Module:named_modules()
+  local list = {}
+  walk(self, "", function(prefix, m) list[#list + 1] = {prefix:sub(1, -2), m} end)
+  return pairs_iter(list)
+end
+
+-- apply(fn): fn(m) for every descendant and then self (children first, as PyTorch); returns self.
+function Module:apply(fn)
+  for _, c in ipairs(self:children()) do c:apply(fn) end
+  fn(self)
+  return self
+end
+
+function Module:num_parameters()
+  local n = 0
+  for _, p in ipairs(self:parameters()) do n = n + p:numel() end
+  return n
+end
+
+-- train([on = true]) / eval(): set `training` on self and every descendant; return self.
+function Module:train(on)
+  if on == nil then on = true end
+  for _, m in ipairs(self:modules()) do m.training = on and true or false end
+  return self
+end
+
+function Module:eval() return self:train(false) end
+
+-- zero_grad(): every parameter's .grad = nil (PyTorch's set_to_none).
+function Module:zero_grad()
+  for _, p in ipairs(self:parameters()) do p.grad = nil end
+end
+
+-- Flat table name -> tensor and the array of its names in registration order.
+local function state_entries(self)
+  local sd, keys = {}, {}
+  local function visit(prefix, m)
+    for _, name in ipairs(m._param_order) do
+      local k = prefix .. name
+      sd[k] = m._parameters[name]
+      keys[#keys + 1] = k
+    end
+    for _, name in ipairs(m._buffer_order) do
+      if not m._nonpersistent[name] then
+        local k = prefix .. name
+        sd[k] = m._buffers[name]
+        keys[#keys + 1] = k
+      end
+    end
+  end
+  walk(self, "", visit)
+  return sd, keys
+end
+
+-- state_dict(): flat table name -> tensor: parameters, then persistent buffers, the live tensors
+-- (not copies). One result, so that st.save(path, net:state_dict()) works.
+function Module:state_dict()
+  return (state_entries(self))
+end
+
+-- state_dict_keys(): the state_dict() names in registration order (depth first).
+function Module:state_dict_keys()
+  local _, keys = state_entries(self)
+  return keys
+end
+
+local function quoted_list(list)
+  local q = {}
+  for i, k in ipairs(list) do q[i] = string.format("%q", k) end
+  return table.concat(q, ", ")
+end
+
+-- load_state_dict(sd [, strict = true]): copies sd's tensors into the parameters and buffers
+-- (in place, copy_ under no_grad: the tensors an optimizer holds stay the same). Strict: one error
+-- listing every missing and unexpected key; a shape mismatch is always an error naming both
+-- shapes. Returns the arrays of missing and unexpected keys.
+function Module:load_state_dict(sd, strict)
+  if type(sd) ~= "table" then error("load_state_dict: expected a table name -> tensor", 2) end
+  if strict == nil then strict = true end
+  local own, keys = state_entries(self)
+  local missing, unexpected, problems = {}, {}, {}
+  for _, k in ipairs(keys) do
+    local v = sd[k]
+    if v == nil then
+      missing[#missing + 1] = k
+    elseif not st.is_tensor(v) then
+      problems[#problems + 1] = string.format("%q is a %s, not a tensor", k, type(v))
+    else
+      local a, b = shape_str(v), shape_str(own[k])
+      if a ~= b then
+        problems[#problems + 1] = string.format("shape mismatch for %q: the checkpoint has %s, the model %s", k, a, b)
+      end
+    end
+  end
+  for k in pairs(sd) do
+    if own[k] == nil then unexpected[#unexpected + 1] = tostring(k) end
+  end
+  table.sort(unexpected)
+  local msg = {}
+  if strict and #missing > 0 then msg[#msg + 1] = "missing keys: " .. quoted_list(missing) end
+  if strict and #unexpected > 0 then msg[#msg + 1] = "unexpected keys: " .. quoted_list(unexpected) end
+  for _, p in ipairs(problems) do msg[#msg + 1] = p end
+  if #msg > 0 then
+    error("load_state_dict(" .. getmetatable(self).__name .. "): " .. table.concat(msg, "; "), 2)
+  end
+  no_grad(function()
+    for _, k in ipairs(keys) do
+      local v = sd[k]
+      if v ~= nil and v ~= own[k] then own[k]:copy_(v) end
+    end
+  end)
+  return missing, unexpected
+end
+
+local FLOAT_DTYPES = {
+  f32 = "f32", float = "f32", float32 = "f32", f64 = "f64", double = "f64", float64 = "f64",
+  f16 = "f16", half = "f16", float16 = "f16", bf16 = "bf16", bfloat16 = "bf16",
+}
+
+-- Replaces every float parameter and buffer by a cast to dtype (new leaf tensors: build the
+-- optimizer after converting).
+local function cast_all(self, dtype)
+  no_grad(function()
+    for _, m in ipairs(self:modules()) do
+      for _, name in ipairs(m._param_order) do
+        local p = m._parameters[name]
+        if p:dtype() ~= dtype and FLOAT_DTYPES[p:dtype()] then
+          local q = p.detach and p:detach():to(dtype) or p:to(dtype)
+          m._parameters[name] = as_parameter(q, p.requires_grad ~= false)
+        end
+      end
+      for _, name in ipairs(m._buffer_order) do
+        local b = m._buffers[name]
+        if b:dtype() ~= dtype and FLOAT_DTYPES[b:dtype()] then m._buffers[name] = b:to(dtype) end
+      end
+    end
+  end)
+  return self
+end
+
+-- to(device | dtype): "cpu" is the only device (returns self); a float dtype casts the parameters
+-- and buffers (new tensors).
+function Module:to(what)
+  if what == "cpu" then return self end
+  local dt = type(what) == "string" and FLOAT_DTYPES[what]
+  if dt then return cast_all(self, dt) end
+  error("Module:to: unknown device '" .. tostring(what) .. "' (only \"cpu\" exists)", 2)
+end
+function Module:float() return cast_all(self, "f32") end
+function Module:double() return cast_all(self, "f64") end
+
+-- extra_repr(): the text inside the parentheses of this module's line in __tostring.
+function Module:extra_repr() return "" end
+
+-- __tostring: PyTorch's tree, e.g.
+--   Sequential(
+--     (1): Linear(in_features=784, out_features=256, bias=true)
+--     (2): ReLU()
+--   )
+function Module:__tostring()
+  local name = getmetatable(self).__name
+  local extra = self:extra_repr()
+  local lines = {}
+  for l in extra:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  local n_extra = #lines
+  for _, cname in ipairs(self._module_order) do
+    local s = tostring(self._modules[cname]):gsub("\n", "\n  ")
+    lines[#lines + 1] = "(" .. cname .. "): " .. s
+  end
+  if #lines == 0 then return name .. "()" end
+  if n_extra == 1 and #lines == 1 then return name .. "(" .. lines[1] .. ")" end
+  return name .. "(\n  " .. table.concat(lines, "\n  ") .. "\n)"
+end
+
+-- ---- containers ----
+
+-- Sequential(m1, m2, ...) or Sequential({m1, m2, ...}): children "1", "2", ...; seq[i] is the
+-- i-th (negative from the end), #seq their count.
+local Sequential = Module:extend("Sequential")
+M.Sequential = Sequential
+
+function Sequential:__init(...)
+  local mods = table.pack(...)
+  if mods.n == 1 and type(mods[1]) == "table" and not is_module(mods[1]) then
+    mods = mods[1]
+    mods.n = #mods
+  end
+  for i = 1, mods.n do
+    if not is_module(mods[i]) then error("Sequential: argument " .. i .. " is not a module", 3) end
+    self:add_module(tostring(i), mods[i])
+  end
+end
+
+function Sequential:append(m)
+  self:add_module(tostring(#self._module_order + 1), m)
+  return self
+end
+
+function Sequential:forward(x)
+  for _, name in ipairs(self._module_order) do x = self._modules[name](x) end
+  return x
+end
+
+-- ModuleList({m1, ...}): a list of children ("1", "2", ...) without a forward.
+local ModuleList = Module:extend("ModuleList")
+M.ModuleList = ModuleList
+function ModuleList:__init(mods)
+  for i, m in ipairs(mods or {}) do self:add_module(tostring(i), m) end
+end
+ModuleList.append = Sequential.append
+function ModuleList:forward() error("ModuleList has no forward: iterate over its children", 2) end
+
+-- ---- layers ----
+
+local function opt_dtype(opts) return opts and opts.dtype or "f32" end
+
+local Identity = Module:extend("Identity")
+M.Identity = Identity
+function Identity.forward(_, x) return x end
+
+-- Linear(in_features, out_features, {bias = true, dtype = "f32"}): y = x W^T + b, W (out, in);
+-- W and b ~ U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's kaiming_uniform with a = sqrt(5)).
+local Linear = Module:extend("Linear")
+M.Linear = Linear
+function Linear:__init(in_features, out_features, opts)
+  opts = opts or {}
+  self.in_features, self.out_features = in_features, out_features
+  local bound = in_features > 0 and 1 / math.sqrt(in_features) or 0
+  local dt = opt_dtype(opts)
+  self:register_parameter("weight", init.uniform({out_features, in_features}, -bound, bound, dt))
+  if opts.bias ~= false then
+    self:register_parameter("bias", init.uniform({out_features}, -bound, bound, dt))
+  end
+end
+function Linear:forward(x) return F.linear(x, self.weight, self.bias) end
+function Linear:extra_repr()
+  return string.format("in_features=%d, out_features=%d, bias=%s", self.in_features,
+    self.out_features, tostring(self.bias ~= nil))
+end
+
+-- Embedding(num_embeddings, embedding_dim, {dtype}): weight ~ N(0, 1); forward(idx) with 1-based
+-- indices (a tensor of any shape, or a Lua table).
+local Embedding = Module:extend("Embedding")
+M.Embedding = Embedding
+function Embedding:__init(n, d, opts)
+  self.num_embeddings, self.embedding_dim = n, d
+  self:register_parameter("weight", init.normal({n, d}, 0, 1, opt_dtype(opts)))
+end
+function Embedding:forward(idx) return F.embedding(idx, self.weight) end
+function Embedding:extra_repr() return self.num_embeddings .. ", " .. self.embedding_dim end
+
+local function shape_arg(s)
+  if type(s) == "number" then return {s} end
+  local c = {}
+  for i, v in ipairs(s) do c[i] = v end
+  return c
+end
+
+-- LayerNorm(normalized_shape, {eps = 1e-5, elementwise_affine = true, bias = true, dtype})
+local LayerNorm = Module:extend("LayerNorm")
+M.LayerNorm = LayerNorm
+function LayerNorm:__init(shape, opts)
+  opts = opts or {}
+  self.normalized_shape = shape_arg(shape)
+  self.eps = opts.eps or 1e-5
+  self.elementwise_affine = opts.elementwise_affine ~= false
+  if self.elementwise_affine then
+    self:register_parameter("weight", st.ones(self.normalized_shape, opt_dtype(opts)))
+    if opts.bias ~= false then
+      self:register_parameter("bias", st.zeros(self.normalized_shape, opt_dtype(opts)))
+    end
+  end
+end
+function LayerNorm:forward(x)
+  return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+end
+function LayerNorm:extra_repr()
+  return string.format("(%s), eps=%g, elementwise_affine=%s", table.concat(self.normalized_shape, ", "),
+    self.eps, tostring(self.elementwise_affine))
+end
+
+-- RMSNorm(normalized_shape, {eps = machine epsilon of the input, elementwise_affine = true, dtype})
+local RMSNorm = Module:extend("RMSNorm")
+M.RMSNorm = RMSNorm
+function RMSNorm:__init(shape, opts)
+  opts = opts or {}
+  self.normalized_shape = shape_arg(shape)
+  self.eps = opts.eps
+  self.elementwise_affine = opts.elementwise_affine ~= false
+  if self.elementwise_affine then
+    self:register_parameter("weight", st.ones(self.normalized_shape, opt_dtype(opts)))
+  end
+end
+function RMSNorm:forward(x) return F.rms_norm(x, self.normalized_shape, self.weight, self.eps) end
+function RMSNorm:extra_repr()
+  return string.format("(%s), eps=%s, elementwise_affine=%s", table.concat(self.normalized_shape, ", "),
+    self.eps and string.format("%g", self.eps) or "nil", tostring(self.elementwise_affine))
+end
+
+-- Dropout(p = 0.5): F.dropout in training mode, identity in eval mode.
+local Dropout = Module:extend("Dropout")
+M.Dropout = Dropout
+function Dropout:__init(p)
+  p = p or 0.5
+  if p < 0 or p > 1 then error("Dropout: p must be in [0, 1], got " .. tostring(p), 3) end
+  self.p = p
+end
+function Dropout:forward(x) return F.dropout(x, self.p, self.training) end
+function Dropout:extra_repr() return string.format("p=%g", self.p) end
+
+-- Parameterless activations: Name() calling F.name.
+local function activation(name, fn)
+  local cls = Module:extend(name)
+  function cls.forward(_, x) return fn(x) end
+  M[name] = cls
+  return cls
+end
+activation("ReLU", F.relu)
+activation("SiLU", F.silu)
+activation("Tanh", F.tanh)
+activation("Sigmoid", F.sigmoid)
+
+-- GELU({approximate = "none" | "tanh"})
+local GELU = Module:extend("GELU")
+M.GELU = GELU
+function GELU:__init(opts)
+  if type(opts) == "string" then opts = {approximate = opts} end
+  self.approximate = opts and opts.approximate or "none"
+  if self.approximate ~= "none" and self.approximate ~= "tanh" then
+    error("GELU: approximate must be \"none\" or \"tanh\"", 3)
+  end
+end
+function GELU:forward(x) return F.gelu(x, {approximate = self.approximate}) end
+function GELU:extra_repr()
+  return self.approximate == "none" and "" or "approximate=" .. self.approximate
+end
+
+-- Softmax(dim = -1), LogSoftmax(dim = -1)
+local function with_dim(name, fn)
+  local cls = Module:extend(name)
+  function cls:__init(dim) self.dim = dim or -1 end
+  function cls:forward(x) return fn(x, self.dim) end
+  function cls:extra_repr() return "dim=" .. self.dim end
+  M[name] = cls
+end
+with_dim("Softmax", F.softmax)
+with_dim("LogSoftmax", F.log_softmax)
+
+-- Flatten(start_dim = 2, end_dim = -1): keeps the batch dim.
+local Flatten = Module:extend("Flatten")
+M.Flatten = Flatten
+function Flatten:__init(start_dim, end_dim)
+  self.start_dim, self.end_dim = start_dim or 2, end_dim or -1
+end
+function Flatten:forward(x) return x:flatten(self.start_dim, self.end_dim) end
+function Flatten:extra_repr() return "start_dim=" .. self.start_dim .. ", end_dim=" .. self.end_dim end
+
+local function pair(v)
+  if type(v) == "number" then return {v, v} end
+  return {v[1], v[2]}
+end
+
+-- Conv2d(in_channels, out_channels, kernel_size, {stride = 1, padding = 0, bias = true, dtype}):
+-- weight (out, in, kh, kw) and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in*kh*kw.
+local Conv2d = Module:extend("Conv2d")
+M.Conv2d = Conv2d
+function Conv2d:__init(cin, cout, kernel, opts)
+  opts = opts or {}
+  self.in_channels, self.out_channels = cin, cout
+  self.kernel_size = pair(kernel)
+  self.stride = pair(opts.stride or 1)
+  self.padding = pair(opts.padding or 0)
+  local kh, kw = self.kernel_size[1], self.kernel_size[2]
+  local fan_in = cin * kh * kw
+  local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
+  local dt = opt_dtype(opts)
+  self:register_parameter("weight", init.uniform({cout, cin, kh, kw}, -bound, bound, dt))
+  if opts.bias ~= false then
+    self:register_parameter("bias", init.uniform({cout}, -bound, bound, dt))
+  end
+end
+function Conv2d:forward(x)
+  return F.conv2d(x, self.weight, self.bias, {stride = self.stride, padding = self.padding})
+end
+function Conv2d:extra_repr()
+  local s = string.format("%d, %d, kernel_size=(%d, %d), stride=(%d, %d)", self.in_channels,
+    self.out_channels, self.kernel_size[1], self.kernel_size[2], self.stride[1], self.stride[2])
+  if self.padding[1] ~= 0 or self.padding[2] ~= 0 then
+    s = s .. string.format(", padding=(%d, %d)", self.padding[1], self.padding[2])
+  end
+  if self.bias == nil then s = s .. ", bias=false" end
+  return s
+end
+
+-- MaxPool2d(kernel_size, {stride = kernel_size, padding = 0}), AvgPool2d likewise.
+local function pool(name, fn)
+  local cls = Module:extend(name)
+  function cls:__init(kernel, opts)
+    opts = opts or {}
+    self.kernel_size, self.stride, self.padding = kernel, opts.stride or kernel, opts.padding or 0
+  end
+  function cls:forward(x)
+    return fn(x, self.kernel_size, {stride = self.stride, padding = self.padding})
+  end
+  function cls:extra_repr()
+    local function f(v) return type(v) == "number" and tostring(v) or "(" .. table.concat(v, ", ") .. ")" end
+    return string.format("kernel_size=%s, stride=%s, padding=%s", f(self.kernel_size), f(self.stride),
+      f(self.padding))
+  end
+  M[name] = cls
+end
+pool("MaxPool2d", F.max_pool2d)
+pool("AvgPool2d", F.avg_pool2d)
+
+-- ---- loss modules: Name(opts) called as loss(input, target) ----
+
+local function loss_module(name, fn, keys)
+  local cls = Module:extend(name)
+  function cls:__init(opts)
+    opts = opts or {}
+    self.opts = {}
+    for _, k in ipairs(keys) do self.opts[k] = opts[k] end
+    self.reduction = opts.reduction or "mean"
+  end
+  function cls:forward(input, target) return fn(input, target, self.opts) end
+  function cls:extra_repr()
+    return self.reduction == "mean" and "" or "reduction=" .. self.reduction
+  end
+  M[name] = cls
+end
+loss_module("CrossEntropyLoss", F.cross_entropy, {"weight", "reduction", "label_smoothing"})
+loss_module("NLLLoss", F.nll_loss, {"weight", "reduction"})
+loss_module("MSELoss", F.mse_loss, {"reduction"})
+loss_module("L1Loss", F.l1_loss, {"reduction"})
+loss_module("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits, {"weight", "pos_weight", "reduction"})
+loss_module("BCELoss", F.binary_cross_entropy, {"weight", "reduction"})
+
+return M
