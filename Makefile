@@ -1,7 +1,7 @@
 # stitch — build
 #   make            build/libstitch.a, build/libstitch.so, build/stitch, build/stitch.so
 #   make test       the whole suite; last line "N passed, N failed"
-#   make demo       the main job (an example script)
+#   make demo       the main job: train the Fashion-MNIST MLP (ARGS="--epochs 1")
 #   make fuzz N=... the differential fuzzer, longer
 #   make bench      benchmarks (bench/NOTES.md)
 # Options: WERROR=1 (warnings are errors), SANITIZE=address,undefined, DEBUG=1.
@@ -102,8 +102,14 @@ test: all $(TEST_BIN)
 fuzz: all $(BUILD)/tests/test_fuzz
 	$(BUILD)/tests/test_fuzz --graphs $(or $(N),20000) --seed $(or $(SEED),1) $(if $(J),--jit-every $(J))
 
+# The main job: train the Fashion-MNIST MLP (installs the dataset's Debian package when root).
+FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 demo: all
-	$(BUILD)/stitch examples/demo.lua
+	@[ -f $(FMNIST) ] || [ -n "$$FASHION_MNIST_DIR" ] || { \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing: dataset-fashion-mnist"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist) >/dev/null || exit 1; \
+	  else echo "missing dataset; run: sudo apt-get install -y dataset-fashion-mnist"; exit 1; fi; }
+	$(BUILD)/stitch examples/fashion_mnist_mlp.lua $(ARGS)
 
 bench: all
 	$(MAKE) -C bench BUILD=../$(BUILD)

@@ -239,6 +239,16 @@ ST_API st_status st_save(const char *path, int n, const char *const *names, st_t
 /* On success *names and *ts are arrays of n entries owned by the caller: free with st_free_loaded. */
 ST_API st_status st_load(const char *path, int *n, char ***names, st_tensor ***ts);
 ST_API void st_free_loaded(int n, char **names, st_tensor **ts);  /* releases the tensors too */
+/* st_save with a "__metadata__" map of nmeta string pairs keys[i] -> values[i] (UTF-8, unique keys).
+ * Entries are written ordered by element size (largest first), then name, like the reference
+ * implementation, which keeps every tensor's data aligned to its element size. */
+ST_API st_status st_save_meta(const char *path, int n, const char *const *names, st_tensor *const *ts,
+                              int nmeta, const char *const *keys, const char *const *values);
+/* st_load that also returns the "__metadata__" map: on success *keys and *values are arrays of *nmeta
+ * strings owned by the caller (free with st_free_meta); nmeta, keys and values may all be NULL. */
+ST_API st_status st_load_meta(const char *path, int *n, char ***names, st_tensor ***ts, int *nmeta,
+                              char ***keys, char ***values);
+ST_API void st_free_meta(int nmeta, char **keys, char **values);
 /* An IDX file (the MNIST format), gzip-compressed or not: ubyte/byte/short/int data as i32,
  * float as f32, double as f64, with the file's dims as the shape. */
 ST_API st_tensor *st_read_idx(const char *path);

@@ -94,6 +94,3 @@ LT_FUNC void lt_open_lib(lua_State *L) {
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, mod);
 }
-
-/* TEMPORARY until lio.c lands */
-__attribute__((weak)) void lt_open_io(lua_State *L) { (void)L; }
