@@ -209,7 +209,9 @@ ST_API st_status st_item_i64(st_tensor *t, int64_t *out);
  * updates with grad mode off); in-place ops on other tensors are recorded like any op. */
 ST_API st_status st_set_requires_grad(st_tensor *t, int on); /* t: a leaf (not computed from grad-requiring tensors) of a float dtype */
 ST_API int st_requires_grad(const st_tensor *t);
-ST_API int st_is_leaf(const st_tensor *t);           /* 1 unless t was computed from a tensor that requires grad */
+/* 1 unless t was computed from a tensor that requires grad (a view handle shares its storage's
+ * answer: a view of a leaf reports 1, unlike PyTorch) */
+ST_API int st_is_leaf(const st_tensor *t);
 /* The gradient accumulated for t's storage, viewed like t: a new reference, or NULL with
  * st_last_status() == ST_OK when there is none. */
 ST_API st_tensor *st_grad(st_tensor *t);

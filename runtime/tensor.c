@@ -48,13 +48,23 @@ int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides
     return 1;
 }
 
+/* Pending nodes left after the last automatic flush: nodes that only autograd records hold stay
+ * pending (nothing asks for their value), so the next automatic flush waits for trace_max more. */
+static int64_t pending_floor;
+
+static st_status auto_flush(void) {
+    st_status s = st_sync();
+    pending_floor = st_pending_nodes();
+    return s;
+}
+
 static st_status maybe_auto_flush(st_tensor *t) {
     if (st_rt.eager) {
         /* CONSTs stay symbolic: a weak scalar must reach an f64 op with its full precision. */
         st_node *n = t->storage->node;
         if (n->op != ST_OP_BUFFER && n->op != ST_OP_CONST) return st_flush_nodes(1, &n);
-    } else if (st_pending_nodes() > st_rt.trace_max) {
-        return st_sync();
+    } else if (st_pending_nodes() > st_rt.trace_max + pending_floor) {
+        return auto_flush();
     }
     return ST_OK;
 }
@@ -208,7 +218,7 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
         nv = s->node;
     }
     if (st_rt.eager && nv->op != ST_OP_BUFFER) return st_flush_nodes(1, &nv);
-    if (st_pending_nodes() > st_rt.trace_max) return st_sync();
+    if (st_pending_nodes() > st_rt.trace_max + pending_floor) return auto_flush();
     return ST_OK;
 }
 
@@ -256,7 +266,8 @@ st_status st_sync(void) {
     int n = 0, cap = 0;
     st_node **nodes = NULL;
     for (st_storage *s = live_head.next; s != &live_head; s = s->next) {
-        if (s->node->op == ST_OP_BUFFER) continue;
+        /* constants stay symbolic: a weak float scalar stored as f32 would lose f64 precision */
+        if (s->node->op == ST_OP_BUFFER || s->node->op == ST_OP_CONST) continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
             st_node **p = st_realloc(nodes, cap * sizeof *p);
@@ -270,6 +281,7 @@ st_status st_sync(void) {
     }
     st_status r = n ? st_flush_nodes(n, nodes) : ST_OK;
     st_free(nodes);
+    if (st_pending_nodes() < pending_floor) pending_floor = st_pending_nodes();
     return r;
 }
 

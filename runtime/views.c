@@ -276,7 +276,18 @@ st_tensor *st_flatten(st_tensor *a, int start_dim, int end_dim) {
  * write to either storage installs a new version there only (copy on write). */
 st_tensor *st_clone(st_tensor *a) {
     if (!check("clone", a)) return NULL;
-    return st_tensor_from_node(st_tensor_read(a, (st_dtype)a->dtype, a->ndim, a->shape));
+    st_node *n = st_tensor_read(a, (st_dtype)a->dtype, a->ndim, a->shape);
+    if (n && n->ag) {
+        /* never share a node that carries an autograd record (a leaf's would make the clone a
+         * second handle on the leaf): an identity view records the dependency instead */
+        st_node_arg v;
+        memset(&v, 0, sizeof v);
+        st_contig_strides(n->ndim, n->shape, v.view.strides);
+        st_node *w = st_node_new(ST_OP_VIEW, (st_dtype)n->dtype, n->ndim, n->shape, 1, &n, &v);
+        st_node_release(n);
+        n = w;
+    }
+    return st_tensor_from_node(n);
 }
 
 st_tensor *st_contiguous(st_tensor *a) {

@@ -1,0 +1,240 @@
+-- test_autograd.lua — the Lua autograd API: requires_grad_, .requires_grad, .grad, .is_leaf,
+-- backward (with and without a gradient), detach, st.no_grad (a <close> guard and a function
+-- wrapper, both restoring grad mode on errors), st.enable_grad, st.is_grad_enabled, st.grad(f),
+-- and errors raised as Lua errors naming the shapes. The numerical checks of every op are in
+-- tests/test_autograd.c; here a few values are checked by hand and st.grad once against finite
+-- differences.
+local H = dofile((arg[0]:match("(.*/)") or "./") .. "harness.lua")
+local test, eq, check = H.test, H.eq, H.check_near
+
+test("requires_grad_flag", function()
+  local x = st.tensor{1, 2, 3}
+  eq(x.requires_grad, false, "fresh tensor")
+  eq(x:requires_grad_(), x, "requires_grad_ returns x")
+  eq(x.requires_grad, true)
+  eq(x.is_leaf, true)
+  x:requires_grad_(false)
+  eq(x.requires_grad, false)
+  x.requires_grad = true
+  eq(x.requires_grad, true)
+  x.requires_grad = false
+  eq(x.requires_grad, false)
+  local i = st.tensor({1, 2}, "i64")
+  H.raises(function() i:requires_grad_() end, "requires_grad")
+  H.raises(function() i.requires_grad = true end, "requires_grad")
+  eq(i.requires_grad, false)
+end)
+
+test("is_leaf", function()
+  local x = st.tensor{1, 2}:requires_grad_()
+  local y = x * 2
+  eq(y.requires_grad, true); eq(y.is_leaf, false)
+  local p = st.tensor{1, 2}
+  eq(p.is_leaf, true); eq((p * 2).is_leaf, true); eq((p * 2).requires_grad, false)
+  -- a computed tensor's flag cannot be turned off
+  H.raises(function() y.requires_grad = false end, "requires_grad")
+end)
+
+test("backward_and_grad", function()
+  local x = st.tensor({1, 2, 3}, "f64"):requires_grad_()
+  eq(x.grad, nil, "no grad before backward")
+  local y = (x * x):sum()
+  y:backward()
+  check(x.grad, {2, 4, 6}, 1e-12)
+  eq(x.grad:dtype(), "f64")
+  -- accumulates
+  ;(x * x):sum():backward()
+  check(x.grad, {4, 8, 12}, 1e-12)
+  -- clear, set
+  x.grad = nil
+  eq(x.grad, nil)
+  x.grad = st.tensor({10, 20, 30}, "f64")
+  check(x.grad, {10, 20, 30}, 1e-12)
+  x:sum():backward()
+  check(x.grad, {11, 21, 31}, 1e-12)
+  H.raises(function() x.grad = st.tensor{1, 2} end, "(2)")
+  -- with an explicit gradient
+  x.grad = nil
+  ;(x * 3):backward(st.tensor({1, -1, 0.5}, "f64"))
+  check(x.grad, {3, -3, 1.5}, 1e-12)
+  -- st.backward(x) is the function form
+  x.grad = nil
+  st.backward(x:exp():sum())
+  check(x.grad, {math.exp(1), math.exp(2), math.exp(3)}, 1e-12)
+end)
+
+test("grad_dtype_f32", function()
+  local w = st.tensor{{1, 2}, {3, 4}}:requires_grad_()
+  local v = st.tensor{1, -1}
+  w:matmul(v):sum():backward()
+  eq(w.grad:dtype(), "f32")
+  check(w.grad, {{1, -1}, {1, -1}}, 1e-6)
+end)
+
+test("grad_of_view", function()
+  local x = st.tensor({{1, 2}, {3, 4}, {5, 6}}, "f64"):requires_grad_()
+  ;(x * x):sum():backward()
+  check(x[{{2, 3}}].grad, {{6, 8}, {10, 12}}, 1e-12)
+  check(x[{{}, 2}].grad, {4, 8, 12}, 1e-12)
+end)
+
+test("backward_errors", function()
+  local x = st.tensor{{1, 2, 3}, {4, 5, 6}}:requires_grad_()
+  local y = x * 2
+  local err = H.raises(function() y:backward() end, "(2, 3)")
+  assert(tostring(err):find("backward", 1, true), "message names the call: " .. tostring(err))
+  H.raises(function() y:backward(st.ones(3, 2)) end, "(3, 2)")
+  -- the runtime stays usable
+  y:sum():backward()
+  check(x.grad, {{2, 2, 2}, {2, 2, 2}}, 1e-6)
+end)
+
+test("inplace_on_leaf", function()
+  local x = st.tensor({1, 2, 3}, "f64"):requires_grad_()
+  H.raises(function() x:add_(1) end)
+  H.raises(function() x[1] = 5 end)
+  check(x, {1, 2, 3}, 0)
+  do
+    local g <close> = st.no_grad()
+    x:add_(1)
+    x:mul_(2)
+  end
+  check(x, {4, 6, 8}, 0)
+  eq(x.requires_grad, true); eq(x.is_leaf, true)
+  ;(x * x):sum():backward()
+  check(x.grad, {8, 12, 16}, 1e-12)
+  -- in-place on a computed tensor is recorded
+  local y = x * 1
+  y:mul_(3)
+  y:sum():backward()
+  check(x.grad, {11, 15, 19}, 1e-12)
+end)
+
+test("detach", function()
+  local x = st.tensor({1, 2, 3}, "f64"):requires_grad_()
+  local d = x:detach()
+  eq(d.requires_grad, false); eq(d.is_leaf, true)
+  check(d, {1, 2, 3}, 0)
+  ;(x * d):sum():backward()
+  check(x.grad, {1, 2, 3}, 1e-12)
+  d:add_(10) -- a new storage: allowed, not seen by x
+  check(x, {1, 2, 3}, 0)
+end)
+
+test("no_grad_guard", function()
+  local x = st.tensor{1, 2}:requires_grad_()
+  eq(st.is_grad_enabled(), true)
+  do
+    local g <close> = st.no_grad()
+    eq(st.is_grad_enabled(), false)
+    local y = x * 2
+    eq(y.requires_grad, false)
+    do
+      local g2 <close> = st.no_grad() -- nests
+      eq(st.is_grad_enabled(), false)
+    end
+    eq(st.is_grad_enabled(), false)
+  end
+  eq(st.is_grad_enabled(), true, "re-enabled after the scope")
+  eq((x * 2).requires_grad, true)
+  -- an error inside the scope still closes it
+  local ok, err = pcall(function()
+    local g <close> = st.no_grad()
+    error("boom")
+  end)
+  eq(ok, false)
+  assert(tostring(err):find("boom", 1, true))
+  eq(st.is_grad_enabled(), true, "re-enabled after an error in the scope")
+  -- a tensor error inside the scope as well
+  pcall(function()
+    local g <close> = st.no_grad()
+    return st.ones(2) + st.ones(3)
+  end)
+  eq(st.is_grad_enabled(), true)
+end)
+
+test("no_grad_function", function()
+  local x = st.tensor{1, 2}:requires_grad_()
+  local a, b, c = st.no_grad(function(p, q)
+    eq(st.is_grad_enabled(), false)
+    return p * q, "second", nil
+  end, x, 3)
+  eq(a.requires_grad, false)
+  check(a, {3, 6}, 0)
+  eq(b, "second"); eq(c, nil)
+  eq(select("#", st.no_grad(function() return 1, nil, 3 end)), 3, "every result, nils included")
+  eq(st.is_grad_enabled(), true)
+  -- errors propagate and grad mode is restored
+  local ok, err = pcall(st.no_grad, function() error("inner failure") end)
+  eq(ok, false)
+  assert(tostring(err):find("inner failure", 1, true), tostring(err))
+  eq(st.is_grad_enabled(), true)
+  -- enable_grad inside no_grad
+  local inner
+  st.no_grad(function()
+    inner = st.enable_grad(function() eq(st.is_grad_enabled(), true); return x * 2 end)
+    eq(st.is_grad_enabled(), false)
+  end)
+  eq(inner.requires_grad, true)
+  eq(st.is_grad_enabled(), true)
+end)
+
+test("functional_grad", function()
+  local a = st.tensor({0.5, -1, 2}, "f64")
+  local b = st.tensor({1.5, 2, -0.5}, "f64")
+  local df = st.grad(function(p, q) return (p * q + p:sin()):sum() end)
+  local ga, gb = df(a, b)
+  check(ga, {1.5 + math.cos(0.5), 2 + math.cos(-1), -0.5 + math.cos(2)}, 1e-12)
+  check(gb, {0.5, -1, 2}, 1e-12)
+  eq(a.grad, nil, "the arguments are left alone"); eq(a.requires_grad, false)
+  -- non-tensor arguments pass through; only tensors get gradients
+  local g2 = { st.grad(function(p, k, q) return (p * k * q):sum() end)(a, 3, b) }
+  eq(#g2, 2)
+  check(g2[1], {4.5, 6, -1.5}, 1e-12)
+  check(g2[2], {1.5, -3, 6}, 1e-12)
+  -- an argument f does not use gets zeros
+  local gz = { st.grad(function(p, q) return p:sum() end)(a, b) }
+  check(gz[2], {0, 0, 0}, 0)
+  -- works with grad mode off around it
+  local gn = st.no_grad(function() return (st.grad(function(p) return (p * p):sum() end)(a)) end)
+  check(gn, {1, -2, 4}, 1e-12)
+end)
+
+test("functional_grad_vs_finite_differences", function()
+  st.manual_seed(7)
+  local w = st.randn(3, 4):double()
+  local x = st.randn(2, 3):double()
+  local function f(p, q) return x:matmul(p):tanh():mul(q):sum() end
+  local q = st.randn(2, 4):double()
+  local gw, gq = st.grad(f)(w, q)
+  local eps = 1e-6
+  local wl = w:tolist()
+  local gl = gw:tolist()
+  for i = 1, 3 do
+    for j = 1, 4 do
+      local wp, wm = st.tensor(wl, "f64"), st.tensor(wl, "f64")
+      wp[{i, j}] = wl[i][j] + eps
+      wm[{i, j}] = wl[i][j] - eps
+      local num = (f(wp, q):item() - f(wm, q):item()) / (2 * eps)
+      assert(math.abs(num - gl[i][j]) <= 1e-6 * (1 + math.abs(num)),
+             string.format("d/dw[%d][%d]: analytic %.12g, numeric %.12g", i, j, gl[i][j], num))
+    end
+  end
+  check(gq, x:matmul(w):tanh(), 1e-12)
+end)
+
+test("lazy_backward", function()
+  local x = st.randn(4, 3):requires_grad_()
+  local w = st.randn(3, 2):requires_grad_()
+  local loss = x:matmul(w):relu():log_softmax(2):mean()
+  st.sync()
+  local f0 = st.stats().flushes
+  loss:backward()
+  if not st.eager() then
+    eq(st.stats().flushes, f0, "backward records only")
+    st.sync(x.grad, w.grad)
+    eq(st.stats().flushes, f0 + 1, "one flush for both gradients")
+  end
+end)
+
+H.done()
