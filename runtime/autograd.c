@@ -370,6 +370,24 @@ static st_tensor *view_adjoint(arena *A, const st_ag *ag, const st_node *n, st_t
         for (int e = 0; e < m && ok; e++)
             if (map[e] >= 0 && base[e] + s[map[e]] > src->shape[e]) ok = 0;
     }
+    if (ok && o >= 0 && nd == m) {
+        /* no box, just a permutation: a tensor-level permute composes with g's own view (g is
+         * often a transposed handle itself), so the result can be read without a copy */
+        int perm[ST_MAX_DIMS], used[ST_MAX_DIMS] = {0}, full = 1;
+        for (int e = 0; e < m && full; e++) {
+            full = base[e] == 0 && (map[e] >= 0 ? s[map[e]] == src->shape[e] : src->shape[e] == 1);
+            perm[e] = map[e];
+            if (map[e] >= 0) used[map[e]] = 1;
+        }
+        for (int e = 0; e < m && full; e++) {
+            if (perm[e] >= 0) continue;
+            int d = 0;
+            while (d < nd && (used[d] || s[d] != 1)) d++;
+            if (d == nd) full = 0;
+            else perm[e] = d, used[d] = 1;
+        }
+        if (full) return keep(A, st_permute(g, perm));
+    }
     if (ok && o >= 0) {
         int64_t G[ST_MAX_DIMS];
         st_contig_strides(nd, s, G);
@@ -404,6 +422,25 @@ static st_tensor *view_adjoint(arena *A, const st_ag *ag, const st_node *n, st_t
     snprintf(A->msg, sizeof A->msg, "backward: the gradient of a view with overlapping elements "
              "(shape %s) is not supported", st_shape_str(nd, n->shape, b, sizeof b));
     return NULL;
+}
+
+/* The last two dims of node n swapped. When n is itself an unmasked VIEW (a transposed weight),
+ * the result is one view of n's source rather than a view of a view, which the fuser would have
+ * to materialize before a matmul could read it. */
+static st_tensor *transposed(arena *A, st_node *n, st_tensor *wrapped) {
+    const st_view_arg *va = NULL;
+    st_node *src = NULL;
+    if (n->op == ST_OP_VIEW) va = &n->arg.view, src = n->src[0];
+    else if (n->ag && n->ag->op == ST_OP_VIEW) va = &n->ag->arg.view, src = n->ag->src[0];
+    int nd = n->ndim;
+    if (!va || va->has_mask || nd < 2) return keep(A, st_transpose(wrapped, -2, -1));
+    int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
+    memcpy(shape, n->shape, sizeof shape);
+    memcpy(strides, va->strides, sizeof strides);
+    shape[nd - 2] = n->shape[nd - 1], shape[nd - 1] = n->shape[nd - 2];
+    strides[nd - 2] = va->strides[nd - 1], strides[nd - 1] = va->strides[nd - 2];
+    st_tensor *base = wrap(A, src);
+    return base ? keep(A, st_tensor_view(base, nd, shape, strides, va->offset)) : NULL;
 }
 
 /* Applies n's rule to its gradient g, contributing to the srcs that require grad. */
@@ -528,8 +565,19 @@ static void apply_rule(arena *A, st_node *n, st_tensor *g) {
         break;
     }
     case ST_OP_MATMUL:
-        if (s0->ag) r = K(st_matmul(g, K(st_transpose(Y(), -2, -1))));
-        if (s1->ag) r1 = K(st_matmul(K(st_transpose(X(), -2, -1)), g));
+        if (s0->ag) r = K(st_matmul(g, transposed(A, s1, Y())));
+        if (s1->ag) {
+            /* B read transposed (x @ W^T, every Linear): compute (g^T @ x)^T, so that W's
+             * gradient comes out as a plain matmul result in W's own layout */
+            const st_node *b = s1;
+            int bt = b->op == ST_OP_VIEW && !b->arg.view.has_mask && b->ndim >= 2 &&
+                     b->arg.view.strides[b->ndim - 2] == 1 && b->arg.view.strides[b->ndim - 1] > 1;
+            if (b->op != ST_OP_VIEW && b->ag && b->ag->op == ST_OP_VIEW) /* realized since */
+                bt = !b->ag->arg.view.has_mask && b->ndim >= 2 && b->ag->arg.view.strides[b->ndim - 2] == 1 &&
+                     b->ag->arg.view.strides[b->ndim - 1] > 1;
+            if (bt) r1 = K(st_transpose(K(st_matmul(K(st_transpose(g, -2, -1)), X())), -2, -1));
+            else r1 = K(st_matmul(transposed(A, s0, X()), g));
+        }
         break;
     case ST_OP_GATHER: {
         st_tensor *z = K(st_zeros((st_dtype)s0->dtype, s0->ndim, s0->shape));

@@ -68,8 +68,48 @@ oom:
     return st_last_status();
 }
 
+/* A VIEW that reads its source's layout unchanged (a reshape: same dtype and element count,
+ * contiguous strides, no offset or mask) can share its source's buffer. */
+static int is_alias_view(const st_node *n) {
+    if (n->op != ST_OP_VIEW || n->arg.view.has_mask || n->arg.view.offset != 0) return 0;
+    const st_node *s = n->src[0];
+    if (s->numel != n->numel || s->dtype != n->dtype) return 0;
+    int64_t expect = 1;
+    for (int d = n->ndim - 1; d >= 0; d--) {
+        if (n->shape[d] == 1) continue;
+        if (n->arg.view.strides[d] != expect) return 0;
+        expect *= n->shape[d];
+    }
+    return 1;
+}
+
+static st_status flush_region(int nt, st_node *const *targets);
+
+/* Targets that are reshapes of other nodes are realized by sharing their source's buffer: the
+ * source becomes the target instead (no copy kernel), then the view adopts its buffer. */
 st_status st_flush_nodes(int nt, st_node *const *targets) {
     st_runtime_init();
+    int naliased = 0;
+    for (int i = 0; i < nt; i++) naliased += is_alias_view(targets[i]);
+    if (!naliased) return flush_region(nt, targets);
+    st_node **bases = st_malloc((size_t)nt * sizeof *bases);
+    if (!bases) return st_last_status();
+    for (int i = 0; i < nt; i++) {
+        st_node *b = targets[i];
+        while (is_alias_view(b)) b = b->src[0];
+        bases[i] = b;
+    }
+    st_status s = flush_region(nt, bases);
+    if (s == ST_OK)
+        for (int i = 0; i < nt; i++) {
+            st_node *t = targets[i];
+            if (t != bases[i] && t->op != ST_OP_BUFFER) st_node_realize(t, st_buffer_retain(bases[i]->buf));
+        }
+    st_free(bases);
+    return s;
+}
+
+static st_status flush_region(int nt, st_node *const *targets) {
     st_region r = {0};
     st_status s = collect(nt, targets, &r);
     if (s != ST_OK || r.n == 0) {
