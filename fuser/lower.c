@@ -188,6 +188,14 @@ static int round_storage(lw *w, st_node *n, int v) {
 
 static int ev(lw *w, st_node *n, lctx *c);
 
+/* A view stride: 0 and 1 are baked into the kernel (a broadcast or a unit-stride load that the
+ * compiler can vectorize; the pattern of strides is structure, like the op list), other values
+ * are parameters. */
+static int stride_p(lw *w, int pos, int d, int64_t v) {
+    if (v == 0 || v == 1) return kir_iconst(&w->b, KT_I64, v);
+    return iparam(w, P_VSTR, pos, d, v);
+}
+
 /* Is view n a broadcast of one value per row of the current reduce group over the rows' input
  * shape (src: the input shape with the reduced dims 1, contiguous)? */
 static bool row_broadcast_of_rows(lw *w, const st_node *n) {
@@ -238,7 +246,7 @@ static int ev_view(lw *w, st_node *n, lctx *c) {
         flat = iparam(w, P_VOFF, n->pos, -1, va->offset);
         for (int d = 0; d < n->ndim; d++)
             flat = kir_ibin(&w->b, KI_IADD, flat,
-                            kir_ibin(&w->b, KI_IMUL, m[d], iparam(w, P_VSTR, n->pos, d, va->strides[d])));
+                            kir_ibin(&w->b, KI_IMUL, m[d], stride_p(w, n->pos, d, va->strides[d])));
     }
     if (valid >= 0) flat = sel(w, valid, flat, kir_iconst(&w->b, KT_I64, 0));
     lctx sc = ctx_flat(flat, scls);
@@ -350,14 +358,41 @@ static int ev(lw *w, st_node *n, lctx *c) {
 }
 
 /* ---- kernels ---- */
+/* Two or more dims: a parallel loop over rows and an inner loop over the last dim, with the
+ * multi-index of the row computed once per row. A single flat loop would unravel every element's
+ * index with a 64-bit division per dim (3 ns an element); the inner loop has none and vectorizes. */
 static void lower_pointwise(lw *w) {
     int cls = shape_class(w, w->G->outs[0]);
     if (cls < 0) return;
-    int n = numel_p(w, cls);
-    int i = kir_loop(&w->b, n, -1, 1);
-    lctx c = ctx_flat(i, cls);
+    int n = numel_p(w, cls), nd = w->cls[cls].ndim;
+    kir_builder *b = &w->b;
+    lctx c;
+    int i;
+    if (nd >= 2) {
+        int last = size_p(w, cls, nd - 1);
+        int nrows = size_p(w, cls, 0);
+        for (int d = 1; d < nd - 1; d++) nrows = kir_ibin(b, KI_IMUL, nrows, size_p(w, cls, d));
+        int r = kir_loop(b, nrows, n, 1);
+        c = ctx_flat(-1, cls);
+        int rem = r;
+        for (int d = nd - 2; d >= 1; d--) {
+            int s = size_p(w, cls, d);
+            c.midx[d] = kir_ibin(b, KI_IMOD, rem, s);
+            rem = kir_ibin(b, KI_IDIV, rem, s);
+        }
+        c.midx[0] = rem;
+        int base = kir_ibin(b, KI_IMUL, r, last);
+        int j = kir_loop(b, last, -1, 0);
+        c.midx[nd - 1] = j;
+        c.has_midx = 1;
+        c.flat = i = kir_ibin(b, KI_IADD, base, j);
+    } else {
+        i = kir_loop(b, n, -1, 1);
+        c = ctx_flat(i, cls);
+    }
     for (int o = 0; o < w->G->nouts; o++) store(w, w->G->outs[o], i, ev(w, w->G->outs[o], &c));
-    kir_endloop(&w->b);
+    kir_endloop(b);
+    if (nd >= 2) kir_endloop(b);
     w->L->work = w->G->outs[0]->numel;
 }
 
