@@ -154,22 +154,40 @@ static void store_expr(render_buf *b, int dt, int v) {
     else render_printf(b, "v%d", v);
 }
 
+/* Pointwise and reduce kernels write only fresh buffers that they do not read, so every pointer
+ * is restrict: without it GCC must check each pair of pointers for overlap at run time and gives
+ * up vectorizing past 10 checks (an Adam update has 7 buffers). Scatter and SETVIEW kernels may
+ * write into their input's buffer: no restrict there. */
 static void render_buffers(render_buf *b, const kir_kernel *k) {
+    const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE ? "restrict " : "";
     for (int s = 0; s < k->nbufs; s++) {
         const char *ct = storage_ctype(k->buf_dtype[s]);
         const char *q = k->buf_out[s] ? "" : "const ";
-        render_printf(b, "    %s%s *p%d = (%s%s *)a->bufs[%d];\n", q, ct, s, q, ct, s);
+        render_printf(b, "    %s%s *%sp%d = (%s%s *)a->bufs[%d];\n", q, ct, r, s, q, ct, s);
     }
 }
 
-static void render_matmul(render_buf *b, const kir_kernel *k) {
-    const kir_matmul *m = &k->mm;
+/* ---- matmul ----
+ * Float matmuls call the prelude's GEMM (st_gemm_plan / st_gemm_task: packed operands, a
+ * register-blocked micro-kernel), the very code the interpreter runs, so the two agree bit for
+ * bit. The kernel only maps tasks (batch x blocks of C) onto threads: each task owns its output
+ * elements, so the split never changes a result. Each thread mallocs its packing scratch once per
+ * launch; if that fails its tasks run the prelude's unblocked loop (same sums, same order).
+ * Integer matmuls (not performance critical) keep a plain row loop accumulating in uint64_t. */
+#define MM_PAR_WORK (1 << 18)   /* multiply-adds below which a matmul runs on one thread */
+
+static const char *gemm_dt_name(int dt) {
+    switch (dt) {
+    case ST_F16: return "ST_GEMM_F16";
+    case ST_BF16: return "ST_GEMM_BF16";
+    case ST_F64: return "ST_GEMM_F64";
+    default: return "ST_GEMM_F32";
+    }
+}
+
+/* The operands, sizes, row/column strides and the batch count NB. */
+static void render_matmul_head(render_buf *b, const kir_matmul *m) {
     const char *st = storage_ctype(m->dtype);
-    int isf = st_is_float((st_dtype)m->dtype);
-    /* f32/f16/bf16 accumulate in double like the interpreter: the same k order in the same
-     * precision rounds to the same float, so a product later cast to f64 still matches */
-    const char *acc = isf ? "double" : "uint64_t";
-    const char *ld = m->dtype == ST_F16 ? "st_h2f" : m->dtype == ST_BF16 ? "st_bf2f" : "";
     int nb = m->nbatch;
     render_printf(b, "    const %s *A = (const %s *)a->bufs[%d];\n", st, st, m->a_buf);
     render_printf(b, "    const %s *B = (const %s *)a->bufs[%d];\n", st, st, m->b_buf);
@@ -181,34 +199,72 @@ static void render_matmul(render_buf *b, const kir_kernel *k) {
                   m->p_bstr + nb, m->p_bstr + nb + 1, m->p_boff);
     render_printf(b, "    int64_t NB = 1;\n");
     for (int d = 0; d < nb; d++) render_printf(b, "    NB *= a->ints[%d];\n", m->p_bsize + d);
+}
+
+/* Statements turning batch index `var` (destroyed) into element offsets ao, bo (declared before). */
+static void render_batch_offsets(render_buf *b, const kir_matmul *m, const char *var, const char *ind) {
+    for (int d = m->nbatch - 1; d >= 0; d--) {
+        render_printf(b, "%s{ const int64_t i = %s %% a->ints[%d]; %s /= a->ints[%d];\n", ind, var,
+                      m->p_bsize + d, var, m->p_bsize + d);
+        render_printf(b, "%s  ao += i * a->ints[%d]; bo += i * a->ints[%d]; }\n", ind, m->p_astr + d,
+                      m->p_bstr + d);
+    }
+    render_printf(b, "%s(void)%s;\n", ind, var);
+}
+
+static void render_matmul_float(render_buf *b, const kir_kernel *k) {
+    const kir_matmul *m = &k->mm;
+    const char *dt = gemm_dt_name(m->dtype);
+    render_matmul_head(b, m);
+    render_printf(b, "    const int par = a->nthreads > 1 && NB * M * N * K > %d;\n", MM_PAR_WORK);
+    render_printf(b, "    const int nt = par ? a->nthreads : 1;\n");
+    render_printf(b, "    int64_t mb, nb;\n");
+    render_printf(b, "    const int64_t T = st_gemm_plan(%s, M, N, NB >= nt ? 1 : nt, &mb, &nb);\n", dt);
+    render_printf(b, "    const size_t wsz = st_gemm_ws_bytes(%s, mb, nb, K);\n", dt);
+    render_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n");
+    render_printf(b, "    {\n");
+    render_printf(b, "        void *ws = malloc(wsz);   /* NULL: the unblocked loop, same bits */\n");
+    render_printf(b, "        #pragma omp for schedule(static)\n");
+    render_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
+    render_printf(b, "            int64_t ao = aoff, bo = boff, r = t / T;\n");
+    render_batch_offsets(b, m, "r", "            ");
+    render_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn,\n", dt);
+    render_printf(b, "                               O + t / T * M * N, N};\n");
+    render_printf(b, "            st_gemm_task(&g, t %% T, mb, nb, ws);\n");
+    render_printf(b, "        }\n");
+    render_printf(b, "        free(ws);\n");
+    render_printf(b, "    }\n");
+}
+
+static void render_matmul_int(render_buf *b, const kir_kernel *k) {
+    const kir_matmul *m = &k->mm;
+    const char *st = storage_ctype(m->dtype);
+    render_matmul_head(b, m);
     render_printf(b, "    (void)sbn;\n");
     render_printf(b, "    #pragma omp parallel for if (NB * M * N * K > %d) num_threads(a->nthreads)\n",
                   PAR_THRESHOLD);
     render_printf(b, "    for (int64_t bm = 0; bm < NB * M; bm++) {\n");
     render_printf(b, "        const int64_t m = bm %% M;\n");
     render_printf(b, "        int64_t ao = aoff + m * sam, bo = boff, t = bm / M;\n");
-    for (int d = nb - 1; d >= 0; d--) {
-        render_printf(b, "        { const int64_t i = t %% a->ints[%d]; t /= a->ints[%d];\n", m->p_bsize + d,
-                      m->p_bsize + d);
-        render_printf(b, "          ao += i * a->ints[%d]; bo += i * a->ints[%d]; }\n", m->p_astr + d, m->p_bstr + d);
-    }
-    render_printf(b, "        (void)t;\n");
+    render_batch_offsets(b, m, "t", "        ");
     render_printf(b, "        %s *orow = O + bm * N;\n", st);
     render_printf(b, "        for (int64_t n0 = 0; n0 < N; n0 += 256) {\n");
     render_printf(b, "            const int64_t nn = N - n0 < 256 ? N - n0 : 256;\n");
-    render_printf(b, "            %s acc[256];\n", acc);
+    render_printf(b, "            uint64_t acc[256];\n");
     render_printf(b, "            for (int64_t j = 0; j < nn; j++) acc[j] = 0;\n");
     render_printf(b, "            for (int64_t k = 0; k < K; k++) {\n");
-    render_printf(b, "                const %s av = (%s)%s(A[ao + k * sak]);\n", acc, acc, ld);
+    render_printf(b, "                const uint64_t av = (uint64_t)A[ao + k * sak];\n");
     render_printf(b, "                const %s *bp = B + bo + k * sbk + n0 * sbn;\n", st);
-    render_printf(b, "                for (int64_t j = 0; j < nn; j++) acc[j] += av * (%s)%s(bp[%s]);\n", acc, ld,
+    render_printf(b, "                for (int64_t j = 0; j < nn; j++) acc[j] += av * (uint64_t)bp[%s];\n",
                   m->b_unit ? "j" : "j * sbn");
     render_printf(b, "            }\n");
-    const char *sto = m->dtype == ST_F16 ? "st_f2h(acc[j])" : m->dtype == ST_BF16 ? "st_f2bf(acc[j])" : NULL;
-    if (sto) render_printf(b, "            for (int64_t j = 0; j < nn; j++) orow[n0 + j] = %s;\n", sto);
-    else if (isf) render_printf(b, "            for (int64_t j = 0; j < nn; j++) orow[n0 + j] = acc[j];\n");
-    else render_printf(b, "            for (int64_t j = 0; j < nn; j++) orow[n0 + j] = (%s)(int64_t)acc[j];\n", st);
+    render_printf(b, "            for (int64_t j = 0; j < nn; j++) orow[n0 + j] = (%s)(int64_t)acc[j];\n", st);
     render_printf(b, "        }\n    }\n");
+}
+
+static void render_matmul(render_buf *b, const kir_kernel *k) {
+    if (st_is_float((st_dtype)k->mm.dtype)) render_matmul_float(b, k);
+    else render_matmul_int(b, k);
 }
 
 /* ---- serial reduction loops with independent partial accumulators ----

@@ -30,6 +30,10 @@ void st_runtime_init(void) {
     st_rt.trace_max = env_int("ST_TRACE_MAX", 20000);
     st_rt.rng_seed = 0x5eed;
     st_rt.rng_offset = 0;
+    /* Kernel threads sleep at barriers instead of spinning (libgomp reads this when the first
+     * kernel loads it): a spinning thread whose partner lost its core made 2-thread steps 3-30x
+     * slower than 1-thread steps on a shared machine. A user's own setting wins. */
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
 }
 
 double st_now_ms(void) {
