@@ -407,4 +407,266 @@ static inline int64_t st_rand_int(uint64_t seed, uint64_t c, int64_t lo, int64_t
     return (int64_t)((uint64_t)lo + ((((uint64_t)o[0] << 32) | o[1]) % range));
 }
 
+/* ---- GEMM: C (M x N) = A (M x K) @ B (K x N), the one matmul of the interpreter and the JIT ----
+ * Bit-identity rule: every C[i][j] is acc = 0; for k = 0..K-1 in increasing order:
+ * acc = acc + A[i][k] * B[k][j] (a separately rounded multiply and add in the compute type: float
+ * for f32/f16/bf16, double for f64), then one rounding to the storage type. Blocking over i and j,
+ * vectorizing over j and which thread runs a block do not change that; a K split continues the
+ * same accumulator (kept in C itself for f32/f64, in a float buffer for f16/bf16). So every build
+ * of this code (the interpreter at -O2, kernels at -O3 -march=native; never -ffast-math, never FMA
+ * contraction) gives the same bits, and so does the unblocked loop used when there is no scratch.
+ * Speed: per block, the operands are packed (whatever their strides: transposed, broadcast, f16)
+ * into zero-padded, k-major panels of ST_GEMM_MR rows of A and NR columns of B, and a register-
+ * blocked MR x NR micro-kernel, written as fixed-size loops that GCC vectorizes with the
+ * accumulators in registers, runs over them (the zero padding only feeds discarded lanes).
+ * Work split: st_gemm_plan cuts C into tasks (row blocks of <= ST_GEMM_MC rows x column blocks);
+ * a task owns its output elements, so tasks may run on any thread, in any order.
+ * Use: plan once; give each thread st_gemm_ws_bytes(...) of scratch (NULL is allowed: the
+ * unblocked loop); call st_gemm_task (or the storage type's own st_gemm_task_f32/_f16/_bf16/_f64,
+ * which is all a JIT kernel needs to compile) for each task t in [0, tasks). */
+#include <stdlib.h>
+
+enum { ST_GEMM_F32, ST_GEMM_F16, ST_GEMM_BF16, ST_GEMM_F64 };
+#define ST_GEMM_MR 8      /* rows of a micro-tile (8 x 32 floats: 16 AVX-512 accumulators) */
+#define ST_GEMM_NRF 32    /* columns of a float micro-tile */
+#define ST_GEMM_NRD 24    /* columns of a double micro-tile (8 x 24: 24 accumulators) */
+#define ST_GEMM_KCF 256   /* k block, float: a 32 KiB B panel stays in L1 across the A panels */
+#define ST_GEMM_KCD 128   /* k block, double: a 24 KiB B panel */
+#define ST_GEMM_MC 192    /* most rows of a task: its packed A block (<= 192 KiB) stays in L2 */
+#define ST_GEMM_NCF 256   /* columns packed at once (the B block, <= 256 KiB); a multiple of NR */
+#define ST_GEMM_NCD 240   /* the same for double (a multiple of 24) */
+
+/* One matrix product. A and B point at element [0][0] (strides in elements, any sign, 0 for
+ * broadcast); C is row-major with row stride ldc. dt: ST_GEMM_*, the storage type of all three. */
+typedef struct st_gemm {
+    int dt;
+    int64_t M, N, K;
+    const void *A;
+    int64_t sam, sak;
+    const void *B;
+    int64_t sbk, sbn;
+    void *C;
+    int64_t ldc;
+} st_gemm;
+
+static inline int64_t st_gemm_rup_(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b; }
+/* Loads (storage -> compute type) and stores (compute -> storage) per storage type. */
+#define ST_GEMM_LD_f32(p, i) (((const float *)(p))[i])
+#define ST_GEMM_LD_f16(p, i) st_h2f(((const uint16_t *)(p))[i])
+#define ST_GEMM_LD_bf16(p, i) st_bf2f(((const uint16_t *)(p))[i])
+#define ST_GEMM_LD_f64(p, i) (((const double *)(p))[i])
+#define ST_GEMM_ST_f16(v) st_f2h(v)
+#define ST_GEMM_ST_bf16(v) st_f2bf(v)
+#define ST_GEMM_ST_none(v) ((uint16_t)0)   /* f32/f64 never use the float buffer */
+
+/* The micro-kernel: c[i*ldc + j] (MR x NR) = (first ? 0 : c) + sum over k of ap[k][i] * bp[k][j],
+ * added in k order. Fixed trip counts: the j loop becomes vector adds and acc lives in registers. */
+#define ST_GEMM_UKR_(T, U, NR)                                                                   \
+    static inline void st_gemm_ukr_##U##_(int64_t kc, const T *restrict ap, const T *restrict bp, \
+                                          T *restrict c, int64_t ldc, int first) {              \
+        T acc[ST_GEMM_MR][NR];                                                                   \
+        if (first) {                                                                             \
+            for (int i = 0; i < ST_GEMM_MR; i++)                                                 \
+                for (int j = 0; j < NR; j++) acc[i][j] = 0;                                      \
+        } else {                                                                                 \
+            for (int i = 0; i < ST_GEMM_MR; i++)                                                 \
+                for (int j = 0; j < NR; j++) acc[i][j] = c[i * ldc + j];                         \
+        }                                                                                        \
+        for (int64_t k = 0; k < kc; k++) {                                                       \
+            const T *a = ap + k * ST_GEMM_MR, *b = bp + k * NR;                                  \
+            for (int i = 0; i < ST_GEMM_MR; i++) {                                               \
+                const T ai = a[i];                                                               \
+                for (int j = 0; j < NR; j++) acc[i][j] = acc[i][j] + ai * b[j];                  \
+            }                                                                                    \
+        }                                                                                        \
+        for (int i = 0; i < ST_GEMM_MR; i++)                                                     \
+            for (int j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];                             \
+    }
+
+/* Packing (storage type S, compute type T): A rows [i0, i0+mb) x k [p0, p0+kc) into panels
+ * ap[panel][k][MR]; B k [p0, p0+kc) x columns [j0, j0+nc) into panels bp[panel][k][NR]. Rows and
+ * columns past the block are zeros. The loop order follows the unit stride, so a transposed
+ * operand is read along its rows too. */
+#define ST_GEMM_PACK_(T, S, NR)                                                                  \
+    static inline void st_gemm_pack_a_##S##_(const st_gemm *g, int64_t i0, int64_t mb,         \
+                                             int64_t p0, int64_t kc, T *restrict ap) {          \
+        const int64_t sam = g->sam, sak = g->sak;                                                \
+        for (int64_t r = 0; r < mb; r += ST_GEMM_MR, ap += ST_GEMM_MR * kc) {                    \
+            const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - r), base = (i0 + r) * sam + p0 * sak; \
+            if (sak == 1) {                                                                      \
+                for (int64_t i = 0; i < mr; i++)                                                 \
+                    for (int64_t k = 0; k < kc; k++)                                             \
+                        ap[k * ST_GEMM_MR + i] = ST_GEMM_LD_##S(g->A, base + i * sam + k);       \
+            } else {                                                                             \
+                for (int64_t k = 0; k < kc; k++)                                                 \
+                    for (int64_t i = 0; i < mr; i++)                                             \
+                        ap[k * ST_GEMM_MR + i] = ST_GEMM_LD_##S(g->A, base + i * sam + k * sak); \
+            }                                                                                    \
+            for (int64_t i = mr; i < ST_GEMM_MR; i++)                                            \
+                for (int64_t k = 0; k < kc; k++) ap[k * ST_GEMM_MR + i] = 0;                     \
+        }                                                                                        \
+    }                                                                                            \
+    static inline void st_gemm_pack_b_##S##_(const st_gemm *g, int64_t p0, int64_t kc,         \
+                                             int64_t j0, int64_t nc, T *restrict bp) {          \
+        const int64_t sbk = g->sbk, sbn = g->sbn;                                                \
+        for (int64_t q = 0; q < nc; q += NR, bp += NR * kc) {                                    \
+            const int64_t nr = st_gemm_min_(NR, nc - q), base = p0 * sbk + (j0 + q) * sbn;       \
+            if (sbn == 1 || sbk != 1) {                                                          \
+                for (int64_t k = 0; k < kc; k++)                                                 \
+                    for (int64_t j = 0; j < nr; j++)                                             \
+                        bp[k * NR + j] = ST_GEMM_LD_##S(g->B, base + k * sbk + j * sbn);         \
+            } else {                                                                             \
+                for (int64_t j = 0; j < nr; j++)                                                 \
+                    for (int64_t k = 0; k < kc; k++)                                             \
+                        bp[k * NR + j] = ST_GEMM_LD_##S(g->B, base + k + j * sbn);               \
+            }                                                                                    \
+            for (int64_t k = 0; k < kc; k++)                                                     \
+                for (int64_t j = nr; j < NR; j++) bp[k * NR + j] = 0;                            \
+        }                                                                                        \
+    }
+
+/* One task's block C[i0:i1, j0:j1] (storage S, compute T, micro-kernel U). ws: scratch of
+ * st_gemm_ws_bytes, 64-byte aligned. Loop order: column chunks of NC, k blocks of KC (B packed
+ * once per chunk and k block, A once per k block), then B panels (kept in L1) x A panels. An
+ * edge tile of C goes through a full-size local tile (one micro-kernel call site: it is large).
+ * LOWP (f16/bf16): accumulate in the float buffer cb (padded, so every tile is full) and round
+ * to storage with STORE after the last k block. */
+#define ST_GEMM_BLOCK_(T, S, U, NR, KC, NC, LOWP, STORE)                                         \
+    static inline void st_gemm_block_##S##_(const st_gemm *g, int64_t i0, int64_t i1,          \
+                                            int64_t j0, int64_t j1, T *ws) {                    \
+        const int64_t mb = i1 - i0, mbp = st_gemm_rup_(mb, ST_GEMM_MR), K = g->K;                \
+        const int64_t kcm = st_gemm_min_(K, KC), ncm = st_gemm_min_(st_gemm_rup_(j1 - j0, NR), NC); \
+        T *ap = ws, *bp = ap + st_gemm_rup_(mbp * kcm, 16), *cb = bp + st_gemm_rup_(kcm * ncm, 16); \
+        for (int64_t jc = j0; jc < j1; jc += NC) {                                               \
+            const int64_t nc = st_gemm_min_(NC, j1 - jc), ncp = st_gemm_rup_(nc, NR);            \
+            T *cc = LOWP ? cb : (T *)g->C + i0 * g->ldc + jc;                                    \
+            const int64_t ldcc = LOWP ? ncp : g->ldc;                                            \
+            for (int64_t pc = 0; pc < K; pc += KC) {                                             \
+                const int64_t kc = st_gemm_min_(KC, K - pc);                                     \
+                st_gemm_pack_b_##S##_(g, pc, kc, jc, nc, bp);                                    \
+                st_gemm_pack_a_##S##_(g, i0, mb, pc, kc, ap);                                    \
+                for (int64_t jr = 0; jr < nc; jr += NR) {                                        \
+                    for (int64_t ir = 0; ir < mb; ir += ST_GEMM_MR) {                            \
+                        const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - ir);                    \
+                        const int64_t nr = st_gemm_min_(NR, nc - jr);                            \
+                        const int edge = !LOWP && (mr < ST_GEMM_MR || nr < NR);                  \
+                        T t[ST_GEMM_MR * NR];                                                    \
+                        T *c = cc + ir * ldcc + jr, *cu = edge ? t : c;                          \
+                        if (edge && pc)                                                          \
+                            for (int64_t i = 0; i < mr; i++)                                     \
+                                for (int64_t j = 0; j < nr; j++) t[i * NR + j] = c[i * ldcc + j]; \
+                        st_gemm_ukr_##U##_(kc, ap + ir * kc, bp + jr * kc, cu, edge ? NR : ldcc, \
+                                           pc == 0);                                             \
+                        if (edge)                                                                \
+                            for (int64_t i = 0; i < mr; i++)                                     \
+                                for (int64_t j = 0; j < nr; j++) c[i * ldcc + j] = t[i * NR + j]; \
+                    }                                                                            \
+                }                                                                                \
+            }                                                                                    \
+            if (LOWP) {                                                                          \
+                uint16_t *o = (uint16_t *)g->C + i0 * g->ldc + jc;                               \
+                for (int64_t i = 0; i < mb; i++)                                                 \
+                    for (int64_t j = 0; j < nc; j++) o[i * g->ldc + j] = STORE(cb[i * ncp + j]); \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+/* The unblocked loop (no scratch): the same sums in the same order, slowly. */
+#define ST_GEMM_NAIVE_(T, S, STO)                                                                \
+    static inline void st_gemm_naive_##S##_(const st_gemm *g, int64_t i0, int64_t i1,          \
+                                            int64_t j0, int64_t j1) {                           \
+        for (int64_t i = i0; i < i1; i++) {                                                      \
+            for (int64_t j = j0; j < j1; j++) {                                                  \
+                T acc = 0;                                                                       \
+                for (int64_t k = 0; k < g->K; k++)                                               \
+                    acc = acc + ST_GEMM_LD_##S(g->A, i * g->sam + k * g->sak) *                  \
+                                    ST_GEMM_LD_##S(g->B, k * g->sbk + j * g->sbn);               \
+                ((STO *)g->C)[i * g->ldc + j] = ST_GEMM_STO_##S(acc);                            \
+            }                                                                                    \
+        }                                                                                        \
+    }
+#define ST_GEMM_STO_f32(v) (v)
+#define ST_GEMM_STO_f16(v) st_f2h(v)
+#define ST_GEMM_STO_bf16(v) st_f2bf(v)
+#define ST_GEMM_STO_f64(v) (v)
+
+/* Task t of st_gemm_plan(..., &mb, &nb) for one storage type: computes and stores its block of
+ * C. ws: scratch of st_gemm_ws_bytes (any alignment), or NULL for the unblocked loop. */
+#define ST_GEMM_TASK_(T, S)                                                                      \
+    static inline void st_gemm_task_##S(const st_gemm *g, int64_t t, int64_t mb, int64_t nb,   \
+                                        void *ws) {                                             \
+        const int64_t ntn = (g->N + nb - 1) / nb;                                                \
+        const int64_t i0 = t / ntn * mb, j0 = t % ntn * nb;                                      \
+        const int64_t i1 = st_gemm_min_(g->M, i0 + mb), j1 = st_gemm_min_(g->N, j0 + nb);        \
+        if (g->K == 0 || !ws) { /* K == 0: the loop writes the zeros */                          \
+            st_gemm_naive_##S##_(g, i0, i1, j0, j1);                                             \
+            return;                                                                              \
+        }                                                                                        \
+        st_gemm_block_##S##_(g, i0, i1, j0, j1, (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63));   \
+    }
+
+ST_GEMM_UKR_(float, f, ST_GEMM_NRF)
+ST_GEMM_UKR_(double, d, ST_GEMM_NRD)
+ST_GEMM_PACK_(float, f32, ST_GEMM_NRF)
+ST_GEMM_PACK_(float, f16, ST_GEMM_NRF)
+ST_GEMM_PACK_(float, bf16, ST_GEMM_NRF)
+ST_GEMM_PACK_(double, f64, ST_GEMM_NRD)
+ST_GEMM_BLOCK_(float, f32, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 0, ST_GEMM_ST_none)
+ST_GEMM_BLOCK_(float, f16, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 1, ST_GEMM_ST_f16)
+ST_GEMM_BLOCK_(float, bf16, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 1, ST_GEMM_ST_bf16)
+ST_GEMM_BLOCK_(double, f64, d, ST_GEMM_NRD, ST_GEMM_KCD, ST_GEMM_NCD, 0, ST_GEMM_ST_none)
+ST_GEMM_NAIVE_(float, f32, float)
+ST_GEMM_NAIVE_(float, f16, uint16_t)
+ST_GEMM_NAIVE_(float, bf16, uint16_t)
+ST_GEMM_NAIVE_(double, f64, double)
+ST_GEMM_TASK_(float, f32)
+ST_GEMM_TASK_(float, f16)
+ST_GEMM_TASK_(float, bf16)
+ST_GEMM_TASK_(double, f64)
+
+/* Any storage type (the interpreter's entry; kernels call their type's own). */
+static inline void st_gemm_task(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) {
+    switch (g->dt) {
+    case ST_GEMM_F16: st_gemm_task_f16(g, t, mb, nb, ws); break;
+    case ST_GEMM_BF16: st_gemm_task_bf16(g, t, mb, nb, ws); break;
+    case ST_GEMM_F64: st_gemm_task_f64(g, t, mb, nb, ws); break;
+    default: st_gemm_task_f32(g, t, mb, nb, ws); break;
+    }
+}
+
+/* Cuts C into tasks for about nthreads threads: row blocks of <= MC rows (so the packed A block
+ * fits in L2), split further (columns first, then rows) until there are >= nthreads tasks, and
+ * a task count that divides evenly when it is small. Sets the block sizes; returns the count. */
+static inline int64_t st_gemm_plan(int dt, int64_t M, int64_t N, int64_t nthreads, int64_t *mb,
+                                   int64_t *nb) {
+    const int64_t nr = dt == ST_GEMM_F64 ? ST_GEMM_NRD : ST_GEMM_NRF;
+    *mb = *nb = 1;
+    if (M <= 0 || N <= 0) return 0;
+    if (nthreads < 1) nthreads = 1;
+    const int64_t mpan = (M + ST_GEMM_MR - 1) / ST_GEMM_MR, npan = (N + nr - 1) / nr;
+    int64_t mt = (M + ST_GEMM_MC - 1) / ST_GEMM_MC, nt = 1;
+    if (mt < nthreads) {
+        nt = st_gemm_min_((nthreads + mt - 1) / mt, npan);
+        if (mt * nt < nthreads) mt = st_gemm_min_((nthreads + nt - 1) / nt, mpan);
+    } else if (mt < 4 * nthreads) {
+        mt = st_gemm_min_(st_gemm_rup_(mt, nthreads), mpan);
+    }
+    *mb = st_gemm_rup_((M + mt - 1) / mt, ST_GEMM_MR);
+    *nb = st_gemm_rup_((N + nt - 1) / nt, nr);
+    return ((M + *mb - 1) / *mb) * ((N + *nb - 1) / *nb);
+}
+
+/* Scratch bytes one thread needs for tasks of st_gemm_plan's mb x nb (64 bytes of it are slack
+ * for alignment). */
+static inline size_t st_gemm_ws_bytes(int dt, int64_t mb, int64_t nb, int64_t K) {
+    const int d = dt == ST_GEMM_F64;
+    const int64_t nr = d ? ST_GEMM_NRD : ST_GEMM_NRF, nc = d ? ST_GEMM_NCD : ST_GEMM_NCF;
+    const int64_t kc = st_gemm_min_(K, d ? ST_GEMM_KCD : ST_GEMM_KCF);
+    const int64_t mbp = st_gemm_rup_(mb, ST_GEMM_MR), ncm = st_gemm_min_(st_gemm_rup_(nb, nr), nc);
+    int64_t n = st_gemm_rup_(mbp * kc, 16) + st_gemm_rup_(kc * ncm, 16);
+    if (dt == ST_GEMM_F16 || dt == ST_GEMM_BF16) n += mbp * ncm;
+    return (size_t)n * (d ? sizeof(double) : sizeof(float)) + 64;
+}
+
 #endif

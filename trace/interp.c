@@ -8,8 +8,9 @@
  * column), the same code the JIT compiles, so the interpreter and kernels agree bit for bit on
  * elementwise ops. Values are computed in compute types (float for f32/f16/bf16, double, int32_t,
  * int64_t, uint8_t for bool) and rounded to the storage type only at the store. Indices are
- * int64_t throughout and zero-size tensors are fine. Float sums, products and matmul accumulate
- * in double (accuracy over speed).
+ * int64_t throughout and zero-size tensors are fine. Float sums and products accumulate in double
+ * (accuracy over speed); float matmuls run the prelude's GEMM (compute-type accumulation), the
+ * same code as the JIT's matmul kernels, so the two agree bit for bit.
  */
 #include "trace.h"
 #include "jit/prelude.h"
@@ -472,7 +473,46 @@ static st_status eval_reduce(st_node *n, st_buffer *out) {
     return st;
 }
 
-/* ---- MATMUL: (B.., M, K) x (B.., K, N) -> (B.., M, N), row by row ---- */
+/* ---- MATMUL: (B.., M, K) x (B.., K, N) -> (B.., M, N) ----
+ * Floats go through the prelude's GEMM (st_gemm_task), the code JIT kernels run, so eager and
+ * fused matmuls agree bit for bit (f32/f16/bf16 accumulate in float, f64 in double, k in order).
+ * Single-threaded here; the tasks are checked for interrupts between them. */
+static int gemm_dtype(st_dtype dt) {
+    switch (dt) {
+    case ST_F16: return ST_GEMM_F16;
+    case ST_BF16: return ST_GEMM_BF16;
+    case ST_F64: return ST_GEMM_F64;
+    default: return ST_GEMM_F32;
+    }
+}
+
+static st_status matmul_float(st_node *n, st_buffer *out, int64_t batch, int64_t M, int64_t N, int64_t K) {
+    const st_node *a = n->src[0], *b = n->src[1];
+    int dt = gemm_dtype((st_dtype)n->dtype);
+    size_t es = st_dtypes[n->dtype].size;
+    int64_t mb, nb;
+    int64_t tasks = st_gemm_plan(dt, M, N, 1, &mb, &nb);
+    if (!tasks) return ST_OK;
+    void *ws = st_malloc(st_gemm_ws_bytes(dt, mb, nb, K));
+    if (!ws) return ST_ERR_OOM;
+    st_status st = ST_OK;
+    int64_t work = 0;
+    for (int64_t bt = 0; bt < batch && !st; bt++) {
+        st_gemm g = {dt, M, N, K, (const char *)a->buf->data + (size_t)(bt * M * K) * es, K, 1,
+                     (const char *)b->buf->data + (size_t)(bt * K * N) * es, N, 1,
+                     (char *)out->data + (size_t)(bt * M * N) * es, N};
+        for (int64_t t = 0; t < tasks; t++) {
+            if ((work += mb * nb * (K + 1)) >= CHECK_EVERY * 16) {
+                work = 0;
+                if ((st = check_interrupt())) break;
+            }
+            st_gemm_task(&g, t, mb, nb, ws);
+        }
+    }
+    st_free(ws);
+    return st;
+}
+
 static st_status eval_matmul(st_node *n, st_buffer *out) {
     const st_node *a = n->src[0], *b = n->src[1];
     int nd = n->ndim;
@@ -486,16 +526,16 @@ static st_status eval_matmul(st_node *n, st_buffer *out) {
             return bad_node(n, "batch dims disagree");
         batch *= n->shape[d];
     }
-    bool isf = st_is_float((st_dtype)n->dtype);
-    ctype ct = isf ? CT_F64 : CT_I64;
-    /* Both operands as double / int64, plus one output row. */
+    if (a->dtype != n->dtype || b->dtype != n->dtype) return bad_node(n, "operand dtypes differ");
+    if (st_is_float((st_dtype)n->dtype)) return matmul_float(n, out, batch, M, N, K);
+    /* Integers: both operands as int64, one output row at a time, wrapping uint64 sums. */
     void *A = st_malloc((size_t)(a->numel ? a->numel : 1) * 8);
     void *B = st_malloc((size_t)(b->numel ? b->numel : 1) * 8);
     void *row = st_malloc((size_t)(N ? N : 1) * 8);
     st_status st = ST_OK;
     if (!A || !B || !row) { st = ST_ERR_OOM; goto done; }
-    load_as((st_dtype)a->dtype, a->buf->data, 0, a->numel, ct, A);
-    load_as((st_dtype)b->dtype, b->buf->data, 0, b->numel, ct, B);
+    load_as((st_dtype)a->dtype, a->buf->data, 0, a->numel, CT_I64, A);
+    load_as((st_dtype)b->dtype, b->buf->data, 0, b->numel, CT_I64, B);
     int64_t work = 0;
     for (int64_t bt = 0; bt < batch; bt++) {
         for (int64_t i = 0; i < M; i++) {
@@ -503,26 +543,15 @@ static st_status eval_matmul(st_node *n, st_buffer *out) {
                 work = 0;
                 if ((st = check_interrupt())) goto done;
             }
-            if (isf) {
-                double *r = row;
-                const double *Ar = (const double *)A + (bt * M + i) * K, *Bb = (const double *)B + bt * K * N;
-                for (int64_t j = 0; j < N; j++) r[j] = 0;
-                for (int64_t k = 0; k < K; k++) {
-                    double x = Ar[k];
-                    const double *Bk = Bb + k * N;
-                    for (int64_t j = 0; j < N; j++) r[j] += x * Bk[j];
-                }
-            } else {
-                uint64_t *r = row;
-                const int64_t *Ar = (const int64_t *)A + (bt * M + i) * K, *Bb = (const int64_t *)B + bt * K * N;
-                for (int64_t j = 0; j < N; j++) r[j] = 0;
-                for (int64_t k = 0; k < K; k++) {
-                    uint64_t x = (uint64_t)Ar[k];
-                    const int64_t *Bk = Bb + k * N;
-                    for (int64_t j = 0; j < N; j++) r[j] += x * (uint64_t)Bk[j];
-                }
+            uint64_t *r = row;
+            const int64_t *Ar = (const int64_t *)A + (bt * M + i) * K, *Bb = (const int64_t *)B + bt * K * N;
+            for (int64_t j = 0; j < N; j++) r[j] = 0;
+            for (int64_t k = 0; k < K; k++) {
+                uint64_t x = (uint64_t)Ar[k];
+                const int64_t *Bk = Bb + k * N;
+                for (int64_t j = 0; j < N; j++) r[j] += x * (uint64_t)Bk[j];
             }
-            store_as(ct, row, N, (st_dtype)n->dtype, out->data, (bt * M + i) * N);
+            store_as(CT_I64, row, N, (st_dtype)n->dtype, out->data, (bt * M + i) * N);
         }
     }
 done:

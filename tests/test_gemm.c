@@ -1,0 +1,353 @@
+/*
+ * test_gemm.c — the GEMM shared by the interpreter and the JIT (jit/prelude.h: st_gemm_plan,
+ * st_gemm_task; used by trace/interp.c eval_matmul and jit/render_c.c render_matmul).
+ *
+ * Invariants checked:
+ *  - the prelude GEMM itself: the blocked path (any plan, any thread count) and the unblocked
+ *    loop (no scratch) give the same bits on odd shapes, K splits, edge tiles, transposed,
+ *    broadcast (stride 0) and negative strides, for f32/f16/bf16/f64;
+ *  - through the public API: a matmul run by a JIT kernel (st_set_jit_min(0), operands as strided
+ *    views of their buffers) and by the interpreter (st_set_eager(1), operands materialized) are
+ *    BIT-identical, for every float dtype, odd shapes, K = 0, transposed operands, sliced operands
+ *    (offsets), broadcast batch dims, and sizes past every block (M > MC, N > NC, K > KC, threads);
+ *  - both are within rounding of a double-precision reference.
+ * Every tensor a test makes is released before it returns.
+ */
+#include "test.h"
+#include "jit/prelude.h"   /* after stitch.h: its op macros (st_exp, ...) would rename API declarations */
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* ---- deterministic inputs ---- */
+static uint32_t rng_state = 12345;
+static float rnd(void) {
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(rng_state >> 8) * 0x1p-24f * 2.0f - 1.0f;
+}
+
+static const st_dtype float_dts[4] = {ST_F32, ST_F16, ST_BF16, ST_F64};
+
+/* ---- 1. the prelude GEMM: blocked == unblocked, bit for bit ---- */
+
+/* A (M x K) and B (K x N) live in buffers with the given strides (base offsets chosen so that
+ * negative strides stay in bounds); C is computed by plan(nthreads) + tasks with scratch and by
+ * the unblocked loop, and compared bytewise. */
+static void gemm_case(int dt, int64_t M, int64_t N, int64_t K, int64_t sam, int64_t sak, int64_t sbk,
+                      int64_t sbn, int nthreads) {
+    size_t es = dt == ST_GEMM_F64 ? 8 : dt == ST_GEMM_F32 ? 4 : 2;
+    /* extent of an operand: 1 + sum |stride| * (size - 1) */
+    int64_t ea = 1 + llabs(sam) * (M > 0 ? M - 1 : 0) + llabs(sak) * (K > 0 ? K - 1 : 0);
+    int64_t eb = 1 + llabs(sbk) * (K > 0 ? K - 1 : 0) + llabs(sbn) * (N > 0 ? N - 1 : 0);
+    unsigned char *A = malloc((size_t)ea * es), *B = malloc((size_t)eb * es);
+    unsigned char *C1 = malloc((size_t)(M * N + 1) * es), *C2 = malloc((size_t)(M * N + 1) * es);
+    if (!A || !B || !C1 || !C2) {
+        CHECK(!"malloc");
+        goto out;
+    }
+    for (int64_t i = 0; i < ea; i++) {
+        float v = rnd();
+        if (dt == ST_GEMM_F64) ((double *)A)[i] = (double)v * (1.0 + 0x1p-40);
+        else if (dt == ST_GEMM_F32) ((float *)A)[i] = v;
+        else ((uint16_t *)A)[i] = dt == ST_GEMM_F16 ? st_f2h(v) : st_f2bf(v);
+    }
+    for (int64_t i = 0; i < eb; i++) {
+        float v = rnd();
+        if (dt == ST_GEMM_F64) ((double *)B)[i] = (double)v * (1.0 - 0x1p-40);
+        else if (dt == ST_GEMM_F32) ((float *)B)[i] = v;
+        else ((uint16_t *)B)[i] = dt == ST_GEMM_F16 ? st_f2h(v) : st_f2bf(v);
+    }
+    int64_t a0 = (sam < 0 ? -sam * (M - 1) : 0) + (sak < 0 ? -sak * (K - 1) : 0);
+    int64_t b0 = (sbk < 0 ? -sbk * (K - 1) : 0) + (sbn < 0 ? -sbn * (N - 1) : 0);
+    memset(C1, 0xA5, (size_t)(M * N + 1) * es);
+    memset(C2, 0x5A, (size_t)(M * N + 1) * es);
+    st_gemm g = {dt, M, N, K, A + a0 * (int64_t)es, sam, sak, B + b0 * (int64_t)es, sbk, sbn, C1, N};
+    int64_t mb, nb, T = st_gemm_plan(dt, M, N, nthreads, &mb, &nb);
+    void *ws = malloc(st_gemm_ws_bytes(dt, mb, nb, K));
+    CHECK(ws != NULL);
+    for (int64_t t = 0; t < T; t++) st_gemm_task(&g, t, mb, nb, ws);
+    free(ws);
+    g.C = C2;
+    int64_t mb2, nb2, T2 = st_gemm_plan(dt, M, N, 1, &mb2, &nb2);
+    for (int64_t t = 0; t < T2; t++) st_gemm_task(&g, t, mb2, nb2, NULL);
+    CHECK_MSG(!memcmp(C1, C2, (size_t)(M * N) * es),
+              "dt %d %lldx%lldx%lld strides A (%lld, %lld) B (%lld, %lld), %d threads: blocked != unblocked",
+              dt, (long long)M, (long long)K, (long long)N, (long long)sam, (long long)sak, (long long)sbk,
+              (long long)sbn, nthreads);
+    /* the byte past C is untouched by both */
+    CHECK(C1[M * N * es] == 0xA5 && C2[M * N * es] == 0x5A);
+    /* plan: every task in range, tasks cover C (checked by the comparison: the 0xA5 / 0x5A fills
+     * differ, so an element missed by either run would differ) */
+    CHECK(T == 0 || (mb % ST_GEMM_MR == 0 && mb > 0 && nb > 0));
+out:
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+}
+
+TEST(prelude_blocked_equals_unblocked) {
+    static const int64_t shapes[][3] = {{1, 1, 1},   {7, 13, 5},    {33, 65, 17}, {130, 1, 257},
+                                        {5, 7, 0},   {1, 300, 9},   {9, 40, 300}, {200, 300, 600},
+                                        {8, 32, 256}, {17, 520, 129}, {0, 5, 3},    {4, 0, 3}};
+    for (int d = 0; d < 4; d++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            int dt = d == 3 ? ST_GEMM_F64 : d;
+            gemm_case(dt, M, N, K, K, 1, N, 1, 1);                  /* row-major */
+            gemm_case(dt, M, N, K, 1, M, 1, K, 2);                  /* both transposed */
+            gemm_case(dt, M, N, K, K + 3, 1, 1, K + 5, 3);          /* B transposed, padded rows */
+            gemm_case(dt, M, N, K, 2, 2 * M + 1, N, 1, 7);          /* A strided both ways */
+            gemm_case(dt, M, N, K, 0, 1, 0, 1, 2);                  /* broadcast rows / B rows */
+            gemm_case(dt, M, N, K, -K, 1, N, -1, 2);                /* negative strides */
+            if (test_cur_failed) return;
+        }
+    }
+}
+
+TEST(plan_covers_and_balances) {
+    static const int64_t mn[][2] = {{1, 1}, {1024, 1024}, {128, 256}, {256, 784}, {130, 1}, {7, 3000}, {500, 9}};
+    for (size_t s = 0; s < sizeof mn / sizeof mn[0]; s++) {
+        for (int nt = 1; nt <= 8; nt++) {
+            for (int dt = 0; dt < 4; dt++) {
+                int64_t M = mn[s][0], N = mn[s][1], mb, nb;
+                int64_t T = st_gemm_plan(dt, M, N, nt, &mb, &nb);
+                CHECK_EQ_INT(T, ((M + mb - 1) / mb) * ((N + nb - 1) / nb));
+                CHECK(mb <= ST_GEMM_MC || M <= ST_GEMM_MR);
+                /* enough tasks for the threads unless C has fewer micro-tiles than threads (for more
+                 * than 2 threads, rounding blocks to whole micro-tiles may leave fewer) */
+                int64_t tiles = ((M + 7) / 8) * ((N + (dt == ST_GEMM_F64 ? ST_GEMM_NRD : ST_GEMM_NRF) - 1) /
+                                                 (dt == ST_GEMM_F64 ? ST_GEMM_NRD : ST_GEMM_NRF));
+                int64_t want = nt < tiles ? nt : tiles;
+                CHECK_MSG(nt <= 2 ? T >= want : 2 * T >= want, "M %lld N %lld, %d threads: %lld tasks",
+                          (long long)M, (long long)N, nt, (long long)T);
+            }
+        }
+    }
+    int64_t mb, nb;
+    CHECK_EQ_INT(st_gemm_plan(ST_GEMM_F32, 1024, 1024, 2, &mb, &nb) % 2, 0);
+    CHECK_EQ_INT(st_gemm_plan(ST_GEMM_F32, 128, 256, 2, &mb, &nb), 2);
+}
+
+/* ---- 2. through the public API: JIT == interpreter, bit for bit, and close to a reference ---- */
+
+/* An operand: a realized base tensor of shape base[] and the view of it the matmul reads. */
+typedef struct operand {
+    st_tensor *base, *view;
+} operand;
+
+/* A (.., rows, cols) operand for a matmul: batch dims bshape[0..nb), then the matrix; transposed:
+ * the base is (.., cols, rows) and the view swaps the last two dims; sliced: the base has 2 extra
+ * rows and 3 extra cols and the view starts at (1, 2). Values come from rnd(). */
+static operand make_operand(st_dtype dt, int nb, const int64_t *bshape, int64_t rows, int64_t cols, int trans,
+                            int sliced) {
+    operand o = {NULL, NULL};
+    int64_t shape[ST_MAX_DIMS];
+    int nd = nb + 2;
+    if (nb) memcpy(shape, bshape, (size_t)nb * sizeof *shape);
+    int64_t r = rows + (sliced ? 2 : 0), c = cols + (sliced ? 3 : 0);
+    shape[nb] = trans ? c : r;
+    shape[nb + 1] = trans ? r : c;
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= shape[d];
+    float *h = malloc((size_t)(n ? n : 1) * sizeof *h);
+    if (!h) return o;
+    for (int64_t i = 0; i < n; i++) h[i] = rnd();
+    st_tensor *f = st_from_data(ST_F32, nd, shape, h);
+    free(h);
+    o.base = st_cast(f, dt);
+    st_release(f);
+    if (!o.base || st_realize(1, &o.base) != ST_OK) return o;
+    st_tensor *v = trans ? st_transpose(o.base, nb, nb + 1) : st_retain(o.base);
+    if (v && sliced) {
+        st_tensor *s1 = st_slice(v, nb, 1, rows + 1, 1);
+        st_tensor *s2 = s1 ? st_slice(s1, nb + 1, 2, cols + 2, 1) : NULL;
+        st_release(s1);
+        st_release(v);
+        v = s2;
+    }
+    o.view = v;
+    return o;
+}
+
+/* Host copy of t in dtype dt (NULL on failure; caller frees). */
+static void *host(st_tensor *t, st_dtype dt) {
+    size_t n = (size_t)st_numel(t) * st_dtype_size(dt);
+    void *p = malloc(n ? n : 1);
+    if (p && st_to_host(t, dt, p, n) != ST_OK) {
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
+/* a @ b with the interpreter (eager) and with a JIT kernel; the results compared bytewise and
+ * against a double reference computed from the operands' values. */
+static void api_case(st_dtype dt, operand a, operand b) {
+    CHECK(a.view && b.view);
+    if (!a.view || !b.view) return;
+    st_set_eager(1);
+    st_tensor *ref = st_matmul(a.view, b.view);
+    st_set_eager(0);
+    st_set_jit_min(0);
+    st_stats_t s0, s1;
+    st_stats(&s0);
+    st_tensor *out = st_matmul(a.view, b.view);
+    st_status s = out ? st_realize(1, &out) : ST_ERR_ARG;
+    st_stats(&s1);
+    st_set_jit_min(32768);
+    CHECK_MSG(ref && s == ST_OK, "matmul failed: %s", st_last_error());
+    CHECK_MSG(s1.interp_groups == s0.interp_groups && s1.kernels_launched > s0.kernels_launched,
+              "the lazy matmul did not run as a JIT kernel");
+    int64_t shape[ST_MAX_DIMS], ash[ST_MAX_DIMS], bsh[ST_MAX_DIMS];
+    void *x = ref ? host(ref, dt) : NULL, *y = out ? host(out, dt) : NULL;
+    double *av = host(a.view, ST_F64), *bv = host(b.view, ST_F64), *ov = out ? host(out, ST_F64) : NULL;
+    if (!x || !y || !av || !bv || !ov) {
+        CHECK(!"host copies");
+        goto done;
+    }
+    int nd = st_ndim(out);
+    st_shape(out, shape);
+    st_shape(a.view, ash);
+    st_shape(b.view, bsh);
+    int an = st_ndim(a.view), bn = st_ndim(b.view);
+    int64_t M = shape[nd - 2], N = shape[nd - 1], Kd = ash[an - 1];
+    CHECK_MSG(!memcmp(x, y, (size_t)st_numel(out) * st_dtype_size(dt)),
+              "%s M %lld N %lld K %lld: JIT and interpreter results differ", st_dtype_name(dt), (long long)M,
+              (long long)N, (long long)Kd);
+    /* reference: out[.., i, j] = sum_k a[.., i, k] * b[.., k, j] with broadcast batch dims */
+    int64_t nbatch = M > 0 && N > 0 ? st_numel(out) / (M * N) : 0;
+    double ua = dt == ST_F64 ? 0x1p-53 : 0x1p-24;
+    double us = dt == ST_F64 ? 0x1p-53 : dt == ST_F32 ? 0x1p-24 : dt == ST_F16 ? 0x1p-11 : 0x1p-8;
+    int bad = 0;
+    for (int64_t bt = 0; bt < nbatch && M > 0 && N > 0 && !bad; bt++) {
+        /* batch multi-index of the output -> flat matrix index of each operand */
+        int64_t ia = 0, ib = 0, r = bt, sa = 1, sb = 1;
+        for (int d = nd - 3; d >= 0; d--) {
+            int64_t i = r % shape[d];
+            r /= shape[d];
+            int da = d - (nd - an), db = d - (nd - bn);
+            if (da >= 0) { ia += (ash[da] == 1 ? 0 : i) * sa; sa *= ash[da]; }
+            if (db >= 0) { ib += (bsh[db] == 1 ? 0 : i) * sb; sb *= bsh[db]; }
+        }
+        const double *A = av + ia * M * Kd, *B = bv + ib * Kd * N;
+        for (int64_t i = 0; i < M && !bad; i++) {
+            for (int64_t j = 0; j < N; j++) {
+                double sum = 0, mag = 0;
+                for (int64_t k = 0; k < Kd; k++) {
+                    sum += A[i * Kd + k] * B[k * N + j];
+                    mag += fabs(A[i * Kd + k] * B[k * N + j]);
+                }
+                double got = ov[(bt * M + i) * N + j];
+                if (!(fabs(got - sum) <= 2.0 * (double)(Kd + 2) * ua * mag + us * fabs(sum) + 1e-300)) {
+                    CHECK_MSG(0, "%s batch %lld [%lld][%lld] = %.9g, reference %.9g", st_dtype_name(dt),
+                              (long long)bt, (long long)i, (long long)j, got, sum);
+                    bad = 1;
+                    break;
+                }
+            }
+        }
+    }
+done:
+    free(x);
+    free(y);
+    free(av);
+    free(bv);
+    free(ov);
+    st_release(ref);
+    st_release(out);
+}
+
+static void release_op(operand o) {
+    st_release(o.base);
+    st_release(o.view);
+}
+
+/* (M, K) @ (K, N), with A and/or B transposed and/or sliced. */
+static void api_2d(st_dtype dt, int64_t M, int64_t N, int64_t K, int ta, int tb, int sliced) {
+    operand a = make_operand(dt, 0, NULL, M, K, ta, sliced);
+    operand b = make_operand(dt, 0, NULL, K, N, tb, sliced);
+    api_case(dt, a, b);
+    release_op(a);
+    release_op(b);
+}
+
+TEST(jit_equals_interp_odd_shapes) {
+    static const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 65, 17}, {130, 1, 257}, {6, 9, 0}, {1, 70, 40}};
+    for (int d = 0; d < 4; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int v = 0; v < 8 && !test_cur_failed; v++)
+                api_2d(float_dts[d], shapes[s][0], shapes[s][1], shapes[s][2], v & 1, (v >> 1) & 1, v >> 2);
+}
+
+/* Past every block size (M > MC, N > NC, K > KC of both float and double) and big enough to run
+ * on several threads: the MLP shapes and one odd one. */
+TEST(jit_equals_interp_blocked_threads) {
+    api_2d(ST_F32, 128, 256, 784, 0, 1, 0);   /* x @ W^T */
+    api_2d(ST_F32, 256, 784, 128, 1, 0, 0);   /* g^T @ x */
+    api_2d(ST_F32, 201, 290, 531, 0, 0, 1);
+    api_2d(ST_F64, 201, 290, 300, 1, 1, 0);
+    api_2d(ST_F16, 197, 263, 300, 0, 1, 1);
+    api_2d(ST_BF16, 150, 300, 270, 1, 0, 0);
+}
+
+/* Batched, with broadcast batch dims: (2, 1, M, K) @ (3, K, N) -> (2, 3, M, N), and a matrix
+ * times a batch: (M, K) @ (4, K, N). */
+TEST(jit_equals_interp_batched) {
+    for (int d = 0; d < 4 && !test_cur_failed; d++) {
+        st_dtype dt = float_dts[d];
+        for (int v = 0; v < 4; v++) {
+            int64_t ba[2] = {2, 1}, bb[1] = {3};
+            operand a = make_operand(dt, 2, ba, 9, 21, v & 1, 0);
+            operand b = make_operand(dt, 1, bb, 21, 35, v >> 1, v == 3);
+            api_case(dt, a, b);
+            release_op(a);
+            release_op(b);
+            int64_t b4[1] = {4};
+            operand c = make_operand(dt, 0, NULL, 40, 70, v & 1, v == 2);
+            operand e = make_operand(dt, 1, b4, 70, 50, v >> 1, 0);
+            api_case(dt, c, e);
+            release_op(c);
+            release_op(e);
+        }
+    }
+    /* many small batches (one task each) */
+    int64_t b16[1] = {16};
+    operand a = make_operand(ST_F32, 1, b16, 12, 64, 0, 0), b = make_operand(ST_F32, 1, b16, 64, 12, 1, 0);
+    api_case(ST_F32, a, b);
+    release_op(a);
+    release_op(b);
+}
+
+/* An f32 matmul accumulates in float now: a sum whose double-precision value differs from its
+ * float one shows that, in both tiers (1 + 2^-24 + 2^-24 is 1 in float k order, not in double). */
+TEST(f32_accumulates_in_float) {
+    float a[3] = {1.0f, 0x1p-24f, 0x1p-24f}, b[3] = {1.0f, 1.0f, 1.0f};
+    int64_t sa[2] = {1, 3}, sb[2] = {3, 1};
+    for (int eager = 1; eager >= 0; eager--) {
+        st_set_eager(eager);
+        st_set_jit_min(0);
+        st_tensor *x = st_from_data(ST_F32, 2, sa, a), *y = st_from_data(ST_F32, 2, sb, b);
+        st_tensor *z = st_matmul(x, y);
+        float r = -1;
+        CHECK(z && st_to_host(z, ST_F32, &r, sizeof r) == ST_OK);
+        CHECK_MSG(r == 1.0f, "%s: %.9g, expected 1 (float accumulation in k order)", eager ? "eager" : "jit",
+                  (double)r);
+        st_release(x);
+        st_release(y);
+        st_release(z);
+    }
+    st_set_eager(0);
+    st_set_jit_min(32768);
+}
+
+int main(void) {
+    RUN(prelude_blocked_equals_unblocked);
+    RUN(plan_covers_and_balances);
+    RUN(jit_equals_interp_odd_shapes);
+    RUN(jit_equals_interp_blocked_threads);
+    RUN(jit_equals_interp_batched);
+    RUN(f32_accumulates_in_float);
+    st_shutdown();
+    TEST_MAIN_END();
+}
