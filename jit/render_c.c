@@ -168,13 +168,17 @@ static void render_buffers(render_buf *b, const kir_kernel *k) {
 }
 
 /* ---- matmul ----
- * Float matmuls call the prelude's GEMM (st_gemm_plan / st_gemm_task: packed operands, a
+ * Float matmuls call the prelude's GEMM (st_gemm_plan / st_gemm_task_<type>: packed operands, a
  * register-blocked micro-kernel), the very code the interpreter runs, so the two agree bit for
  * bit. The kernel only maps tasks (batch x blocks of C) onto threads: each task owns its output
  * elements, so the split never changes a result. Each thread mallocs its packing scratch once per
  * launch; if that fails its tasks run the prelude's unblocked loop (same sums, same order).
  * Integer matmuls (not performance critical) keep a plain row loop accumulating in uint64_t. */
-#define MM_PAR_WORK (1 << 18)   /* multiply-adds below which a matmul runs on one thread */
+/* Multiply-adds below which a matmul runs on one thread. Kernel threads sleep between kernels
+ * (runtime.c sets OMP_WAIT_POLICY=PASSIVE), and waking the team cost ~80 us per launch on the
+ * 2-core dev VM, while one thread does ~65 G multiply-adds/s: two threads only win past ~11 M
+ * (128x256x128: 61 us on one thread, 112 us on two; 128x784x256: 377 us vs 277 us). */
+#define MM_PAR_WORK (3 << 22)
 
 static const char *gemm_dt_name(int dt) {
     switch (dt) {
@@ -182,6 +186,17 @@ static const char *gemm_dt_name(int dt) {
     case ST_BF16: return "ST_GEMM_BF16";
     case ST_F64: return "ST_GEMM_F64";
     default: return "ST_GEMM_F32";
+    }
+}
+
+/* The suffix of the storage type's own task function (st_gemm_task_f32 ...): a kernel then
+ * compiles only its type's GEMM code. */
+static const char *gemm_sfx(int dt) {
+    switch (dt) {
+    case ST_F16: return "f16";
+    case ST_BF16: return "bf16";
+    case ST_F64: return "f64";
+    default: return "f32";
     }
 }
 
@@ -230,7 +245,7 @@ static void render_matmul_float(render_buf *b, const kir_kernel *k) {
     render_batch_offsets(b, m, "r", "            ");
     render_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn,\n", dt);
     render_printf(b, "                               O + t / T * M * N, N};\n");
-    render_printf(b, "            st_gemm_task(&g, t %% T, mb, nb, ws);\n");
+    render_printf(b, "            st_gemm_task_%s(&g, t %% T, mb, nb, ws);\n", gemm_sfx(m->dtype));
     render_printf(b, "        }\n");
     render_printf(b, "        free(ws);\n");
     render_printf(b, "    }\n");

@@ -346,6 +346,31 @@ static st_tensor *view_adjoint(arena *A, const st_ag *ag, const st_node *n, st_t
     /* 3. the whole src in C order: a reshape */
     if (st_shape_numel(nd, s) == src->numel && o == 0 && st_is_contiguous_view(nd, s, t))
         return keep(A, st_reshape(g, m, src->shape));
+    /* 3b. all of src, permuted (a reshape and a permute: NHWC read as NCHW): its dims, taken by
+     * decreasing stride, are a C-contiguous layout of src, so g permuted into that order and
+     * reshaped is the gradient — a pointwise copy rather than a scatter into zeros */
+    if (st_shape_numel(nd, s) == src->numel && o == 0) {
+        int order[ST_MAX_DIMS], k = 0, ok3 = 1;
+        for (int d = 0; d < nd; d++)
+            if (s[d] > 1) order[k++] = d;
+        for (int i = 1; i < k; i++) /* by decreasing stride */
+            for (int j = i; j > 0 && t[order[j]] > t[order[j - 1]]; j--) {
+                int x = order[j];
+                order[j] = order[j - 1];
+                order[j - 1] = x;
+            }
+        int64_t expect = 1;
+        for (int i = k - 1; i >= 0 && ok3; i--) {
+            ok3 = t[order[i]] == expect;
+            expect *= s[order[i]];
+        }
+        if (ok3) {
+            for (int d = 0; d < nd; d++)
+                if (s[d] <= 1) order[k++] = d;
+            st_tensor *p = keep(A, st_permute(g, order));
+            return p ? keep(A, st_reshape(p, m, src->shape)) : NULL;
+        }
+    }
     /* 4. a box of src with its dims permuted (slices, selects, transposes): a masked view of g */
     int64_t C[ST_MAX_DIMS], base[ST_MAX_DIMS];
     int map[ST_MAX_DIMS];
