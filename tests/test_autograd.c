@@ -1262,6 +1262,42 @@ TEST(deep_chain_flushes) {
     EXPECT(y, 1e-12, 5001, 4998);
 }
 
+/* detach() of a realized tensor shares its buffer (a second BUFFER node): an in-place write into the
+ * detached tensor must copy, not write into the shared buffer (SETVIEW checks the buffer's refcount),
+ * and a weak float scalar pending at a sync keeps its f64 value. */
+TEST(shared_buffer_and_weak_sync) {
+    st_set_jit_min(0); /* the in-place SETVIEW is a JIT kernel's decision */
+    int64_t sh[1] = {4};
+    double xd[4] = {1, 2, 3, 4}, out[4];
+    st_tensor *x = st_from_data(ST_F64, 1, sh, xd);
+    CHECK(st_realize(1, &x) == ST_OK);
+    CHECK(st_set_requires_grad(x, 1) == ST_OK); /* detach of a leaf: a node sharing x's buffer */
+    st_tensor *y = st_detach(x);
+    CHECK(y && st_realize(1, &y) == ST_OK);
+    st_tensor *y0 = st_slice(y, 0, 0, 1, 1);
+    CHECK(y0 && st_fill_(y0, 9) == ST_OK);
+    CHECK(st_to_host(x, ST_F64, out, sizeof out) == ST_OK);
+    CHECK_MSG(out[0] == 1 && out[3] == 4, "x changed through its detached copy: %g %g", out[0], out[3]);
+    CHECK(st_to_host(y, ST_F64, out, sizeof out) == ST_OK);
+    CHECK_MSG(out[0] == 9 && out[1] == 2, "detached copy: %g %g", out[0], out[1]);
+    CHECK(st_to_host(x, ST_F64, out, sizeof out) == ST_OK); /* after the write ran */
+    CHECK_MSG(out[0] == 1, "the write into the detached copy reached x: %g", out[0]);
+    st_tensor *c = st_weak_scalar_f(1.0001);
+    CHECK(st_sync() == ST_OK);
+    st_tensor *p = st_mul(x, c);
+    double v = 0;
+    st_tensor *p0 = st_select(p, 0, 0);
+    CHECK(p0 && st_item(p0, &v) == ST_OK);
+    CHECK_MSG(v == 1.0001, "weak scalar after a sync: %.17g", v);
+    st_release(p0);
+    st_release(p);
+    st_release(c);
+    st_release(y0);
+    st_release(y);
+    st_release(x);
+    st_set_jit_min(32768);
+}
+
 int main(void) {
     st_set_poison(1);
     RUNT(unary);
@@ -1289,6 +1325,7 @@ int main(void) {
     RUNT(training_loop);
     RUNT(deep_chain);
     RUNT(deep_chain_flushes);
+    RUNT(shared_buffer_and_weak_sync);
     printf("gradcheck: %d cases, %d gradient elements compared with finite differences\n",
            gc_cases, gc_elems);
     st_shutdown();

@@ -107,4 +107,19 @@ test("debug_and_jit_min", function()
   st.set_jit_min(32768)
 end)
 
+test("realize_many_in_one_flush", function()
+  local a, b, c = st.ones(3) * 2, st.ones(3) * 3, st.ones(3) * 4
+  local f0 = st.stats().flushes
+  st.realize(a, b, c)
+  eq(st.stats().flushes - f0, 1, "one flush for three tensors")
+  local f1 = st.stats().flushes
+  check(a, {2, 2, 2}); check(b, {3, 3, 3}); check(c, {4, 4, 4})
+  eq(st.stats().flushes - f1, 0, "reading them needs no further flush: all three were realized")
+  local d, e = st.ones(2) + 1, st.ones(2) + 2
+  st.realize({d, e})
+  local f2 = st.stats().flushes
+  check(d, {2, 2}); check(e, {3, 3})
+  eq(st.stats().flushes - f2, 0, "a list is realized in the same way")
+end)
+
 H.done()
