@@ -39,6 +39,8 @@ import statistics
 import sys
 import time
 
+from report import load as report_load  # bench/ is this script's directory, so on sys.path
+
 # aten ops that run no pass over tensor data: header-only views, allocation, metadata, scalar reads.
 NO_DATA = {
     "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::resize_", "aten::as_strided",
@@ -64,19 +66,8 @@ WRAPPERS = {
 
 
 def load(path):
-    r = {}
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 2:
-                    try:
-                        r[parts[0]] = float(parts[1])
-                    except ValueError:
-                        pass
-    except OSError:
-        pass
-    return r
+    """The `key value` lines of one result file (report.py's reader)."""
+    return report_load([path])
 
 
 def count_ops(prof, steps):

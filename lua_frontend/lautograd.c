@@ -10,12 +10,10 @@
 
 #include <string.h>
 
-static int la_raise(lua_State *L, const char *name) { return lt_raise(L, name); }
-
 static int la_requires_grad_(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int on = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
-    if (st_set_requires_grad(t, on) != ST_OK) return la_raise(L, "requires_grad_");
+    if (st_set_requires_grad(t, on) != ST_OK) return lt_raise(L, "requires_grad_");
     lua_settop(L, 1);
     return 1;
 }
@@ -25,7 +23,7 @@ static int la_backward(lua_State *L) {
     st_tensor *g = lua_isnoneornil(L, 2) ? NULL : lt_check(L, 2);
     st_status s;
     LT_TRY_STATUS(L, s, st_backward(t, g));
-    if (s != ST_OK) return la_raise(L, "backward");
+    if (s != ST_OK) return lt_raise(L, "backward");
     return 0;
 }
 
@@ -42,7 +40,7 @@ LT_FUNC int lt_autograd_get(lua_State *L, st_tensor *t, const char *key) {
         lt_box *b = lt_push_box(L);
         st_tensor *g = st_grad(t);
         if (!g) {
-            if (st_last_status() != ST_OK) return la_raise(L, "grad");
+            if (st_last_status() != ST_OK) return lt_raise(L, "grad");
             lua_pop(L, 1);
             lua_pushnil(L);
             return 1;
@@ -64,11 +62,11 @@ LT_FUNC int lt_autograd_get(lua_State *L, st_tensor *t, const char *key) {
 LT_FUNC int lt_autograd_set(lua_State *L, st_tensor *t, const char *key, int value) {
     if (!strcmp(key, "grad")) {
         st_tensor *g = lua_isnil(L, value) ? NULL : lt_check(L, value);
-        if (st_set_grad(t, g) != ST_OK) la_raise(L, "grad");
+        if (st_set_grad(t, g) != ST_OK) lt_raise(L, "grad");
         return 1;
     }
     if (!strcmp(key, "requires_grad")) {
-        if (st_set_requires_grad(t, lua_toboolean(L, value)) != ST_OK) la_raise(L, "requires_grad");
+        if (st_set_requires_grad(t, lua_toboolean(L, value)) != ST_OK) lt_raise(L, "requires_grad");
         return 1;
     }
     return 0;

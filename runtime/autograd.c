@@ -67,10 +67,7 @@ static st_node *fresh_node(st_node *n) {
         m = st_node_new(ST_OP_BUFFER, (st_dtype)n->dtype, n->ndim, n->shape, 0, NULL, NULL);
         if (m) m->buf = st_buffer_retain(n->buf);
     } else {
-        st_node_arg a;
-        memset(&a, 0, sizeof a);
-        st_contig_strides(n->ndim, n->shape, a.view.strides);
-        m = st_node_new(ST_OP_VIEW, (st_dtype)n->dtype, n->ndim, n->shape, 1, &n, &a);
+        m = st_node_identity_view(n);
     }
     st_grad_mode_pop();
     return m;
@@ -452,11 +449,16 @@ static st_tensor *view_adjoint(arena *A, const st_ag *ag, const st_node *n, st_t
 /* The last two dims of node n swapped. When n is itself an unmasked VIEW (a transposed weight),
  * the result is one view of n's source rather than a view of a view, which the fuser would have
  * to materialize before a matmul could read it. */
+/* n's view argument and source when n is a VIEW (its record keeps them once n is realized). */
+static const st_view_arg *view_of(const st_node *n, st_node **src) {
+    if (n->op == ST_OP_VIEW) return *src = n->src[0], &n->arg.view;
+    if (n->ag && n->ag->op == ST_OP_VIEW) return *src = n->ag->src[0], &n->ag->arg.view;
+    return NULL;
+}
+
 static st_tensor *transposed(arena *A, st_node *n, st_tensor *wrapped) {
-    const st_view_arg *va = NULL;
     st_node *src = NULL;
-    if (n->op == ST_OP_VIEW) va = &n->arg.view, src = n->src[0];
-    else if (n->ag && n->ag->op == ST_OP_VIEW) va = &n->ag->arg.view, src = n->ag->src[0];
+    const st_view_arg *va = view_of(n, &src);
     int nd = n->ndim;
     if (!va || va->has_mask || nd < 2) return keep(A, st_transpose(wrapped, -2, -1));
     int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
@@ -594,13 +596,11 @@ static void apply_rule(arena *A, st_node *n, st_tensor *g) {
         if (s1->ag) {
             /* B read transposed (x @ W^T, every Linear): compute (g^T @ x)^T, so that W's
              * gradient comes out as a plain matmul result in W's own layout */
-            const st_node *b = s1;
-            int bt = b->op == ST_OP_VIEW && !b->arg.view.has_mask && b->ndim >= 2 &&
-                     b->arg.view.strides[b->ndim - 2] == 1 && b->arg.view.strides[b->ndim - 1] > 1;
-            if (b->op != ST_OP_VIEW && b->ag && b->ag->op == ST_OP_VIEW) /* realized since */
-                bt = !b->ag->arg.view.has_mask && b->ndim >= 2 && b->ag->arg.view.strides[b->ndim - 2] == 1 &&
-                     b->ag->arg.view.strides[b->ndim - 1] > 1;
-            if (bt) r1 = K(st_transpose(K(st_matmul(K(st_transpose(g, -2, -1)), X())), -2, -1));
+            st_node *bsrc;
+            const st_view_arg *bv = view_of(s1, &bsrc);
+            int nb = s1->ndim;
+            if (bv && !bv->has_mask && nb >= 2 && bv->strides[nb - 2] == 1 && bv->strides[nb - 1] > 1)
+                r1 = K(st_transpose(K(st_matmul(K(st_transpose(g, -2, -1)), X())), -2, -1));
             else r1 = K(st_matmul(transposed(A, s0, X()), g));
         }
         break;

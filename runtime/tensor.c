@@ -38,16 +38,6 @@ static void storage_release(st_storage *s) {
     st_free(s);
 }
 
-int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides) {
-    int64_t expect = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        if (shape[i] == 1) continue;
-        if (strides[i] != expect) return 0;
-        expect *= shape[i];
-    }
-    return 1;
-}
-
 /* Pending nodes left after the last automatic flush: nodes that only autograd records hold stay
  * pending (nothing asks for their value), so the next automatic flush waits for trace_max more. */
 static int64_t pending_floor;

@@ -47,7 +47,6 @@ ST_INTERNAL st_status st_broadcast_shapes(const char *op, int na, const int64_t 
                                           const int64_t *sb, int *nout, int64_t *out);
 /* Normalize dim (negative from the end) for ndim dims; -1 with an ST_ERR_ARG error if out of range. */
 ST_INTERNAL int st_norm_dim(const char *op, int dim, int ndim);
-ST_INTERNAL int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides);
 /* Make s->node a leaf node of s's accumulator (runtime/autograd.c): a node nobody else holds,
  * with a leaf autograd record. */
 ST_INTERNAL st_status st_ag_mark_leaf(st_storage *s);

@@ -280,10 +280,7 @@ st_tensor *st_clone(st_tensor *a) {
     if (n && n->ag) {
         /* never share a node that carries an autograd record (a leaf's would make the clone a
          * second handle on the leaf): an identity view records the dependency instead */
-        st_node_arg v;
-        memset(&v, 0, sizeof v);
-        st_contig_strides(n->ndim, n->shape, v.view.strides);
-        st_node *w = st_node_new(ST_OP_VIEW, (st_dtype)n->dtype, n->ndim, n->shape, 1, &n, &v);
+        st_node *w = st_node_identity_view(n);
         st_node_release(n);
         n = w;
     }

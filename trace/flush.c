@@ -73,14 +73,8 @@ oom:
 static int is_alias_view(const st_node *n) {
     if (n->op != ST_OP_VIEW || n->arg.view.has_mask || n->arg.view.offset != 0) return 0;
     const st_node *s = n->src[0];
-    if (s->numel != n->numel || s->dtype != n->dtype) return 0;
-    int64_t expect = 1;
-    for (int d = n->ndim - 1; d >= 0; d--) {
-        if (n->shape[d] == 1) continue;
-        if (n->arg.view.strides[d] != expect) return 0;
-        expect *= n->shape[d];
-    }
-    return 1;
+    return s->numel == n->numel && s->dtype == n->dtype &&
+           st_is_contiguous_view(n->ndim, n->shape, n->arg.view.strides);
 }
 
 static st_status flush_region(int nt, st_node *const *targets);

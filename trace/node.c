@@ -33,6 +33,23 @@ void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides) {
     }
 }
 
+int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides) {
+    int64_t expect = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] == 1) continue;
+        if (strides[i] != expect) return 0;
+        expect *= shape[i];
+    }
+    return 1;
+}
+
+st_node *st_node_identity_view(st_node *n) {
+    st_node_arg a;
+    memset(&a, 0, sizeof a);
+    st_contig_strides(n->ndim, n->shape, a.view.strides);
+    return st_node_new(ST_OP_VIEW, (st_dtype)n->dtype, n->ndim, n->shape, 1, &n, &a);
+}
+
 size_t st_node_nbytes(const st_node *n) { return (size_t)n->numel * st_dtypes[n->dtype].size; }
 
 st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int nsrc,

@@ -125,6 +125,10 @@ ST_INTERNAL size_t st_node_nbytes(const st_node *n);
 
 /* Contiguous strides of a shape, in elements. */
 ST_INTERNAL void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Do these strides lay the shape out in C order (size-1 dims ignored)? */
+ST_INTERNAL int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides);
+/* A new VIEW node reading all of n unchanged (a distinct node with n's value). */
+ST_INTERNAL st_node *st_node_identity_view(st_node *n);
 ST_INTERNAL int64_t st_shape_numel(int ndim, const int64_t *shape);
 
 /* ---- regions and flushes ---- */
