@@ -1,10 +1,13 @@
 # stitch — build
 #   make            build/libstitch.a, build/libstitch.so, build/stitch, build/stitch.so
 #   make test       the whole suite; last line "N passed, N failed"
+#   make test-nvrtc every generated CUDA kernel compiled by NVRTC for sm_80 and sm_90 (no GPU needed)
+#   make test-gpu   the suite on a CUDA GPU (docs/cuda.md)
 #   make demo       the main job: train the Fashion-MNIST MLP (ARGS="--epochs 1")
 #   make fuzz N=... the differential fuzzer, longer
 #   make bench      benchmarks (bench/NOTES.md)
-# Options: WERROR=1 (warnings are errors), SANITIZE=address,undefined, DEBUG=1.
+# Options: WERROR=1 (warnings are errors), SANITIZE=address,undefined, DEBUG=1, PORTABLE=1 (static
+# libedit: a build/ that runs on the GPU machine, docs/cuda.md).
 
 CC      ?= cc
 BUILD   ?= build
@@ -27,6 +30,12 @@ LUA_A   := /usr/lib/x86_64-linux-gnu/liblua5.4.a
 CPPFLAGS:= -D_GNU_SOURCE -Iinclude -I. -I$(LUA_INC) -MMD -MP
 CFLAGS  := $(WARN) $(OPT) -fPIC -fvisibility=hidden -pthread
 LDLIBS  := -lz -lm -ldl -pthread
+EDITLIB := -ledit
+# PORTABLE=1: link line editing statically too, so that build/stitch runs on a machine without
+# Debian's libedit (the GPU machine: docs/cuda.md). libc, libm, libdl and zlib stay dynamic.
+ifeq ($(PORTABLE),1)
+EDITLIB := -Wl,-Bstatic -ledit -ltinfo -lbsd -lmd -Wl,-Bdynamic
+endif
 
 CORE_SRC := $(wildcard runtime/*.c trace/*.c fuser/*.c jit/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/prelude_src.o
@@ -39,7 +48,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 DEB_PKGS := build-essential liblua5.4-dev uthash-dev libedit-dev lua5.4 zlib1g-dev
 
-.PHONY: all deps test test-c test-lua fuzz demo bench clean
+.PHONY: all deps test test-c test-lua test-nvrtc test-gpu fuzz demo bench clean
 all: deps $(BUILD)/libstitch.a $(BUILD)/libstitch.so $(BUILD)/stitch $(BUILD)/stitch.so
 
 # Install missing Debian packages when root; otherwise print the apt-get line.
@@ -86,7 +95,7 @@ $(BUILD)/libstitch.so: $(CORE_OBJ)
 
 # The executable: Lua linked statically, line editing from libedit.
 $(BUILD)/stitch: $(MAIN_OBJ) $(LUA_OBJ) $(BUILD)/libstitch.a
-	$(CC) $(LDSAN) -rdynamic -o $@ $(MAIN_OBJ) $(LUA_OBJ) $(BUILD)/libstitch.a $(LUA_A) -ledit $(LDLIBS)
+	$(CC) $(LDSAN) -rdynamic -o $@ $(MAIN_OBJ) $(LUA_OBJ) $(BUILD)/libstitch.a $(LUA_A) $(EDITLIB) $(LDLIBS)
 
 # The Lua C module for a stock lua5.4 (Lua symbols come from the host interpreter).
 $(BUILD)/stitch.so: $(LUA_OBJ) $(BUILD)/libstitch.a
@@ -98,6 +107,15 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libstitch.a tests/test.h
 
 test: all $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# Every kernel the op tests, the fuzzer and the Lua tests lower, compiled by NVRTC for sm_80 and
+# sm_90 (no GPU needed; `make test` does the same for the whole suite when libnvrtc is present).
+test-nvrtc: all $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/nvrtc_check.sh
+
+# On a GPU machine: the op suite, the fuzzer and the Lua tests on the CUDA device (docs/cuda.md).
+test-gpu: all $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/gpu/run.sh
 
 fuzz: all $(BUILD)/tests/test_fuzz
 	$(BUILD)/tests/test_fuzz --graphs $(or $(N),20000) --seed $(or $(SEED),1) $(if $(J),--jit-every $(J))

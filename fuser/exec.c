@@ -13,6 +13,7 @@
  */
 #include "fuser.h"
 #include "../jit/render.h"
+#include "../jit/nvrtc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -113,39 +114,79 @@ static st_status run_interp_group(exec_state *e, int g) {
 static const char *const kind_names[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add",
                                                       "setview"};
 
-static st_status run_kernel(exec_state *e, int g, st_kernel_fn fn) {
+/* The device group g runs on (its outputs' resolved device). */
+static int group_dev(const exec_state *e, int g) { return e->plan.groups[g].outs[0]->rdev; }
+
+/* Gives the group's outputs their buffers (on the group's device) and collects the buffer
+ * pointers of every slot; a slot bound to another device's buffer is an error, never a launch. */
+static st_status bind_buffers(exec_state *e, int g, int dev, void **bufs, size_t *bytes) {
     fuse_group *G = &e->plan.groups[g];
     fuse_launch *L = &e->launch[g];
     for (int i = 0; i < G->nouts; i++) {
         st_node *x = G->outs[i];
         st_buffer *b = (L->inplace && x == G->anchor) ? st_buffer_retain(x->src[0]->buf)
-                                                       : st_buffer_new(st_node_nbytes(x));
+                                                       : st_buffer_new_on(dev, st_node_nbytes(x));
         st_status s = give_buffer(e, x, b);
         if (s != ST_OK) return s;
     }
-    void *bufs[KIR_MAX_BUFS];
-    size_t bytes = 0;
+    *bytes = 0;
     for (int i = 0; i < L->k.nbufs; i++) {
         st_node *x = L->buf_node[i];
         ST_ASSERT(x->buf != NULL);
+        if (x->buf->device != dev) {
+            char a[24], b[24];
+            return st_error(ST_ERR_DEVICE, "kernel %s runs on %s but reads a tensor on %s (a value shared by "
+                            "work on two devices in one flush: realize it first)", L->name,
+                            st_dev_name(dev, a, sizeof a), st_dev_name(x->buf->device, b, sizeof b));
+        }
         bufs[i] = x->buf->data;
-        bytes += x->buf->nbytes;
+        *bytes += x->buf->nbytes;
     }
+    return ST_OK;
+}
+
+static void debug_kernel_line(exec_state *e, int g, size_t bytes, double t0, const char *tier) {
+    if (!(st_rt.debug & 2)) return;
+    fuse_group *G = &e->plan.groups[g];
+    fuse_launch *L = &e->launch[g];
+    const st_node *o = G->anchor ? G->anchor : G->outs[0];
+    char sh[128];
+    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  %s%s\n", L->name, kind_names[G->kind],
+            st_shape_str(o->ndim, o->shape, sh, sizeof sh), bytes, (st_now_ms() - t0) * 1e3, tier,
+            L->inplace ? " (in place)" : "");
+}
+
+static st_status index_error(exec_state *e, int g) {
+    return st_error(ST_ERR_ARG, "%s: index out of range (kernel %s)",
+                    e->plan.groups[g].kind == FG_SCATTER ? "scatter_add" : "gather", e->launch[g].name);
+}
+
+/* A CUDA group: compiled by NVRTC (cubin cache), launched on the device's stream. */
+static st_status run_cuda_kernel(exec_state *e, int g, int dev) {
+    void *bufs[KIR_MAX_BUFS];
+    size_t bytes;
+    st_status s = bind_buffers(e, g, dev, bufs, &bytes);
+    if (s != ST_OK) return s;
+    double t0 = st_now_ms();
+    int err = 0;
+    s = exec_cuda_launch(&e->launch[g], dev - 1, bufs, &err);
+    if (s != ST_OK) return s;
+    debug_kernel_line(e, g, bytes, t0, "cuda");
+    return err ? index_error(e, g) : ST_OK;
+}
+
+static st_status run_kernel(exec_state *e, int g, st_kernel_fn fn) {
+    fuse_launch *L = &e->launch[g];
+    void *bufs[KIR_MAX_BUFS];
+    size_t bytes;
+    st_status s = bind_buffers(e, g, ST_DEV_CPU, bufs, &bytes);
+    if (s != ST_OK) return s;
     int32_t err = 0;
     st_kargs a = {bufs, L->ints, L->flts, &err, nthreads()};
     double t0 = st_now_ms();
     fn(&a);
-    if (st_rt.debug & 2) {
-        const st_node *o = G->anchor ? G->anchor : G->outs[0];
-        char sh[128];
-        fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  jit%s\n", L->name, kind_names[G->kind],
-                st_shape_str(o->ndim, o->shape, sh, sizeof sh), bytes, (st_now_ms() - t0) * 1e3,
-                L->inplace ? " (in place)" : "");
-    }
-    if (err)
-        return st_error(ST_ERR_ARG, "%s: index out of range (kernel %s)",
-                        G->kind == FG_SCATTER ? "scatter_add" : "gather", L->name);
-    return ST_OK;
+    debug_kernel_line(e, g, bytes, t0, "jit");
+    return err ? index_error(e, g) : ST_OK;
 }
 
 static void debug_interp_line(exec_state *e, int g, double t0) {
@@ -165,8 +206,10 @@ st_status fuse_execute(st_region *r) {
     const char **jsrc = NULL, **jhint = NULL;
     int *jidx = NULL;
 
+    int any_cuda = 0;
+    for (int i = 0; i < r->n; i++) any_cuda |= r->nodes[i]->rdev > ST_DEV_CPU;
     st_status s = fuse_partition(r, &e.plan);
-    if (s == ST_ERR_INTERNAL) {
+    if (s == ST_ERR_INTERNAL && !any_cuda) {
         /* a planning bug must not cost the user a result: run the region op by op */
         if (st_rt.debug) fprintf(stderr, "stitch: fuser: %s; running the interpreter\n", st_last_error());
         fuse_plan_free(&e.plan);
@@ -193,6 +236,11 @@ st_status fuse_execute(st_region *r) {
         fuse_group *G = &e.plan.groups[g];
         s = fuse_lower(&e.plan, g, &e.launch[g]);
         if (s == ST_ERR_OOM) goto done;
+        if (s != ST_OK && group_dev(&e, g) > ST_DEV_CPU) { /* no interpreter next to a GPU's memory */
+            s = st_error(ST_ERR_DEVICE, "cuda: %s (this group has no GPU kernel yet; run it on the cpu)",
+                         st_last_error());
+            goto done;
+        }
         if (s != ST_OK) {
             if (st_rt.debug & 2) fprintf(stderr, "stitch: group %d: %s (interpreter)\n", g, st_last_error());
             st_clear_error();
@@ -201,6 +249,9 @@ st_status fuse_execute(st_region *r) {
             s = ST_OK;
             continue;
         }
+        if (jit_nvrtc_check_enabled() && (s = jit_nvrtc_check(&e.launch[g].k, e.launch[g].name)) != ST_OK)
+            goto done;
+        if (group_dev(&e, g) > ST_DEV_CPU) continue;   /* compiled by NVRTC when it runs */
         if (!(e.src[g] = render_c(&e.launch[g].k))) {
             s = st_last_status();
             goto done;
@@ -241,7 +292,9 @@ st_status fuse_execute(st_region *r) {
             goto done;
         }
         double t0 = st_now_ms();
-        if (use_jit && fns[g]) {
+        if (group_dev(&e, g) > ST_DEV_CPU) {
+            s = run_cuda_kernel(&e, g, group_dev(&e, g));
+        } else if (use_jit && fns[g]) {
             s = run_kernel(&e, g, fns[g]);
         } else {
             s = run_interp_group(&e, g);

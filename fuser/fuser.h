@@ -95,4 +95,9 @@ typedef struct fuse_launch {
 ST_INTERNAL st_status fuse_lower(fuse_plan *p, int g, fuse_launch *out);
 ST_INTERNAL void fuse_launch_free(fuse_launch *l);
 
+/* Runs lowered group L on CUDA device ord (fuser/exec_cuda.c): bufs are the slots' device
+ * pointers; *err is set when the kernel reported an index out of range. */
+ST_INTERNAL st_status exec_cuda_launch(const fuse_launch *L, int ord, void *const *bufs, int *err);
+ST_INTERNAL void exec_cuda_shutdown(void);   /* frees the per-device error flags */
+
 #endif

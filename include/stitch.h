@@ -80,7 +80,7 @@ ST_API int64_t st_size(const st_tensor *t, int dim);    /* dim may be negative; 
 ST_API void st_shape(const st_tensor *t, int64_t out[ST_MAX_DIMS]);
 ST_API int64_t st_numel(const st_tensor *t);
 ST_API st_dtype st_dtype_of(const st_tensor *t);
-ST_API const char *st_device_of(const st_tensor *t);    /* "cpu" */
+ST_API const char *st_device_of(const st_tensor *t);    /* "cpu", "cuda:0", ... */
 ST_API int st_is_contiguous(const st_tensor *t);
 ST_API int st_is_realized(const st_tensor *t);          /* data already computed (no pending work) */
 /* Writes "(2, 3)"-style text of a shape into buf; returns buf. */
@@ -255,6 +255,17 @@ ST_API void st_free_meta(int nmeta, char **keys, char **values);
  * float as f32, double as f64, with the file's dims as the shape. */
 ST_API st_tensor *st_read_idx(const char *path);
 
+/* ---- devices (docs/cuda.md) ----
+ * Names: "cpu", "cuda" (= "cuda:0"), "cuda:N". The default device is ST_DEVICE if set, else the
+ * first GPU when the CUDA driver loads and reports one, else the CPU. Creators (st_zeros, st_rand,
+ * st_from_data, ...) make tensors on the default device; an op on tensors bound to two devices is
+ * an ST_ERR_DEVICE error naming both. */
+ST_API st_tensor *st_to(st_tensor *t, const char *device);  /* t itself (new ref) if already there */
+ST_API const char *st_default_device(void);
+ST_API st_status st_set_default_device(const char *device); /* ST_ERR_DEVICE if not usable */
+ST_API int st_cuda_device_count(void);                     /* 0 without a driver or GPU */
+ST_API void st_empty_cache(void);   /* return cached free blocks (host and device) to the system */
+
 /* ---- runtime control ---- */
 typedef struct st_stats_t {
     uint64_t flushes;            /* sync points that ran work */
@@ -267,6 +278,9 @@ typedef struct st_stats_t {
     uint64_t interp_groups;      /* fused groups executed by the reference interpreter tier */
     uint64_t bytes_in_use;       /* tensor memory held now */
     uint64_t bytes_peak;         /* high-water mark of bytes_in_use since the last reset */
+    uint64_t device_bytes_in_use;   /* GPU memory held by tensors (all devices) */
+    uint64_t device_bytes_reserved; /* GPU memory held by the caching allocator (in use + cached) */
+    uint64_t device_bytes_peak;     /* high-water mark of device_bytes_in_use */
     double compile_ms;           /* total wall time spent compiling */
     double exec_ms;              /* total wall time spent executing flushes */
 } st_stats_t;

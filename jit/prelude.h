@@ -4,7 +4,7 @@
  * This header is BOTH #included by the library (the reference interpreter) AND prepended as text
  * to every JIT compilation unit (tools/embed.sh -> st_prelude_src). Invariant: the interpreter
  * and the generated kernels run the very same code here, so given the same compiler flags they
- * get bit-identical results. Hence: self-contained (C11 + libm only), everything static inline
+ * get bit-identical results. Hence: self-contained (C11 + libm only), everything ST_FN
  * or a macro, no globals, no reliance on -ffast-math. Float exp/log/tanh/expm1/log1p/erf are our
  * own branch-free code so GCC can vectorize fused loops; double versions call libm.
  *
@@ -16,24 +16,57 @@
 #ifndef ST_PRELUDE_H
 #define ST_PRELUDE_H
 
+#ifdef __CUDACC__
+/* CUDA C++ (NVRTC): the same functions become device functions. NVRTC has no system headers
+ * (__CUDACC_RTC__): the fixed-width types and the few libm macros we use are defined here; the
+ * device math library (expf, sqrtf, fmodf, rintf, erf, tanh, ...) is built in. */
+#define ST_FN static __device__ __forceinline__
+/* "declared but never referenced" (177): each kernel uses a few of these functions, and the
+ * renderers declare values (a loop's work estimate, a baked stride) that some kernels ignore */
+#pragma nv_diag_suppress 177
+#ifdef __CUDACC_RTC__
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fc00000)
+#define INT32_MAX 2147483647
+#define INT64_MAX 9223372036854775807LL
+#else
+#include <math.h>
+#include <stdint.h>
+#endif
+#else
+#define ST_FN static inline   /* C: every function of this header */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#endif
 
 /* ---- bit casts ---- */
-static inline uint32_t st_fbits_(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
-static inline float st_bitsf_(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+#ifdef __CUDACC__
+ST_FN uint32_t st_fbits_(float f) { return __float_as_uint(f); }
+ST_FN float st_bitsf_(uint32_t u) { return __uint_as_float(u); }
+#else
+ST_FN uint32_t st_fbits_(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+ST_FN float st_bitsf_(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+#endif
 
 /* ---- f16 / bf16 storage conversions (round to nearest even, NaN kept, overflow -> inf) ---- */
-static inline float st_h2f(uint16_t h) {
+ST_FN float st_h2f(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
     /* Exponent rebias by a float multiply: exact for normals and subnormals alike. */
     float mag = st_bitsf_(em << 13) * 0x1p112f;
     uint32_t bits = em >= 0x7c00u ? (0x7f800000u | (em & 0x3ffu) << 13) : st_fbits_(mag);
     return st_bitsf_(sign | bits);
 }
-static inline uint16_t st_f2h(float f) {
+ST_FN uint16_t st_f2h(float f) {
     uint32_t x = st_fbits_(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
     uint32_t e = ax >> 23, mant = ax & 0x7fffffu;
     if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | (mant >> 13)); /* quiet NaN */
@@ -49,60 +82,71 @@ static inline uint16_t st_f2h(float f) {
     h += (rem > 0x1000u || (rem == 0x1000u && (h & 1u))); /* a carry may reach inf: correct */
     return (uint16_t)(sign | h);
 }
-static inline float st_bf2f(uint16_t b) { return st_bitsf_((uint32_t)b << 16); }
-static inline uint16_t st_f2bf(float f) {
+ST_FN float st_bf2f(uint16_t b) { return st_bitsf_((uint32_t)b << 16); }
+ST_FN uint16_t st_f2bf(float f) {
     uint32_t x = st_fbits_(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
 /* ---- safe float -> int (truncation, NaN -> 0, saturation) and CAST ---- */
-static inline int32_t st_f2i32(double v) {  /* clamp first: a branch-free, vectorizable select */
+ST_FN int32_t st_f2i32(double v) {  /* clamp first: a branch-free, vectorizable select */
     double c = v == v ? v : 0.0;
     c = c < -2147483648.0 ? -2147483648.0 : c;
     c = c > 2147483647.0 ? 2147483647.0 : c;
     return (int32_t)c;
 }
-static inline int64_t st_f2i64(double v) {
+ST_FN int64_t st_f2i64(double v) {
     double c = v == v ? v : 0.0;
     c = c < -9223372036854775808.0 ? -9223372036854775808.0 : c;
     c = c > 9223372036854774784.0 ? 9223372036854774784.0 : c;  /* largest double < 2^63 */
     int64_t r = (int64_t)c;
     return v >= 9223372036854775808.0 ? INT64_MAX : r;
 }
-static inline int32_t st_f2i32f_(float v) {  /* float twin: keeps float loops vectorizable */
+ST_FN int32_t st_f2i32f_(float v) {  /* float twin: keeps float loops vectorizable */
     float c = v == v ? v : 0.0f;
     c = c < -2147483648.0f ? -2147483648.0f : c;
     c = c > 2147483520.0f ? 2147483520.0f : c;                  /* largest float < 2^31 */
     int32_t r = (int32_t)c;
     return v >= 2147483648.0f ? INT32_MAX : r;
 }
-static inline int64_t st_f2i64f_(float v) {
+ST_FN int64_t st_f2i64f_(float v) {
     float c = v == v ? v : 0.0f;
     c = c < -9223372036854775808.0f ? -9223372036854775808.0f : c;
     c = c > 9223371487098961920.0f ? 9223371487098961920.0f : c; /* largest float < 2^63 */
     int64_t r = (int64_t)c;
     return v >= 9223372036854775808.0f ? INT64_MAX : r;
 }
-static inline int32_t st_i2i32_(int64_t v) { return (int32_t)v; }
-static inline int64_t st_i2i64_(int64_t v) { return v; }
+ST_FN int32_t st_i2i32_(int64_t v) { return (int32_t)v; }
+ST_FN int64_t st_i2i64_(int64_t v) { return v; }
 /* ST_CVT(to_compute_ctype, v): a compute-type value converted to another compute type. */
 #define ST_CVT(T, v) ST_CVT_##T(v)
 #define ST_CVT_float(v) ((float)(v))
 #define ST_CVT_double(v) ((double)(v))
+#ifdef __CUDACC__ /* C++ has no _Generic: overloads with the same type mapping */
+ST_FN int32_t st_cvt_i32_(float v) { return st_f2i32f_(v); }
+ST_FN int32_t st_cvt_i32_(double v) { return st_f2i32(v); }
+template <class T> ST_FN int32_t st_cvt_i32_(T v) { return st_i2i32_(v); }
+ST_FN int64_t st_cvt_i64_(float v) { return st_f2i64f_(v); }
+ST_FN int64_t st_cvt_i64_(double v) { return st_f2i64(v); }
+template <class T> ST_FN int64_t st_cvt_i64_(T v) { return st_i2i64_(v); }
+#define ST_CVT_int32_t(v) st_cvt_i32_(v)
+#define ST_CVT_int64_t(v) st_cvt_i64_(v)
+#else
 #define ST_CVT_int32_t(v) _Generic((v), float: st_f2i32f_, double: st_f2i32, default: st_i2i32_)(v)
 #define ST_CVT_int64_t(v) _Generic((v), float: st_f2i64f_, double: st_f2i64, default: st_i2i64_)(v)
+#endif
 #define ST_CVT_uint8_t(v) ((uint8_t)((v) != 0))
 
 /* ---- float exp family: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, Taylor to r^7 ---- */
-static inline float st_expm1_poly_(float r) { /* expm1(r), |r| <= 0.35, ~1 ulp */
+ST_FN float st_expm1_poly_(float r) { /* expm1(r), |r| <= 0.35, ~1 ulp */
     float p = 1.0f / 5040;
     p = 1.0f / 720 + r * p; p = 1.0f / 120 + r * p; p = 1.0f / 24 + r * p;
     p = 1.0f / 6 + r * p; p = 0.5f + r * p;
     return r + (r * r) * p;
 }
 /* Returns expm1 of the reduced argument and n; xc must be finite and |xc| < 2^20. */
-static inline float st_exp_reduce_(float xc, int32_t *n) {
+ST_FN float st_exp_reduce_(float xc, int32_t *n) {
     float t = xc * 1.44269504088896341f;
     float fn = (t + 12582912.0f) - 12582912.0f;            /* round to nearest integer */
     float r = xc - fn * 0.693359375f;                       /* ln2 hi (exact product) */
@@ -110,7 +154,7 @@ static inline float st_exp_reduce_(float xc, int32_t *n) {
     *n = (int32_t)fn;
     return st_expm1_poly_(r);
 }
-static inline float st_expf_(float x) {
+ST_FN float st_expf_(float x) {
     float xc = x > 89.0f ? 89.0f : x;
     xc = xc < -104.0f ? -104.0f : xc;
     xc = xc == xc ? xc : 0.0f;
@@ -120,7 +164,7 @@ static inline float st_expf_(float x) {
     float y = p * st_bitsf_((uint32_t)(n1 + 127) << 23) * st_bitsf_((uint32_t)(n2 + 127) << 23);
     return x == x ? y : x;
 }
-static inline float st_expm1f_(float x) {
+ST_FN float st_expm1f_(float x) {
     float xc = x > 64.0f ? 64.0f : x;
     xc = xc < -32.0f ? -32.0f : xc;
     xc = xc == xc ? xc : 0.0f;
@@ -131,7 +175,7 @@ static inline float st_expm1f_(float x) {
     y = x > 64.0f ? st_expf_(x) : y;
     return (x == x && x != 0.0f) ? y : x;               /* NaN, and -0 stays -0 */
 }
-static inline float st_tanhf_(float x) {
+ST_FN float st_tanhf_(float x) {
     /* expm1(2|x|) inlined for |x| <= 10 (no overflow branch, so no second exp per vector lane). */
     float a = fabsf(x);
     a = a > 10.0f ? 10.0f : a;                              /* tanh(10) == 1.0f */
@@ -144,7 +188,7 @@ static inline float st_tanhf_(float x) {
     return x == x ? r : x;
 }
 /* ---- float log: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(f / (2 + f)) ---- */
-static inline float st_logf_(float x) {
+ST_FN float st_logf_(float x) {
     /* Conditions on the bits, not float compares: GCC will not if-convert a float compare it
      * thinks could trap, and the loop would not vectorize. */
     uint32_t ux = st_fbits_(x);
@@ -165,14 +209,14 @@ static inline float st_logf_(float x) {
     uint32_t ok = 0u - (uint32_t)(ux - 1u < 0x7f7fffffu);   /* positive, finite, non-zero */
     return st_bitsf_((st_fbits_(y) & ok) | (sp & ~ok));     /* a bit select: never a branch */
 }
-static inline float st_log1pf_(float x) {
+ST_FN float st_log1pf_(float x) {
     float u = 1.0f + x;                                     /* log(u) * x / (u - 1): exact-ish */
     float y = u == 1.0f ? x : st_logf_(u) * (x / (u - 1.0f));
     return x == INFINITY ? x : y;
 }
 /* ---- float erf: x P(x^2) below 0.921875, 1 - exp(-x^2) Q(x) above (our own least-squares fits
  * of erf(x)/x and erfc(x) exp(x^2), errors 5e-10 relative and 1e-9 absolute) ---- */
-static inline float st_erff_(float x) {
+ST_FN float st_erff_(float x) {
     float a = fabsf(x), z = a * a;
     float p = 8.392699158578376e-05f;
     p = -0.0008148509043693769f + z * p; p = 0.0052015923650271245f + z * p;
@@ -194,85 +238,85 @@ static inline float st_erff_(float x) {
 /* ---- per-type helpers (integer math wraps through unsigned; never UB) ---- */
 #define ST_WRAP32(a, op, b) ((int32_t)((uint32_t)(a) op (uint32_t)(b)))
 #define ST_WRAP64(a, op, b) ((int64_t)((uint64_t)(a) op (uint64_t)(b)))
-static inline float st_neg_f32(float x) { return -x; }
-static inline double st_neg_f64(double x) { return -x; }
-static inline int32_t st_neg_i32(int32_t x) { return ST_WRAP32(0, -, x); }
-static inline int64_t st_neg_i64(int64_t x) { return ST_WRAP64(0, -, x); }
-static inline uint8_t st_neg_u8(uint8_t x) { return x; }
-static inline float st_abs_f32(float x) { return fabsf(x); }
-static inline double st_abs_f64(double x) { return fabs(x); }
-static inline int32_t st_abs_i32(int32_t x) { return x < 0 ? ST_WRAP32(0, -, x) : x; }
-static inline int64_t st_abs_i64(int64_t x) { return x < 0 ? ST_WRAP64(0, -, x) : x; }
-static inline uint8_t st_abs_u8(uint8_t x) { return x; }
-static inline float st_relu_f32(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
-static inline double st_relu_f64(double x) { return (x > 0.0 || x != x) ? x : 0.0; }
-static inline int32_t st_relu_i32(int32_t x) { return x > 0 ? x : 0; }
-static inline int64_t st_relu_i64(int64_t x) { return x > 0 ? x : 0; }
-static inline uint8_t st_relu_u8(uint8_t x) { return x; }
-static inline float st_sign_f32(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
-static inline double st_sign_f64(double x) { return x != x ? x : (double)((x > 0.0) - (x < 0.0)); }
-static inline int32_t st_sign_i32(int32_t x) { return (x > 0) - (x < 0); }
-static inline int64_t st_sign_i64(int64_t x) { return (x > 0) - (x < 0); }
-static inline uint8_t st_sign_u8(uint8_t x) { return x != 0; }
+ST_FN float st_neg_f32(float x) { return -x; }
+ST_FN double st_neg_f64(double x) { return -x; }
+ST_FN int32_t st_neg_i32(int32_t x) { return ST_WRAP32(0, -, x); }
+ST_FN int64_t st_neg_i64(int64_t x) { return ST_WRAP64(0, -, x); }
+ST_FN uint8_t st_neg_u8(uint8_t x) { return x; }
+ST_FN float st_abs_f32(float x) { return fabsf(x); }
+ST_FN double st_abs_f64(double x) { return fabs(x); }
+ST_FN int32_t st_abs_i32(int32_t x) { return x < 0 ? ST_WRAP32(0, -, x) : x; }
+ST_FN int64_t st_abs_i64(int64_t x) { return x < 0 ? ST_WRAP64(0, -, x) : x; }
+ST_FN uint8_t st_abs_u8(uint8_t x) { return x; }
+ST_FN float st_relu_f32(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
+ST_FN double st_relu_f64(double x) { return (x > 0.0 || x != x) ? x : 0.0; }
+ST_FN int32_t st_relu_i32(int32_t x) { return x > 0 ? x : 0; }
+ST_FN int64_t st_relu_i64(int64_t x) { return x > 0 ? x : 0; }
+ST_FN uint8_t st_relu_u8(uint8_t x) { return x; }
+ST_FN float st_sign_f32(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
+ST_FN double st_sign_f64(double x) { return x != x ? x : (double)((x > 0.0) - (x < 0.0)); }
+ST_FN int32_t st_sign_i32(int32_t x) { return (x > 0) - (x < 0); }
+ST_FN int64_t st_sign_i64(int64_t x) { return (x > 0) - (x < 0); }
+ST_FN uint8_t st_sign_u8(uint8_t x) { return x != 0; }
 #define ST_IDENT_INT(name)                                                                      \
-    static inline int32_t name##_i32(int32_t x) { return x; }                                   \
-    static inline int64_t name##_i64(int64_t x) { return x; }                                   \
-    static inline uint8_t name##_u8(uint8_t x) { return x; }
+    ST_FN int32_t name##_i32(int32_t x) { return x; }                                           \
+    ST_FN int64_t name##_i64(int64_t x) { return x; }                                           \
+    ST_FN uint8_t name##_u8(uint8_t x) { return x; }
 ST_IDENT_INT(st_floor)
 ST_IDENT_INT(st_ceil)
 ST_IDENT_INT(st_round)
-static inline float st_floor_f32(float x) { return floorf(x); }
-static inline double st_floor_f64(double x) { return floor(x); }
-static inline float st_ceil_f32(float x) { return ceilf(x); }
-static inline double st_ceil_f64(double x) { return ceil(x); }
-static inline float st_round_f32(float x) { return rintf(x); }  /* half to even */
-static inline double st_round_f64(double x) { return rint(x); }
+ST_FN float st_floor_f32(float x) { return floorf(x); }
+ST_FN double st_floor_f64(double x) { return floor(x); }
+ST_FN float st_ceil_f32(float x) { return ceilf(x); }
+ST_FN double st_ceil_f64(double x) { return ceil(x); }
+ST_FN float st_round_f32(float x) { return rintf(x); }  /* half to even */
+ST_FN double st_round_f64(double x) { return rint(x); }
 
-static inline float st_add_f32(float a, float b) { return a + b; }
-static inline double st_add_f64(double a, double b) { return a + b; }
-static inline int32_t st_add_i32(int32_t a, int32_t b) { return ST_WRAP32(a, +, b); }
-static inline int64_t st_add_i64(int64_t a, int64_t b) { return ST_WRAP64(a, +, b); }
-static inline uint8_t st_add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a | b); }
-static inline float st_sub_f32(float a, float b) { return a - b; }
-static inline double st_sub_f64(double a, double b) { return a - b; }
-static inline int32_t st_sub_i32(int32_t a, int32_t b) { return ST_WRAP32(a, -, b); }
-static inline int64_t st_sub_i64(int64_t a, int64_t b) { return ST_WRAP64(a, -, b); }
-static inline uint8_t st_sub_u8(uint8_t a, uint8_t b) { return (uint8_t)(a ^ b); }
-static inline float st_mul_f32(float a, float b) { return a * b; }
-static inline double st_mul_f64(double a, double b) { return a * b; }
-static inline int32_t st_mul_i32(int32_t a, int32_t b) { return ST_WRAP32(a, *, b); }
-static inline int64_t st_mul_i64(int64_t a, int64_t b) { return ST_WRAP64(a, *, b); }
-static inline uint8_t st_mul_u8(uint8_t a, uint8_t b) { return (uint8_t)(a & b); }
-static inline float st_div_f32(float a, float b) { return a / b; }
-static inline double st_div_f64(double a, double b) { return a / b; }
-static inline int64_t st_ipow_(int64_t a, int64_t b) {
+ST_FN float st_add_f32(float a, float b) { return a + b; }
+ST_FN double st_add_f64(double a, double b) { return a + b; }
+ST_FN int32_t st_add_i32(int32_t a, int32_t b) { return ST_WRAP32(a, +, b); }
+ST_FN int64_t st_add_i64(int64_t a, int64_t b) { return ST_WRAP64(a, +, b); }
+ST_FN uint8_t st_add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a | b); }
+ST_FN float st_sub_f32(float a, float b) { return a - b; }
+ST_FN double st_sub_f64(double a, double b) { return a - b; }
+ST_FN int32_t st_sub_i32(int32_t a, int32_t b) { return ST_WRAP32(a, -, b); }
+ST_FN int64_t st_sub_i64(int64_t a, int64_t b) { return ST_WRAP64(a, -, b); }
+ST_FN uint8_t st_sub_u8(uint8_t a, uint8_t b) { return (uint8_t)(a ^ b); }
+ST_FN float st_mul_f32(float a, float b) { return a * b; }
+ST_FN double st_mul_f64(double a, double b) { return a * b; }
+ST_FN int32_t st_mul_i32(int32_t a, int32_t b) { return ST_WRAP32(a, *, b); }
+ST_FN int64_t st_mul_i64(int64_t a, int64_t b) { return ST_WRAP64(a, *, b); }
+ST_FN uint8_t st_mul_u8(uint8_t a, uint8_t b) { return (uint8_t)(a & b); }
+ST_FN float st_div_f32(float a, float b) { return a / b; }
+ST_FN double st_div_f64(double a, double b) { return a / b; }
+ST_FN int64_t st_ipow_(int64_t a, int64_t b) {
     if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
     uint64_t r = 1, base = (uint64_t)a;
     for (; b; b >>= 1, base *= base) if (b & 1) r *= base;
     return (int64_t)r;
 }
-static inline float st_pow_f32(float a, float b) { return powf(a, b); }
-static inline double st_pow_f64(double a, double b) { return pow(a, b); }
-static inline int32_t st_pow_i32(int32_t a, int32_t b) { return (int32_t)st_ipow_(a, b); }
-static inline int64_t st_pow_i64(int64_t a, int64_t b) { return st_ipow_(a, b); }
-static inline uint8_t st_pow_u8(uint8_t a, uint8_t b) { return (uint8_t)(b == 0 || a); }
+ST_FN float st_pow_f32(float a, float b) { return powf(a, b); }
+ST_FN double st_pow_f64(double a, double b) { return pow(a, b); }
+ST_FN int32_t st_pow_i32(int32_t a, int32_t b) { return (int32_t)st_ipow_(a, b); }
+ST_FN int64_t st_pow_i64(int64_t a, int64_t b) { return st_ipow_(a, b); }
+ST_FN uint8_t st_pow_u8(uint8_t a, uint8_t b) { return (uint8_t)(b == 0 || a); }
 /* max/min: NaN in either operand propagates. */
 #define ST_MAXMIN(T, S)                                                                         \
-    static inline T st_max_##S(T a, T b) { return ((a != a) | (a > b)) ? a : b; }                  \
-    static inline T st_min_##S(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
+    ST_FN T st_max_##S(T a, T b) { return ((a != a) | (a > b)) ? a : b; }                          \
+    ST_FN T st_min_##S(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
 ST_MAXMIN(float, f32)
 ST_MAXMIN(double, f64)
 ST_MAXMIN(int32_t, i32)
 ST_MAXMIN(int64_t, i64)
 ST_MAXMIN(uint8_t, u8)
-static inline float st_fmod_f32(float a, float b) { return fmodf(a, b); }
-static inline double st_fmod_f64(double a, double b) { return fmod(a, b); }
-static inline int32_t st_fmod_i32(int32_t a, int32_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
-static inline int64_t st_fmod_i64(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
-static inline uint8_t st_fmod_u8(uint8_t a, uint8_t b) { return (uint8_t)(b ? a % b : 0); }
+ST_FN float st_fmod_f32(float a, float b) { return fmodf(a, b); }
+ST_FN double st_fmod_f64(double a, double b) { return fmod(a, b); }
+ST_FN int32_t st_fmod_i32(int32_t a, int32_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
+ST_FN int64_t st_fmod_i64(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
+ST_FN uint8_t st_fmod_u8(uint8_t a, uint8_t b) { return (uint8_t)(b ? a % b : 0); }
 /* remainder: the result takes the divisor's sign (Python/Lua %). */
 #define ST_REM(T, S)                                                                            \
-    static inline T st_rem_##S(T a, T b) {                                                      \
+    ST_FN T st_rem_##S(T a, T b) {                                                              \
         T r = st_fmod_##S(a, b);                                                                \
         return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;                               \
     }
@@ -280,9 +324,47 @@ ST_REM(float, f32)
 ST_REM(double, f64)
 ST_REM(int32_t, i32)
 ST_REM(int64_t, i64)
-static inline uint8_t st_rem_u8(uint8_t a, uint8_t b) { return st_fmod_u8(a, b); }
+ST_FN uint8_t st_rem_u8(uint8_t a, uint8_t b) { return st_fmod_u8(a, b); }
 
 /* ---- the op macros (FN column of ops.def) ---- */
+#ifdef __CUDACC__
+/* C++: overloads f##_o_ chosen by the type of the (first) operand, as _Generic does in C; the
+ * second operand converts to the first's type as the C call converts it. */
+#define ST_OVL1_(f)                                                                             \
+    ST_FN float f##_o_(float x) { return f##_f32(x); }                                          \
+    ST_FN double f##_o_(double x) { return f##_f64(x); }                                        \
+    ST_FN int32_t f##_o_(int32_t x) { return f##_i32(x); }                                      \
+    ST_FN int64_t f##_o_(int64_t x) { return f##_i64(x); }                                      \
+    ST_FN uint8_t f##_o_(uint8_t x) { return f##_u8(x); }
+#define ST_OVL2_(f)                                                                             \
+    template <class B> ST_FN float f##_o_(float a, B b) { return f##_f32(a, (float)b); }        \
+    template <class B> ST_FN double f##_o_(double a, B b) { return f##_f64(a, (double)b); }     \
+    template <class B> ST_FN int32_t f##_o_(int32_t a, B b) { return f##_i32(a, (int32_t)b); } \
+    template <class B> ST_FN int64_t f##_o_(int64_t a, B b) { return f##_i64(a, (int64_t)b); } \
+    template <class B> ST_FN uint8_t f##_o_(uint8_t a, B b) { return f##_u8(a, (uint8_t)b); }
+ST_OVL1_(st_neg)
+ST_OVL1_(st_abs)
+ST_OVL1_(st_relu)
+ST_OVL1_(st_floor)
+ST_OVL1_(st_ceil)
+ST_OVL1_(st_round)
+ST_OVL1_(st_sign)
+ST_OVL2_(st_add)
+ST_OVL2_(st_sub)
+ST_OVL2_(st_mul)
+ST_OVL2_(st_pow)
+ST_OVL2_(st_max)
+ST_OVL2_(st_min)
+ST_OVL2_(st_fmod)
+ST_OVL2_(st_rem)
+#define ST_G1(f, x) f##_o_(x)
+#define ST_G2(f, a, b) f##_o_(a, b)
+/* float-only ops: float x calls ff, anything else fd on (double)x (the lambdas name the libm
+ * function or macro argument, as the _Generic selection does) */
+template <class F, class D> ST_FN float st_gf_(F ff, D, float x) { return ff(x); }
+template <class F, class D, class T> ST_FN double st_gf_(F, D fd, T x) { return fd((double)x); }
+#define ST_GF(ff, fd, x) st_gf_([](float v_) { return ff(v_); }, [](double v_) { return fd(v_); }, x)
+#else
 #define ST_G1(f, x)                                                                             \
     _Generic((x), float: f##_f32, double: f##_f64, int32_t: f##_i32, int64_t: f##_i64,         \
              uint8_t: f##_u8)(x)
@@ -291,23 +373,24 @@ static inline uint8_t st_rem_u8(uint8_t a, uint8_t b) { return st_fmod_u8(a, b);
              uint8_t: f##_u8)(a, b)
 /* float-only ops: the runtime casts ints to f32 first; anything but float goes to double. */
 #define ST_GF(ff, fd, x) _Generic((x), float: ff, default: fd)(x)
-static inline float st_rsqrtf_(float x) { return 1.0f / sqrtf(x); }
-static inline double st_rsqrtd_(double x) { return 1.0 / sqrt(x); }
-static inline float st_recipf_(float x) { return 1.0f / x; }
-static inline double st_recipd_(double x) { return 1.0 / x; }
-static inline float st_sigmoidf_(float x) { return 1.0f / (1.0f + st_expf_(-x)); }
-static inline double st_sigmoidd_(double x) { return 1.0 / (1.0 + exp(-x)); }
-static inline float st_siluf_(float x) { return x * st_sigmoidf_(x); }
-static inline double st_silud_(double x) { return x * st_sigmoidd_(x); }
-static inline float st_geluf_(float x) { return 0.5f * x * (1.0f + st_erff_(x * 0.707106781186547524f)); }
-static inline double st_gelud_(double x) { return 0.5 * x * (1.0 + erf(x * 0.707106781186547524)); }
-static inline float st_gelu_tanhf_(float x) {
+#endif
+ST_FN float st_rsqrtf_(float x) { return 1.0f / sqrtf(x); }
+ST_FN double st_rsqrtd_(double x) { return 1.0 / sqrt(x); }
+ST_FN float st_recipf_(float x) { return 1.0f / x; }
+ST_FN double st_recipd_(double x) { return 1.0 / x; }
+ST_FN float st_sigmoidf_(float x) { return 1.0f / (1.0f + st_expf_(-x)); }
+ST_FN double st_sigmoidd_(double x) { return 1.0 / (1.0 + exp(-x)); }
+ST_FN float st_siluf_(float x) { return x * st_sigmoidf_(x); }
+ST_FN double st_silud_(double x) { return x * st_sigmoidd_(x); }
+ST_FN float st_geluf_(float x) { return 0.5f * x * (1.0f + st_erff_(x * 0.707106781186547524f)); }
+ST_FN double st_gelud_(double x) { return 0.5 * x * (1.0 + erf(x * 0.707106781186547524)); }
+ST_FN float st_gelu_tanhf_(float x) {
     return 0.5f * x * (1.0f + st_tanhf_(0.797884560802865356f * (x + 0.044715f * x * x * x)));
 }
-static inline double st_gelu_tanhd_(double x) {
+ST_FN double st_gelu_tanhd_(double x) {
     return 0.5 * x * (1.0 + tanh(0.797884560802865356 * (x + 0.044715 * x * x * x)));
 }
-static inline double st_div_d_(double a, double b) { return a / b; }
+ST_FN double st_div_d_(double a, double b) { return a / b; }
 
 #define st_neg(x) ST_G1(st_neg, x)
 #define st_abs(x) ST_G1(st_abs, x)
@@ -337,7 +420,13 @@ static inline double st_div_d_(double a, double b) { return a / b; }
 #define st_add_op(a, b) ST_G2(st_add, a, b)
 #define st_sub_op(a, b) ST_G2(st_sub, a, b)
 #define st_mul_op(a, b) ST_G2(st_mul, a, b)
+#ifdef __CUDACC__
+template <class B> ST_FN float st_div_o_(float a, B b) { return st_div_f32(a, (float)b); }
+template <class A, class B> ST_FN double st_div_o_(A a, B b) { return st_div_d_((double)a, (double)b); }
+#define st_div_op(a, b) st_div_o_(a, b)
+#else
 #define st_div_op(a, b) _Generic((a), float: st_div_f32, default: st_div_d_)(a, b)
+#endif
 #define st_pow_op(a, b) ST_G2(st_pow, a, b)
 #define st_max_op(a, b) ST_G2(st_max, a, b)
 #define st_min_op(a, b) ST_G2(st_min, a, b)
@@ -354,7 +443,7 @@ static inline double st_div_d_(double a, double b) { return a / b; }
 #define st_where_op(c, a, b) ((c) ? (a) : (b))
 
 /* ---- Philox 4x32-10 (counter-based RNG) ---- */
-static inline void st_philox4x32_10_raw(const uint32_t ctr[4], const uint32_t key[2],
+ST_FN void st_philox4x32_10_raw(const uint32_t ctr[4], const uint32_t key[2],
                                         uint32_t out[4]) {
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
     for (int r = 0; r < 10; r++) {
@@ -370,28 +459,28 @@ static inline void st_philox4x32_10_raw(const uint32_t ctr[4], const uint32_t ke
     out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 /* key = {lo32(seed), hi32(seed)}, counter = {lo32(c), hi32(c), 0, 0} */
-static inline void st_philox4x32_10(uint64_t seed, uint64_t c, uint32_t out[4]) {
+ST_FN void st_philox4x32_10(uint64_t seed, uint64_t c, uint32_t out[4]) {
     uint32_t ctr[4] = {(uint32_t)c, (uint32_t)(c >> 32), 0, 0};
     uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     st_philox4x32_10_raw(ctr, key, out);
 }
-static inline float st_rand_uniform_f32(uint64_t seed, uint64_t c) {
+ST_FN float st_rand_uniform_f32(uint64_t seed, uint64_t c) {
     uint32_t o[4];
     st_philox4x32_10(seed, c, o);
     return (float)(o[0] >> 8) * 0x1p-24f;
 }
-static inline double st_rand_uniform_f64(uint64_t seed, uint64_t c) {
+ST_FN double st_rand_uniform_f64(uint64_t seed, uint64_t c) {
     uint32_t o[4];
     st_philox4x32_10(seed, c, o);
     return (double)((((uint64_t)o[0] << 32) | o[1]) >> 11) * 0x1p-53;
 }
-static inline float st_rand_normal_f32(uint64_t seed, uint64_t c) {
+ST_FN float st_rand_normal_f32(uint64_t seed, uint64_t c) {
     uint32_t o[4];
     st_philox4x32_10(seed, c, o);
     float u1 = (float)((o[0] >> 8) + 1) * 0x1p-24f, u2 = (float)(o[1] >> 8) * 0x1p-24f;
     return sqrtf(-2.0f * st_logf_(u1)) * cosf(6.28318530717958648f * u2);
 }
-static inline double st_rand_normal_f64(uint64_t seed, uint64_t c) {
+ST_FN double st_rand_normal_f64(uint64_t seed, uint64_t c) {
     uint32_t o[4];
     st_philox4x32_10(seed, c, o);
     double u1 = (double)(((((uint64_t)o[0] << 32) | o[1]) >> 11) + 1) * 0x1p-53;
@@ -399,7 +488,7 @@ static inline double st_rand_normal_f64(uint64_t seed, uint64_t c) {
     return sqrt(-2.0 * log(u1)) * cos(6.28318530717958648 * u2);
 }
 /* Integer in [lo, hi); hi <= lo yields lo. */
-static inline int64_t st_rand_int(uint64_t seed, uint64_t c, int64_t lo, int64_t hi) {
+ST_FN int64_t st_rand_int(uint64_t seed, uint64_t c, int64_t lo, int64_t hi) {
     uint32_t o[4];
     st_philox4x32_10(seed, c, o);
     uint64_t range = (uint64_t)hi - (uint64_t)lo;
@@ -407,6 +496,7 @@ static inline int64_t st_rand_int(uint64_t seed, uint64_t c, int64_t lo, int64_t
     return (int64_t)((uint64_t)lo + ((((uint64_t)o[0] << 32) | o[1]) % range));
 }
 
+#ifndef __CUDACC__ /* the CPU GEMM (malloc'ed scratch, OpenMP tasks); CUDA kernels tile their own */
 /* ---- GEMM: C (M x N) = A (M x K) @ B (K x N), the one matmul of the interpreter and the JIT ----
  * Bit-identity rule: every C[i][j] is acc = 0; for k = 0..K-1 in increasing order:
  * acc = acc + A[i][k] * B[k][j] (a separately rounded multiply and add in the compute type: float
@@ -668,5 +758,35 @@ static inline size_t st_gemm_ws_bytes(int dt, int64_t mb, int64_t nb, int64_t K)
     if (dt == ST_GEMM_F16 || dt == ST_GEMM_BF16) n += mbp * ncm;
     return (size_t)n * (d ? sizeof(double) : sizeof(float)) + 64;
 }
+#endif /* !__CUDACC__ */
+
+#ifdef __CUDACC__
+/* ---- CUDA only: combines across the threads of a row (jit/render_cuda.c) ----
+ * st_shfl_xor_: the value of lane (lane ^ m) of the warp; st_shfl0_: lane 0's value. Every lane
+ * of the warp must call them (full mask). uint8_t travels as an int. */
+#define ST_FULL_MASK 0xffffffffu
+ST_FN float st_shfl_xor_(float v, int m) { return __shfl_xor_sync(ST_FULL_MASK, v, m); }
+ST_FN double st_shfl_xor_(double v, int m) { return __shfl_xor_sync(ST_FULL_MASK, v, m); }
+ST_FN int32_t st_shfl_xor_(int32_t v, int m) { return __shfl_xor_sync(ST_FULL_MASK, v, m); }
+ST_FN int64_t st_shfl_xor_(int64_t v, int m) { return __shfl_xor_sync(ST_FULL_MASK, v, m); }
+ST_FN uint8_t st_shfl_xor_(uint8_t v, int m) { return (uint8_t)__shfl_xor_sync(ST_FULL_MASK, (int)v, m); }
+ST_FN float st_shfl0_(float v) { return __shfl_sync(ST_FULL_MASK, v, 0); }
+ST_FN double st_shfl0_(double v) { return __shfl_sync(ST_FULL_MASK, v, 0); }
+ST_FN int32_t st_shfl0_(int32_t v) { return __shfl_sync(ST_FULL_MASK, v, 0); }
+ST_FN int64_t st_shfl0_(int64_t v) { return __shfl_sync(ST_FULL_MASK, v, 0); }
+ST_FN uint8_t st_shfl0_(uint8_t v) { return (uint8_t)__shfl_sync(ST_FULL_MASK, (int)v, 0); }
+/* Argmax/argmin partials (value, index; index < 0: empty) over disjoint index sets: the merge is
+ * the serial scan's answer (the first NaN, else the first index of the max/min), whatever the
+ * grouping, and symmetric, so every lane that merges the same partials gets the same bits. */
+template <class T> ST_FN void st_arg_merge_(T *v, int64_t *i, T v2, int64_t i2, int mx) {
+    bool n1 = *v != *v, n2 = v2 != v2;
+    bool better = mx ? v2 > *v : v2 < *v;
+    bool take = i2 >= 0 && (*i < 0 || (n1 ? (n2 && i2 < *i) : (n2 || better || (v2 == *v && i2 < *i))));
+    if (take) { *v = v2; *i = i2; }
+}
+/* A barrier for the threads of one row: a warp (rt <= 32) or the whole block (rt > 32: a row
+ * per block); also orders their memory accesses. */
+#define ST_ROW_SYNC(rt) do { if ((rt) <= 32) __syncwarp(); else __syncthreads(); } while (0)
+#endif
 
 #endif

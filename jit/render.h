@@ -1,10 +1,11 @@
 /*
  * render.h — internal: kernel IR (fuser/kir.h) to source text.
  *
- * One IR, several renderers: the C renderer (render_c.c) prints a kernel as one C11 function
- * `void KNAME(const st_kargs *a)` with OpenMP pragmas. A CUDA renderer prints the same
- * instruction list with the outer parallel loop mapped to the grid; it reuses the value
- * expression printer (render_value_expr) and the string builder, which know nothing about loops.
+ * One IR, two renderers: the C renderer (render_c.c) prints a kernel as one C11 function
+ * `void KNAME(const st_kargs *a)` with OpenMP pragmas; the CUDA renderer (render_cuda.c) prints the
+ * same instruction list as one `extern "C" __global__` function with the outer parallel loop mapped
+ * to the grid. Both use the value expression printer (render_value_expr) and the string builder,
+ * which know nothing about loops.
  */
 #ifndef ST_RENDER_H
 #define ST_RENDER_H
@@ -27,7 +28,37 @@ ST_INTERNAL void render_value_expr(render_buf *b, const kir_kernel *k, int i);
  * lowering may emit freely). live has k->n entries. */
 ST_INTERNAL void render_mark_live(const kir_kernel *k, uint8_t *live);
 
+/* Small pieces both renderers print the same way (defined in render_c.c). */
+ST_INTERNAL unsigned render_operand_mask(const kir_ins *in);   /* which of a, b, c, d are values (bits 0..3) */
+ST_INTERNAL int render_loop_end(const kir_kernel *k, int i);   /* the KI_ENDLOOP of the KI_LOOP at i */
+ST_INTERNAL const char *render_accupd_fn(int64_t op);         /* combine macro of RSUM/RPROD/RMAX/RMIN */
+ST_INTERNAL void render_identity_literal(render_buf *b, int64_t op, kir_type t); /* its identity element */
+ST_INTERNAL void render_store_expr(render_buf *b, int dt, int v); /* v<v> converted to storage dtype dt */
+ST_INTERNAL void render_indent(render_buf *b, int depth);
+
 /* The C source of k: an st_malloc'ed NUL-terminated string, or NULL (ST_ERR_OOM set). */
 ST_INTERNAL char *render_c(const kir_kernel *k);
+
+/* ---- CUDA (render_cuda.c) ----
+ * How a kernel maps onto the GPU (chosen by render_cuda from the IR, read by the launcher):
+ *   CL_FLAT    grid-stride loop over the outer loop's count (one thread per iteration);
+ *   CL_ROWS    the outer loop's iterations are rows, `rt` threads (the trailing kernel argument)
+ *              cooperate on one row, its inner loops split over them;
+ *   CL_MATMUL  tiled GEMM: grid (ceil(N/64), ceil(M/64), batch), 256 threads;
+ *   CL_SINGLE  one block: phases separated by block barriers (scatter, multi-loop kernels). */
+typedef enum cuda_launch_mode { CL_FLAT, CL_ROWS, CL_MATMUL, CL_SINGLE } cuda_launch_mode;
+typedef struct cuda_launch_desc {
+    int mode;          /* cuda_launch_mode */
+    int count_id;      /* IR value id (kir) of the outer loop count: elements (CL_FLAT) or rows (CL_ROWS); -1 = 1 */
+    int rowlen_id;     /* CL_ROWS: IR value id of a representative inner length (picks threads per row); -1 unknown */
+    int block;         /* threads per block the kernel was written for (its __launch_bounds__) */
+} cuda_launch_desc;
+/* CUDA C source of k (one extern "C" __global__ function named by the macro KNAME), or NULL (ST_ERR_OOM). */
+ST_INTERNAL char *render_cuda(const kir_kernel *k, cuda_launch_desc *d);
+/* Value of integer IR value id given the kernel's int parameters; -1 if id is not an expression of params/consts. */
+ST_INTERNAL int64_t kir_eval_int(const kir_kernel *k, int id, const int64_t *ints);
+/* Grid and block for one launch; *extra_arg receives the value of the trailing `int rt` parameter (threads per row, CL_ROWS) or 0. */
+ST_INTERNAL void cuda_launch_dims(const kir_kernel *k, const cuda_launch_desc *d, const int64_t *ints,
+                                  int sm_count, unsigned grid[3], unsigned block[3], int *extra_arg);
 
 #endif

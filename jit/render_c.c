@@ -54,7 +54,7 @@ void render_printf(render_buf *b, const char *fmt, ...) {
 static const char *storage_ctype(int dt) { return st_dtypes[dt].ctype; }
 
 /* Which of a, b, c, d are value operands (bits 0..3). */
-static unsigned operand_mask(const kir_ins *in) {
+unsigned render_operand_mask(const kir_ins *in) {
     switch ((kir_opcode)in->op) {
     case KI_IPARAM: case KI_FPARAM: case KI_ICONST: case KI_FCONST: case KI_ENDLOOP: case KI_ENDIF:
         return 0;
@@ -81,7 +81,7 @@ void render_mark_live(const kir_kernel *k, uint8_t *live) {
     for (int i = k->n - 1; i >= 0; i--) {
         if (!live[i]) continue;
         const kir_ins *in = &k->ins[i];
-        unsigned m = operand_mask(in);
+        unsigned m = render_operand_mask(in);
         const int32_t ops[4] = {in->a, in->b, in->c, in->d};
         for (int j = 0; j < 4; j++)
             if ((m >> j & 1) && ops[j] >= 0) live[ops[j]] = 1;
@@ -145,9 +145,9 @@ void render_value_expr(render_buf *b, const kir_kernel *k, int i) {
     }
 }
 
-static void indent(render_buf *b, int depth) { render_printf(b, "%*s", 4 * depth, ""); }
+void render_indent(render_buf *b, int depth) { render_printf(b, "%*s", 4 * depth, ""); }
 
-static void store_expr(render_buf *b, int dt, int v) {
+void render_store_expr(render_buf *b, int dt, int v) {
     if (dt == ST_F16) render_printf(b, "st_f2h(v%d)", v);
     else if (dt == ST_BF16) render_printf(b, "st_f2bf(v%d)", v);
     else if (dt == ST_BOOL) render_printf(b, "(uint8_t)(v%d != 0)", v);
@@ -306,7 +306,7 @@ typedef struct body_ctx {
 } body_ctx;
 
 /* Index of the KI_ENDLOOP matching the KI_LOOP at i. */
-static int loop_end(const kir_kernel *k, int i) {
+int render_loop_end(const kir_kernel *k, int i) {
     int depth = 0;
     for (int j = i; j < k->n; j++) {
         if (k->ins[j].op == KI_LOOP) depth++;
@@ -344,7 +344,7 @@ static bool lane_loop_ok(const body_ctx *c, int i, int e) {
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &k->ins[j];
         if (!c->live[j]) continue;
-        unsigned m = operand_mask(in);
+        unsigned m = render_operand_mask(in);
         const int32_t ops[4] = {in->a, in->b, in->c, in->d};
         for (int q = 0; q < 4; q++) {
             if (!(m >> q & 1) || ops[q] < 0 || k->ins[ops[q]].op != KI_ACC) continue;
@@ -356,13 +356,13 @@ static bool lane_loop_ok(const body_ctx *c, int i, int e) {
     return true;
 }
 
-static const char *accupd_fn(int64_t op) {
+const char *render_accupd_fn(int64_t op) {
     return op == ST_OP_RSUM ? "st_add_op" : op == ST_OP_RPROD ? "st_mul_op" : op == ST_OP_RMAX ? "st_max_op"
                                                                                              : "st_min_op";
 }
 
 /* The identity element of a combine, as a C literal of type t. */
-static void identity_literal(render_buf *b, int64_t op, kir_type t) {
+void render_identity_literal(render_buf *b, int64_t op, kir_type t) {
     bool flt = t == KT_F32 || t == KT_F64, mx = op == ST_OP_RMAX;
     if (op == ST_OP_RSUM || op == ST_OP_RPROD) {
         int_literal(b, t, op == ST_OP_RPROD);
@@ -389,34 +389,34 @@ static void render_lanes(render_buf *b, body_ctx *c, int i, int e, int depth, co
         if (!c->live[j] || in->op != KI_ACCUPD || c->laned[in->a]) continue;
         c->laned[in->a] = 1;
         kir_type t = (kir_type)k->ins[in->a].type;
-        indent(b, depth);
+        render_indent(b, depth);
         render_printf(b, "%s v%d_l[%d];\n", kir_type_cname[t], in->a, RED_LANES);
-        indent(b, depth);
+        render_indent(b, depth);
         render_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_l[l_] = ", RED_LANES, in->a);
-        identity_literal(b, in->imm, t);
+        render_identity_literal(b, in->imm, t);
         render_printf(b, ";\n");
     }
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "for (int64_t v%d_c = %s; v%d_c < %s; v%d_c += %d) {\n", i, c0, i, c1, i, RED_LANES);
     /* kept as a loop: the loop vectorizer if-converts max/min selects; fully unrolled first,
      * only the basic-block vectorizer would see it, and it leaves them as branches */
-    indent(b, depth + 1);
+    render_indent(b, depth + 1);
     render_printf(b, "_Pragma(\"GCC unroll 1\") for (int l_ = 0; l_ < %d; l_++) {\n", RED_LANES);
-    indent(b, depth + 2);
+    render_indent(b, depth + 2);
     render_printf(b, "const int64_t v%d = v%d_c + l_;\n", i, i);
     render_range(b, c, i + 1, e, depth + 2);
-    indent(b, depth + 1);
+    render_indent(b, depth + 1);
     render_printf(b, "}\n");
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "}\n");
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &k->ins[j];
         if (!c->live[j] || in->op != KI_ACCUPD || !c->laned[in->a]) continue;
         c->laned[in->a] = 0;
-        const char *fn = accupd_fn(in->imm);
-        indent(b, depth);
+        const char *fn = render_accupd_fn(in->imm);
+        render_indent(b, depth);
         render_printf(b, "for (int s_ = %d; s_ > 0; s_ >>= 1)\n", RED_LANES / 2);
-        indent(b, depth + 1);
+        render_indent(b, depth + 1);
         render_printf(b, "for (int l_ = 0; l_ < s_; l_++) v%d_l[l_] = %s(v%d_l[l_], v%d_l[l_ + s_]);\n", in->a, fn,
                       in->a, in->a);
     }
@@ -437,24 +437,24 @@ static void each_acc(render_buf *b, body_ctx *c, int i, int e, int depth,
 static void acc_from_lane0(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
     (void)k;
     (void)loop;
-    indent(b, depth);
-    render_printf(b, "v%d = %s(v%d, v%d_l[0]);\n", u->a, accupd_fn(u->imm), u->a, u->a);
+    render_indent(b, depth);
+    render_printf(b, "v%d = %s(v%d, v%d_l[0]);\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
 }
 static void block_decl(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
     (void)loop;
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "%s v%d_b[%d];\n", kir_type_cname[k->ins[u->a].type], u->a, RED_BLOCKS);
 }
 static void block_store(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
     (void)k;
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "v%d_b[v%d_q] = v%d_l[0];\n", u->a, loop, u->a);
 }
 static void block_combine(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
     (void)k;
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "for (int64_t q_ = 0; q_ < v%d_nb; q_++) v%d = %s(v%d, v%d_b[q_]);\n", loop, u->a,
-                  accupd_fn(u->imm), u->a, u->a);
+                  render_accupd_fn(u->imm), u->a, u->a);
 }
 
 /* Prints the serial reduction loop [i, e] strip-mined into RED_LANES lanes (see above). In the
@@ -466,45 +466,45 @@ static void render_lane_loop(render_buf *b, body_ctx *c, int i, int e, int depth
     const kir_ins *L = &k->ins[i];
     char n[32], c0[96], c1[96];
     snprintf(n, sizeof n, "v%d_n", i);
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "{ /* %d partial accumulators (independent chains), fixed-order combine, tail */\n",
                   RED_LANES);
     depth++;
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "const int64_t v%d_n = v%d >= %d ? v%d - v%d %% %d : 0;\n", i, L->a, RED_MIN, L->a, L->a,
                   RED_LANES);
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "if (v%d_n) {\n", i);
     if (c->split) { /* blocks of chunks in parallel, combined in block order */
-        indent(b, depth + 1);
+        render_indent(b, depth + 1);
         render_printf(b, "const int64_t v%d_k = v%d_n / %d, v%d_nb = v%d_k < %d ? v%d_k : %d;\n", i, i, RED_LANES, i, i,
                       RED_BLOCKS, i, RED_BLOCKS);
         each_acc(b, c, i, e, depth + 1, block_decl);
-        indent(b, depth + 1);
+        render_indent(b, depth + 1);
         render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
                       c->split_work, RED_SPLIT_WORK);
-        indent(b, depth + 1);
+        render_indent(b, depth + 1);
         render_printf(b, "for (int64_t v%d_q = 0; v%d_q < v%d_nb; v%d_q++) {\n", i, i, i, i);
         snprintf(c0, sizeof c0, "v%d_k * v%d_q / v%d_nb * %d", i, i, i, RED_LANES);
         snprintf(c1, sizeof c1, "v%d_k * (v%d_q + 1) / v%d_nb * %d", i, i, i, RED_LANES);
         render_lanes(b, c, i, e, depth + 2, c0, c1);
         each_acc(b, c, i, e, depth + 2, block_store);
-        indent(b, depth + 1);
+        render_indent(b, depth + 1);
         render_printf(b, "}\n");
         each_acc(b, c, i, e, depth + 1, block_combine);
     } else {
         render_lanes(b, c, i, e, depth + 1, "0", n);
         each_acc(b, c, i, e, depth + 1, acc_from_lane0);
     }
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "}\n");
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "for (int64_t v%d = v%d_n; v%d < v%d; v%d++) {\n", i, i, i, L->a, i);
     render_range(b, c, i + 1, e, depth + 1);
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "}\n");
     depth--;
-    indent(b, depth);
+    render_indent(b, depth);
     render_printf(b, "}\n");
 }
 
@@ -535,64 +535,64 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
             break;
         case KI_LOOP:
             if (!in->imm) {
-                int e = loop_end(k, i);
+                int e = render_loop_end(k, i);
                 if (e < to && lane_loop_ok(c, i, e)) {
                     render_lane_loop(b, c, i, e, depth);
                     i = e;
                     break;
                 }
                 if (e < to && c->split && store_loop_ok(c, i, e)) {
-                    indent(b, depth);
+                    render_indent(b, depth);
                     render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
                                   c->split_work, RED_SPLIT_WORK);
                 }
             } else if (in->imm == KIR_LOOP_ROW && in->b >= 0 && !c->split) {
                 /* a full reduction's one row: serial here, parallel inside when the work is
                  * large (not a nested parallel region: that costs a thread team per call) */
-                int e = loop_end(k, i);
-                indent(b, depth);
+                int e = render_loop_end(k, i);
+                render_indent(b, depth);
                 render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) { /* one row: parallel inside */\n", i, i,
                               in->a, i);
                 c->split = 1;
                 c->split_work = in->b;
                 render_range(b, c, i + 1, e, depth + 1);
                 c->split = 0;
-                indent(b, depth);
+                render_indent(b, depth);
                 render_printf(b, "}\n");
                 i = e;
                 break;
             } else {
-                indent(b, depth);
+                render_indent(b, depth);
                 render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
                               in->b >= 0 ? in->b : in->a, PAR_THRESHOLD);
             }
-            indent(b, depth);
+            render_indent(b, depth);
             render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, in->a, i);
             depth++;
             break;
         case KI_IF:
-            indent(b, depth);
+            render_indent(b, depth);
             render_printf(b, "if (v%d) {\n", in->a);
             depth++;
             break;
         case KI_ENDLOOP: case KI_ENDIF:
             depth--;
-            indent(b, depth);
+            render_indent(b, depth);
             render_printf(b, "}\n");
             break;
         case KI_STORE:
-            indent(b, depth);
+            render_indent(b, depth);
             render_printf(b, "p%d[v%d] = ", in->a, in->b);
-            store_expr(b, (int)in->imm, in->c);
+            render_store_expr(b, (int)in->imm, in->c);
             render_printf(b, ";\n");
             break;
         case KI_ACC:
-            indent(b, depth);
+            render_indent(b, depth);
             render_printf(b, "%s v%d = v%d;\n", kir_type_cname[in->type], i, in->a);
             break;
         case KI_ACCUPD: {
-            const char *fn = accupd_fn(in->imm);
-            indent(b, depth);
+            const char *fn = render_accupd_fn(in->imm);
+            render_indent(b, depth);
             if (c->laned[in->a] && (in->imm == ST_OP_RMAX || in->imm == ST_OP_RMIN))
                 /* st_max_op's semantics (NaN in either operand wins) without the short-circuit
                  * `||`, which GCC keeps as a branch: `|` lets it become a compare + blend */
@@ -606,17 +606,17 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
         }
         case KI_ARGUPD: {
             const char *cmp = in->imm == ST_OP_RARGMAX ? ">" : "<";
-            indent(b, depth);
+            render_indent(b, depth);
             render_printf(b, "if (v%d < 0 || (!(v%d != v%d) && (v%d %s v%d || v%d != v%d))) { v%d = v%d; v%d = v%d; }\n",
                           in->b, in->a, in->a, in->c, cmp, in->a, in->c, in->c, in->a, in->c, in->b, in->d);
             break;
         }
         case KI_SETERR:
-            indent(b, depth);
+            render_indent(b, depth);
             render_printf(b, "if (!v%d) __atomic_store_n(a->err, 1, __ATOMIC_RELAXED);\n", in->a);
             break;
         default:
-            indent(b, depth);
+            render_indent(b, depth);
             render_printf(b, "const %s v%d = ", kir_type_cname[in->type], i);
             render_value_expr(b, k, i);
             render_printf(b, ";\n");

@@ -897,16 +897,46 @@ static int lt_cast_to(lua_State *L, st_dtype dt) {
     return lt_finish(L, box, r, "to");
 }
 
-/* x:to("f64") casts; x:to("cpu") is x itself (the only device). */
-static int lt_to(lua_State *L) {
-    lt_check(L, 1);
-    const char *s = luaL_checkstring(L, 2);
-    if (strcmp(s, "cpu") == 0) {
+/* st.device(): the default device's name; st.set_device(name) changes it (an error if unusable). */
+static int l_device(lua_State *L) {
+    lua_pushstring(L, st_default_device());
+    return 1;
+}
+static int l_set_device(lua_State *L) {
+    if (st_set_default_device(luaL_checkstring(L, 1)) != ST_OK) return luaL_error(L, "%s", st_last_error());
+    return 0;
+}
+static int l_cuda_device_count(lua_State *L) {
+    lua_pushinteger(L, st_cuda_device_count());
+    return 1;
+}
+static int l_empty_cache(lua_State *L) {
+    (void)L;
+    st_empty_cache();
+    return 0;
+}
+
+/* x:to(device) moves (x itself when already there); x:to(dtype) casts. */
+static int lt_move(lua_State *L, const char *device) {
+    st_tensor *t = lt_check(L, 1);
+    if (strcmp(st_device_of(t), device) == 0 || (strcmp(device, "cuda") == 0 && strcmp(st_device_of(t), "cuda:0") == 0)) {
         lua_pushvalue(L, 1);
         return 1;
     }
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_to(t, device));
+    return lt_finish(L, box, r, "to");
+}
+static int lt_to(lua_State *L) {
+    lt_check(L, 1);
+    const char *s = luaL_checkstring(L, 2);
+    if (strcmp(s, "cpu") == 0 || strcmp(s, "cuda") == 0 || strcmp(s, "gpu") == 0 || strncmp(s, "cuda:", 5) == 0)
+        return lt_move(L, s);
     return lt_cast_to(L, lt_optdtype(L, 2, ST_F32));
 }
+static int lt_cuda(lua_State *L) { return lt_move(L, luaL_optstring(L, 2, "cuda")); }
+static int lt_cpu(lua_State *L) { return lt_move(L, "cpu"); }
 static int lt_float(lua_State *L) { return lt_cast_to(L, ST_F32); }
 static int lt_double(lua_State *L) { return lt_cast_to(L, ST_F64); }
 static int lt_half(lua_State *L) { return lt_cast_to(L, ST_F16); }
@@ -1241,6 +1271,9 @@ static int lt_stats(lua_State *L) {
     LT_FIELD_U(interp_groups)
     LT_FIELD_U(bytes_in_use)
     LT_FIELD_U(bytes_peak)
+    LT_FIELD_U(device_bytes_in_use)
+    LT_FIELD_U(device_bytes_reserved)
+    LT_FIELD_U(device_bytes_peak)
     LT_FIELD_D(compile_ms)
     LT_FIELD_D(exec_ms)
 #undef LT_FIELD_U
@@ -1301,6 +1334,7 @@ static const luaL_Reg lt_methods[] = {
     {"max", lt_max}, {"min", lt_min}, {"argmax", lt_argmax}, {"argmin", lt_argmin}, {"var", lt_var},
     {"std", lt_std}, {"logsumexp", lt_logsumexp}, {"softmax", lt_softmax},
     {"log_softmax", lt_log_softmax}, {"matmul", lt_matmul}, {"clamp", lt_clamp}, {"to", lt_to},
+    {"cuda", lt_cuda}, {"cpu", lt_cpu},
     {"float", lt_float}, {"double", lt_double}, {"half", lt_half}, {"long", lt_long}, {"int", lt_int},
     {"bool", lt_bool}, {"reshape", lt_reshape}, {"view", lt_view}, {"expand", lt_expand},
     {"expand_as", lt_expand_as}, {"t", lt_t}, {"transpose", lt_transpose}, {"permute", lt_permute},
@@ -1325,6 +1359,8 @@ static const luaL_Reg lt_functions[] = {
     {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
     {"where", lt_where}, {"cat", lt_cat}, {"stack", lt_stack}, {"one_hot", lt_one_hot},
     {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"stats", lt_stats}, {"reset_stats", lt_reset_stats},
+    {"device", l_device}, {"set_device", l_set_device}, {"cuda_device_count", l_cuda_device_count},
+    {"empty_cache", l_empty_cache},
     {"eager", lt_eager}, {"set_debug", lt_set_debug}, {"set_jit_min", lt_set_jit_min},
     {"set_poison", lt_set_poison}, {"debug_fail_alloc", lt_debug_fail_alloc},
     {"collectgarbage", lt_collectgarbage},

@@ -97,9 +97,11 @@ static st_tensor *buffer_tensor(const char *op, st_dtype dt, int ndim, const int
     return st_tensor_from_node(n);
 }
 
-st_tensor *st_empty(st_dtype dt, int ndim, const int64_t *shape) { return buffer_tensor("empty", dt, ndim, shape); }
+st_tensor *st_empty_host(st_dtype dt, int ndim, const int64_t *shape) {
+    return buffer_tensor("empty", dt, ndim, shape);
+}
 
-st_tensor *st_from_data(st_dtype dt, int ndim, const int64_t *shape, const void *data) {
+st_tensor *st_from_data_host(st_dtype dt, int ndim, const int64_t *shape, const void *data) {
     st_tensor *t = buffer_tensor("from_data", dt, ndim, shape);
     if (t && st_numel(t)) {
         if (!data) {
@@ -110,6 +112,34 @@ st_tensor *st_from_data(st_dtype dt, int ndim, const int64_t *shape, const void 
         memcpy(t->storage->node->buf->data, data, st_node_nbytes(t->storage->node));
     }
     return t;
+}
+
+/* The public creators put data on the default device: built on the host, then moved. */
+static st_tensor *to_default(st_tensor *t) {
+    if (!t || st_default_dev() == ST_DEV_CPU) return t;
+    st_tensor *d = st_to_dev(t, st_default_dev());
+    st_release(t);
+    return d;
+}
+
+st_tensor *st_empty(st_dtype dt, int ndim, const int64_t *shape) {
+    if (st_default_dev() != ST_DEV_CPU) { /* no host copy of garbage: allocate on the device */
+        st_runtime_init();
+        if (!check_dtype("empty", dt) || !check_shape("empty", ndim, shape)) return NULL;
+        st_node *n = st_node_new(ST_OP_BUFFER, dt, ndim, shape, 0, NULL, NULL);
+        st_buffer *b = n ? st_buffer_new_on(st_default_dev(), st_node_nbytes(n)) : NULL;
+        if (!b) {
+            st_node_release(n);
+            return NULL;
+        }
+        st_node_realize(n, b);
+        return st_tensor_from_node(n);
+    }
+    return st_empty_host(dt, ndim, shape);
+}
+
+st_tensor *st_from_data(st_dtype dt, int ndim, const int64_t *shape, const void *data) {
+    return to_default(st_from_data_host(dt, ndim, shape, data));
 }
 
 static st_tensor *iota(st_dtype dt, int ndim, const int64_t *shape, int axis, double start, double step) {

@@ -175,7 +175,7 @@ static st_tensor *idx_read_file(gzFile f, const char *path, unsigned char **rawp
                  st_shape_str(nd, shape, sb, sizeof sb), ty->name);
         return NULL;
     }
-    st_tensor *t = st_empty(ty->dt, nd, shape);
+    st_tensor *t = st_empty_host(ty->dt, nd, shape);
     if (!t) return NULL;
     if (numel) idx_convert(ty, raw, numel, t->storage->node->buf->data);
     return t;

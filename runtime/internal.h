@@ -67,16 +67,25 @@ ST_INTERNAL void *st_realloc(void *p, size_t n);
 ST_INTERNAL void st_free(void *p);
 ST_INTERNAL char *st_strdup(const char *s);
 
+/* Devices as numbers: ST_DEV_CPU, or 1 + a CUDA ordinal; ST_DEV_ANY: not bound (trace/trace.h). */
+enum { ST_DEV_ANY = -1, ST_DEV_CPU = 0 };
+ST_INTERNAL int st_default_dev(void);   /* resolved once (runtime/device.c) */
+
 /* Tensor data buffers: refcounted, 64-byte aligned, counted in bytes_in_use. */
 typedef struct st_buffer {
     int32_t refcnt;
-    int32_t device;     /* 0: cpu */
+    int32_t device;     /* ST_DEV_CPU (0), or 1 + the CUDA ordinal */
     size_t nbytes;
     void *data;
 } st_buffer;
 ST_INTERNAL st_buffer *st_buffer_new(size_t nbytes); /* poisoned when poisoning is on */
+/* A buffer on device dev (ST_DEV_CPU, or 1 + a CUDA ordinal: data is then a device pointer). */
+ST_INTERNAL st_buffer *st_buffer_new_on(int dev, size_t nbytes);
 ST_INTERNAL void st_buffer_release(st_buffer *b);
 ST_INTERNAL void st_mem_trim(void);   /* free the cache of released data blocks */
+/* Give the host's OOM handler (st_set_oom_handler; Lua: a full GC) its chance to free memory;
+ * non-zero when it asks for a retry. Used by the device allocator before it reports OOM. */
+ST_INTERNAL int st_call_oom_handler(size_t bytes);
 static inline st_buffer *st_buffer_retain(st_buffer *b) { b->refcnt++; return b; }
 
 /* ---- statistics and global state ---- */

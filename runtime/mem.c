@@ -10,6 +10,7 @@
  * blocks are 2 MiB aligned and asked for transparent huge pages.
  */
 #include "internal.h"
+#include "cuda.h"
 #include <sys/mman.h>
 
 static int64_t fail_countdown;              /* 0: off; 1: fail the next allocation */
@@ -24,6 +25,8 @@ void st_set_alloc_observer(void (*observer)(int64_t, void *), void *ud) {
     alloc_observer = observer;
     observer_ud = ud;
 }
+
+int st_call_oom_handler(size_t n) { return oom_handler ? oom_handler(n, oom_ud) : 0; }
 
 /* True when the debug countdown says this allocation must fail. */
 static bool injected_failure(void) {
@@ -139,8 +142,34 @@ st_buffer *st_buffer_new(size_t nbytes) {
     return b;
 }
 
+/* Device buffers: data holds the device pointer; the device's caching allocator owns the memory
+ * (counted in its own statistics, not bytes_in_use). The observer still hears of it, so that a
+ * garbage-collected host feels GPU memory pressure too. */
+st_buffer *st_buffer_new_on(int dev, size_t nbytes) {
+    if (dev == ST_DEV_CPU) return st_buffer_new(nbytes);
+    st_buffer *b = st_malloc(sizeof *b);
+    if (!b) return NULL;
+    st_devptr p;
+    if (cuda_mem_alloc(dev - 1, nbytes ? nbytes : 1, &p) != ST_OK) {
+        st_free(b);
+        return NULL;
+    }
+    b->data = (void *)(uintptr_t)p;
+    b->refcnt = 1;
+    b->device = dev;
+    b->nbytes = nbytes;
+    if (alloc_observer) alloc_observer((int64_t)nbytes, observer_ud);
+    return b;
+}
+
 void st_buffer_release(st_buffer *b) {
     if (!b || --b->refcnt > 0) return;
+    if (b->device != ST_DEV_CPU) {
+        if (alloc_observer) alloc_observer(-(int64_t)b->nbytes, observer_ud);
+        cuda_mem_free(b->device - 1, (st_devptr)(uintptr_t)b->data);
+        free(b);
+        return;
+    }
     st_stats_g.bytes_in_use -= b->nbytes;
     if (alloc_observer) alloc_observer(-(int64_t)b->nbytes, observer_ud);
     block_free(b->data, b->nbytes ? b->nbytes : 1);

@@ -7,6 +7,9 @@
 #include "internal.h"
 #include "trace/trace.h"
 #include "jit/jit.h"
+#include "jit/nvrtc.h"
+#include "cuda.h"
+#include "fuser/fuser.h"
 #include <time.h>
 
 st_stats_t st_stats_g;
@@ -42,12 +45,16 @@ double st_now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-void st_stats(st_stats_t *out) { *out = st_stats_g; }
+void st_stats(st_stats_t *out) {
+    *out = st_stats_g;
+    cuda_mem_stats(&out->device_bytes_in_use, &out->device_bytes_reserved, &out->device_bytes_peak);
+}
 void st_reset_stats(void) {
     uint64_t in_use = st_stats_g.bytes_in_use;
     memset(&st_stats_g, 0, sizeof st_stats_g);
     st_stats_g.bytes_in_use = in_use;
     st_stats_g.bytes_peak = in_use;
+    cuda_mem_reset_peak();
 }
 
 void st_set_eager(int on) { st_runtime_init(); st_rt.eager = on; }
@@ -66,5 +73,8 @@ void st_manual_seed(uint64_t seed) {
 /* Frees the caches; tensors still alive stay valid (their pending work runs when read). */
 void st_shutdown(void) {
     jit_shutdown();
+    jit_cubin_shutdown();
+    exec_cuda_shutdown();
+    cuda_shutdown();
     st_mem_trim();
 }

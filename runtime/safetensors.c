@@ -817,8 +817,8 @@ static st_status parse_entry(const char *path, const char *name, const jval *v, 
 
 /* A tensor of le's shape with the data at p (le->end - le->begin bytes, any alignment). */
 static st_tensor *make_tensor(const load_entry *le, const unsigned char *p) {
-    if (le->fdt->conv == CONV_NONE) return st_from_data(le->fdt->dt, le->ndim, le->shape, p);
-    st_tensor *t = st_empty(ST_I32, le->ndim, le->shape);
+    if (le->fdt->conv == CONV_NONE) return st_from_data_host(le->fdt->dt, le->ndim, le->shape, p);
+    st_tensor *t = st_empty_host(ST_I32, le->ndim, le->shape);
     if (!t) return NULL;
     int64_t n = st_numel(t);
     if (n == 0) return t;

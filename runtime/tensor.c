@@ -224,7 +224,6 @@ void st_shape(const st_tensor *t, int64_t out[ST_MAX_DIMS]) {
 }
 int64_t st_numel(const st_tensor *t) { return st_shape_numel(t->ndim, t->shape); }
 st_dtype st_dtype_of(const st_tensor *t) { return (st_dtype)t->dtype; }
-const char *st_device_of(const st_tensor *t) { (void)t; return "cpu"; }
 int st_is_contiguous(const st_tensor *t) { return st_is_contiguous_view(t->ndim, t->shape, t->strides); }
 int st_is_realized(const st_tensor *t) { return t->storage->node->op == ST_OP_BUFFER; }
 
@@ -284,7 +283,10 @@ st_status st_to_host(st_tensor *t, st_dtype dt, void *dst, size_t nbytes) {
     st_status s = st_realize(1, &t);
     if (s != ST_OK) return s;
     const st_node *base = t->storage->node;
-    const void *src = base->buf->data;
+    const void *src;
+    void *owned;   /* a host copy of GPU data */
+    s = st_host_bytes(base, 0, st_node_nbytes(base), &src, &owned);
+    if (s != ST_OK) return s;
     st_dtype sdt = (st_dtype)base->dtype;
     int64_t idx[ST_MAX_DIMS] = {0};
     int same = sdt == dt;
@@ -300,6 +302,7 @@ st_status st_to_host(st_tensor *t, st_dtype dt, void *dst, size_t nbytes) {
             idx[d] = 0;
         }
     }
+    st_free(owned);
     return ST_OK;
 }
 

@@ -33,6 +33,16 @@ struct st_tensor {
 /* A new tensor owning a new storage whose version is n (the reference to n is taken over). NULL on
  * OOM (n is released). Runs eager mode and the trace-size bound. */
 ST_INTERNAL st_tensor *st_tensor_from_node(st_node *n);
+/* Devices (runtime/device.c). st_default_dev: the default device number, resolved once (see
+ * device.c); st_to_dev: t on device dev (t itself, retained, when already there); st_host_bytes:
+ * bytes [off, off+n) of a realized node readable on the host (*owned: a copy to st_free, or NULL). */
+ST_INTERNAL const char *st_dev_static_name(int dev);
+ST_INTERNAL st_tensor *st_to_dev(st_tensor *t, int dev);
+ST_INTERNAL st_status st_host_bytes(const st_node *n, size_t off, size_t nbytes, const void **out, void **owned);
+/* Host-memory creators for loaders that write the data themselves (st_empty/st_from_data put data
+ * on the default device). */
+ST_INTERNAL st_tensor *st_empty_host(st_dtype dt, int ndim, const int64_t *shape);
+ST_INTERNAL st_tensor *st_from_data_host(st_dtype dt, int ndim, const int64_t *shape, const void *data);
 /* A new handle on t's storage with the given view (a view op's result). */
 ST_INTERNAL st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *shape,
                                       const int64_t *strides, int64_t offset);

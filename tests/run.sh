@@ -23,6 +23,17 @@ run() { # name, command...
     total_fail=$((total_fail + f))
 }
 export ST_CACHE_DIR=${ST_CACHE_DIR:-$(mktemp -d)}
+# Every test runs on the CPU (GPU runs: tests/gpu/run.sh). In the plain build every kernel the suite
+# lowers is also rendered as CUDA C and compiled by NVRTC for sm_80 and sm_90 (jit/nvrtc_check.c);
+# the sanitizer pass skips that (NVRTC is not instrumented, and the plain pass covers it).
+export ST_DEVICE=${ST_DEVICE:-cpu}
+case "$BUILD" in
+    */san) export ST_NVRTC_CHECK=${ST_NVRTC_CHECK:-0} ;;
+    *) export ST_NVRTC_CHECK=${ST_NVRTC_CHECK:-1} ;;
+esac
+nvlog=$(mktemp)
+export ST_NVRTC_CHECK_LOG="$nvlog"
+
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     run "$(basename "$t")" "$t"
@@ -35,6 +46,13 @@ for t in tests/lua/run_*.sh tests/run_*.sh; do
     [ -f "$t" ] || continue
     run "$(basename "$t")" env BUILD="$BUILD" sh "$t"
 done
-rm -f "$log"
+if [ "$ST_NVRTC_CHECK" = 1 ]; then
+    # one line "compiled failed" per test process (kernels are deduplicated within a process only)
+    set -- $(awk '{c += $1; f += $2} END {print c + 0, f + 0}' "$nvlog")
+    if [ "$2" -gt 0 ]; then echo "FAIL nvrtc_check: $2 CUDA kernels failed to compile (see the logs above)"; total_fail=$((total_fail + 1))
+    elif [ "$1" -gt 0 ]; then echo "PASS nvrtc_check: $1 CUDA kernels compiled for sm_80 and sm_90"; total_pass=$((total_pass + 1))
+    else echo "  nvrtc_check: skipped (no libnvrtc)"; fi
+fi
+rm -f "$log" "$nvlog"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -1146,14 +1146,17 @@ int main(int argc, char **argv) {
     long ngraphs = 2000, jit_every = 4;
     uint64_t seed0 = 1;
     int verbose = 0;
+    const char *device = NULL;   /* --device cuda: the fused run on a GPU, the reference on the cpu */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--graphs") && i + 1 < argc) ngraphs = strtol(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed0 = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--jit-every") && i + 1 < argc) jit_every = strtol(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--max-ops") && i + 1 < argc) max_ops = (int)strtol(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--verbose")) verbose = 1;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--graphs N] [--seed S] [--jit-every K] [--max-ops M] [--verbose]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--graphs N] [--seed S] [--jit-every K] [--max-ops M] [--device D] [--verbose]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -1167,6 +1170,10 @@ int main(int argc, char **argv) {
     __sanitizer_set_death_callback(on_san_death);
 #endif
     st_set_poison(1);
+    if (device && st_set_default_device(device) != ST_OK) {
+        printf("FAIL fuzz_device: %s\n", st_last_error());
+        return 1;
+    }
     graph ga = {0}, gb = {0};
     results ra, rb;
     int nfail = 0, njit = 0;
@@ -1184,6 +1191,7 @@ int main(int argc, char **argv) {
         int bad = 0;
         st_set_eager(1);
         st_set_jit_min(32768);
+        if (device) st_set_default_device("cpu");
         if (run_graph(seed, &ga, &ra, why, sizeof why) != 0) {
             bad = 1;
             char tmp[600];
@@ -1192,6 +1200,7 @@ int main(int argc, char **argv) {
         }
         st_set_eager(0);
         st_set_jit_min(jit ? 0 : 32768);
+        if (device) st_set_default_device(device);
         if (!bad && run_graph(seed, &gb, &rb, why, sizeof why) != 0) bad = 1;
         else if (!bad && compare(&ra, &rb, &ga, &gb, why, sizeof why) != 0) bad = 1;
         if (!bad) {

@@ -103,6 +103,23 @@ st_status st_flush_nodes(int nt, st_node *const *targets) {
     return s;
 }
 
+/* Decides where each region node runs (rdev): its bound device; else the device of a consumer in
+ * the region (a fill or a random tensor is computed where it is used); else the default device.
+ * Consumers come after their sources in the region's order, so one backward walk suffices.
+ * Returns whether any node runs on a GPU. */
+static int resolve_devices(st_region *r) {
+    int gpu = 0;
+    for (int i = 0; i < r->n; i++) r->nodes[i]->rdev = (int8_t)st_node_dev(r->nodes[i]);
+    for (int i = r->n - 1; i >= 0; i--) {
+        st_node *x = r->nodes[i];
+        if (x->rdev == ST_DEV_ANY) x->rdev = (int8_t)st_default_dev();
+        gpu |= x->rdev > ST_DEV_CPU;
+        for (int k = 0; k < x->nsrc; k++)
+            if (x->src[k]->op != ST_OP_BUFFER && x->src[k]->rdev == ST_DEV_ANY) x->src[k]->rdev = x->rdev;
+    }
+    return gpu;
+}
+
 static st_status flush_region(int nt, st_node *const *targets) {
     st_region r = {0};
     st_status s = collect(nt, targets, &r);
@@ -114,7 +131,8 @@ static st_status flush_region(int nt, st_node *const *targets) {
     double t0 = st_now_ms();
     uint64_t launched0 = st_stats_g.kernels_launched, compiled0 = st_stats_g.kernels_compiled;
     uint64_t hits0 = st_stats_g.cache_hits_memory + st_stats_g.cache_hits_disk;
-    s = st_rt.eager ? interp_execute(&r) : fuse_execute(&r);
+    int gpu = resolve_devices(&r);   /* the interpreter cannot touch GPU memory: eager mode is CPU-only */
+    s = st_rt.eager && !gpu ? interp_execute(&r) : fuse_execute(&r);
     if (s == ST_OK) {
         for (int i = 0; i < r.n; i++) {
             st_node *x = r.nodes[i];

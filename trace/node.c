@@ -50,11 +50,45 @@ st_node *st_node_identity_view(st_node *n) {
     return st_node_new(ST_OP_VIEW, (st_dtype)n->dtype, n->ndim, n->shape, 1, &n, &a);
 }
 
+int st_node_dev(const st_node *n) {
+    if (n->op == ST_OP_BUFFER) return n->buf ? n->buf->device : n->dev;
+    if (st_ops[n->op].kind == OPK_SOURCE) return ST_DEV_ANY;
+    return n->dev;
+}
+
+const char *st_dev_name(int dev, char *buf, size_t n) {
+    if (dev == ST_DEV_ANY) snprintf(buf, n, "any");
+    else if (dev == ST_DEV_CPU) snprintf(buf, n, "cpu");
+    else snprintf(buf, n, "cuda:%d", dev - 1);
+    return buf;
+}
+
+/* The device a new node of these sources is bound to; ST_DEV_ANY when none is bound, -2 (with
+ * ST_ERR_DEVICE set) when two sources are bound to different devices. */
+static int common_dev(st_op op, int nsrc, st_node *const *srcs) {
+    int dev = ST_DEV_ANY;
+    for (int i = 0; i < nsrc; i++) {
+        int d = st_node_dev(srcs[i]);
+        if (d == ST_DEV_ANY || d == dev) continue;
+        if (dev == ST_DEV_ANY) {
+            dev = d;
+            continue;
+        }
+        char a[24], b[24];
+        st_error(ST_ERR_DEVICE, "%s: expected all tensors on the same device, got %s and %s", st_ops[op].name,
+                 st_dev_name(dev, a, sizeof a), st_dev_name(d, b, sizeof b));
+        return -2;
+    }
+    return dev;
+}
+
 size_t st_node_nbytes(const st_node *n) { return (size_t)n->numel * st_dtypes[n->dtype].size; }
 
 st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int nsrc,
                      st_node *const *srcs, const st_node_arg *arg) {
     ST_ASSERT(ndim >= 0 && ndim <= ST_MAX_DIMS && nsrc >= 0 && nsrc <= 3);
+    int dev = common_dev(op, nsrc, srcs);
+    if (dev == -2) return NULL;
     st_node *n = free_list;
     if (n) free_list = n->src[0];
     else if (!(n = st_malloc(sizeof *n))) return NULL;
@@ -64,6 +98,7 @@ st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int 
     n->dtype = (uint8_t)dt;
     n->ndim = (uint8_t)ndim;
     n->nsrc = (uint8_t)nsrc;
+    n->dev = (int8_t)dev;
     n->numel = 1;
     for (int i = 0; i < ndim; i++) {
         n->shape[i] = shape[i];
@@ -123,6 +158,7 @@ void st_node_release(st_node *n) {
 }
 
 void st_node_realize(st_node *n, st_buffer *buf) {
+    n->dev = (int8_t)buf->device;
     if (n->op == ST_OP_BUFFER) { /* a fresh leaf: just attach its data */
         if (n->buf && n->buf != buf) st_buffer_release(n->buf);
         n->buf = buf;

@@ -92,6 +92,8 @@ typedef struct st_node {
     uint8_t ndim;
     uint8_t nsrc;
     uint8_t flags;
+    int8_t dev;           /* ST_DEV_ANY, ST_DEV_CPU or 1 + a CUDA ordinal (see st_node_dev) */
+    int8_t rdev;          /* scratch during a flush: the device this node runs on */
     int64_t shape[ST_MAX_DIMS];
     int64_t numel;
     struct st_node *src[3];
@@ -106,6 +108,15 @@ typedef struct st_node {
     int32_t tag;          /* free for the fuser */
     void *aux;            /* free for the executor */
 } st_node;
+
+/* Devices. A node's device is where its value lives or will be computed: ST_DEV_CPU, or 1 + the
+ * CUDA ordinal. Generated sources (CONST, IOTA, RAND_*) and nodes made only from them (a fill's
+ * VIEW of a CONST) are ST_DEV_ANY: they are computed inside whichever kernel reads them, and when
+ * materialized themselves they go to the default device (st_rt.default_dev). A realized node's
+ * device is its buffer's. Creating a node from sources bound to two different devices is an
+ * ST_ERR_DEVICE error naming both. */
+ST_INTERNAL int st_node_dev(const st_node *n);   /* the device n is bound to, or ST_DEV_ANY */
+ST_INTERNAL const char *st_dev_name(int dev, char *buf, size_t n);   /* "cpu", "cuda:0", "any" */
 
 /* Create a node; srcs are retained (borrowed from the caller). shape has ndim entries. Returns
  * NULL (ST_ERR_OOM) on allocation failure. The caller owns the returned reference. */

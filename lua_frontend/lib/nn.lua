@@ -413,14 +413,44 @@ local function cast_all(self, dtype)
   return self
 end
 
--- to(device | dtype): "cpu" is the only device (returns self); a float dtype casts the parameters
--- and buffers (new tensors).
+-- Moves every parameter and buffer to device (new leaf tensors on that device: build the
+-- optimizer after moving). Tensors already there are kept.
+local function move_all(self, device)
+  no_grad(function()
+    for _, m in ipairs(self:modules()) do
+      for _, name in ipairs(m._param_order) do
+        local p = m._parameters[name]
+        if p:device() ~= device then
+          local q = p.detach and p:detach():to(device) or p:to(device)
+          m._parameters[name] = as_parameter(q, p.requires_grad ~= false)
+        end
+      end
+      for _, name in ipairs(m._buffer_order) do
+        local b = m._buffers[name]
+        if b:device() ~= device then m._buffers[name] = b:to(device) end
+      end
+    end
+  end)
+  return self
+end
+
+local function is_device(what)
+  return what == "cpu" or what == "cuda" or what == "gpu" or (type(what) == "string" and what:match("^cuda:%d+$"))
+end
+
+-- to(device | dtype): a device ("cpu", "cuda", "cuda:N") moves the parameters and buffers; a float
+-- dtype casts them (new tensors either way).
 function Module:to(what)
-  if what == "cpu" then return self end
+  if is_device(what) then
+    if what == "cuda" or what == "gpu" then what = "cuda:0" end
+    return move_all(self, what)
+  end
   local dt = type(what) == "string" and FLOAT_DTYPES[what]
   if dt then return cast_all(self, dt) end
-  error("Module:to: unknown device '" .. tostring(what) .. "' (only \"cpu\" exists)", 2)
+  error("Module:to: unknown device or dtype '" .. tostring(what) .. "' (expected cpu, cuda, cuda:N or a float dtype)", 2)
 end
+function Module:cuda() return self:to("cuda") end
+function Module:cpu() return self:to("cpu") end
 function Module:float() return cast_all(self, "f32") end
 function Module:double() return cast_all(self, "f64") end
 

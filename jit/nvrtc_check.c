@@ -1,0 +1,299 @@
+/*
+ * nvrtc_check.c — the CI check mode (ST_NVRTC_CHECK=1): every kernel the executor lowers is also
+ * rendered to CUDA C and compiled by NVRTC to cubins for sm_80 and sm_90, on a machine without a
+ * GPU. A kernel that does not compile makes the process exit non-zero.
+ *
+ * Flow: jit_nvrtc_check renders the kernel, drops a source seen before (process-wide, by hash) and
+ * queues it. A full queue (CHECK_BATCH kernels or CHECK_BYTES of source) and the exit handler
+ * compile the queue as ONE unit per architecture (the prelude is parsed once per batch, not per
+ * kernel), the two architectures in two threads. When a batch fails, its kernels are compiled one
+ * by one for that architecture to name the failing ones; each failing source and log is saved
+ * under <cache dir>/failed/ and printed. At exit one line goes to stderr:
+ *     nvrtc-check: N kernels compiled for sm_80 and sm_90, F failed (T s)
+ * "N F" is appended to $ST_NVRTC_CHECK_LOG when set (make test-nvrtc totals the test programs),
+ * and the process ends with _exit(1) when F > 0 (an exit handler cannot change the status in any
+ * other way; stdio is flushed first).
+ *
+ * Invariants: the check never changes the CPU run. It allocates with plain malloc, not st_malloc,
+ * so a test's injected allocation failures (st_debug_fail_alloc) are neither consumed nor turned
+ * into false compile failures; a renderer that runs out of memory skips the kernel (counted, not
+ * failed). It touches no st_stats_g counter. Only the process that registered the exit handler
+ * reports (a forked child that exits does not compile its parent's queue again).
+ */
+#include "nvrtc.h"
+#include "render.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#define uthash_malloc(sz) malloc(sz)
+#define uthash_free(ptr, sz) free(ptr)
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) do { (void)(obj); C.hash_oom = 1; } while (0)
+#define uthash_fatal(msg) do { C.hash_oom = 1; } while (0)
+#include <uthash.h>
+
+/* Batch size. Measured with NVRTC 13.0 on the 2-core CI machine: a program costs a fixed part
+ * (start-up and the prelude) plus a part per kernel that grows with the kernel's code; with
+ * batches of 64 the fixed part is a few percent, and a bigger batch saves little while a failing
+ * batch costs a one-by-one recompilation of all its kernels. */
+#define CHECK_BATCH 64
+#define CHECK_BYTES (256 * 1024)
+#define CHECK_NARCH 2
+static const char *const check_arch[CHECK_NARCH] = {"sm_80", "sm_90"};
+
+typedef struct check_seen { jit_key key; UT_hash_handle hh; } check_seen;
+
+typedef struct check_item {
+    char *src;       /* malloc'ed */
+    char name[64];   /* readable hint */
+    char kname[40];  /* st_k_<hash of the source> */
+} check_item;
+
+static struct {
+    int enabled;         /* -1 not read yet */
+    int registered;
+    pid_t owner;
+    int hash_oom;
+    check_seen *seen;
+    check_item *q;
+    int nq, capq;
+    size_t qbytes;
+    unsigned long long compiled, failed, skipped, batches;
+    double ms;           /* wall time of the compilations */
+    int load_reported;
+} C = {.enabled = -1};
+
+static void check_at_exit(void);
+
+static void register_exit(void) {
+    if (C.registered) return;
+    C.registered = 1;
+    C.owner = getpid();
+    atexit(check_at_exit);
+}
+
+int jit_nvrtc_check_enabled(void) {
+    if (C.enabled < 0) {
+        const char *e = getenv("ST_NVRTC_CHECK");
+        C.enabled = e && *e && strcmp(e, "0") != 0;
+        /* Registered now, so that a program generating no kernel still reports its "0 kernels". */
+        if (C.enabled) register_exit();
+    }
+    return C.enabled;
+}
+
+/* ---- compiling a batch ---- */
+
+typedef struct check_job {
+    const char *unit, *arch, *name;
+    int rc;
+    char *log;
+    double ms;
+} check_job;
+
+static void *run_job(void *arg) {
+    check_job *j = arg;
+    j->rc = nvrtc_try(j->unit, j->arch, j->name, NULL, NULL, &j->log, &j->ms);
+    return NULL;
+}
+
+/* Prints a failure with the first lines of its log, saving the unit under failed/. */
+static void report_failure(const char *what, const char *arch, const char *unit, const char *log, int rc,
+                           const char *tag) {
+    char path[4200];
+    fprintf(stderr, "nvrtc-check: FAILED %s for %s (%s)", what, arch, nvrtc_result_name(rc));
+    if (nvrtc_save_failed(unit, log, tag, path, sizeof path) == 0)
+        fprintf(stderr, "; source saved in %s, log in %.*s.log\n", path, (int)strlen(path) - 3, path);
+    else
+        fprintf(stderr, "; the source could not be saved: %s\n", strerror(errno));
+    if (log && *log) fprintf(stderr, "%.2048s%s", log, strlen(log) > 2048 ? "\n[... log cut ...]\n" : "");
+}
+
+/* Compiles each kernel of the queue alone for arch; marks and reports the failing ones. Returns
+ * how many failed. */
+static int bisect(const char *arch, unsigned char *bad) {
+    int nbad = 0;
+    for (int i = 0; i < C.nq; i++) {
+        const check_item *it = &C.q[i];
+        const char *src = it->src, *kname = it->kname, *hint = it->name;
+        char *unit = nvrtc_unit(1, &src, &kname, &hint, malloc);
+        if (!unit) {
+            fprintf(stderr, "nvrtc-check: out of memory building the unit of %s\n", it->name);
+            bad[i] = 1, nbad++;
+            continue;
+        }
+        char *log = NULL, fname[64];
+        double ms;
+        snprintf(fname, sizeof fname, "%s.cu", kname);
+        int rc = nvrtc_try(unit, arch, fname, NULL, NULL, &log, &ms);
+        C.ms += ms;
+        if (rc != 0) {
+            char what[160];
+            snprintf(what, sizeof what, "kernel %s (%s)", it->name, kname);
+            report_failure(what, arch, unit, log, rc, kname);
+            bad[i] = 1, nbad++;
+        }
+        free(log);
+        free(unit);
+    }
+    return nbad;
+}
+
+static void clear_queue(void) {
+    for (int i = 0; i < C.nq; i++) free(C.q[i].src);
+    C.nq = 0;
+    C.qbytes = 0;
+}
+
+/* Compiles the queue (one unit, both architectures in parallel), then empties it. */
+static void flush_queue(void) {
+    if (C.nq == 0) return;
+    int n = C.nq;
+    if (nvrtc_load() != ST_OK) {
+        if (!C.load_reported) fprintf(stderr, "nvrtc-check: %s\n", st_last_error());
+        C.load_reported = 1;
+        C.failed += (unsigned long long)n;
+        clear_queue();
+        return;
+    }
+    const char **srcs = malloc((size_t)n * sizeof *srcs), **knames = malloc((size_t)n * sizeof *knames),
+               **hints = malloc((size_t)n * sizeof *hints);
+    unsigned char *bad = calloc((size_t)n, 1);
+    char *unit = NULL;
+    if (srcs && knames && hints && bad) {
+        for (int i = 0; i < n; i++) srcs[i] = C.q[i].src, knames[i] = C.q[i].kname, hints[i] = C.q[i].name;
+        unit = nvrtc_unit(n, srcs, knames, hints, malloc);
+    }
+    if (!unit) {
+        fprintf(stderr, "nvrtc-check: out of memory building a unit of %d kernels\n", n);
+        C.failed += (unsigned long long)n;
+    } else {
+        char bname[64];
+        snprintf(bname, sizeof bname, "nvrtc-check-batch-%llu.cu", C.batches + 1);
+        check_job jobs[CHECK_NARCH];
+        for (int a = 0; a < CHECK_NARCH; a++)
+            jobs[a] = (check_job){.unit = unit, .arch = check_arch[a], .name = bname, .rc = 0, .log = NULL, .ms = 0};
+        double t0 = st_now_ms();
+        pthread_t th;
+        int threaded = getenv("H1_NOTHREAD") ? 0 : pthread_create(&th, NULL, run_job, &jobs[1]) == 0;
+        if (getenv("H1_DUMP")) { char fn[64]; snprintf(fn, 64, "/tmp/h1/batch%llu.cu", C.batches + 1); FILE *f = fopen(fn, "w"); fputs(unit, f); fclose(f); }
+        run_job(&jobs[0]);
+        if (threaded) pthread_join(th, NULL);
+        else run_job(&jobs[1]);
+        double wall = st_now_ms() - t0;
+        C.ms += wall;
+        C.batches++;
+        if (st_rt.debug & 1)
+            fprintf(stderr, "nvrtc-check: batch %llu: %d kernels, %zu KB of source: %s %.0f ms, %s %.0f ms, wall %.0f ms "
+                    "(%.1f ms per kernel for both)\n", C.batches, n, C.qbytes / 1024, jobs[0].arch, jobs[0].ms,
+                    jobs[1].arch, jobs[1].ms, wall, wall / n);
+        for (int a = 0; a < CHECK_NARCH; a++) {
+            if (jobs[a].rc == 0) continue;
+            if (bisect(jobs[a].arch, bad) == 0) {
+                /* Every kernel compiles alone: they clash with each other (a helper that is not
+                 * KNAME-unique), which the contract forbids. */
+                report_failure("a batch whose kernels compile alone but not together (a name that is not "
+                               "KNAME-unique?)", jobs[a].arch, unit, jobs[a].log, jobs[a].rc, "nvrtc-check-batch");
+                memset(bad, 1, (size_t)n);
+            }
+        }
+        for (int a = 0; a < CHECK_NARCH; a++) free(jobs[a].log);
+        for (int i = 0; i < n; i++) C.failed += bad[i];
+        C.compiled += (unsigned long long)n;
+    }
+    free(unit);
+    free(srcs);
+    free(knames);
+    free(hints);
+    free(bad);
+    clear_queue();
+}
+
+/* ---- queueing ---- */
+
+void jit_nvrtc_check_source(const char *src, const char *name) {
+    register_exit();
+    jit_key seed = {{0x6e767274ULL, 0}};
+    jit_key key = jit_hash128(src, strlen(src), seed);
+    check_seen *s = NULL;
+    HASH_FIND(hh, C.seen, &key, sizeof key, s);
+    if (s) return;
+    s = calloc(1, sizeof *s);
+    if (C.nq == C.capq) {
+        int cap = C.capq ? 2 * C.capq : CHECK_BATCH;
+        check_item *q = realloc(C.q, (size_t)cap * sizeof *q);
+        if (q) C.q = q, C.capq = cap;
+    }
+    char *copy = strdup(src);
+    if (!s || !copy || C.nq == C.capq) {
+        free(s);
+        free(copy);
+        C.skipped++;
+        return;
+    }
+    s->key = key;
+    C.hash_oom = 0;
+    HASH_ADD(hh, C.seen, key, sizeof key, s);
+    if (C.hash_oom) free(s); /* not remembered: a later duplicate is checked twice, no harm */
+    check_item *it = &C.q[C.nq++];
+    it->src = copy;
+    snprintf(it->name, sizeof it->name, "%s", name && *name ? name : "kernel");
+    char hex[33];
+    jit_key_hex(key, hex);
+    snprintf(it->kname, sizeof it->kname, "st_k_%s", hex);
+    C.qbytes += strlen(src);
+    if (C.nq >= CHECK_BATCH || C.qbytes >= CHECK_BYTES) flush_queue();
+}
+
+st_status jit_nvrtc_check(const kir_kernel *k, const char *name) {
+    cuda_launch_desc d;
+    char *src = render_cuda(k, &d);
+    if (src) {
+        jit_nvrtc_check_source(src, name);
+        st_free(src);
+    } else if (st_last_status() == ST_ERR_OOM) {
+        /* Often a test's injected failure: the kernel goes unchecked, it has not failed. */
+        C.skipped++;
+    } else {
+        /* A kernel the CUDA backend cannot express: a failure of the check. */
+        register_exit();
+        fprintf(stderr, "nvrtc-check: FAILED kernel %s: cannot render it to CUDA C: %s\n", name ? name : "",
+                st_last_error());
+        C.failed++;
+    }
+    return ST_OK;
+}
+
+/* ---- at exit ---- */
+
+static void check_at_exit(void) {
+    if (getpid() != C.owner) return;
+    flush_queue();
+    fprintf(stderr, "nvrtc-check: %llu kernels compiled for sm_80 and sm_90, %llu failed (%.1f s)", C.compiled,
+            C.failed, C.ms / 1000);
+    if (C.skipped) fprintf(stderr, ", %llu not checked (out of memory)", C.skipped);
+    fputc('\n', stderr);
+    const char *logp = getenv("ST_NVRTC_CHECK_LOG");
+    if (logp && *logp) {
+        /* O_APPEND: the lines of test programs running side by side do not interleave. */
+        int fd = open(logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0 || dprintf(fd, "%llu %llu\n", C.compiled, C.failed) < 0)
+            fprintf(stderr, "nvrtc-check: cannot append to ST_NVRTC_CHECK_LOG=%s: %s\n", logp, strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    check_seen *s, *tmp;
+    HASH_ITER(hh, C.seen, s, tmp) {
+        HASH_DEL(C.seen, s);
+        free(s);
+    }
+    free(C.q);
+    C.q = NULL;
+    C.capq = 0;
+    if (C.failed) {
+        fflush(NULL);
+        _exit(1);
+    }
+}

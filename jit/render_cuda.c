@@ -1,0 +1,729 @@
+/*
+ * render_cuda.c — the CUDA renderer: kernel IR to one `extern "C" __global__` function (CUDA C++
+ * for NVRTC, compiled after jit/prelude.h), and the launch geometry that goes with it.
+ *
+ * Kernel ABI (every kernel): p0..p{nbufs-1} (storage C types, const for inputs, __restrict__ where
+ * render_c uses restrict), long long i0.. (a->ints), double f0.. (a->flts), int *err (set to 1 on a
+ * runtime index error), int rt (threads per row; used by CL_ROWS only).
+ *
+ * Mapping (render_cuda picks it from the IR and says so in the cuda_launch_desc):
+ *   CL_FLAT    one parallel outer loop: a grid-stride loop, one thread per iteration; its inner
+ *              loops (if any) run serially in that thread, exactly as in C.
+ *   CL_ROWS    an outer loop whose iterations (rows) hold serial inner loops (reductions, 2-D
+ *              pointwise): `rt` threads per row (a power of two from cuda_launch_dims). Row-level
+ *              values are computed by every thread of the row (they are equal), row-level stores
+ *              by the row's thread 0. An inner loop is either
+ *                - split: iteration j on thread j % rt, accumulators as per-thread partials that
+ *                  start at the combine's identity, combined by a warp butterfly (__shfl_xor_sync)
+ *                  and, when rt > 32 (then the row is the whole block), across warps through
+ *                  shared memory in warp order; the result is broadcast (lane 0's value, or every
+ *                  thread combining the same shared values in the same order), so every thread of
+ *                  the row continues with the same bits and the order never depends on timing;
+ *                - or redundant: every thread of the row runs it whole (a loop without stores that
+ *                  cannot be split: a float product, which C also keeps in order because
+ *                  regrouping moves its overflow points, or a loop reading an accumulator it
+ *                  updates).
+ *              Splitting relies on the lowering's invariant that a serial inner loop only stores
+ *              element-wise (distinct indices: render_c's lane loops rely on it too). A kernel
+ *              whose rows hold a loop that is neither is rendered CL_FLAT (a thread per row).
+ *              Rows that combine or that read what another thread of the row stored ("coop":
+ *              cuda_kernel_coop) need rt >= 32: a warp per row, or rt = blockDim (a row per block,
+ *              for long rows) so that barriers are never divergent.
+ *              A full reduction (KIR_LOOP_ROW: one row) is one block of up to 1024 threads for now:
+ *              correct and deterministic, but one SM; a multi-block split with a second combine
+ *              pass is future work.
+ *   CL_MATMUL  shared-memory tiled GEMM: 64x64 output tile per block, 16x16 threads with 4x4
+ *              outputs each (rows ty + 16i, columns tx + 16j: coalesced stores), k tiles of 16;
+ *              grid (ceil(N/64), ceil(M/64), batch), y and z grid-strided past 65535. Every output
+ *              is acc = 0; acc = acc + a*b for k = 0..K-1 in order, in float (f32/f16/bf16) or
+ *              double (f64) — the CPU GEMM's sums, so under --fmad=false the bits match; integer
+ *              matmuls accumulate in uint64_t as render_c's loop does.
+ *   CL_SINGLE  kernels with several top-level loops (scatter_add: copy, then accumulate; setview
+ *              when not in place: copy, then write): one block; a parallel (KIR_LOOP_PAR) loop is
+ *              split over the block's threads, a serial loop runs on thread 0 (scatter_add's
+ *              accumulation: duplicate indices must add in C order, so it is not split — no
+ *              atomics, deterministic), __syncthreads() between phases. Anything else that does
+ *              not fit that shape runs whole on one thread (block = 1): correct, slow.
+ *
+ * Invariants: like render_c, the text depends only on the IR (never on parameter values); every
+ * op's math is the prelude's (the shared value printer prints the same macros). cuda_launch_dims
+ * and render_cuda agree through the same IR scans (cuda_kernel_coop).
+ *
+ * Indices are 64-bit everywhere (int64_t loop variables and index arithmetic, long long
+ * parameters). A 32-bit variant would need: at launch, a proof from the sizes that every index
+ * expression stays below 2^31 (numel, and every offset + sum of |stride| * (size - 1), evaluated
+ * with kir_eval_int); a second rendering where loop variables and KI_IADD..KI_IMOD values are
+ * int32_t (the IR types them int64, so the renderer would retype them); and a cache entry per
+ * variant, chosen per launch.
+ */
+#include "render.h"
+
+#define CU_BLOCK 256        /* threads per block: flat, row and matmul kernels */
+#define CU_BLOCK_BIG 1024   /* a full reduction's one row; single-block phases */
+#define CU_THREADS_PER_SM 8192  /* grid-stride kernels: at most this many threads per SM (4 waves) */
+#define MM_T 64             /* matmul output tile (MM_T x MM_T), 16x16 threads, 4x4 each */
+#define MM_KT 16            /* matmul k tile */
+
+typedef enum where { W_SERIAL, W_ROW, W_SPLIT } where;
+
+typedef struct cu_ctx {
+    const kir_kernel *k;
+    const uint8_t *live;
+    uint8_t loaded[KIR_MAX_BUFS];   /* some KI_LOAD reads the buffer */
+    int block;
+} cu_ctx;
+
+/* ---- evaluating integer IR on the host ---- */
+static int64_t eval_rec(const kir_kernel *k, int id, const int64_t *ints, int depth) {
+    if (id < 0 || id >= k->n || depth > 64) return -1;
+    const kir_ins *in = &k->ins[id];
+    if (in->op == KI_IPARAM) return in->imm >= 0 && in->imm < k->nints ? ints[in->imm] : -1;
+    if (in->op == KI_ICONST) return in->imm;
+    if (in->op < KI_IADD || in->op > KI_IMOD) return -1;
+    int64_t x = eval_rec(k, in->a, ints, depth + 1), y = eval_rec(k, in->b, ints, depth + 1);
+    if (x < 0 || y < 0) return -1;   /* sizes and counts are never negative */
+    switch ((kir_opcode)in->op) {
+    case KI_IADD: return (int64_t)((uint64_t)x + (uint64_t)y);
+    case KI_ISUB: return x - y;
+    case KI_IMUL: return (int64_t)((uint64_t)x * (uint64_t)y);
+    case KI_IDIV: return y ? x / y : -1;
+    default: return y ? x % y : -1;
+    }
+}
+
+int64_t kir_eval_int(const kir_kernel *k, int id, const int64_t *ints) { return eval_rec(k, id, ints, 0); }
+
+/* ---- IR scans ---- */
+static void mark_loaded(const kir_kernel *k, uint8_t *loaded) {
+    memset(loaded, 0, KIR_MAX_BUFS);
+    for (int i = 0; i < k->n; i++)
+        if (k->ins[i].op == KI_LOAD && k->ins[i].a >= 0 && k->ins[i].a < KIR_MAX_BUFS) loaded[k->ins[i].a] = 1;
+}
+
+/* Do the threads of a row have to cooperate (combine partials, or see each other's stores)? Then
+ * a row is a warp or a block. Scans every instruction (live or not): cheap enough per launch and
+ * the same answer in the renderer and the launcher. */
+static bool cuda_kernel_coop(const kir_kernel *k) {
+    uint8_t loaded[KIR_MAX_BUFS];
+    mark_loaded(k, loaded);
+    for (int i = 0; i < k->n; i++) {
+        const kir_ins *in = &k->ins[i];
+        if (in->op == KI_ACCUPD || in->op == KI_ARGUPD) return true;
+        if (in->op == KI_STORE && loaded[in->a]) return true;
+    }
+    return false;
+}
+
+static bool is_float(kir_type t) { return t == KT_F32 || t == KT_F64; }
+
+/* Does live instruction j update accumulator acc? */
+static bool updates(const kir_ins *in, int acc) {
+    return (in->op == KI_ACCUPD && in->a == acc) || (in->op == KI_ARGUPD && (in->a == acc || in->b == acc));
+}
+
+/* Can loop [i, e] be split over the row's threads? No nested loops or accumulators, updates only
+ * of accumulators defined before it (not float products), and no other read of those. */
+static bool split_ok(const cu_ctx *c, int i, int e) {
+    const kir_kernel *k = c->k;
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &k->ins[j];
+        if (!c->live[j]) continue;
+        switch ((kir_opcode)in->op) {
+        case KI_LOOP: case KI_ACC:
+            return false;
+        case KI_ACCUPD:
+            if (in->a >= i || k->ins[in->a].op != KI_ACC) return false;
+            if (in->imm == ST_OP_RPROD && is_float((kir_type)k->ins[in->a].type)) return false;
+            break;
+        case KI_ARGUPD:
+            if (in->a >= i || in->b >= i || k->ins[in->a].op != KI_ACC || k->ins[in->b].op != KI_ACC) return false;
+            break;
+        default:
+            break;
+        }
+    }
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &k->ins[j];
+        if (!c->live[j]) continue;
+        unsigned m = render_operand_mask(in);
+        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+        for (int q = 0; q < 4; q++) {
+            if (!(m >> q & 1) || ops[q] < 0 || k->ins[ops[q]].op != KI_ACC) continue;
+            if ((in->op == KI_ACCUPD && q == 0) || (in->op == KI_ARGUPD && q < 2)) continue;
+            for (int j2 = i + 1; j2 < e; j2++)
+                if (c->live[j2] && updates(&k->ins[j2], ops[q])) return false;
+        }
+    }
+    return true;
+}
+
+/* A loop every thread of the row may run whole: it stores nothing. */
+static bool redundant_ok(const cu_ctx *c, int i, int e) {
+    for (int j = i + 1; j < e; j++)
+        if (c->live[j] && c->k->ins[j].op == KI_STORE) return false;
+    return true;
+}
+
+/* Row body [from, to): every loop at row level (inside IFs too) splits or runs redundantly.
+ * *first_len: the count of the first such loop (-1: none). */
+static bool rows_ok(const cu_ctx *c, int from, int to, int *first_len) {
+    *first_len = -1;
+    for (int i = from; i < to; i++) {
+        if (!c->live[i] || c->k->ins[i].op != KI_LOOP) continue;
+        int e = render_loop_end(c->k, i);
+        if (!split_ok(c, i, e) && !redundant_ok(c, i, e)) return false;
+        if (*first_len < 0) *first_len = c->k->ins[i].a;
+        i = e;
+    }
+    return true;
+}
+
+/* The top-level loops; *side: a top-level statement with an effect (or an IF) outside them. */
+static int top_loops(const cu_ctx *c, int *loops, int max, bool *side) {
+    int n = 0;
+    *side = false;
+    for (int i = 0; i < c->k->n; i++) {
+        const kir_ins *in = &c->k->ins[i];
+        if (!c->live[i]) continue;
+        switch ((kir_opcode)in->op) {
+        case KI_LOOP:
+            if (n < max) loops[n] = i;
+            n++;
+            i = render_loop_end(c->k, i);
+            break;
+        case KI_STORE: case KI_ACC: case KI_ACCUPD: case KI_ARGUPD: case KI_SETERR: case KI_IF: case KI_ENDIF:
+            *side = true;
+            break;
+        default:
+            break;
+        }
+    }
+    return n;
+}
+
+/* Can the single-block kernel run as phases? No top-level accumulators or IFs, and no loop
+ * updates an accumulator defined outside it. */
+static bool phases_ok(const cu_ctx *c) {
+    const kir_kernel *k = c->k;
+    for (int i = 0; i < k->n; i++) {
+        const kir_ins *in = &k->ins[i];
+        if (!c->live[i]) continue;
+        if (in->op == KI_IF || in->op == KI_ACC || in->op == KI_ACCUPD || in->op == KI_ARGUPD) return false;
+        if (in->op != KI_LOOP) continue;
+        int e = render_loop_end(k, i);
+        for (int j = i + 1; j < e; j++) {
+            const kir_ins *u = &k->ins[j];
+            if (!c->live[j]) continue;
+            if ((u->op == KI_ACCUPD && u->a < i) || (u->op == KI_ARGUPD && (u->a < i || u->b < i))) return false;
+        }
+        i = e;
+    }
+    return true;
+}
+
+/* Picks the mapping; *outer: the top-level loop of CL_FLAT / CL_ROWS. */
+static void plan(const cu_ctx *c, cuda_launch_desc *d, int *outer) {
+    const kir_kernel *k = c->k;
+    d->count_id = d->rowlen_id = -1;
+    *outer = -1;
+    if (k->kind == KK_MATMUL) {
+        d->mode = CL_MATMUL;
+        d->block = CU_BLOCK;
+        return;
+    }
+    int loops[2];
+    bool side;
+    int n = top_loops(c, loops, 2, &side);
+    if (n == 1 && !side && k->ins[loops[0]].imm != KIR_LOOP_SERIAL) {
+        int t = loops[0], e = render_loop_end(k, t), len = -1;
+        *outer = t;
+        d->count_id = k->ins[t].a;
+        d->mode = CL_FLAT;
+        d->block = CU_BLOCK;
+        bool inner = false;
+        for (int j = t + 1; j < e; j++) inner |= c->live[j] && k->ins[j].op == KI_LOOP;
+        if (inner && (k->kind == KK_POINTWISE || k->kind == KK_REDUCE) && rows_ok(c, t + 1, e, &len)) {
+            d->mode = CL_ROWS;
+            d->rowlen_id = len;
+            d->block = k->ins[t].imm == KIR_LOOP_ROW ? CU_BLOCK_BIG : CU_BLOCK;
+        }
+        return;
+    }
+    d->mode = CL_SINGLE;
+    d->block = phases_ok(c) ? CU_BLOCK_BIG : 1;
+}
+
+/* ---- statements ---- */
+static void hoisted(render_buf *b, const cu_ctx *c) {
+    const kir_kernel *k = c->k;
+    for (int i = 0; i < k->n; i++) {
+        const kir_ins *in = &k->ins[i];
+        if (!c->live[i]) continue;
+        const char *T = kir_type_cname[in->type];
+        if (in->op == KI_IPARAM) {
+            render_printf(b, "    const %s v%d = i%lld;\n", T, i, (long long)in->imm);
+        } else if (in->op == KI_FPARAM) {
+            render_printf(b, "    const %s v%d = f%lld;\n", T, i, (long long)in->imm);
+        } else if (in->op == KI_ICONST || in->op == KI_FCONST) {
+            render_printf(b, "    const %s v%d = ", T, i);
+            render_value_expr(b, k, i);
+            render_printf(b, ";\n");
+        }
+    }
+}
+
+static void argupd_line(render_buf *b, const kir_ins *in, const char *sfx) {
+    const char *cmp = in->imm == ST_OP_RARGMAX ? ">" : "<";
+    /* render_c's line: the first index of the max, or of the first NaN */
+    render_printf(b, "if (v%d%s < 0 || (!(v%d%s != v%d%s) && (v%d %s v%d%s || v%d != v%d))) { v%d%s = v%d; v%d%s = v%d; }\n",
+                  in->b, sfx, in->a, sfx, in->a, sfx, in->c, cmp, in->a, sfx, in->c, in->c, in->a, sfx, in->c, in->b,
+                  sfx, in->d);
+}
+
+static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int depth, where w);
+
+/* Does loop [i, e] store into a buffer the kernel also loads? */
+static bool stores_loaded(const cu_ctx *c, int i, int e) {
+    for (int j = i + 1; j < e; j++)
+        if (c->live[j] && c->k->ins[j].op == KI_STORE && c->loaded[c->k->ins[j].a]) return true;
+    return false;
+}
+
+/* Calls fn for each distinct accumulator update (ACCUPD, or ARGUPD pair) of loop [i, e]. */
+static void each_update(render_buf *b, const cu_ctx *c, int i, int e, int depth,
+                        void (*fn)(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth)) {
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &c->k->ins[j];
+        if (!c->live[j] || (in->op != KI_ACCUPD && in->op != KI_ARGUPD)) continue;
+        bool dup = false;
+        for (int j2 = i + 1; j2 < j; j2++)
+            dup |= c->live[j2] && c->k->ins[j2].op == in->op && c->k->ins[j2].a == in->a;
+        if (!dup) fn(b, c, in, depth);
+    }
+}
+
+static const char *acc_type(const cu_ctx *c, int acc) { return kir_type_cname[c->k->ins[acc].type]; }
+static int arg_max(const kir_ins *u) { return u->imm == ST_OP_RARGMAX; }
+
+static void partial_decl(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+    render_indent(b, depth);
+    if (u->op == KI_ARGUPD) {
+        render_printf(b, "%s v%d_p = (%s)0;\n", acc_type(c, u->a), u->a, acc_type(c, u->a));
+        render_indent(b, depth);
+        render_printf(b, "int64_t v%d_p = -1;\n", u->b);
+        return;
+    }
+    render_printf(b, "%s v%d_p = ", acc_type(c, u->a), u->a);
+    render_identity_literal(b, u->imm, (kir_type)c->k->ins[u->a].type);
+    render_printf(b, ";\n");
+}
+static void warp_combine(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+    (void)c;
+    render_indent(b, depth);
+    if (u->op == KI_ARGUPD)
+        render_printf(b, "st_arg_merge_(&v%d_p, &v%d_p, st_shfl_xor_(v%d_p, o_), st_shfl_xor_(v%d_p, o_), %d);\n", u->a,
+                      u->b, u->a, u->b, arg_max(u));
+    else
+        render_printf(b, "v%d_p = %s(v%d_p, st_shfl_xor_(v%d_p, o_));\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
+}
+static void smem_write(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+    int nw = c->block / 32;
+    render_indent(b, depth);
+    render_printf(b, "__shared__ %s v%d_s[%d];\n", acc_type(c, u->a), u->a, nw);
+    if (u->op == KI_ARGUPD) {
+        render_indent(b, depth);
+        render_printf(b, "__shared__ int64_t v%d_s[%d];\n", u->b, nw);
+        render_indent(b, depth);
+        render_printf(b, "if ((threadIdx.x & 31) == 0) { v%d_s[threadIdx.x >> 5] = v%d_p; v%d_s[threadIdx.x >> 5] = v%d_p; }\n",
+                      u->a, u->a, u->b, u->b);
+        return;
+    }
+    render_indent(b, depth);
+    render_printf(b, "if ((threadIdx.x & 31) == 0) v%d_s[threadIdx.x >> 5] = v%d_p;\n", u->a, u->a);
+}
+static void smem_combine(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+    (void)c;
+    render_indent(b, depth);
+    if (u->op == KI_ARGUPD) {
+        render_printf(b, "v%d_p = v%d_s[0]; v%d_p = v%d_s[0];\n", u->a, u->a, u->b, u->b);
+        render_indent(b, depth);
+        render_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) st_arg_merge_(&v%d_p, &v%d_p, v%d_s[w_], v%d_s[w_], %d);\n",
+                      u->a, u->b, u->a, u->b, arg_max(u));
+        return;
+    }
+    render_printf(b, "v%d_p = v%d_s[0];\n", u->a, u->a);
+    render_indent(b, depth);
+    render_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) v%d_p = %s(v%d_p, v%d_s[w_]);\n", u->a,
+                  render_accupd_fn(u->imm), u->a, u->a);
+}
+static void lane0_broadcast(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+    (void)c;
+    render_indent(b, depth);
+    if (u->op == KI_ARGUPD)
+        render_printf(b, "v%d_p = st_shfl0_(v%d_p); v%d_p = st_shfl0_(v%d_p);\n", u->a, u->a, u->b, u->b);
+    else
+        render_printf(b, "v%d_p = st_shfl0_(v%d_p);\n", u->a, u->a);
+}
+static void acc_merge(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+    (void)c;
+    render_indent(b, depth);
+    if (u->op == KI_ARGUPD)
+        render_printf(b, "st_arg_merge_(&v%d, &v%d, v%d_p, v%d_p, %d);\n", u->a, u->b, u->a, u->b, arg_max(u));
+    else
+        render_printf(b, "v%d = %s(v%d, v%d_p);\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
+}
+
+/* A row's inner loop [i, e] split over its rt threads, partials combined in a fixed order and
+ * broadcast (see the header). Coop kernels only (rt >= 32) when it updates accumulators. */
+static void split_loop(render_buf *b, const cu_ctx *c, int i, int e, int depth) {
+    const kir_ins *L = &c->k->ins[i];
+    bool accs = false;
+    for (int j = i + 1; j < e; j++)
+        accs |= c->live[j] && (c->k->ins[j].op == KI_ACCUPD || c->k->ins[j].op == KI_ARGUPD);
+    render_indent(b, depth);
+    render_printf(b, "{ /* split over the row's threads */\n");
+    each_update(b, c, i, e, depth + 1, partial_decl);
+    render_indent(b, depth + 1);
+    render_printf(b, "for (int64_t v%d = r_lane; v%d < v%d; v%d += rt) {\n", i, i, L->a, i);
+    render_range(b, c, i + 1, e, depth + 2, W_SPLIT);
+    render_indent(b, depth + 1);
+    render_printf(b, "}\n");
+    if (accs) {
+        render_indent(b, depth + 1);
+        render_printf(b, "for (int o_ = 16; o_ > 0; o_ >>= 1) { /* warp butterfly */\n");
+        each_update(b, c, i, e, depth + 2, warp_combine);
+        render_indent(b, depth + 1);
+        render_printf(b, "}\n");
+        render_indent(b, depth + 1);
+        render_printf(b, "if (rt > 32) { /* a row per block: warps' partials in warp order */\n");
+        each_update(b, c, i, e, depth + 2, smem_write);
+        render_indent(b, depth + 2);
+        render_printf(b, "__syncthreads();\n");
+        each_update(b, c, i, e, depth + 2, smem_combine);
+        render_indent(b, depth + 2);
+        render_printf(b, "__syncthreads();\n");
+        render_indent(b, depth + 1);
+        render_printf(b, "} else {\n");
+        each_update(b, c, i, e, depth + 2, lane0_broadcast);
+        render_indent(b, depth + 1);
+        render_printf(b, "}\n");
+        each_update(b, c, i, e, depth + 1, acc_merge);
+    }
+    if (stores_loaded(c, i, e)) { /* later loops of the row read what other threads stored */
+        render_indent(b, depth + 1);
+        render_printf(b, "ST_ROW_SYNC(rt);\n");
+    }
+    render_indent(b, depth);
+    render_printf(b, "}\n");
+}
+
+static void store_stmt(render_buf *b, const kir_ins *in) {
+    render_printf(b, "p%d[v%d] = ", in->a, in->b);
+    render_store_expr(b, (int)in->imm, in->c);
+    render_printf(b, ";\n");
+}
+
+/* Prints the live instructions in [from, to). W_SERIAL: as C does; W_ROW: the row level of a
+ * CL_ROWS kernel (stores by the row's thread 0, loops split or redundant); W_SPLIT: the body of a
+ * split loop (accumulators are the thread's partials v<acc>_p). */
+static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int depth, where w) {
+    const kir_kernel *k = c->k;
+    const char *sfx = w == W_SPLIT ? "_p" : "";
+    for (int i = from; i < to; i++) {
+        const kir_ins *in = &k->ins[i];
+        if (!c->live[i]) continue;
+        switch ((kir_opcode)in->op) {
+        case KI_IPARAM: case KI_FPARAM: case KI_ICONST: case KI_FCONST:
+            break;
+        case KI_LOOP:
+            if (w == W_ROW) {
+                int e = render_loop_end(k, i);
+                if (split_ok(c, i, e)) {
+                    split_loop(b, c, i, e, depth);
+                } else { /* redundant: every thread of the row runs it whole */
+                    render_indent(b, depth);
+                    render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) { /* on every thread of the row */\n", i,
+                                  i, in->a, i);
+                    render_range(b, c, i + 1, e, depth + 1, W_SERIAL);
+                    render_indent(b, depth);
+                    render_printf(b, "}\n");
+                }
+                i = e;
+                break;
+            }
+            render_indent(b, depth);
+            render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, in->a, i);
+            depth++;
+            break;
+        case KI_IF:
+            render_indent(b, depth);
+            render_printf(b, "if (v%d) {\n", in->a);
+            depth++;
+            break;
+        case KI_ENDLOOP: case KI_ENDIF:
+            depth--;
+            render_indent(b, depth);
+            render_printf(b, "}\n");
+            break;
+        case KI_STORE:
+            render_indent(b, depth);
+            if (w == W_ROW) render_printf(b, "if (r_lane == 0) ");
+            store_stmt(b, in);
+            if (w == W_ROW && c->loaded[in->a]) {
+                render_indent(b, depth);
+                render_printf(b, "ST_ROW_SYNC(rt);\n");
+            }
+            break;
+        case KI_ACC:
+            render_indent(b, depth);
+            render_printf(b, "%s v%d = v%d;\n", kir_type_cname[in->type], i, in->a);
+            break;
+        case KI_ACCUPD:
+            render_indent(b, depth);
+            render_printf(b, "v%d%s = %s(v%d%s, v%d);\n", in->a, sfx, render_accupd_fn(in->imm), in->a, sfx, in->b);
+            break;
+        case KI_ARGUPD:
+            render_indent(b, depth);
+            argupd_line(b, in, sfx);
+            break;
+        case KI_SETERR:
+            render_indent(b, depth);
+            render_printf(b, "if (!v%d) *err = 1;\n", in->a);
+            break;
+        default:
+            render_indent(b, depth);
+            render_printf(b, "const %s v%d = ", kir_type_cname[in->type], i);
+            render_value_expr(b, k, i);
+            render_printf(b, ";\n");
+            break;
+        }
+    }
+}
+
+/* ---- kernel shapes ---- */
+static void render_flat(render_buf *b, const cu_ctx *c, int t) {
+    int e = render_loop_end(c->k, t);
+    render_range(b, c, 0, t, 1, W_SERIAL);
+    render_printf(b, "    for (int64_t v%d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v%d < v%d;\n", t, t,
+                  c->k->ins[t].a);
+    render_printf(b, "         v%d += (int64_t)gridDim.x * blockDim.x) {\n", t);
+    render_range(b, c, t + 1, e, 2, W_SERIAL);
+    render_printf(b, "    }\n");
+    render_range(b, c, e + 1, c->k->n, 1, W_SERIAL);
+}
+
+static void render_rows(render_buf *b, const cu_ctx *c, int t) {
+    int e = render_loop_end(c->k, t);
+    render_range(b, c, 0, t, 1, W_SERIAL);
+    render_printf(b, "    const int r_lane = (int)(threadIdx.x %% (unsigned)rt);   /* thread within its row */\n");
+    render_printf(b, "    const int64_t r_blk = blockDim.x / (unsigned)rt;           /* rows per block */\n");
+    render_printf(b, "    for (int64_t v%d = (int64_t)blockIdx.x * r_blk + threadIdx.x / (unsigned)rt; v%d < v%d;\n", t,
+                  t, c->k->ins[t].a);
+    render_printf(b, "         v%d += (int64_t)gridDim.x * r_blk) {\n", t);
+    render_range(b, c, t + 1, e, 2, W_ROW);
+    render_printf(b, "    }\n");
+    render_range(b, c, e + 1, c->k->n, 1, W_SERIAL);
+}
+
+/* One block: parallel loops split over its threads, the rest on thread 0, barriers between. */
+static void render_phases(render_buf *b, const cu_ctx *c) {
+    const kir_kernel *k = c->k;
+    for (int i = 0; i < k->n; i++) {
+        const kir_ins *in = &k->ins[i];
+        if (!c->live[i]) continue;
+        if (in->op == KI_LOOP) {
+            int e = render_loop_end(k, i);
+            if (in->imm != KIR_LOOP_SERIAL) {
+                render_printf(b, "    for (int64_t v%d = threadIdx.x; v%d < v%d; v%d += blockDim.x) {\n", i, i, in->a, i);
+                render_range(b, c, i + 1, e, 2, W_SERIAL);
+                render_printf(b, "    }\n");
+            } else {
+                render_printf(b, "    if (threadIdx.x == 0) { /* serial: in order, on one thread */\n");
+                render_printf(b, "    for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, in->a, i);
+                render_range(b, c, i + 1, e, 2, W_SERIAL);
+                render_printf(b, "    }\n    }\n");
+            }
+            render_printf(b, "    __syncthreads();\n");
+            i = e;
+        } else if (in->op == KI_STORE || in->op == KI_SETERR) {
+            render_printf(b, "    if (threadIdx.x == 0) {\n");
+            render_range(b, c, i, i + 1, 2, W_SERIAL);
+            render_printf(b, "    }\n    __syncthreads();\n");
+        } else {
+            render_range(b, c, i, i + 1, 1, W_SERIAL);
+        }
+    }
+}
+
+/* ---- matmul ---- */
+static const char *mm_load(int dt) { return dt == ST_F16 ? "st_h2f" : dt == ST_BF16 ? "st_bf2f" : ""; }
+
+static void render_matmul(render_buf *b, const kir_kernel *k) {
+    const kir_matmul *m = &k->mm;
+    const char *st = st_dtypes[m->dtype].ctype, *ld = mm_load(m->dtype);
+    bool flt = st_is_float((st_dtype)m->dtype);
+    const char *C = m->dtype == ST_F64 ? "double" : flt ? "float" : "uint64_t";
+    const char *cast = flt ? "" : "(uint64_t)";
+    int nb = m->nbatch;
+    render_printf(b, "    const %s *A = p%d;\n    const %s *B = p%d;\n    %s *O = p%d;\n", st, m->a_buf, st, m->b_buf,
+                  st, m->o_buf);
+    render_printf(b, "    const int64_t M = i%d, N = i%d, K = i%d;\n", m->p_m, m->p_n, m->p_k);
+    render_printf(b, "    const int64_t sam = i%d, sak = i%d, aoff = i%d;\n", m->p_astr + nb, m->p_astr + nb + 1,
+                  m->p_aoff);
+    render_printf(b, "    const int64_t sbk = i%d, sbn = i%d, boff = i%d;\n", m->p_bstr + nb, m->p_bstr + nb + 1,
+                  m->p_boff);
+    render_printf(b, "    int64_t NB = 1;\n");
+    for (int d = 0; d < nb; d++) render_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
+    render_printf(b, "    __shared__ %s As[%d][%d + 1], Bs[%d][%d];   /* k-major tiles (As padded: fewer bank conflicts) */\n",
+                  C, MM_KT, MM_T, MM_KT, MM_T);
+    render_printf(b, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
+    render_printf(b, "    const int64_t mt = (M + %d) / %d;\n", MM_T - 1, MM_T);
+    render_printf(b, "    for (int64_t z = blockIdx.z; z < NB; z += gridDim.z) {\n");
+    render_printf(b, "        int64_t ao = aoff, bo = boff, r = z;\n");
+    for (int d = nb - 1; d >= 0; d--)
+        render_printf(b, "        { const int64_t i = r %% i%d; r /= i%d; ao += i * i%d; bo += i * i%d; }\n",
+                      m->p_bsize + d, m->p_bsize + d, m->p_astr + d, m->p_bstr + d);
+    render_printf(b, "        (void)r;\n");
+    render_printf(b, "        for (int64_t by = blockIdx.y; by < mt; by += gridDim.y) {\n");
+    render_printf(b, "            const int64_t m0 = by * %d, n0 = (int64_t)blockIdx.x * %d;\n", MM_T, MM_T);
+    render_printf(b, "            %s acc[4][4];\n", C);
+    render_printf(b, "            for (int i = 0; i < 4; i++)\n");
+    render_printf(b, "                for (int j = 0; j < 4; j++) acc[i][j] = 0;\n");
+    render_printf(b, "            for (int64_t k0 = 0; k0 < K; k0 += %d) {\n", MM_KT);
+    render_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", MM_T * MM_KT, CU_BLOCK);
+    render_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l >> 6, bn = l & 63;\n");
+    render_printf(b, "                    const int64_t gm = m0 + am, gk = k0 + ak, gk2 = k0 + bk, gn = n0 + bn;\n");
+    render_printf(b, "                    As[ak][am] = gm < M && gk < K ? %s%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n", cast,
+                  ld, C);
+    render_printf(b, "                    Bs[bk][bn] = gk2 < K && gn < N ? %s%s(B[bo + gk2 * sbk + gn * %s]) : (%s)0;\n",
+                  cast, ld, m->b_unit ? "1" : "sbn", C);
+    render_printf(b, "                }\n");
+    render_printf(b, "                __syncthreads();\n");
+    /* only the k < K of the tile: a padded zero would turn -0 into +0 and inf * 0 into NaN */
+    render_printf(b, "                const int kn = K - k0 < %d ? (int)(K - k0) : %d;\n", MM_KT, MM_KT);
+    render_printf(b, "                for (int kk = 0; kk < kn; kk++) {\n");
+    render_printf(b, "                    %s a[4], bv[4];\n", C);
+    render_printf(b, "                    for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];\n");
+    render_printf(b, "                    for (int j = 0; j < 4; j++) bv[j] = Bs[kk][tx + 16 * j];\n");
+    render_printf(b, "                    for (int i = 0; i < 4; i++)\n");
+    render_printf(b, "                        for (int j = 0; j < 4; j++) acc[i][j] = acc[i][j] + a[i] * bv[j];\n");
+    render_printf(b, "                }\n");
+    render_printf(b, "                __syncthreads();\n");
+    render_printf(b, "            }\n");
+    render_printf(b, "            for (int i = 0; i < 4; i++)\n");
+    render_printf(b, "                for (int j = 0; j < 4; j++) {\n");
+    render_printf(b, "                    const int64_t gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;\n");
+    if (m->dtype == ST_F16 || m->dtype == ST_BF16)
+        render_printf(b, "                    if (gm < M && gn < N) O[z * M * N + gm * N + gn] = %s(acc[i][j]);\n",
+                      m->dtype == ST_F16 ? "st_f2h" : "st_f2bf");
+    else if (flt)
+        render_printf(b, "                    if (gm < M && gn < N) O[z * M * N + gm * N + gn] = acc[i][j];\n");
+    else
+        render_printf(b, "                    if (gm < M && gn < N) O[z * M * N + gm * N + gn] = (%s)(int64_t)acc[i][j];\n", st);
+    render_printf(b, "                }\n");
+    render_printf(b, "        }\n");
+    render_printf(b, "    }\n");
+}
+
+/* ---- the function ---- */
+static void render_signature(render_buf *b, const kir_kernel *k, const cuda_launch_desc *d) {
+    static const char *modes[] = {"flat", "rows", "matmul", "single block"};
+    const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE ? "__restrict__ " : "";
+    render_printf(b, "// stitch kernel: %s; launch: %s\n", k->comment, modes[d->mode]);
+    render_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) KNAME(", d->block);
+    for (int s = 0; s < k->nbufs; s++) {
+        const char *q = k->buf_out[s] ? "" : "const ";
+        render_printf(b, "%s%s *%sp%d, ", q, st_dtypes[k->buf_dtype[s]].ctype, r, s);
+    }
+    for (int i = 0; i < k->nints; i++) render_printf(b, "long long i%d, ", i);
+    for (int i = 0; i < k->nflts; i++) render_printf(b, "double f%d, ", i);
+    render_printf(b, "int *err, int rt) {\n");
+}
+
+char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) {
+    render_buf b = {0};
+    uint8_t *live = st_calloc(k->n ? (size_t)k->n : 1, 1);
+    if (!live) return NULL;
+    cu_ctx c = {k, live, {0}, 0};
+    int outer = -1;
+    if (k->kind != KK_MATMUL) render_mark_live(k, live);
+    mark_loaded(k, c.loaded);
+    plan(&c, d, &outer);
+    c.block = d->block;
+    render_signature(&b, k, d);
+    switch ((cuda_launch_mode)d->mode) {
+    case CL_MATMUL: render_matmul(&b, k); break;
+    case CL_FLAT: hoisted(&b, &c); render_flat(&b, &c, outer); break;
+    case CL_ROWS: hoisted(&b, &c); render_rows(&b, &c, outer); break;
+    case CL_SINGLE:
+        hoisted(&b, &c);
+        if (d->block == 1) render_range(&b, &c, 0, k->n, 1, W_SERIAL);
+        else render_phases(&b, &c);
+        break;
+    }
+    render_printf(&b, "}\n");
+    st_free(live);
+    if (b.oom) {
+        st_free(b.s);
+        st_error(ST_ERR_OOM, "render_cuda: out of memory");
+        return NULL;
+    }
+    return b.s;
+}
+
+/* ---- launch geometry ---- */
+static unsigned clamp_blocks(int64_t want, int64_t cap) {
+    if (want < 1) want = 1;
+    if (cap < 1) cap = 1;
+    return (unsigned)(want < cap ? want : cap);
+}
+
+/* Threads per row: coop rows take 32 (a warp) up to the block (then one row per block), about
+ * 8 elements per thread; other rows the power of two covering the row, up to the block. */
+static int pick_rt(bool coop, int64_t len, int block) {
+    int rt = coop ? 32 : 1;
+    if (len < 0) return block;   /* unknown: assume long */
+    if (coop)
+        while (rt < block && (int64_t)rt * 8 < len) rt *= 2;
+    else
+        while (rt < block && rt < len) rt *= 2;
+    return rt < block ? rt : block;
+}
+
+void cuda_launch_dims(const kir_kernel *k, const cuda_launch_desc *d, const int64_t *ints, int sm_count,
+                      unsigned grid[3], unsigned block[3], int *extra_arg) {
+    const int64_t sm = sm_count > 0 ? sm_count : 1;
+    const int bs = d->block > 0 ? d->block : 1;
+    grid[0] = grid[1] = grid[2] = 1;
+    block[0] = (unsigned)bs;
+    block[1] = block[2] = 1;
+    *extra_arg = 0;
+    int64_t count = d->count_id >= 0 ? kir_eval_int(k, d->count_id, ints) : 1;
+    if (count < 0) count = INT64_MAX;   /* unknown: the grid-stride loops cover any count */
+    switch ((cuda_launch_mode)d->mode) {
+    case CL_FLAT:
+        grid[0] = clamp_blocks(count / bs + (count % bs != 0), sm * CU_THREADS_PER_SM / bs);
+        break;
+    case CL_ROWS: {
+        int64_t len = d->rowlen_id >= 0 ? kir_eval_int(k, d->rowlen_id, ints) : -1;
+        bool coop = cuda_kernel_coop(k);
+        int rt = pick_rt(coop, len, bs);
+        if (coop && rt > 32) block[0] = (unsigned)rt;   /* a row per block: barriers never diverge */
+        int64_t per_block = block[0] / (unsigned)rt;
+        grid[0] = clamp_blocks(count / per_block + (count % per_block != 0), sm * CU_THREADS_PER_SM / block[0]);
+        *extra_arg = rt;
+        break;
+    }
+    case CL_MATMUL: {
+        const kir_matmul *m = &k->mm;
+        int64_t M = ints[m->p_m], N = ints[m->p_n], NB = 1;
+        for (int i = 0; i < m->nbatch; i++) NB *= ints[m->p_bsize + i];
+        grid[0] = clamp_blocks((N + MM_T - 1) / MM_T, INT32_MAX);
+        grid[1] = clamp_blocks((M + MM_T - 1) / MM_T, 65535);
+        grid[2] = clamp_blocks(NB, 65535);
+        break;
+    }
+    case CL_SINGLE:
+        break;
+    }
+}

@@ -1,0 +1,643 @@
+/*
+ * cuda.c — the CUDA Driver API, loaded with dlopen; devices, staging copies, modules, launches.
+ *
+ * We declare the few driver types and entry points we use ourselves (numeric values from the
+ * toolkit's cuda.h), so the build needs no CUDA. The probe runs once per process: library, every
+ * symbol, cuInit, device count; any failure leaves a plain-words reason and CUDA unusable.
+ *
+ * A device is activated on first use (cuda_dev.ready): primary context, one non-blocking stream,
+ * pinned staging (two halves), one event per half, a caching allocator over cuMemAlloc. All work
+ * runs on that one stream, in order: this is what makes the allocator's reuse of freed blocks and
+ * the staging buffer's reuse safe. A staging half is written by the host only after the event
+ * recorded behind the last copy that used it has completed.
+ *
+ * The current context is per thread; cur_ctx caches what we last made current on this thread so
+ * a launch does not pay for cuCtxSetCurrent (code that changes the context behind our back, in
+ * the same thread, is not supported).
+ */
+#include "cuda.h"
+#include "devalloc.h"
+#include <dlfcn.h>
+#include <link.h>
+
+/* uthash allocates through st_malloc and never exits: a failed add is rolled back and flagged. */
+static int cuda_hash_oom;
+#define uthash_malloc(sz) st_malloc(sz)
+#define uthash_free(ptr, sz) st_free(ptr)
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) do { (void)(obj); cuda_hash_oom = 1; } while (0)
+#define uthash_fatal(msg) do { cuda_hash_oom = 1; } while (0)
+#include <uthash.h>
+
+/* ---- the driver API subset (values from /usr/local/cuda/include/cuda.h) ---- */
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUevent_st *CUevent;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_STUB_LIBRARY = 34,
+};
+enum {
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+};
+#define CU_STREAM_NON_BLOCKING 0x1u
+#define CU_EVENT_DISABLE_TIMING 0x2u
+#define CU_MEMHOSTALLOC_PORTABLE 0x1u
+
+/* Every entry point: field, exported symbol (the _v2 ABI where one exists), parameters. */
+#define CU_API(X)                                                                                       \
+    X(cuInit, "cuInit", (unsigned flags))                                                              \
+    X(cuDriverGetVersion, "cuDriverGetVersion", (int *version))                                        \
+    X(cuDeviceGetCount, "cuDeviceGetCount", (int *count))                                              \
+    X(cuDeviceGet, "cuDeviceGet", (CUdevice *dev, int ordinal))                                        \
+    X(cuDeviceGetName, "cuDeviceGetName", (char *name, int len, CUdevice dev))                         \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *value, int attr, CUdevice dev))              \
+    X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", (size_t *bytes, CUdevice dev))                          \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *ctx, CUdevice dev))            \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice dev))                       \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext ctx))                                             \
+    X(cuCtxSynchronize, "cuCtxSynchronize", (void))                                                    \
+    X(cuStreamCreate, "cuStreamCreate", (CUstream *stream, unsigned flags))                            \
+    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream stream))                                        \
+    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream stream))                                   \
+    X(cuEventCreate, "cuEventCreate", (CUevent *event, unsigned flags))                                \
+    X(cuEventRecord, "cuEventRecord", (CUevent event, CUstream stream))                                \
+    X(cuEventSynchronize, "cuEventSynchronize", (CUevent event))                                       \
+    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent event))                                            \
+    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *ptr, size_t bytes))                                   \
+    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr ptr))                                                    \
+    X(cuMemGetInfo, "cuMemGetInfo_v2", (size_t *free_bytes, size_t *total_bytes))                      \
+    X(cuMemHostAlloc, "cuMemHostAlloc", (void **ptr, size_t bytes, unsigned flags))                    \
+    X(cuMemFreeHost, "cuMemFreeHost", (void *ptr))                                                     \
+    X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (CUdeviceptr dst, const void *src, size_t n, CUstream s)) \
+    X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *dst, CUdeviceptr src, size_t n, CUstream s))   \
+    X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)) \
+    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *mod, const void *image))                        \
+    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *fn, CUmodule mod, const char *name))    \
+    X(cuModuleUnload, "cuModuleUnload", (CUmodule mod))                                                \
+    X(cuLaunchKernel, "cuLaunchKernel",                                                                \
+      (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,     \
+       unsigned shmem, CUstream stream, void **params, void **extra))                                   \
+    X(cuGetErrorName, "cuGetErrorName", (CUresult err, const char **str))                              \
+    X(cuGetErrorString, "cuGetErrorString", (CUresult err, const char **str))
+
+#define CU_FIELD(field, sym, params) CUresult (*field) params;
+static struct { CU_API(CU_FIELD) } cu;
+#undef CU_FIELD
+
+/* ---- per-device state ---- */
+#define CUDA_MAX_DEVICES 16
+#define STAGE_BYTES ((size_t)8 << 20)   /* one half of the pinned staging buffer */
+
+typedef struct cu_fn {
+    char *name;
+    CUfunction fn;
+    UT_hash_handle hh;
+} cu_fn;
+
+typedef struct cu_mod {
+    const void *cubin;        /* key: the caller's cubin pointer */
+    CUmodule mod;
+    cu_fn *fns;
+    UT_hash_handle hh;
+} cu_mod;
+
+typedef struct cuda_dev {
+    int ready;
+    CUdevice dev;
+    CUcontext ctx;            /* retained primary context, NULL when not retained */
+    CUstream stream;
+    unsigned char *staging;   /* 2 * STAGE_BYTES, pinned */
+    CUevent staged[2];        /* recorded behind the last copy that used each half */
+    int next_half;
+    devalloc *alloc;
+    cu_mod *mods;
+    char label[16];           /* "cuda:0" */
+    cuda_device_info info;
+} cuda_dev;
+
+static struct {
+    int state;                /* 0: not probed, 1: usable, -1: unavailable */
+    void *lib;
+    char path[512];           /* the library actually loaded */
+    int ndev, version;
+    char reason[1024];
+    cuda_dev devs[CUDA_MAX_DEVICES];
+} drv;
+
+static _Thread_local CUcontext cur_ctx;
+
+/* ---- error words ---- */
+
+/* Names and texts for when the driver cannot give them (the stub's cuGetErrorName fails too). */
+static const struct { CUresult code; const char *name, *text; } known_errors[] = {
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {4, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {34, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+    {46, "CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA-capable device(s) is/are busy or unavailable"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+    {304, "CUDA_ERROR_OPERATING_SYSTEM", "OS call failed or operation not supported on this OS"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "system has unsupported display driver / cuda driver combination"},
+    {804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", "forward compatibility was attempted on non supported HW"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+/* "CUDA_ERROR_X (text)" for r, into buf. */
+static const char *error_words(CUresult r, char *buf, size_t cap) {
+    const char *name = NULL, *text = NULL;
+    if (cu.cuGetErrorName && cu.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+    if (cu.cuGetErrorString && cu.cuGetErrorString(r, &text) != CUDA_SUCCESS) text = NULL;
+    for (size_t i = 0; i < sizeof known_errors / sizeof known_errors[0] && !(name && text); i++)
+        if (known_errors[i].code == r) {
+            if (!name) name = known_errors[i].name;
+            if (!text) text = known_errors[i].text;
+        }
+    if (name && text) snprintf(buf, cap, "%s (%s)", name, text);
+    else snprintf(buf, cap, "CUDA error %d", r);
+    return buf;
+}
+
+static st_status cu_fail(const char *call, CUresult r) {
+    char w[256];
+    return st_error(ST_ERR_DEVICE, "CUDA error in %s: %s", call, error_words(r, w, sizeof w));
+}
+
+/* Evaluates a driver call; on failure returns the ST_ERR_DEVICE naming it. */
+#define CU_TRY(call, expr)                                                                      \
+    do {                                                                                        \
+        CUresult r_ = (expr);                                                                   \
+        if (r_ != CUDA_SUCCESS) return cu_fail(call, r_);                                       \
+    } while (0)
+
+/* ---- loading and probing ---- */
+
+/* dlopens the driver; NULL with drv.reason set. */
+static void *open_driver(void) {
+    const char *env = getenv("ST_CUDA_LIB");
+    if (env && *env) {
+        void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+        if (!h) snprintf(drv.reason, sizeof drv.reason, "no CUDA driver found (%s; the path came from ST_CUDA_LIB)", dlerror());
+        return h;
+    }
+    char compat[512] = "";
+    const char *cuda_path = getenv("CUDA_PATH");
+    if (cuda_path && *cuda_path) snprintf(compat, sizeof compat, "%s/compat/libcuda.so.1", cuda_path);
+    const char *const paths[] = {"libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1",
+                                 "/usr/lib/wsl/lib/libcuda.so.1", compat, "/usr/local/cuda/compat/libcuda.so.1"};
+    char first[512] = "", tried[1024] = "";
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        if (!*paths[i]) continue;
+        void *h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
+        if (h) return h;
+        if (i == 0) snprintf(first, sizeof first, "%s", dlerror());
+        else {
+            size_t used = strlen(tried);
+            snprintf(tried + used, sizeof tried - used, "%s%s", used ? ", " : "", paths[i]);
+        }
+    }
+    snprintf(drv.reason, sizeof drv.reason, "no CUDA driver found (%s; also tried %s)", first, tried);
+    return NULL;
+}
+
+/* Resolves every entry point of CU_API; 0 with drv.reason naming the first missing one. */
+static int resolve_api(void) {
+#define CU_RESOLVE(field, sym, params)                                                          \
+    {                                                                                           \
+        void *p = dlsym(drv.lib, sym);                                                          \
+        if (!p) {                                                                               \
+            snprintf(drv.reason, sizeof drv.reason,                                             \
+                     "the CUDA driver library %s lacks %s (%s)", drv.path, sym,                 \
+                     strcmp(sym, "cuInit") ? "a driver older than CUDA 11?" : "not a CUDA driver");  \
+            return 0;                                                                           \
+        }                                                                                       \
+        memcpy(&cu.field, &p, sizeof p);                                                        \
+    }
+    CU_API(CU_RESOLVE)
+#undef CU_RESOLVE
+    return 1;
+}
+
+/* cuInit + version + device count; 0 with drv.reason set. */
+static int init_driver(void) {
+    char w[256];
+    CUresult r = cu.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        if (r == CUDA_ERROR_STUB_LIBRARY || strstr(drv.path, "/stubs/"))
+            snprintf(drv.reason, sizeof drv.reason, "the CUDA driver library is a stub (%s): no GPU driver installed (cuInit: %s)",
+                     drv.path, error_words(r, w, sizeof w));
+        else
+            snprintf(drv.reason, sizeof drv.reason, "cuInit failed: %s (driver library %s)", error_words(r, w, sizeof w),
+                     drv.path);
+        return 0;
+    }
+    int n = 0;
+    if ((r = cu.cuDriverGetVersion(&drv.version)) != CUDA_SUCCESS || (r = cu.cuDeviceGetCount(&n)) != CUDA_SUCCESS) {
+        snprintf(drv.reason, sizeof drv.reason, "the CUDA driver does not answer: %s (driver library %s)",
+                 error_words(r, w, sizeof w), drv.path);
+        return 0;
+    }
+    if (n <= 0) {
+        snprintf(drv.reason, sizeof drv.reason, "the CUDA driver (%s, CUDA %d.%d) found no GPU", drv.path,
+                 drv.version / 1000, drv.version % 1000 / 10);
+        return 0;
+    }
+    drv.ndev = n < CUDA_MAX_DEVICES ? n : CUDA_MAX_DEVICES;
+    return 1;
+}
+
+static int probe_driver(void) {
+    drv.lib = open_driver();
+    if (!drv.lib) return 0;
+    struct link_map *lm = NULL;
+    const char *env = getenv("ST_CUDA_LIB");
+    if (dlinfo(drv.lib, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name)
+        snprintf(drv.path, sizeof drv.path, "%s", lm->l_name);
+    else
+        snprintf(drv.path, sizeof drv.path, "%s", env && *env ? env : "libcuda.so.1");
+    if (!resolve_api()) {
+        memset(&cu, 0, sizeof cu);
+        dlclose(drv.lib);   /* nothing of it ran yet */
+        drv.lib = NULL;
+        return 0;
+    }
+    /* After cuInit ran, the library stays loaded even on failure: unloading a driver that may
+     * have started threads is not safe. */
+    return init_driver();
+}
+
+int cuda_probe(void) {
+    if (drv.state == 0) drv.state = probe_driver() ? 1 : -1;
+    return drv.state > 0 ? drv.ndev : 0;
+}
+
+const char *cuda_unavailable_reason(void) {
+    cuda_probe();
+    return drv.reason;
+}
+
+int cuda_driver_version(void) { return cuda_probe() ? drv.version : 0; }
+
+/* ---- devices ---- */
+
+static CUresult make_current(cuda_dev *d) {
+    if (cur_ctx == d->ctx) return CUDA_SUCCESS;
+    CUresult r = cu.cuCtxSetCurrent(d->ctx);
+    if (r == CUDA_SUCCESS) cur_ctx = d->ctx;
+    return r;
+}
+
+static st_status backend_alloc(void *ud, size_t n, uint64_t *ptr) {
+    cuda_dev *d = ud;
+    /* The OOM handler (a GC) may have freed blocks of another device in between. */
+    CU_TRY("cuCtxSetCurrent", make_current(d));
+    CUdeviceptr p = 0;
+    CUresult r = cu.cuMemAlloc(&p, n);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return ST_ERR_OOM;
+    if (r != CUDA_SUCCESS) return cu_fail("cuMemAlloc", r);
+    *ptr = p;
+    return ST_OK;
+}
+
+/* Frees wait for the stream first: queued work may still use the block. Errors cannot be reported
+ * from a free; a broken context shows up at the next call that can. */
+static void backend_free(void *ud, uint64_t ptr) {
+    cuda_dev *d = ud;
+    if (make_current(d) != CUDA_SUCCESS) return;
+    cu.cuStreamSynchronize(d->stream);
+    cu.cuMemFree((CUdeviceptr)ptr);
+}
+
+static void unload_modules(cuda_dev *d) {
+    cu_mod *m, *mt;
+    HASH_ITER(hh, d->mods, m, mt) {
+        cu_fn *f, *ft;
+        HASH_ITER(hh, m->fns, f, ft) {
+            HASH_DEL(m->fns, f);
+            st_free(f->name);
+            st_free(f);
+        }
+        cu.cuModuleUnload(m->mod);
+        HASH_DEL(d->mods, m);
+        st_free(m);
+    }
+}
+
+/* Releases whatever activation acquired (also a partial activation); the context last. */
+static void release_dev(cuda_dev *d) {
+    if (d->ctx && make_current(d) == CUDA_SUCCESS) {
+        if (d->stream) cu.cuStreamSynchronize(d->stream);
+        unload_modules(d);
+        devalloc_destroy(d->alloc);
+        for (int h = 0; h < 2; h++)
+            if (d->staged[h]) cu.cuEventDestroy(d->staged[h]);
+        if (d->staging) cu.cuMemFreeHost(d->staging);
+        if (d->stream) cu.cuStreamDestroy(d->stream);
+    }
+    if (d->ctx) {
+        cu.cuDevicePrimaryCtxRelease(d->dev);
+        if (cur_ctx == d->ctx) cur_ctx = NULL;
+    }
+    int ordinal = d->info.ordinal;
+    memset(d, 0, sizeof *d);
+    d->info.ordinal = ordinal;
+}
+
+static st_status query_info(cuda_dev *d) {
+    cuda_device_info *in = &d->info;
+    CU_TRY("cuDeviceGetName", cu.cuDeviceGetName(in->name, (int)sizeof in->name, d->dev));
+    CU_TRY("cuDeviceGetAttribute", cu.cuDeviceGetAttribute(&in->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
+    CU_TRY("cuDeviceGetAttribute", cu.cuDeviceGetAttribute(&in->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev));
+    CU_TRY("cuDeviceGetAttribute", cu.cuDeviceGetAttribute(&in->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev));
+    CU_TRY("cuDeviceGetAttribute", cu.cuDeviceGetAttribute(&in->max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, d->dev));
+    CU_TRY("cuDeviceTotalMem", cu.cuDeviceTotalMem(&in->total_mem, d->dev));
+    return ST_OK;
+}
+
+static st_status acquire_dev(cuda_dev *d, int ordinal) {
+    d->info.ordinal = ordinal;
+    snprintf(d->label, sizeof d->label, "cuda:%d", ordinal);
+    CU_TRY("cuDeviceGet", cu.cuDeviceGet(&d->dev, ordinal));
+    st_status s = query_info(d);
+    if (s != ST_OK) return s;
+    CU_TRY("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(&d->ctx, d->dev));
+    CU_TRY("cuCtxSetCurrent", make_current(d));
+    CU_TRY("cuStreamCreate", cu.cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING));
+    void *staging = NULL;
+    CU_TRY("cuMemHostAlloc", cu.cuMemHostAlloc(&staging, 2 * STAGE_BYTES, CU_MEMHOSTALLOC_PORTABLE));
+    d->staging = staging;
+    for (int h = 0; h < 2; h++) CU_TRY("cuEventCreate", cu.cuEventCreate(&d->staged[h], CU_EVENT_DISABLE_TIMING));
+    devalloc_backend be = {.ud = d, .alloc = backend_alloc, .free = backend_free, .total = d->info.total_mem,
+                           .name = "CUDA", .label = d->label};
+    d->alloc = devalloc_new(&be);
+    if (!d->alloc) return ST_ERR_OOM;
+    d->ready = 1;
+    return ST_OK;
+}
+
+/* The active device `ordinal`, current on this thread; NULL with the error set. */
+static cuda_dev *get_dev(int ordinal) {
+    int n = cuda_probe();
+    if (n == 0) {
+        st_error(ST_ERR_DEVICE, "CUDA is not available: %s", drv.reason);
+        return NULL;
+    }
+    if (ordinal < 0 || ordinal >= n) {
+        st_error(ST_ERR_DEVICE, "no CUDA device cuda:%d (this machine has %d: cuda:0 to cuda:%d)", ordinal, n, n - 1);
+        return NULL;
+    }
+    cuda_dev *d = &drv.devs[ordinal];
+    if (!d->ready) {
+        if (acquire_dev(d, ordinal) != ST_OK) {
+            snprintf(drv.reason, sizeof drv.reason, "cuda:%d could not be activated: %s", ordinal, st_last_error());
+            release_dev(d);
+            return NULL;
+        }
+        drv.reason[0] = 0;   /* an earlier activation failure is no longer the story */
+        return d;
+    }
+    CUresult r = make_current(d);
+    if (r != CUDA_SUCCESS) {
+        cu_fail("cuCtxSetCurrent", r);
+        return NULL;
+    }
+    return d;
+}
+
+const cuda_device_info *cuda_device(int ordinal) {
+    cuda_dev *d = get_dev(ordinal);
+    return d ? &d->info : NULL;
+}
+
+/* ---- memory ---- */
+
+st_status cuda_mem_alloc(int dev, size_t n, st_devptr *out) {
+    *out = 0;
+    cuda_dev *d = get_dev(dev);
+    if (!d) return st_last_status();
+    return devalloc_alloc(d->alloc, n, out);
+}
+
+/* A no-op when the device is not active: nothing of it can be in use then. */
+void cuda_mem_free(int dev, st_devptr p) {
+    if (!p || drv.state <= 0 || dev < 0 || dev >= drv.ndev || !drv.devs[dev].ready) return;
+    devalloc_free(drv.devs[dev].alloc, p);
+}
+
+st_status cuda_mem_get_info(int dev, size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = *total_bytes = 0;
+    if (!get_dev(dev)) return st_last_status();
+    CU_TRY("cuMemGetInfo", cu.cuMemGetInfo(free_bytes, total_bytes));
+    return ST_OK;
+}
+
+void cuda_mem_stats(uint64_t *in_use, uint64_t *reserved, uint64_t *peak) {
+    *in_use = *reserved = *peak = 0;
+    for (int i = 0; i < drv.ndev; i++) {
+        if (!drv.devs[i].ready) continue;
+        devalloc_stats s;
+        devalloc_get_stats(drv.devs[i].alloc, &s);
+        *in_use += s.in_use;
+        *reserved += s.reserved;
+        *peak += s.peak;
+    }
+}
+
+void cuda_mem_reset_peak(void) {
+    for (int i = 0; i < drv.ndev; i++)
+        if (drv.devs[i].ready) devalloc_reset_peak(drv.devs[i].alloc);
+}
+
+void cuda_empty_cache(void) {
+    for (int i = 0; i < drv.ndev; i++)
+        if (drv.devs[i].ready) devalloc_empty_cache(drv.devs[i].alloc);
+}
+
+/* ---- transfers ---- */
+
+/* The next staging half, free for the host to write: the copy that last used it has completed. */
+static st_status take_half(cuda_dev *d, unsigned char **half, int *h) {
+    *h = d->next_half;
+    d->next_half ^= 1;
+    CU_TRY("cuEventSynchronize", cu.cuEventSynchronize(d->staged[*h]));
+    *half = d->staging + (size_t)*h * STAGE_BYTES;
+    return ST_OK;
+}
+
+st_status cuda_copy_htod(int dev, st_devptr dst, const void *src, size_t n) {
+    if (n == 0) return ST_OK;
+    cuda_dev *d = get_dev(dev);
+    if (!d) return st_last_status();
+    for (size_t off = 0; off < n;) {
+        size_t len = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
+        unsigned char *half;
+        int h;
+        st_status s = take_half(d, &half, &h);
+        if (s != ST_OK) return s;
+        memcpy(half, (const unsigned char *)src + off, len);
+        CU_TRY("cuMemcpyHtoDAsync", cu.cuMemcpyHtoDAsync(dst + off, half, len, d->stream));
+        CU_TRY("cuEventRecord", cu.cuEventRecord(d->staged[h], d->stream));
+        off += len;
+    }
+    return ST_OK;
+}
+
+/* Pipelined: chunk i is copied into one half while the host copies chunk i-1 out of the other. */
+st_status cuda_copy_dtoh(int dev, void *dst, st_devptr src, size_t n) {
+    if (n == 0) return ST_OK;
+    cuda_dev *d = get_dev(dev);
+    if (!d) return st_last_status();
+    unsigned char *out = dst, *prev = NULL;
+    int prev_h = 0;
+    size_t prev_off = 0, prev_len = 0;
+    for (size_t off = 0; off < n;) {
+        size_t len = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
+        unsigned char *half;
+        int h;
+        st_status s = take_half(d, &half, &h);
+        if (s != ST_OK) return s;
+        CU_TRY("cuMemcpyDtoHAsync", cu.cuMemcpyDtoHAsync(half, src + off, len, d->stream));
+        CU_TRY("cuEventRecord", cu.cuEventRecord(d->staged[h], d->stream));
+        if (prev) {
+            CU_TRY("cuEventSynchronize", cu.cuEventSynchronize(d->staged[prev_h]));
+            memcpy(out + prev_off, prev, prev_len);
+        }
+        prev = half;
+        prev_h = h;
+        prev_off = off;
+        prev_len = len;
+        off += len;
+    }
+    CU_TRY("cuEventSynchronize", cu.cuEventSynchronize(d->staged[prev_h]));
+    memcpy(out + prev_off, prev, prev_len);
+    return ST_OK;
+}
+
+st_status cuda_copy_dtod(int dev, st_devptr dst, st_devptr src, size_t n) {
+    if (n == 0) return ST_OK;
+    cuda_dev *d = get_dev(dev);
+    if (!d) return st_last_status();
+    CU_TRY("cuMemcpyDtoDAsync", cu.cuMemcpyDtoDAsync(dst, src, n, d->stream));
+    return ST_OK;
+}
+
+/* ---- modules and launches ---- */
+
+static st_status load_module(cuda_dev *d, const void *cubin, size_t n, cu_mod **out) {
+    cu_mod *m = st_calloc(1, sizeof *m);
+    if (!m) return ST_ERR_OOM;
+    CUresult r = cu.cuModuleLoadData(&m->mod, cubin);
+    if (r != CUDA_SUCCESS) {
+        st_free(m);
+        char w[256];
+        return st_error(ST_ERR_DEVICE, "CUDA error in cuModuleLoadData: %s (a cubin of %zu bytes on %s, %s, sm_%d%d)",
+                        error_words(r, w, sizeof w), n, d->label, d->info.name, d->info.cc_major, d->info.cc_minor);
+    }
+    m->cubin = cubin;
+    cuda_hash_oom = 0;
+    HASH_ADD_PTR(d->mods, cubin, m);
+    if (cuda_hash_oom) {
+        cu.cuModuleUnload(m->mod);
+        st_free(m);
+        return ST_ERR_OOM;
+    }
+    *out = m;
+    return ST_OK;
+}
+
+static st_status find_function(cu_mod *m, const char *name, cu_fn **out) {
+    CUfunction fn;
+    CUresult r = cu.cuModuleGetFunction(&fn, m->mod, name);
+    if (r != CUDA_SUCCESS) {
+        char w[256];
+        return st_error(ST_ERR_DEVICE, "CUDA error in cuModuleGetFunction(\"%s\"): %s", name, error_words(r, w, sizeof w));
+    }
+    cu_fn *f = st_calloc(1, sizeof *f);
+    if (!f) return ST_ERR_OOM;
+    if (!(f->name = st_strdup(name))) {
+        st_free(f);
+        return ST_ERR_OOM;
+    }
+    f->fn = fn;
+    cuda_hash_oom = 0;
+    HASH_ADD_KEYPTR(hh, m->fns, f->name, strlen(f->name), f);
+    if (cuda_hash_oom) {
+        st_free(f->name);
+        st_free(f);
+        return ST_ERR_OOM;
+    }
+    *out = f;
+    return ST_OK;
+}
+
+st_status cuda_module_function(int dev, const void *cubin, size_t n, const char *name, void **fn) {
+    *fn = NULL;
+    cuda_dev *d = get_dev(dev);
+    if (!d) return st_last_status();
+    cu_mod *m;
+    HASH_FIND_PTR(d->mods, &cubin, m);
+    st_status s;
+    if (!m && (s = load_module(d, cubin, n, &m)) != ST_OK) return s;
+    cu_fn *f;
+    HASH_FIND_STR(m->fns, name, f);
+    if (!f && (s = find_function(m, name, &f)) != ST_OK) return s;
+    *fn = f->fn;
+    return ST_OK;
+}
+
+st_status cuda_launch(int dev, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shmem, void **params) {
+    cuda_dev *d = get_dev(dev);
+    if (!d) return st_last_status();
+    CUresult r = cu.cuLaunchKernel((CUfunction)fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem,
+                                   d->stream, params, NULL);
+    if (r != CUDA_SUCCESS) {
+        char w[256];
+        return st_error(ST_ERR_DEVICE, "CUDA error in cuLaunchKernel: %s (grid %ux%ux%u, block %ux%ux%u, %u B shared, %s)",
+                        error_words(r, w, sizeof w), grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem,
+                        d->label);
+    }
+    return ST_OK;
+}
+
+st_status cuda_synchronize(int dev) {
+    cuda_dev *d = get_dev(dev);
+    if (!d) return st_last_status();
+    CU_TRY("cuStreamSynchronize", cu.cuStreamSynchronize(d->stream));
+    return ST_OK;
+}
+
+/* ---- shutdown ---- */
+
+void cuda_shutdown(void) {
+    if (drv.state <= 0) return;
+    for (int i = 0; i < drv.ndev; i++) {
+        cuda_dev *d = &drv.devs[i];
+        if (!d->ready || make_current(d) != CUDA_SUCCESS) continue;
+        cu.cuCtxSynchronize();
+        unload_modules(d);
+        devalloc_empty_cache(d->alloc);
+        devalloc_stats s;
+        devalloc_get_stats(d->alloc, &s);
+        if (s.in_use == 0) release_dev(d);
+    }
+}

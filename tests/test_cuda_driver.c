@@ -1,0 +1,565 @@
+/*
+ * test_cuda_driver.c — the driver-API layer (runtime/cuda.c) with a missing, wrong, stub, fake
+ * and (on a GPU machine) real libcuda.
+ *
+ * The probe runs once per process, so every case runs in a forked child with its own ST_CUDA_LIB;
+ * the child ships its first failed check back through a pipe (a crash is a failure too).
+ *  - missing library, a library that is not a driver, the toolkit's stub: cuda_probe() == 0, the
+ *    reason names the path and the cause in words, every entry point fails with ST_ERR_DEVICE;
+ *  - a fake driver (this very file compiled with -DST_FAKE_LIBCUDA into a temp dir): a host-memory
+ *    implementation of the entry points whose asynchronous copies, event records and launches are
+ *    queued and run only when something waits, like a real stream. It checks the layer's contract:
+ *    copies round-trip through the double-buffered staging (a staging half reused before its
+ *    copy ran would corrupt the data), H2D returns before the copy ran yet the caller may reuse
+ *    its buffer, frees and unloads happen only with an idle stream, modules load once, shutdown
+ *    releases everything (and keeps blocks that are still in use valid); cuInit failures and zero
+ *    devices give their messages;
+ *  - the real driver, when one is present: the same round-trip suite, including a PTX launch.
+ */
+#ifdef ST_FAKE_LIBCUDA
+/* ------------------------------------------------------------------------------------------- */
+/* The fake libcuda.so.1: built by the test with `cc -shared -fPIC -DST_FAKE_LIBCUDA`.          */
+#include <stdlib.h>
+#include <string.h>
+
+typedef unsigned long long CUdeviceptr;
+typedef struct fake_event { int recorded; long seq; } fake_event;
+typedef struct fake_op {
+    int kind;             /* 0 copy, 1 event record, 2 fill launch */
+    void *dst;
+    const void *src;
+    size_t n;
+    fake_event *ev;
+} fake_op;
+
+static fake_op *queue;
+static long qn, qdone, qcap;
+static int ctx_refs, stream_live, event_live, pinned_live, allocs_live, loads, unloads, violations, set_current;
+static size_t mem_used, mem_cap;
+static int ctx_marker, stream_marker, module_marker, fill_marker;
+static void *current;
+
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+static void run_op(fake_op *o) {
+    if (o->kind == 0) memcpy(o->dst, o->src, o->n);
+    else if (o->kind == 2)
+        for (size_t i = 0; i < o->n; i++) ((unsigned *)o->dst)[i] = (unsigned)i;
+}
+static void run_until(long seq) {
+    while (qdone <= seq && qdone < qn) run_op(&queue[qdone++]);
+    if (qdone == qn) qn = qdone = 0;
+}
+static long enqueue(fake_op o) {
+    if (qn == qcap) {
+        qcap = qcap ? 2 * qcap : 64;
+        queue = realloc(queue, (size_t)qcap * sizeof *queue);
+    }
+    queue[qn] = o;
+    return qn++;
+}
+static int idle(void) { return qn == qdone; }
+static int ready(void) { return ctx_refs > 0 && current == &ctx_marker; }
+
+int fakecu_stat(const char *what);
+int fakecu_stat(const char *what) {
+    if (!strcmp(what, "ctx_refs")) return ctx_refs;
+    if (!strcmp(what, "streams")) return stream_live;
+    if (!strcmp(what, "events")) return event_live;
+    if (!strcmp(what, "pinned")) return pinned_live;
+    if (!strcmp(what, "allocs")) return allocs_live;
+    if (!strcmp(what, "loads")) return loads;
+    if (!strcmp(what, "unloads")) return unloads;
+    if (!strcmp(what, "violations")) return violations;
+    if (!strcmp(what, "set_current")) return set_current;
+    if (!strcmp(what, "pending")) return (int)(qn - qdone);
+    return -1;
+}
+
+#define API(name, params) int name params; int name params
+API(cuInit, (unsigned f)) { (void)f; return env_int("FAKE_CUDA_INIT", 0); }
+API(cuDriverGetVersion, (int *v)) { *v = 12040; return 0; }
+API(cuDeviceGetCount, (int *n)) { *n = env_int("FAKE_CUDA_DEVICES", 1); return 0; }
+API(cuDeviceGet, (int *d, int o)) { *d = o; return 0; }
+API(cuDeviceGetName, (char *s, int n, int d)) { (void)d; strncpy(s, "Fake GPU", (size_t)n); return 0; }
+API(cuDeviceGetAttribute, (int *v, int a, int d)) {
+    (void)d;
+    *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 132 : a == 1 ? 1024 : 0;
+    return 0;
+}
+API(cuDeviceTotalMem_v2, (size_t *b, int d)) {
+    (void)d;
+    mem_cap = (size_t)env_int("FAKE_CUDA_MEM_MIB", 256) << 20;
+    *b = mem_cap;
+    return 0;
+}
+API(cuDevicePrimaryCtxRetain, (void **c, int d)) { (void)d; ctx_refs++; *c = &ctx_marker; return 0; }
+API(cuDevicePrimaryCtxRelease_v2, (int d)) { (void)d; ctx_refs--; return 0; }
+API(cuCtxSetCurrent, (void *c)) { set_current++; current = c; return 0; }
+API(cuCtxSynchronize, (void)) { run_until(qn); return 0; }
+API(cuStreamCreate, (void **s, unsigned f)) { violations += f != 1; stream_live++; *s = &stream_marker; return 0; }
+API(cuStreamDestroy_v2, (void *s)) { violations += s != &stream_marker || !idle(); stream_live--; return 0; }
+API(cuStreamSynchronize, (void *s)) { violations += s != &stream_marker; run_until(qn); return 0; }
+API(cuEventCreate, (fake_event **e, unsigned f)) { (void)f; *e = calloc(1, sizeof **e); event_live++; return 0; }
+API(cuEventRecord, (fake_event *e, void *s)) {
+    violations += s != &stream_marker;
+    e->recorded = 1;
+    e->seq = enqueue((fake_op){.kind = 1, .ev = e});
+    return 0;
+}
+API(cuEventSynchronize, (fake_event *e)) { if (e->recorded) run_until(e->seq); return 0; }
+API(cuEventDestroy_v2, (fake_event *e)) { free(e); event_live--; return 0; }
+API(cuMemAlloc_v2, (CUdeviceptr *p, size_t n)) {
+    if (!ready()) return 201;
+    if (mem_used + n > mem_cap) return 2;
+    size_t *b = malloc(n + 16);
+    if (!b) return 2;
+    b[0] = n;
+    mem_used += n;
+    allocs_live++;
+    *p = (CUdeviceptr)(b + 2);
+    return 0;
+}
+API(cuMemFree_v2, (CUdeviceptr p)) {
+    violations += !idle() || !ready();
+    size_t *b = (size_t *)p - 2;
+    mem_used -= b[0];
+    allocs_live--;
+    free(b);
+    return 0;
+}
+API(cuMemGetInfo_v2, (size_t *f, size_t *t)) { *f = mem_cap - mem_used; *t = mem_cap; return 0; }
+API(cuMemHostAlloc, (void **p, size_t n, unsigned f)) { (void)f; *p = malloc(n); pinned_live++; return 0; }
+API(cuMemFreeHost, (void *p)) { violations += !idle(); free(p); pinned_live--; return 0; }
+API(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, void *st)) {
+    violations += st != &stream_marker || !ready();
+    enqueue((fake_op){.kind = 0, .dst = (void *)d, .src = s, .n = n});
+    return 0;
+}
+API(cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, void *st)) {
+    violations += st != &stream_marker || !ready();
+    enqueue((fake_op){.kind = 0, .dst = d, .src = (const void *)s, .n = n});
+    return 0;
+}
+API(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr s, size_t n, void *st)) {
+    violations += st != &stream_marker || !ready();
+    enqueue((fake_op){.kind = 0, .dst = (void *)d, .src = (const void *)s, .n = n});
+    return 0;
+}
+API(cuModuleLoadData, (void **m, const void *image)) {
+    if (!strstr((const char *)image, ".entry fill")) return 200;
+    loads++;
+    *m = &module_marker;
+    return 0;
+}
+API(cuModuleGetFunction, (void **f, void *m, const char *name)) {
+    (void)m;
+    if (strcmp(name, "fill")) return 500;
+    *f = &fill_marker;
+    return 0;
+}
+API(cuModuleUnload, (void *m)) { (void)m; violations += !idle(); unloads++; return 0; }
+API(cuLaunchKernel, (void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned sh,
+                     void *st, void **params, void **extra)) {
+    (void)gy, (void)gz, (void)by, (void)bz, (void)sh, (void)extra;
+    violations += st != &stream_marker || f != &fill_marker;
+    if (bx > 1024) return 1;
+    size_t n = *(unsigned *)params[1], threads = (size_t)gx * bx;
+    enqueue((fake_op){.kind = 2, .dst = (void *)*(CUdeviceptr *)params[0], .n = n < threads ? n : threads});
+    return 0;
+}
+API(cuGetErrorName, (int e, const char **s)) { (void)e; *s = NULL; return 1; } /* like the stub: no words */
+API(cuGetErrorString, (int e, const char **s)) { (void)e; *s = NULL; return 1; }
+
+#else
+/* ------------------------------------------------------------------------------------------- */
+#include "test.h"
+#include "runtime/cuda.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MiB ((size_t)1 << 20)
+
+/* Runs fn in a child with ST_CUDA_LIB = lib (unset when NULL) and reports its first failure. */
+static void in_child(const char *lib, void (*fn)(void)) {
+    int fd[2];
+    if (pipe(fd) != 0) {
+        TEST_FAILF("pipe failed");
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        if (lib) setenv("ST_CUDA_LIB", lib, 1);
+        else unsetenv("ST_CUDA_LIB");
+        test_cur_failed = 0;
+        test_cur_msg[0] = 0;
+        fn();
+        char rep[sizeof test_cur_msg + 1];
+        rep[0] = test_cur_failed ? 'F' : 'P';
+        memcpy(rep + 1, test_cur_msg, sizeof test_cur_msg);
+        ssize_t w = write(fd[1], rep, sizeof rep);
+        _exit(w == (ssize_t)sizeof rep ? 0 : 1);
+    }
+    close(fd[1]);
+    char rep[sizeof test_cur_msg + 1];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof rep && (r = read(fd[0], rep + got, sizeof rep - got)) > 0) got += (size_t)r;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) TEST_FAILF("the child crashed with signal %d", WTERMSIG(status));
+    else if (got != sizeof rep) TEST_FAILF("the child exited (status %d) without a report", WEXITSTATUS(status));
+    else if (rep[0] == 'F') TEST_FAILF("%s", rep + 1);
+}
+
+/* Every entry point fails cleanly with ST_ERR_DEVICE and the reason. */
+static void check_unusable(const char *must_contain) {
+    CHECK_EQ_INT(cuda_probe(), 0);
+    CHECK_EQ_INT(cuda_probe(), 0);
+    const char *why = cuda_unavailable_reason();
+    CHECK_MSG(why && strstr(why, must_contain), "reason \"%s\" lacks \"%s\"", why ? why : "(null)", must_contain);
+    CHECK_EQ_INT(cuda_driver_version(), 0);
+    st_clear_error();
+    CHECK(cuda_device(0) == NULL);
+    CHECK_EQ_INT(st_last_status(), ST_ERR_DEVICE);
+    CHECK_MSG(strstr(st_last_error(), "CUDA is not available: ") && strstr(st_last_error(), must_contain),
+              "message: %s", st_last_error());
+    st_devptr p = 99;
+    CHECK_EQ_INT(cuda_mem_alloc(0, 1024, &p), ST_ERR_DEVICE);
+    CHECK_EQ_INT(p, 0);
+    CHECK(strstr(st_last_error(), must_contain) != NULL);
+    char buf[16] = {0};
+    CHECK_EQ_INT(cuda_copy_htod(0, 4096, buf, sizeof buf), ST_ERR_DEVICE);
+    CHECK_EQ_INT(cuda_copy_dtoh(0, buf, 4096, sizeof buf), ST_ERR_DEVICE);
+    CHECK_EQ_INT(cuda_copy_dtod(0, 4096, 8192, sizeof buf), ST_ERR_DEVICE);
+    void *fn = buf;
+    CHECK_EQ_INT(cuda_module_function(0, buf, sizeof buf, "k", &fn), ST_ERR_DEVICE);
+    CHECK(fn == NULL);
+    CHECK_EQ_INT(cuda_synchronize(0), ST_ERR_DEVICE);
+    cuda_mem_free(0, 4096); /* no-ops, no crash */
+    cuda_empty_cache();
+    uint64_t a = 1, b = 1, c = 1;
+    cuda_mem_stats(&a, &b, &c);
+    CHECK(a == 0 && b == 0 && c == 0);
+    cuda_shutdown();
+}
+
+static void missing_body(void) { check_unusable("no CUDA driver found (/nonexistent/libcuda.so.1: cannot open shared object file"); }
+TEST(missing_library) { in_child("/nonexistent/libcuda.so.1", missing_body); }
+
+static void not_a_driver_body(void) { check_unusable("lacks cuInit"); }
+TEST(not_a_driver) { in_child("libm.so.6", not_a_driver_body); }
+
+#define STUB "/usr/local/cuda/lib64/stubs/libcuda.so"
+static void stub_body(void) {
+    check_unusable("the CUDA driver library is a stub (");
+    check_unusable("no GPU driver installed (cuInit: CUDA_ERROR_STUB_LIBRARY");
+}
+TEST(stub_library) { in_child(STUB, stub_body); }
+
+/* No ST_CUDA_LIB on a machine without a driver: the default search says so. */
+static void no_driver_body(void) { check_unusable("no CUDA driver found (libcuda.so.1: "); }
+TEST(default_search_no_driver) { in_child(NULL, no_driver_body); }
+
+/* ---- the round-trip suite: fake or real driver ---- */
+
+static int suite_fake;     /* running on the fake driver: its counters can be checked */
+static void *fake_handle;
+
+static int fake_stat(const char *what) {
+    if (!fake_handle) fake_handle = dlopen(getenv("ST_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+    void *sym = fake_handle ? dlsym(fake_handle, "fakecu_stat") : NULL;
+    int (*f)(const char *);
+    if (!sym) return -1000;
+    memcpy(&f, &sym, sizeof f);
+    return f(what);
+}
+
+static const char fill_ptx[] =
+    ".version 7.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry fill(.param .u64 p, .param .u32 n)\n{\n"
+    "  .reg .pred %p<2>;\n  .reg .b32 %r<6>;\n  .reg .b64 %rd<4>;\n"
+    "  ld.param.u64 %rd1, [p];\n  ld.param.u32 %r1, [n];\n"
+    "  mov.u32 %r2, %ctaid.x;\n  mov.u32 %r3, %ntid.x;\n  mov.u32 %r4, %tid.x;\n"
+    "  mad.lo.s32 %r5, %r2, %r3, %r4;\n  setp.ge.u32 %p1, %r5, %r1;\n  @%p1 bra DONE;\n"
+    "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.u32 %rd3, %r5, 4;\n  add.s64 %rd2, %rd2, %rd3;\n"
+    "  st.global.u32 [%rd2], %r5;\nDONE:\n  ret;\n}\n";
+
+/* Bytes that differ between staging chunks (a pattern periodic in the chunk size would hide a
+ * staging half overwritten too early). */
+static void pattern(unsigned char *p, size_t n, unsigned seed) {
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        p[i] = (unsigned char)(x >> 24);
+    }
+}
+
+static void suite_devices(void) {
+    int n = cuda_probe();
+    CHECK(n >= 1);
+    CHECK_MSG(!strcmp(cuda_unavailable_reason(), ""), "reason: %s", cuda_unavailable_reason());
+    CHECK(cuda_driver_version() >= 11000);
+    const cuda_device_info *di = cuda_device(0);
+    CHECK(di != NULL);
+    if (!di) return;
+    CHECK(di->name[0] != 0 && di->cc_major >= 5 && di->sm_count > 0 && di->total_mem > 0 && di->max_threads >= 256);
+    CHECK(cuda_device(0) == di);
+    CHECK(cuda_device(n) == NULL);
+    CHECK_EQ_INT(st_last_status(), ST_ERR_DEVICE);
+    CHECK(strstr(st_last_error(), "no CUDA device cuda:") != NULL);
+    CHECK(cuda_device(-1) == NULL);
+}
+
+static void suite_copies(void) {
+    size_t n = MiB, big = 20 * MiB + 3; /* big: three staging chunks, the last one odd */
+    unsigned char *h = malloc(big), *h2 = malloc(big), *out = malloc(big);
+    st_devptr a = 0, b = 0, c = 0;
+    CHECK(h && h2 && out);
+    if (!h || !h2 || !out) goto done;
+    CHECK(cuda_mem_alloc(0, n, &a) == ST_OK && a);
+    CHECK(cuda_mem_alloc(0, n, &b) == ST_OK && b && b != a);
+    CHECK(cuda_mem_alloc(0, big, &c) == ST_OK && c);
+    pattern(h, n, 1);
+    CHECK(cuda_copy_htod(0, a, h, n) == ST_OK);
+    CHECK(cuda_copy_dtod(0, b, a, n) == ST_OK);
+    memset(out, 0, n);
+    CHECK(cuda_copy_dtoh(0, out, b, n) == ST_OK);
+    CHECK_MSG(!memcmp(out, h, n), "1 MiB H2D + D2D + D2H round trip differs");
+    /* the source buffer may be reused as soon as cuda_copy_htod returns */
+    pattern(h, big, 2);
+    memcpy(h2, h, big);
+    CHECK(cuda_copy_htod(0, c, h, big) == ST_OK);
+    memset(h, 0xAB, big);
+    memset(out, 0, big);
+    CHECK(cuda_copy_dtoh(0, out, c, big) == ST_OK);
+    CHECK_MSG(!memcmp(out, h2, big), "20 MiB round trip through staging differs");
+    /* odd offsets and lengths */
+    pattern(h, 1001, 3);
+    CHECK(cuda_copy_htod(0, c + 5, h, 1001) == ST_OK);
+    CHECK(cuda_copy_dtoh(0, out, c + 4, 1003) == ST_OK);
+    CHECK(out[0] == h2[4] && !memcmp(out + 1, h, 1001) && out[1002] == h2[1006]);
+    CHECK(cuda_copy_htod(0, c, h, 0) == ST_OK && cuda_copy_dtoh(0, out, c, 0) == ST_OK);
+    CHECK(cuda_synchronize(0) == ST_OK);
+done:
+    cuda_mem_free(0, a);
+    cuda_mem_free(0, b);
+    cuda_mem_free(0, c);
+    free(h);
+    free(h2);
+    free(out);
+}
+
+static void suite_stats(void) {
+    cuda_empty_cache();
+    uint64_t u0, r0, p0, u, r, p;
+    cuda_mem_stats(&u0, &r0, &p0);
+    CHECK_EQ_INT(u0, r0);
+    st_devptr x;
+    CHECK(cuda_mem_alloc(0, 3 * MiB, &x) == ST_OK);
+    static unsigned char src[3 << 20];
+    CHECK(cuda_copy_htod(0, x, src, sizeof src) == ST_OK); /* still queued when x is freed below */
+    cuda_mem_stats(&u, &r, &p);
+    CHECK_EQ_INT(u, u0 + 4 * MiB);
+    CHECK(p >= u);
+    cuda_mem_free(0, x);
+    cuda_mem_stats(&u, &r, &p);
+    CHECK_EQ_INT(u, u0);
+    CHECK_EQ_INT(r, u0 + 4 * MiB);
+    cuda_mem_reset_peak();
+    cuda_mem_stats(&u, &r, &p);
+    CHECK_EQ_INT(p, u);
+    cuda_empty_cache(); /* returns x to the driver: only once the copy into it has run */
+    if (suite_fake) CHECK_EQ_INT(fake_stat("violations"), 0);
+    cuda_mem_stats(&u, &r, &p);
+    CHECK_EQ_INT(r, u);
+}
+
+static int oom_calls;
+static int count_oom(size_t bytes, void *ud) {
+    (void)bytes, (void)ud;
+    oom_calls++;
+    return 0;
+}
+
+static void suite_oom(void) {
+    const cuda_device_info *di = cuda_device(0);
+    if (!di) return;
+    st_devptr p = 1;
+    CHECK_EQ_INT(cuda_mem_alloc(0, di->total_mem * 2, &p), ST_ERR_OOM);
+    CHECK_EQ_INT(p, 0);
+    CHECK_MSG(strstr(st_last_error(), "CUDA out of memory on cuda:0: tried to allocate ") != NULL, "message: %s",
+              st_last_error());
+    /* more than is free, less than the device: the driver's own OOM, through the whole ladder */
+    st_devptr hold = 0;
+    CHECK(cuda_mem_alloc(0, di->total_mem / 4, &hold) == ST_OK);
+    size_t fr, tot;
+    CHECK(cuda_mem_get_info(0, &fr, &tot) == ST_OK);
+    CHECK(tot == di->total_mem && fr <= tot);
+    size_t want = tot - 4 * MiB;
+    if (want > fr + 4 * MiB) {
+        oom_calls = 0;
+        st_set_oom_handler(count_oom, NULL);
+        CHECK_EQ_INT(cuda_mem_alloc(0, want, &p), ST_ERR_OOM);
+        st_set_oom_handler(NULL, NULL);
+        CHECK_EQ_INT(oom_calls, 1);
+        CHECK_MSG(strstr(st_last_error(), "tried to allocate") && strstr(st_last_error(), "in use"), "message: %s",
+                  st_last_error());
+    }
+    else
+        CHECK_MSG(0, "%zu bytes free of %zu with a quarter held: cannot provoke the driver's OOM", fr, tot);
+    cuda_mem_free(0, hold);
+    CHECK(cuda_mem_alloc(0, MiB, &p) == ST_OK && p); /* usable afterwards */
+    cuda_mem_free(0, p);
+}
+
+static void suite_launch(void) {
+    void *fn = NULL, *fn2 = NULL;
+    CHECK(cuda_module_function(0, fill_ptx, sizeof fill_ptx, "fill", &fn) == ST_OK && fn);
+    CHECK(cuda_module_function(0, fill_ptx, sizeof fill_ptx, "fill", &fn2) == ST_OK && fn2 == fn);
+    if (suite_fake) CHECK_EQ_INT(fake_stat("loads"), 1);
+    CHECK_EQ_INT(cuda_module_function(0, fill_ptx, sizeof fill_ptx, "nope", &fn2), ST_ERR_DEVICE);
+    CHECK_MSG(strstr(st_last_error(), "CUDA error in cuModuleGetFunction(\"nope\"): CUDA_ERROR_NOT_FOUND"), "message: %s",
+              st_last_error());
+    static const char garbage[] = "not a cubin";
+    CHECK_EQ_INT(cuda_module_function(0, garbage, sizeof garbage, "fill", &fn2), ST_ERR_DEVICE);
+    CHECK_MSG(strstr(st_last_error(), "CUDA error in cuModuleLoadData: CUDA_ERROR_"), "message: %s", st_last_error());
+    if (!fn) return;
+    unsigned n = 100003;
+    st_devptr d = 0;
+    unsigned *out = malloc(n * sizeof *out);
+    CHECK(out && cuda_mem_alloc(0, n * sizeof *out, &d) == ST_OK);
+    if (out && d) {
+        void *params[] = {&d, &n};
+        unsigned grid[3] = {(n + 255) / 256, 1, 1}, block[3] = {256, 1, 1}, bad[3] = {4096, 1, 1};
+        CHECK(cuda_launch(0, fn, grid, block, 0, params) == ST_OK);
+        CHECK(cuda_copy_dtoh(0, out, d, n * sizeof *out) == ST_OK);
+        int bad_at = -1;
+        for (unsigned i = 0; i < n && bad_at < 0; i++)
+            if (out[i] != i) bad_at = (int)i;
+        CHECK_MSG(bad_at < 0, "fill kernel: out[%d] = %u", bad_at, bad_at >= 0 ? out[bad_at] : 0);
+        CHECK_EQ_INT(cuda_launch(0, fn, grid, bad, 0, params), ST_ERR_DEVICE);
+        CHECK_MSG(strstr(st_last_error(), "CUDA error in cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (invalid argument)"),
+                  "message: %s", st_last_error());
+        CHECK(cuda_synchronize(0) == ST_OK);
+    }
+    cuda_mem_free(0, d);
+    free(out);
+}
+
+/* Shutdown keeps blocks in use valid; with none left the device is released, then re-activated. */
+static void suite_shutdown(void) {
+    st_devptr live = 0;
+    unsigned char h[4096], out[4096];
+    pattern(h, sizeof h, 9);
+    CHECK(cuda_mem_alloc(0, sizeof h, &live) == ST_OK);
+    CHECK(cuda_copy_htod(0, live, h, sizeof h) == ST_OK);
+    cuda_shutdown();
+    if (suite_fake) {
+        CHECK_EQ_INT(fake_stat("ctx_refs"), 1);
+        CHECK_EQ_INT(fake_stat("unloads"), fake_stat("loads"));
+        CHECK_EQ_INT(fake_stat("allocs"), 1);
+    }
+    memset(out, 0, sizeof out);
+    CHECK(cuda_copy_dtoh(0, out, live, sizeof out) == ST_OK && !memcmp(out, h, sizeof h));
+    cuda_mem_free(0, live);
+    cuda_shutdown();
+    uint64_t u, r, p;
+    cuda_mem_stats(&u, &r, &p);
+    CHECK(u == 0 && r == 0);
+    if (suite_fake) {
+        const char *zero[] = {"ctx_refs", "streams", "events", "pinned", "allocs", "pending", "violations"};
+        for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+            CHECK_MSG(fake_stat(zero[i]) == 0, "fake driver after shutdown: %s = %d", zero[i], fake_stat(zero[i]));
+    }
+    CHECK(cuda_device(0) != NULL); /* usable again */
+    CHECK(cuda_mem_alloc(0, 1000, &live) == ST_OK);
+    cuda_mem_free(0, live);
+    cuda_shutdown();
+    if (suite_fake) CHECK_EQ_INT(fake_stat("ctx_refs"), 0);
+}
+
+static void suite_body(void) {
+    suite_devices();
+    suite_copies();
+    suite_stats();
+    suite_oom();
+    suite_launch();
+    suite_shutdown();
+    if (suite_fake) {
+        CHECK_EQ_INT(fake_stat("violations"), 0);
+        CHECK(fake_stat("set_current") <= 4); /* once per activation (plus frees), not per call */
+    }
+}
+
+/* The fake driver: this file compiled into a temp dir. */
+static char fake_dir[64], fake_lib[128];
+static int build_fake(void) {
+    snprintf(fake_dir, sizeof fake_dir, "/tmp/st_fakecuda_XXXXXX");
+    if (!mkdtemp(fake_dir)) return 0;
+    snprintf(fake_lib, sizeof fake_lib, "%s/libcuda.so.1", fake_dir);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -O1 -DST_FAKE_LIBCUDA -o %s %s 2>&1", fake_lib, __FILE__);
+    return system(cmd) == 0;
+}
+
+static void fake_init_error_body(void) {
+    setenv("FAKE_CUDA_INIT", "100", 1);
+    check_unusable("cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)");
+}
+static void fake_no_device_body(void) {
+    setenv("FAKE_CUDA_DEVICES", "0", 1);
+    check_unusable("found no GPU");
+}
+static void fake_suite_body(void) {
+    suite_fake = 1;
+    suite_body();
+}
+TEST(fake_init_error) { in_child(fake_lib, fake_init_error_body); }
+TEST(fake_no_device) { in_child(fake_lib, fake_no_device_body); }
+TEST(fake_driver) { in_child(fake_lib, fake_suite_body); }
+TEST(real_driver) { in_child(NULL, suite_body); }
+
+/* Whether the default search finds a usable driver (probed in a child: the probe is once). */
+static int have_real_driver(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        unsetenv("ST_CUDA_LIB");
+        _exit(cuda_probe() > 0 ? 0 : 1);
+    }
+    int status = 1;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int main(void) {
+    RUN(missing_library);
+    RUN(not_a_driver);
+    if (access(STUB, R_OK) == 0) RUN(stub_library);
+    else printf("SKIP stub_library: no %s\n", STUB);
+    if (have_real_driver()) RUN(real_driver);
+    else RUN(default_search_no_driver);
+    if (build_fake()) {
+        RUN(fake_init_error);
+        RUN(fake_no_device);
+        RUN(fake_driver);
+    } else {
+        printf("FAIL fake_driver: could not build the fake driver from %s (run from the repository root)\n", __FILE__);
+        test_failed_total++;
+    }
+    if (fake_lib[0]) unlink(fake_lib);
+    if (fake_dir[0]) rmdir(fake_dir);
+    TEST_MAIN_END();
+}
+#endif
