@@ -249,8 +249,8 @@ st_status fuse_execute(st_region *r) {
             s = ST_OK;
             continue;
         }
-        if (jit_nvrtc_check_enabled() && (s = jit_nvrtc_check(&e.launch[g].k, e.launch[g].name)) != ST_OK)
-            goto done;
+        if (jit_nvrtc_check_enabled()) /* CI: CUDA codegen checked without a GPU (reported at exit) */
+            jit_nvrtc_check(&e.launch[g].k, e.launch[g].name);
         if (group_dev(&e, g) > ST_DEV_CPU) continue;   /* compiled by NVRTC when it runs */
         if (!(e.src[g] = render_c(&e.launch[g].k))) {
             s = st_last_status();

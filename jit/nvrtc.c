@@ -206,6 +206,15 @@ static const char *resolve(void *h) {
     return NULL;
 }
 
+/* Records the file a soname resolved to (for messages), from the address of a resolved function. */
+static void resolve_path(void) {
+    Dl_info info;
+    void *sym;
+    memcpy(&sym, &L.version, sizeof sym);
+    if (!strchr(L.path, '/') && dladdr(sym, &info) && info.dli_fname)
+        snprintf(L.path, sizeof L.path, "%s", info.dli_fname);
+}
+
 st_status nvrtc_load(void) {
     if (L.state == 1) return ST_OK;
     if (L.state == -1) return st_error(ST_ERR_DEVICE, "%s", L.msg);
@@ -216,8 +225,9 @@ st_status nvrtc_load(void) {
         if (missing) {
             s = st_error(ST_ERR_DEVICE, "%s is not a usable libnvrtc: it has no %s (NVRTC 11.1 or newer is needed)",
                          L.path, missing);
-        } else if (L.version(&L.major, &L.minor) != NVRTC_OK) {
-            s = st_error(ST_ERR_DEVICE, "%s: nvrtcVersion failed", L.path);
+        } else {
+            resolve_path();
+            if (L.version(&L.major, &L.minor) != NVRTC_OK) s = st_error(ST_ERR_DEVICE, "%s: nvrtcVersion failed", L.path);
         }
         if (s != ST_OK) dlclose(h);
     }
@@ -226,12 +236,6 @@ st_status nvrtc_load(void) {
         L.state = -1;
         return s;
     }
-    /* A soname found by the loader: record the file it resolved to (messages, debugging). */
-    Dl_info info;
-    void *sym;
-    memcpy(&sym, &L.version, sizeof sym);
-    if (!strchr(L.path, '/') && dladdr(sym, &info) && info.dli_fname)
-        snprintf(L.path, sizeof L.path, "%s", info.dli_fname);
     L.handle = h;
     L.state = 1;
     if (st_rt.debug & 1) fprintf(stderr, "stitch: NVRTC %d.%d from %s\n", L.major, L.minor, L.path);

@@ -57,7 +57,8 @@ typedef struct cuda_launch_desc {
 ST_INTERNAL char *render_cuda(const kir_kernel *k, cuda_launch_desc *d);
 /* Value of integer IR value id given the kernel's int parameters; -1 if id is not an expression of params/consts. */
 ST_INTERNAL int64_t kir_eval_int(const kir_kernel *k, int id, const int64_t *ints);
-/* Grid and block for one launch; *extra_arg receives the value of the trailing `int rt` parameter (threads per row, CL_ROWS) or 0. */
+/* Grid and block for one launch; *extra_arg receives the value of the trailing `int rt` parameter
+ * (threads per row, CL_ROWS) or 0. sm_count: the device's multiprocessors (caps grid-stride grids). */
 ST_INTERNAL void cuda_launch_dims(const kir_kernel *k, const cuda_launch_desc *d, const int64_t *ints,
                                   int sm_count, unsigned grid[3], unsigned block[3], int *extra_arg);
 

@@ -275,7 +275,9 @@ static void hoisted(render_buf *b, const cu_ctx *c) {
 static void argupd_line(render_buf *b, const kir_ins *in, const char *sfx) {
     const char *cmp = in->imm == ST_OP_RARGMAX ? ">" : "<";
     /* render_c's line: the first index of the max, or of the first NaN */
-    render_printf(b, "if (v%d%s < 0 || (!(v%d%s != v%d%s) && (v%d %s v%d%s || v%d != v%d))) { v%d%s = v%d; v%d%s = v%d; }\n",
+    render_printf(b,
+                  "if (v%d%s < 0 || (!(v%d%s != v%d%s) && (v%d %s v%d%s || v%d != v%d))) "
+                  "{ v%d%s = v%d; v%d%s = v%d; }\n",
                   in->b, sfx, in->a, sfx, in->a, sfx, in->c, cmp, in->a, sfx, in->c, in->c, in->a, sfx, in->c, in->b,
                   sfx, in->d);
 }
@@ -334,7 +336,8 @@ static void smem_write(render_buf *b, const cu_ctx *c, const kir_ins *u, int dep
         render_indent(b, depth);
         render_printf(b, "__shared__ int64_t v%d_s[%d];\n", u->b, nw);
         render_indent(b, depth);
-        render_printf(b, "if ((threadIdx.x & 31) == 0) { v%d_s[threadIdx.x >> 5] = v%d_p; v%d_s[threadIdx.x >> 5] = v%d_p; }\n",
+        render_printf(b, "if ((threadIdx.x & 31) == 0) "
+                         "{ v%d_s[threadIdx.x >> 5] = v%d_p; v%d_s[threadIdx.x >> 5] = v%d_p; }\n",
                       u->a, u->a, u->b, u->b);
         return;
     }
@@ -347,7 +350,8 @@ static void smem_combine(render_buf *b, const cu_ctx *c, const kir_ins *u, int d
     if (u->op == KI_ARGUPD) {
         render_printf(b, "v%d_p = v%d_s[0]; v%d_p = v%d_s[0];\n", u->a, u->a, u->b, u->b);
         render_indent(b, depth);
-        render_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) st_arg_merge_(&v%d_p, &v%d_p, v%d_s[w_], v%d_s[w_], %d);\n",
+        render_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) "
+                         "st_arg_merge_(&v%d_p, &v%d_p, v%d_s[w_], v%d_s[w_], %d);\n",
                       u->a, u->b, u->a, u->b, arg_max(u));
         return;
     }
@@ -534,14 +538,15 @@ static void render_phases(render_buf *b, const cu_ctx *c) {
         if (in->op == KI_LOOP) {
             int e = render_loop_end(k, i);
             if (in->imm != KIR_LOOP_SERIAL) {
-                render_printf(b, "    for (int64_t v%d = threadIdx.x; v%d < v%d; v%d += blockDim.x) {\n", i, i, in->a, i);
+                render_printf(b, "    for (int64_t v%d = threadIdx.x; v%d < v%d; v%d += blockDim.x) {\n", i, i,
+                              in->a, i);
                 render_range(b, c, i + 1, e, 2, W_SERIAL);
                 render_printf(b, "    }\n");
             } else {
                 render_printf(b, "    if (threadIdx.x == 0) { /* serial: in order, on one thread */\n");
-                render_printf(b, "    for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, in->a, i);
-                render_range(b, c, i + 1, e, 2, W_SERIAL);
-                render_printf(b, "    }\n    }\n");
+                render_printf(b, "        for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, in->a, i);
+                render_range(b, c, i + 1, e, 3, W_SERIAL);
+                render_printf(b, "        }\n    }\n");
             }
             render_printf(b, "    __syncthreads();\n");
             i = e;
@@ -574,16 +579,16 @@ static void render_matmul(render_buf *b, const kir_kernel *k) {
                   m->p_boff);
     render_printf(b, "    int64_t NB = 1;\n");
     for (int d = 0; d < nb; d++) render_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
-    render_printf(b, "    __shared__ %s As[%d][%d + 1], Bs[%d][%d];   /* k-major tiles (As padded: fewer bank conflicts) */\n",
+    render_printf(b, "    __shared__ %s As[%d][%d + 1], Bs[%d][%d];   /* k-major tiles; As padded */\n",
                   C, MM_KT, MM_T, MM_KT, MM_T);
     render_printf(b, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
     render_printf(b, "    const int64_t mt = (M + %d) / %d;\n", MM_T - 1, MM_T);
     render_printf(b, "    for (int64_t z = blockIdx.z; z < NB; z += gridDim.z) {\n");
-    render_printf(b, "        int64_t ao = aoff, bo = boff, r = z;\n");
+    render_printf(b, "        int64_t ao = aoff, bo = boff;\n");
+    if (nb) render_printf(b, "        int64_t r = z;\n");
     for (int d = nb - 1; d >= 0; d--)
         render_printf(b, "        { const int64_t i = r %% i%d; r /= i%d; ao += i * i%d; bo += i * i%d; }\n",
                       m->p_bsize + d, m->p_bsize + d, m->p_astr + d, m->p_bstr + d);
-    render_printf(b, "        (void)r;\n");
     render_printf(b, "        for (int64_t by = blockIdx.y; by < mt; by += gridDim.y) {\n");
     render_printf(b, "            const int64_t m0 = by * %d, n0 = (int64_t)blockIdx.x * %d;\n", MM_T, MM_T);
     render_printf(b, "            %s acc[4][4];\n", C);
@@ -593,9 +598,10 @@ static void render_matmul(render_buf *b, const kir_kernel *k) {
     render_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", MM_T * MM_KT, CU_BLOCK);
     render_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l >> 6, bn = l & 63;\n");
     render_printf(b, "                    const int64_t gm = m0 + am, gk = k0 + ak, gk2 = k0 + bk, gn = n0 + bn;\n");
-    render_printf(b, "                    As[ak][am] = gm < M && gk < K ? %s%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n", cast,
-                  ld, C);
-    render_printf(b, "                    Bs[bk][bn] = gk2 < K && gn < N ? %s%s(B[bo + gk2 * sbk + gn * %s]) : (%s)0;\n",
+    render_printf(b, "                    As[ak][am] = gm < M && gk < K ? %s%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n",
+                  cast, ld, C);
+    render_printf(b, "                    Bs[bk][bn] = gk2 < K && gn < N ? "
+                     "%s%s(B[bo + gk2 * sbk + gn * %s]) : (%s)0;\n",
                   cast, ld, m->b_unit ? "1" : "sbn", C);
     render_printf(b, "                }\n");
     render_printf(b, "                __syncthreads();\n");
@@ -619,7 +625,8 @@ static void render_matmul(render_buf *b, const kir_kernel *k) {
     else if (flt)
         render_printf(b, "                    if (gm < M && gn < N) O[z * M * N + gm * N + gn] = acc[i][j];\n");
     else
-        render_printf(b, "                    if (gm < M && gn < N) O[z * M * N + gm * N + gn] = (%s)(int64_t)acc[i][j];\n", st);
+        render_printf(b, "                    if (gm < M && gn < N) "
+                         "O[z * M * N + gm * N + gn] = (%s)(int64_t)acc[i][j];\n", st);
     render_printf(b, "                }\n");
     render_printf(b, "        }\n");
     render_printf(b, "    }\n");

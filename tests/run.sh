@@ -24,8 +24,9 @@ run() { # name, command...
 }
 export ST_CACHE_DIR=${ST_CACHE_DIR:-$(mktemp -d)}
 # Every test runs on the CPU (GPU runs: tests/gpu/run.sh). In the plain build every kernel the suite
-# lowers is also rendered as CUDA C and compiled by NVRTC for sm_80 and sm_90 (jit/nvrtc_check.c);
-# the sanitizer pass skips that (NVRTC is not instrumented, and the plain pass covers it).
+# lowers is also rendered as CUDA C and compiled by NVRTC for sm_80 and sm_90 (jit/nvrtc_check.c;
+# the fuzzer: its first NVRTC_GRAPHS graphs); the sanitizer pass skips that (NVRTC is not
+# instrumented, and the plain pass covers it).
 export ST_DEVICE=${ST_DEVICE:-cpu}
 case "$BUILD" in
     */san) export ST_NVRTC_CHECK=${ST_NVRTC_CHECK:-0} ;;
@@ -36,7 +37,14 @@ export ST_NVRTC_CHECK_LOG="$nvlog"
 
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
-    run "$(basename "$t")" "$t"
+    case "$t" in
+    */test_fuzz)
+        # NVRTC needs ~40 ms per kernel and architecture: the 2000 graphs (~10,000 kernels) run on
+        # the CPU alone, and the first NVRTC_GRAPHS of them again with every kernel compiled by NVRTC.
+        run test_fuzz env ST_NVRTC_CHECK=0 "$t"
+        [ "$ST_NVRTC_CHECK" = 1 ] && run test_fuzz_nvrtc "$t" --graphs "${NVRTC_GRAPHS:-300}" ;;
+    *) run "$(basename "$t")" "$t" ;;
+    esac
 done
 for t in tests/lua/test_*.lua; do
     [ -f "$t" ] || continue

@@ -290,12 +290,50 @@ TEST(cache_compile_error) {
 
 typedef struct child_out { int status; unsigned long long n, f; int lines; char err[8192]; } child_out;
 
-/* Runs the check on nsrc sources in a child (sources[i] queued as "k<i>"), with ST_NVRTC_CHECK=1
- * and its own ST_NVRTC_CHECK_LOG; collects its exit status, stderr and log line. */
-static void run_check_child(int nsrc, const char *const *sources, child_out *o) {
-    char logp[300], errp[300];
+/* The source sets of the check-mode tests (the child picks one by number). */
+enum { SET_PASS, SET_FAIL, SET_CLASH, SET_MANY, NSETS };
+#define MANY 150
+static char many_bufs[MANY][600];
+static const char *set_srcs[NSETS][MANY];
+static int set_n[NSETS];
+
+static void init_sets(void) {
+    const char *pass[4] = {K_AXPB, K_SUM, K_AXPB, K_SUM}; /* duplicates are checked once */
+    const char *fail[3] = {K_AXPB, K_BAD, K_SUM};
+    const char *clash[2] = {K_CLASH, K_CLASH2};
+    memcpy(set_srcs[SET_PASS], pass, sizeof pass), set_n[SET_PASS] = 4;
+    memcpy(set_srcs[SET_FAIL], fail, sizeof fail), set_n[SET_FAIL] = 3;
+    memcpy(set_srcs[SET_CLASH], clash, sizeof clash), set_n[SET_CLASH] = 2;
+    for (int i = 0; i < MANY; i++) {
+        snprintf(many_bufs[i], sizeof many_bufs[i],
+                 "extern \"C\" __global__ void KNAME(const float *p0, float *p1, long long i0, int *err, int rt) {\n"
+                 "    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+                 "    if (i < i0) p1[i] = p0[i] * %d.0f + %d.5f;\n"
+                 "}\n", i, i);
+        set_srcs[SET_MANY][i] = many_bufs[i];
+    }
+    set_n[SET_MANY] = MANY;
+}
+
+/* The child: a fresh process (exec'ed, so libnvrtc is not loaded yet, as in a real test program)
+ * that queues set `set` under ST_NVRTC_CHECK=1 and exits; the exit report does the rest. */
+static int check_child_main(int set) {
+    if (set < 0 || set >= NSETS || !jit_nvrtc_check_enabled()) return 98;
+    for (int i = 0; i < set_n[set]; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "k%d", i);
+        jit_nvrtc_check_source(set_srcs[set][i], name);
+    }
+    return 0;
+}
+
+/* Runs set in a child with ST_NVRTC_CHECK=1 and its own ST_NVRTC_CHECK_LOG; collects its exit
+ * status, stderr and log line. */
+static void run_check_child(int set, child_out *o) {
+    char logp[300], errp[300], arg[16];
     snprintf(logp, sizeof logp, "%s/check.log", cache_dir);
     snprintf(errp, sizeof errp, "%s/check.err", cache_dir);
+    snprintf(arg, sizeof arg, "%d", set);
     unlink(logp);
     memset(o, 0, sizeof *o);
     o->status = -1;
@@ -305,13 +343,8 @@ static void run_check_child(int nsrc, const char *const *sources, child_out *o) 
         setenv("ST_NVRTC_CHECK", "1", 1);
         setenv("ST_NVRTC_CHECK_LOG", logp, 1);
         if (!freopen(errp, "w", stderr)) _exit(99);
-        if (!jit_nvrtc_check_enabled()) _exit(98);
-        for (int i = 0; i < nsrc; i++) {
-            char name[16];
-            snprintf(name, sizeof name, "k%d", i);
-            jit_nvrtc_check_source(sources[i], name);
-        }
-        exit(0); /* the exit handler compiles, reports, and may _exit(1) */
+        execl("/proc/self/exe", "test_nvrtc", "--check-child", arg, (char *)NULL);
+        _exit(97);
     }
     int ws;
     if (pid < 0 || waitpid(pid, &ws, 0) != pid) return;
@@ -332,9 +365,8 @@ static void run_check_child(int nsrc, const char *const *sources, child_out *o) 
 
 TEST(check_mode_passes) {
     SKIP_IF_NO_NVRTC();
-    const char *srcs[4] = {K_AXPB, K_SUM, K_AXPB, K_SUM}; /* duplicates are checked once */
     child_out o;
-    run_check_child(4, srcs, &o);
+    run_check_child(SET_PASS, &o);
     CHECK_MSG(o.status == 0, "exit status %d, stderr: %.300s", o.status, o.err);
     CHECK_EQ_INT(o.lines, 1);
     CHECK_EQ_INT(o.n, 2);
@@ -345,9 +377,8 @@ TEST(check_mode_passes) {
 
 TEST(check_mode_names_the_failing_kernel) {
     SKIP_IF_NO_NVRTC();
-    const char *srcs[3] = {K_AXPB, K_BAD, K_SUM};
     child_out o;
-    run_check_child(3, srcs, &o);
+    run_check_child(SET_FAIL, &o);
     CHECK_MSG(o.status == 1, "exit status %d", o.status);
     CHECK_EQ_INT(o.n, 3);
     CHECK_EQ_INT(o.f, 1);
@@ -363,36 +394,25 @@ TEST(check_mode_names_the_failing_kernel) {
 
 TEST(check_mode_clashing_kernels) {
     SKIP_IF_NO_NVRTC();
-    const char *srcs[2] = {K_CLASH, K_CLASH2};
     child_out o;
-    run_check_child(2, srcs, &o);
+    run_check_child(SET_CLASH, &o);
     CHECK_MSG(o.status == 1, "exit status %d", o.status);
     CHECK_EQ_INT(o.f, 2);
     CHECK_MSG(strstr(o.err, "compile alone but not together") != NULL, "stderr: %.300s", o.err);
 }
 
-/* More than one batch: 150 distinct kernels (3 batches of at most 64), all compiled and counted. */
+/* More than one batch: MANY distinct kernels (batches of at most 64), all compiled and counted,
+ * the last batch by the exit report. */
 TEST(check_mode_batches) {
     SKIP_IF_NO_NVRTC();
-    enum { N = 150 };
-    static char bufs[N][600];
-    const char *srcs[N];
-    for (int i = 0; i < N; i++) {
-        snprintf(bufs[i], sizeof bufs[i],
-                 "extern \"C\" __global__ void KNAME(const float *p0, float *p1, long long i0, int *err, int rt) {\n"
-                 "    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
-                 "    if (i < i0) p1[i] = p0[i] * %d.0f + %d.5f;\n"
-                 "}\n", i, i);
-        srcs[i] = bufs[i];
-    }
     child_out o;
     double t0 = st_now_ms();
-    run_check_child(N, srcs, &o);
+    run_check_child(SET_MANY, &o);
     double ms = st_now_ms() - t0;
     CHECK_MSG(o.status == 0, "exit status %d, stderr: %.300s", o.status, o.err);
-    CHECK_EQ_INT(o.n, N);
+    CHECK_EQ_INT(o.n, MANY);
     CHECK_EQ_INT(o.f, 0);
-    printf("  check mode: %d small kernels for sm_80 and sm_90 in %.0f ms (%.1f ms per kernel)\n", N, ms, ms / N);
+    printf("  check mode: %d small kernels for sm_80 and sm_90 in %.0f ms (%.1f ms per kernel)\n", MANY, ms, ms / MANY);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -400,7 +420,9 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    init_sets();
+    if (argc == 3 && !strcmp(argv[1], "--check-child")) return check_child_main(atoi(argv[2]));
     snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-test-nvrtc-XXXXXX");
     if (!mkdtemp(cache_dir)) {
         printf("FAIL setup: mkdtemp\n");

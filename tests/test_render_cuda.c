@@ -502,7 +502,8 @@ TEST(nvrtc_compiles) {
     }
     size_t n = (size_t)snprintf(unit, cap, "%s\n", st_prelude_src);
     for (int i = 0; i < K_COUNT; i++)
-        if (srcs[i]) n += (size_t)snprintf(unit + n, cap - n, "#define KNAME st_k_%s\n%s#undef KNAME\n", kname[i], srcs[i]);
+        if (srcs[i])
+            n += (size_t)snprintf(unit + n, cap - n, "#define KNAME st_k_%s\n%s#undef KNAME\n", kname[i], srcs[i]);
     for (int a = 0; a < 2; a++) {
         char *log = nvrtc_build(h, unit, archs[a]);
         CHECK_MSG(!log, "kernels, %s: %.300s", archs[a], log ? log : "");

@@ -1,0 +1,60 @@
+-- test_device.lua — devices from Lua: st.device, st.set_device, x:to(device), x:cuda(), x:cpu(),
+-- Module:to(device), st.empty_cache and the device fields of st.stats. Runs on the CPU (tests/run.sh
+-- sets ST_DEVICE=cpu); on a GPU machine tests/gpu/run.sh runs it with ST_DEVICE=cuda.
+local H = dofile((arg[0]:match("(.*/)") or "./") .. "harness.lua")
+local test, check = H.test, H.check_near
+local gpu = st.cuda_device_count() > 0
+
+test("default_device_and_names", function()
+  local d = st.device()
+  assert(d == "cpu" or d:match("^cuda:%d+$"), d)
+  local x = st.tensor({1, 2, 3})
+  assert(x:device() == d, x:device())
+  H.raises(function() return x:to("tpu") end, "unknown")   -- not a dtype either
+  H.raises(function() st.set_device("cuda:") end, "unknown device")
+  local c = x:cpu()
+  assert(c:device() == "cpu")
+  if d == "cpu" then assert(rawequal(c, x), "x:cpu() of a cpu tensor is x itself") end
+  check(c, {1, 2, 3})
+end)
+
+local cpu_only_test = gpu and function(name) print("# skip " .. name .. " (a GPU is present)") end or test
+local gpu_test = gpu and test or function(name) print("# skip " .. name .. " (no GPU)") end
+
+cpu_only_test("cuda_without_a_gpu_is_a_clear_error", function()
+  local x = st.ones(3)
+  local err = H.raises(function() return x:cuda() end, "cuda:0 is not available")
+  assert(err:find("driver", 1, true) or err:find("GPU", 1, true), err)
+  H.raises(function() st.set_device("cuda") end, "not available")
+  assert(st.device() == "cpu")
+  check(x + 1, {2, 2, 2}, 0, "runtime usable after the error")
+end)
+
+gpu_test("round_trip_and_mixing", function()
+  local x = st.randn(64, 33)
+  local g = x:cuda()
+  assert(g:device() == "cuda:0")
+  check(g:cpu(), x:cpu():totable(), 0)
+  check((g * 2 + 1):softmax(2):cpu(), (x:cpu() * 2 + 1):softmax(2):totable(), 1e-6)
+  H.raises(function() return g + x:cpu() end, "same device")
+end)
+
+test("module_to_and_stats", function()
+  local m = st.nn.Linear(4, 3)
+  assert(m:to("cpu") == m and m.weight:device() == "cpu")
+  if gpu then
+    m:cuda()
+    assert(m.weight:device() == "cuda:0" and m.weight.requires_grad)
+    local y = m(st.randn(2, 4):cuda()):sum()
+    y:backward()
+    assert(m.weight.grad:device() == "cuda:0")
+  else
+    H.raises(function() m:to("cuda") end, "not available")
+  end
+  local s = st.stats()
+  assert(s.device_bytes_in_use >= 0 and s.device_bytes_reserved >= s.device_bytes_in_use, "device fields")
+  st.empty_cache()
+  if not gpu then assert(st.stats().device_bytes_reserved == 0) end
+end)
+
+H.done()
