@@ -305,6 +305,7 @@ st_status fuse_execute(st_region *r) {
     }
 
 done:
+    jit_nvrtc_check_flush();   /* CI check mode: this flush's CUDA kernels (never left for exit) */
     if (s != ST_OK) {
         drop_temps(&e);
         for (int i = 0; i < e.nset; i++) {

@@ -78,6 +78,8 @@ ST_INTERNAL void jit_cubin_shutdown(void);
  * CUDA C and compiled by NVRTC for sm_80 and sm_90, in batches, and at exit. A failing kernel is
  * printed with its saved source and log, and the process exits non-zero at exit. */
 ST_INTERNAL int jit_nvrtc_check_enabled(void);
+/* Compiles the kernels queued so far (the executor calls it at the end of every flush). */
+ST_INTERNAL void jit_nvrtc_check_flush(void);
 /* Renders k (render_cuda) and queues it. Never changes the CPU run: always ST_OK; a kernel that
  * cannot be rendered or compiled is counted and reported at exit. */
 ST_INTERNAL st_status jit_nvrtc_check(const kir_kernel *k, const char *name);

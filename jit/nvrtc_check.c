@@ -4,8 +4,9 @@
  * GPU. A kernel that does not compile makes the process exit non-zero.
  *
  * Flow: jit_nvrtc_check renders the kernel, drops a source seen before (process-wide, by hash) and
- * queues it. A full queue (CHECK_BATCH kernels or CHECK_BYTES of source) and the exit handler
- * compile the queue as ONE unit per architecture (the prelude is parsed once per batch, not per
+ * queues it. A full queue (CHECK_BATCH kernels or CHECK_BYTES of source) and the end of every flush
+ * (jit_nvrtc_check_flush; the exit handler only for kernels queued outside a flush) compile the
+ * queue as ONE unit per architecture (the prelude is parsed once per batch, not per
  * kernel), the two architectures in two threads. When a batch fails, its kernels are compiled one
  * by one for that architecture to name the failing ones; each failing source and log is saved
  * under <cache dir>/failed/ and printed. At exit one line goes to stderr:
@@ -275,6 +276,14 @@ st_status jit_nvrtc_check(const kir_kernel *k, const char *name) {
         C.failed++;
     }
     return ST_OK;
+}
+
+/* The executor calls this at the end of every flush: the queue is compiled while the process is
+ * in its normal state. Compiling at exit is not safe: in a module loaded with dlopen (stitch.so
+ * under a stock lua5.4), exit handlers run with the dynamic loader's lock held, and NVRTC's first
+ * compilation dlopens libnvrtc-builtins, which then waits for that lock forever. */
+void jit_nvrtc_check_flush(void) {
+    if (C.enabled > 0 && C.nq) flush_queue();
 }
 
 /* ---- at exit ---- */
