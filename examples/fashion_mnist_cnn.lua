@@ -30,8 +30,11 @@ local n_train, n_test = train.x:size(1), test.x:size(1)
 local mean, std = train.x:mean():item(), train.x:std():item()
 train.x = st.sync((train.x - mean) / std)
 test.x = st.sync((test.x - mean) / std)
-print(string.format("Fashion-MNIST: %d train, %d test images (loaded in %.1f s)", n_train, n_test,
-  st._now() - t_load))
+-- the whole dataset on the default device (a GPU when there is one; docs/cuda.md)
+local dev = st.device()
+train.x, train.y, test.x, test.y = train.x:to(dev), train.y:to(dev), test.x:to(dev), test.y:to(dev)
+print(string.format("Fashion-MNIST: %d train, %d test images (loaded in %.1f s), device %s", n_train, n_test,
+  st._now() - t_load, dev))
 
 local model = nn.Sequential(
   nn.Conv2d(1, 16, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
