@@ -15,9 +15,9 @@
 #include "runtime/internal.h"
 #include "jit/jit.h"
 #include "jit/render.h"
+#include "jit/nvrtc.h"
 #include "test.h"
 
-#include <dlfcn.h>
 #include <stdlib.h>
 
 /* ---- building kernels ---- */
@@ -440,77 +440,50 @@ TEST(source_structure) {
     st_free(again);
 }
 
-/* ---- NVRTC (dlopen'ed; the test needs no CUDA at build time) ---- */
-typedef int (*nvrtc_create_fn)(void **, const char *, const char *, int, const char *const *, const char *const *);
-typedef int (*nvrtc_compile_fn)(void *, int, const char *const *);
-typedef int (*nvrtc_logsize_fn)(void *, size_t *);
-typedef int (*nvrtc_log_fn)(void *, char *);
-typedef int (*nvrtc_destroy_fn)(void **);
-
-static void *open_nvrtc(void) {
-    static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12",
-                                        "/usr/local/cuda/lib64/libnvrtc.so"};
-    const char *env = getenv("ST_NVRTC_PATH");
-    void *h = env ? dlopen(env, RTLD_NOW | RTLD_LOCAL) : NULL;
-    for (size_t i = 0; !h && i < sizeof names / sizeof names[0]; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    return h;
-}
+/* ---- NVRTC, through the project's loader (jit/nvrtc.c: dlopen, never unloaded, the fixed
+ * options) and the check mode's translation-unit layout (nvrtc_unit) ---- */
 
 /* Compiles unit for arch; returns NULL on success or the log (malloc'ed). */
-static char *nvrtc_build(void *h, const char *unit, const char *arch) {
-    nvrtc_create_fn create = (nvrtc_create_fn)(uintptr_t)dlsym(h, "nvrtcCreateProgram");
-    nvrtc_compile_fn compile = (nvrtc_compile_fn)(uintptr_t)dlsym(h, "nvrtcCompileProgram");
-    nvrtc_logsize_fn logsize = (nvrtc_logsize_fn)(uintptr_t)dlsym(h, "nvrtcGetProgramLogSize");
-    nvrtc_log_fn getlog = (nvrtc_log_fn)(uintptr_t)dlsym(h, "nvrtcGetProgramLog");
-    nvrtc_destroy_fn destroy = (nvrtc_destroy_fn)(uintptr_t)dlsym(h, "nvrtcDestroyProgram");
-    if (!create || !compile || !logsize || !getlog || !destroy) return strdup("libnvrtc lacks a function");
-    void *prog = NULL;
-    if (create(&prog, unit, "test_render_cuda.cu", 0, NULL, NULL)) return strdup("nvrtcCreateProgram failed");
-    char opt[64];
-    snprintf(opt, sizeof opt, "--gpu-architecture=%s", arch);
-    const char *const opts[] = {opt, "--fmad=false", "--std=c++17"};
-    int rc = compile(prog, 3, opts);
+static char *nvrtc_build(const char *unit, const char *arch) {
     char *log = NULL;
-    size_t n = 0;
-    if (rc && !logsize(prog, &n) && (log = malloc(n + 1))) {
-        if (getlog(prog, log)) log[0] = 0;
+    double ms;
+    int rc = nvrtc_try(unit, arch, "test_render_cuda", NULL, NULL, &log, &ms);
+    if (!rc) {
+        free(log);
+        return NULL;
     }
-    destroy(&prog);
-    return rc ? (log ? log : strdup("compile failed")) : NULL;
+    if (log && *log) return log;
+    free(log);
+    return strdup(nvrtc_result_name(rc));
 }
 
 TEST(nvrtc_compiles) {
-    void *h = open_nvrtc();
-    if (!h) {
-        printf("skip nvrtc_compiles: libnvrtc not found (%s)\n", dlerror());
-        return;
-    }
-    /* the prelude alone, then with every kernel (as nvrtc_unit lays them out) */
-    size_t cap = strlen(st_prelude_src) + 256;
-    for (int i = 0; i < K_COUNT; i++) cap += (srcs[i] ? strlen(srcs[i]) : 0) + 128;
-    char *unit = malloc(cap);
-    CHECK(unit != NULL);
-    if (!unit) {
-        dlclose(h);
+    if (nvrtc_load() != ST_OK) {
+        printf("skip nvrtc_compiles: %s\n", st_last_error());
+        st_clear_error();
         return;
     }
     static const char *const archs[] = {"sm_80", "sm_90"};
-    for (int a = 0; a < 2; a++) {
-        char *log = nvrtc_build(h, st_prelude_src, archs[a]);
+    for (int a = 0; a < 2; a++) { /* the prelude alone */
+        char *log = nvrtc_build(st_prelude_src, archs[a]);
         CHECK_MSG(!log, "prelude alone, %s: %.300s", archs[a], log ? log : "");
         free(log);
     }
-    size_t n = (size_t)snprintf(unit, cap, "%s\n", st_prelude_src);
+    const char *ks[K_COUNT], *kn[K_COUNT];
+    int n = 0;
     for (int i = 0; i < K_COUNT; i++)
-        if (srcs[i])
-            n += (size_t)snprintf(unit + n, cap - n, "#define KNAME st_k_%s\n%s#undef KNAME\n", kname[i], srcs[i]);
-    for (int a = 0; a < 2; a++) {
-        char *log = nvrtc_build(h, unit, archs[a]);
+        if (srcs[i]) {
+            ks[n] = srcs[i];
+            kn[n++] = kname[i];
+        }
+    char *unit = nvrtc_unit(n, ks, kn, NULL, malloc); /* then every kernel in one program */
+    CHECK(unit != NULL);
+    for (int a = 0; unit && a < 2; a++) {
+        char *log = nvrtc_build(unit, archs[a]);
         CHECK_MSG(!log, "kernels, %s: %.300s", archs[a], log ? log : "");
         free(log);
     }
     free(unit);
-    dlclose(h);
 }
 
 int main(void) {
