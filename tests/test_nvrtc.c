@@ -297,6 +297,31 @@ static char many_bufs[MANY][600];
 static const char *set_srcs[NSETS][MANY];
 static int set_n[NSETS];
 
+/* A second process asking for the kernel the first one compiled (the disk entry of
+ * cache_memory_and_disk, same ST_CACHE_DIR) compiles nothing: exit 0 on one disk hit and no
+ * compile, 1 otherwise, 2 on an error. */
+static int cubin_child_main(void) {
+    const void *c;
+    size_t n;
+    if (jit_cubin_get(K_AXPB, "st_k_axpb", "sm_80", &c, &n, NULL) != ST_OK || !is_elf(c, n)) return 2;
+    return st_stats_g.kernels_compiled == 0 && st_stats_g.cache_hits_disk == 1 && st_stats_g.compile_calls == 0 ? 0 : 1;
+}
+
+TEST(cache_second_process) {
+    SKIP_IF_NO_NVRTC();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_nvrtc", "--cubin-child", (char *)NULL);
+        _exit(97);
+    }
+    int ws = 0;
+    CHECK(pid > 0 && waitpid(pid, &ws, 0) == pid);
+    CHECK_MSG(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+              "second process: status %d (1: it compiled or missed the disk cache, 2: error)",
+              WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+}
+
 static void init_sets(void) {
     const char *pass[4] = {K_AXPB, K_SUM, K_AXPB, K_SUM}; /* duplicates are checked once */
     const char *fail[3] = {K_AXPB, K_BAD, K_SUM};
@@ -423,6 +448,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 int main(int argc, char **argv) {
     init_sets();
     if (argc == 3 && !strcmp(argv[1], "--check-child")) return check_child_main(atoi(argv[2]));
+    if (argc == 2 && !strcmp(argv[1], "--cubin-child")) return cubin_child_main();
     snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-test-nvrtc-XXXXXX");
     if (!mkdtemp(cache_dir)) {
         printf("FAIL setup: mkdtemp\n");
@@ -439,6 +465,7 @@ int main(int argc, char **argv) {
     RUN(compile_error_saves_source);
     RUN(bad_arch);
     RUN(cache_memory_and_disk);
+    RUN(cache_second_process);
     RUN(keys_differ);
     RUN(cache_corrupt_entries);
     RUN(cache_compile_error);
