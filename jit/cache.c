@@ -428,13 +428,7 @@ static st_status compile_missing(int m, const int *idx, const jit_key *keys, con
         int i = idx[j];
         jit_key_hex(keys[i], hex);
         char hint[64] = "";
-        if (hints && hints[i]) {
-            /* Only identifier characters go into the comment (no "*" "/" surprises). */
-            size_t k = 0;
-            for (const char *c = hints[i]; *c && k + 1 < sizeof hint; c++)
-                hint[k++] = ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')) ? *c : '_';
-            hint[k] = '\0';
-        }
+        if (hints && hints[i]) jit_comment_ident(hints[i], hint, sizeof hint);
         snprintf(line, sizeof line, "\n/* ---- kernel %d/%d%s%s ---- */\n#define KNAME st_k_%s\n", j + 1, m,
                  hint[0] ? ": " : "", hint, hex);
         tu_puts(&b, line);

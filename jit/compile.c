@@ -462,3 +462,10 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *text, 
     unlink(logp);
     return ST_OK;
 }
+
+void jit_comment_ident(const char *s, char *out, size_t cap) {
+    size_t k = 0;
+    for (; *s && k + 1 < cap; s++)
+        out[k++] = ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')) ? *s : '_';
+    if (cap) out[k] = '\0';
+}

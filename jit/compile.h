@@ -40,6 +40,10 @@ ST_INTERNAL void jit_compiler_shutdown(void);
 ST_INTERNAL st_status jit_compile_batch(const char *dir, const char *tag, const char *text, size_t n,
                                         char *so_name, size_t cap, double *ms);
 
+/* s with every non-identifier character replaced by '_' into out[cap] (truncated): safe inside a
+ * C comment of a generated translation unit (no "*" "/" surprises). */
+ST_INTERNAL void jit_comment_ident(const char *s, char *out, size_t cap);
+
 /* mkdir -p. 0 on success, else -1 with errno set (no st_error). */
 ST_INTERNAL int jit_mkdir_p(const char *path);
 /* Writes data to a temp file in dir and renames it to dir/name, so that a concurrent reader sees

@@ -288,13 +288,7 @@ char *nvrtc_unit(int n, const char *const *srcs, const char *const *knames, cons
     unit_puts(&b, st_prelude_src);
     for (int i = 0; i < n; i++) {
         char hint[64] = "";
-        if (hints && hints[i]) {
-            /* Only identifier characters go into the comment (no "*" "/" surprises). */
-            size_t k = 0;
-            for (const char *c = hints[i]; *c && k + 1 < sizeof hint; c++)
-                hint[k++] = ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')) ? *c : '_';
-            hint[k] = '\0';
-        }
+        if (hints && hints[i]) jit_comment_ident(hints[i], hint, sizeof hint);
         snprintf(line, sizeof line, "\n/* ---- kernel %d/%d%s%s ---- */\n#define KNAME %s\n", i + 1, n,
                  hint[0] ? ": " : "", hint, knames[i]);
         unit_puts(&b, line);
