@@ -48,32 +48,7 @@ static FILE *results;
  * freed right after (dead-store elimination would remove the very page faults we time). */
 static void *(*volatile memset_v)(void *, int, size_t) = memset;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-typedef struct timing {
-    double best, median; /* seconds */
-} timing;
-
-/* Sorts t[0..n) in place. */
-static timing summarize(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    timing r = {t[0], n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2])};
-    return r;
-}
-
-static void put(const char *key, double v) {
-    fprintf(results, "%s %.6g\n", key, v);
-    fflush(results);
-}
+#include "bench_util.h"
 
 static double gbs(double bytes, double s) { return bytes / s / 1e9; }
 

@@ -59,32 +59,7 @@ static float *hx, *hy, *hout;          /* host copies of the inputs; host buffer
 static st_tensor *X, *Y;               /* 1-D inputs on the GPU */
 static st_tensor *X1k, *X8k, *Xtiny;   /* views of X; the tiny input */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-typedef struct timing {
-    double best, median; /* seconds */
-} timing;
-
-/* Sorts t[0..n) in place. */
-static timing summarize(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    timing r = {t[0], n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2])};
-    return r;
-}
-
-static void put(const char *key, double v) {
-    fprintf(results, "%s %.6g\n", key, v);
-    fflush(results);
-}
+#include "bench_util.h"
 
 static void put2(const char *name, const char *suffix, double v) {
     char key[96];

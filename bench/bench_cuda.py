@@ -21,26 +21,13 @@ import statistics
 import sys
 import time
 
+from report import load  # bench/ is this script's directory, so on sys.path
+
 N = 64 * 1024 * 1024
 TINY_N = 1024
 TINY_LOOP = 1000
 
 
-def load(paths):
-    r = {}
-    for p in paths:
-        try:
-            with open(p) as f:
-                for line in f:
-                    parts = line.split()
-                    if len(parts) == 2:
-                        try:
-                            r[parts[0]] = float(parts[1])
-                        except ValueError:
-                            pass
-        except OSError:
-            pass
-    return r
 
 
 def chain(x, y):

@@ -21,13 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static FILE *results;
+#include "bench_util.h"
 
 static int fail(const char *what) {
     printf("  %s FAILED: %s\n", what, st_last_error());

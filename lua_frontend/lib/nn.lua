@@ -392,46 +392,33 @@ local FLOAT_DTYPES = {
   f16 = "f16", half = "f16", float16 = "f16", bf16 = "bf16", bfloat16 = "bf16",
 }
 
--- Replaces every float parameter and buffer by a cast to dtype (new leaf tensors: build the
--- optimizer after converting).
-local function cast_all(self, dtype)
+-- Replaces every parameter and buffer t for which want(t) holds by convert(t) (a parameter: a
+-- new leaf, requires_grad kept). Build the optimizer after converting.
+local function replace_all(self, want, convert)
   no_grad(function()
     for _, m in ipairs(self:modules()) do
       for _, name in ipairs(m._param_order) do
         local p = m._parameters[name]
-        if p:dtype() ~= dtype and FLOAT_DTYPES[p:dtype()] then
-          local q = p.detach and p:detach():to(dtype) or p:to(dtype)
-          m._parameters[name] = as_parameter(q, p.requires_grad ~= false)
-        end
+        if want(p) then m._parameters[name] = as_parameter(convert(p.detach and p:detach() or p), p.requires_grad ~= false) end
       end
       for _, name in ipairs(m._buffer_order) do
         local b = m._buffers[name]
-        if b:dtype() ~= dtype and FLOAT_DTYPES[b:dtype()] then m._buffers[name] = b:to(dtype) end
+        if want(b) then m._buffers[name] = convert(b) end
       end
     end
   end)
   return self
 end
 
--- Moves every parameter and buffer to device (new leaf tensors on that device: build the
--- optimizer after moving). Tensors already there are kept.
+-- Every float parameter and buffer cast to dtype.
+local function cast_all(self, dtype)
+  return replace_all(self, function(t) return t:dtype() ~= dtype and FLOAT_DTYPES[t:dtype()] end,
+    function(t) return t:to(dtype) end)
+end
+
+-- Every parameter and buffer moved to device (those already there are kept).
 local function move_all(self, device)
-  no_grad(function()
-    for _, m in ipairs(self:modules()) do
-      for _, name in ipairs(m._param_order) do
-        local p = m._parameters[name]
-        if p:device() ~= device then
-          local q = p.detach and p:detach():to(device) or p:to(device)
-          m._parameters[name] = as_parameter(q, p.requires_grad ~= false)
-        end
-      end
-      for _, name in ipairs(m._buffer_order) do
-        local b = m._buffers[name]
-        if b:device() ~= device then m._buffers[name] = b:to(device) end
-      end
-    end
-  end)
-  return self
+  return replace_all(self, function(t) return t:device() ~= device end, function(t) return t:to(device) end)
 end
 
 local function is_device(what)
