@@ -53,6 +53,23 @@ typedef struct fuse_plan {
     uint32_t stamp_now;
 } fuse_plan;
 
+/* flags.c: the fusion kinds switched on (ST_FUSE; see docs/fusion.md). Each kind's decision in
+ * partition.c checks its bit; with a bit off that kind of merge is not made. */
+enum {
+    FUSE_INLINE = 1u << 0,       /* elementwise producers inlined into their single consumer group */
+    FUSE_REDUCE = 1u << 1,       /* elementwise producers and epilogues fused into reductions */
+    FUSE_STITCH = 1u << 2,       /* reductions stitched with consumers over the same rows */
+    FUSE_MM_PROLOGUE = 1u << 3,  /* views and casts folded into matmul operand loads */
+    FUSE_MM_EPILOGUE = 1u << 4,  /* elementwise consumers fused into the matmul's store */
+    FUSE_MULTI = 1u << 5,        /* several outputs per kernel (siblings, sibling reductions) */
+    FUSE_HORIZONTAL = 1u << 6,   /* independent groups batched into one launch */
+    FUSE_ALL = (1u << 7) - 1
+};
+ST_INTERNAL unsigned fuse_flags(void);                 /* ST_FUSE, parsed once */
+ST_INTERNAL unsigned fuse_parse_flags(const char *spec);
+ST_INTERNAL void fuse_set_flags(unsigned flags);       /* overrides ST_FUSE (tests, benches) */
+static inline bool fuse_on(unsigned kind) { return (fuse_flags() & kind) != 0; }
+
 /* True when n is computed in this flush (an unrealized node: every such node reachable from the
  * region is in it). */
 static inline bool fuse_in_region(const st_node *n) { return n->op != ST_OP_BUFFER; }

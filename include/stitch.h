@@ -276,6 +276,8 @@ typedef struct st_stats_t {
     uint64_t cache_hits_memory;  /* kernels found in the in-memory cache */
     uint64_t cache_hits_disk;    /* kernels loaded from the disk cache */
     uint64_t interp_groups;      /* fused groups executed by the reference interpreter tier */
+    uint64_t plans_built;        /* flushes that partitioned and lowered their region (plan cache misses) */
+    uint64_t plan_cache_hits;    /* flushes that reused a cached plan (no planning, no rendering) */
     uint64_t bytes_in_use;       /* tensor memory held now */
     uint64_t bytes_peak;         /* high-water mark of bytes_in_use since the last reset */
     uint64_t device_bytes_in_use;   /* GPU memory held by tensors (all devices) */

@@ -1254,7 +1254,7 @@ static int lt_realize(lua_State *L) { return lt_sync(L); }
 static int lt_stats(lua_State *L) {
     st_stats_t s;
     st_stats(&s);
-    lua_createtable(L, 0, 12);
+    lua_createtable(L, 0, 20);
 #define LT_FIELD_U(f)                                                                            \
     lua_pushinteger(L, (lua_Integer)s.f);                                                        \
     lua_setfield(L, -2, #f);
@@ -1265,6 +1265,8 @@ static int lt_stats(lua_State *L) {
     LT_FIELD_U(nodes_recorded)
     LT_FIELD_U(kernels_launched)
     LT_FIELD_U(kernels_compiled)
+    LT_FIELD_U(plans_built)
+    LT_FIELD_U(plan_cache_hits)
     LT_FIELD_U(compile_calls)
     LT_FIELD_U(cache_hits_memory)
     LT_FIELD_U(cache_hits_disk)
