@@ -283,6 +283,8 @@ st_status fuse_execute(st_region *r) {
         if (s != ST_OK) goto done;
     }
 
+    if (fuse_graph_wanted()) fuse_graph_emit(&e.plan, e.launch, use_jit); /* ST_GRAPH, st_graph */
+
     /* run */
     for (int k = 0; k < ng; k++) {
         int g = e.plan.order[k];

@@ -117,4 +117,15 @@ ST_INTERNAL void fuse_launch_free(fuse_launch *l);
 ST_INTERNAL st_status exec_cuda_launch(const fuse_launch *L, int ord, void *const *bufs, int *err);
 ST_INTERNAL void exec_cuda_shutdown(void);   /* frees the per-device error flags */
 
+/* ---- graph.c: the plan in Graphviz dot (ST_GRAPH, st_graph; docs/fusion.md "Seeing the plan") ---- */
+/* True when this flush's plan must be written (st_graph is waiting for it, or ST_GRAPH is set and
+ * still writing): a plan cache must not skip planning and lowering while it is true. */
+ST_INTERNAL bool fuse_graph_wanted(void);
+/* Writes the lowered plan (launch[g] for every group; use_jit: the CPU tier decision) where
+ * wanted. Never fails the flush: problems are a stderr note (ST_GRAPH) or st_graph's error. */
+ST_INTERNAL void fuse_graph_emit(fuse_plan *p, const fuse_launch *launch, int use_jit);
+/* Tests: behave as if ST_GRAPH=path (NULL: off), forgetting the graphs written so far. */
+ST_INTERNAL void fuse_graph_set_auto(const char *path);
+/* ---- end graph.c ---- */
+
 #endif

@@ -192,6 +192,12 @@ ST_API st_status st_zero_(st_tensor *a);
 ST_API st_status st_realize(int n, st_tensor *const *ts);
 /* Realize every pending tensor still referenced. */
 ST_API st_status st_sync(void);
+/* st_realize (n == 0: st_sync) that also writes that flush's fusion plan to path in Graphviz dot:
+ * one cluster per kernel, its nodes, inputs and edges (docs/fusion.md, "Seeing the plan"), plus an
+ * SVG next to it (path with its extension replaced by .svg) when Graphviz's `dot` is on PATH.
+ * When nothing was pending the file holds an empty graph and a comment saying so. ST_ERR_IO when
+ * path cannot be written (checked before the flush); a flush error is returned as st_realize's. */
+ST_API st_status st_graph(const char *path, int n, st_tensor *const *ts);
 /* Copies the tensor (any strides) to dst in C order, as dtype dt (converted); nbytes must be
  * numel * st_dtype_size(dt). */
 ST_API st_status st_to_host(st_tensor *t, st_dtype dt, void *dst, size_t nbytes);

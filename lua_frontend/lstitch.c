@@ -1251,6 +1251,21 @@ static int lt_sync(lua_State *L) {
 
 static int lt_realize(lua_State *L) { return lt_sync(L); }
 
+/* st.graph(path, a, b, ...) is st.sync(a, b, ...) that also writes the flush's fusion plan to
+ * path in Graphviz dot (st_graph); st.graph(path): everything pending. Returns the tensors. */
+static int lt_graph(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    int n = lua_gettop(L) - 1;
+    st_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(n ? n : 1), 0);
+    for (int k = 0; k < n; k++) ts[k] = lt_check(L, k + 2);
+    st_status s;
+    LT_TRY_STATUS(L, s, st_graph(path, n, ts));
+    if (s) return lt_raise(L, "graph");
+    lt_gc_feed(L);
+    lua_settop(L, n + 1);
+    return n;
+}
+
 static int lt_stats(lua_State *L) {
     st_stats_t s;
     st_stats(&s);
@@ -1360,7 +1375,7 @@ static const luaL_Reg lt_functions[] = {
     {"rand", lt_rand}, {"randn", lt_randn}, {"full", lt_full}, {"arange", lt_arange},
     {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
     {"where", lt_where}, {"cat", lt_cat}, {"stack", lt_stack}, {"one_hot", lt_one_hot},
-    {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"stats", lt_stats}, {"reset_stats", lt_reset_stats},
+    {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"graph", lt_graph}, {"stats", lt_stats}, {"reset_stats", lt_reset_stats},
     {"device", l_device}, {"set_device", l_set_device}, {"cuda_device_count", l_cuda_device_count},
     {"empty_cache", l_empty_cache},
     {"eager", lt_eager}, {"set_debug", lt_set_debug}, {"set_jit_min", lt_set_jit_min},
