@@ -201,15 +201,15 @@ static void group_label(const fuse_plan *p, const fuse_launch *launch, int use_j
                         char *buf, size_t n) {
     const fuse_group *G = &p->groups[g];
     const st_node *a = G->anchor ? G->anchor : G->outs[0];
-    char name[64], dom[160], out[160], dev[24];
+    char name[64], dom[200], rows[96], out[96], dev[24];
     int d = G->outs[0]->rdev;
     if (launch[g].name[0]) snprintf(name, sizeof name, "%s", launch[g].name);
     else snprintf(name, sizeof name, "k%d", g);
     const char *tier = d > ST_DEV_CPU ? "cuda" : G->interp ? "interpreter (not lowered)"
                      : use_jit ? "jit" : "interpreter (small region)";
     if (G->kind == FG_REDUCE)
-        snprintf(dom, sizeof dom, "rows %s -> %s", st_shape_str(a->src[0]->ndim, a->src[0]->shape, out, sizeof out),
-                 st_shape_str(a->ndim, a->shape, out + 80, 80));
+        snprintf(dom, sizeof dom, "rows %s -> %s", st_shape_str(a->src[0]->ndim, a->src[0]->shape, rows, sizeof rows),
+                 st_shape_str(a->ndim, a->shape, out, sizeof out));
     else
         st_shape_str(G->kind == FG_POINTWISE ? G->ndim : a->ndim, G->kind == FG_POINTWISE ? G->shape : a->shape,
                      dom, sizeof dom);
@@ -382,11 +382,11 @@ st_status st_graph(const char *path, int n, st_tensor *const *ts) {
         fprintf(f, "// stitch fusion plan: none: %s\ndigraph stitch {\n}\n",
                 st_stats_g.flushes == flushes0 ? "nothing was pending (no flush ran)"
                                                : "the flush ran without the fuser (eager mode or an interpreter fallback)");
-    int bad = ferror(f) != 0 || oneshot.written < 0;
-    int err = errno;
+    int bad = ferror(f) != 0;
     bad |= fclose(f) != 0;
     if (s != ST_OK) return s;   /* the flush's error wins; what was planned is in the file */
-    if (bad) return st_error(ST_ERR_IO, "graph: writing '%s' failed: %s", path, strerror(err ? err : errno));
+    if (oneshot.written < 0) return st_error(ST_ERR_OOM, "graph: out of memory writing '%s'", path);
+    if (bad) return st_error(ST_ERR_IO, "graph: writing '%s' failed: %s", path, strerror(errno));
     write_svg(path);
     return ST_OK;
 }
