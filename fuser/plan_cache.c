@@ -58,12 +58,13 @@ static bool put(fuse_pkey *k, const void *p, size_t n) {
 }
 static bool put_i64(fuse_pkey *k, int64_t v) { return put(k, &v, sizeof v); }
 
-/* The external input index of BUFFER node x (appended, with its layout, when new). */
+/* The external input index of BUFFER node x (appended, with its layout, when new). x->tag (unused
+ * by the fuser on realized nodes) remembers the index; a stale tag fails the ext[] check. */
 static bool put_ext(fuse_pkey *k, st_node *x) {
-    int i = 0;
-    while (i < k->next && k->ext[i] != x) i++;
+    int i = x->tag >= 0 && x->tag < k->next && k->ext[x->tag] == x ? x->tag : k->next;
     if (!put_i64(k, -1 - (int64_t)i)) return false;
     if (i < k->next) return true;
+    x->tag = i;
     if (k->next == k->capext) {
         int cap = k->capext ? k->capext * 2 : 16;
         st_node **e = st_realloc(k->ext, (size_t)cap * sizeof *e);
@@ -141,13 +142,11 @@ void fuse_pentry_free(fuse_pentry *e) {
     st_free(e);
 }
 
-/* The binding of slot node x: its region position, or its external input index. */
+/* The binding of slot node x: its region position, or its external input index (put_ext). */
 static int32_t bind_of(const st_node *x, const fuse_pkey *k) {
     if (fuse_in_region(x)) return x->pos;
-    for (int i = 0; i < k->next; i++)
-        if (k->ext[i] == x) return -1 - i;
-    ST_ASSERT(!"a kernel reads a buffer the region does not reference");
-    return 0;
+    ST_ASSERT(x->tag >= 0 && x->tag < k->next && k->ext[x->tag] == x);
+    return -1 - x->tag;
 }
 
 static bool fill_group(fuse_pgroup *pg, const fuse_plan *p, int g, fuse_launch *L, st_kernel_fn fn, int interp,
