@@ -8,6 +8,11 @@
  * jit_get_kernels call (one compiler run for all missing ones) and launched in plan order. A
  * group the lowering cannot express runs through the interpreter in either tier.
  *
+ * Plan cache (plan_cache.c). The region's key is looked up first: on a hit nothing is planned,
+ * lowered, rendered or hashed; the entry's kernels run with fresh buffers and refreshed user
+ * scalars. A miss plans as above and runs through the same entry (fuse_pentry_new), which is
+ * cached when every group ran compiled. Both paths leave the nodes in the same state.
+ *
  * Invariant: on failure every buffer this call gave to a node is released and the node's buf
  * reset to NULL; temporaries never outlive their group.
  */
@@ -117,27 +122,32 @@ static const char *const kind_names[FG_KIND_COUNT] = {"pointwise", "reduce", "ma
 /* The device group g runs on (its outputs' resolved device). */
 static int group_dev(const exec_state *e, int g) { return e->plan.groups[g].outs[0]->rdev; }
 
+/* The node bound to a slot of a plan-cache group: a region node or an external input. */
+static st_node *bound_node(const st_region *r, const fuse_pkey *k, int32_t bind) {
+    return bind >= 0 ? r->nodes[bind] : k->ext[-1 - bind];
+}
+
 /* Gives the group's outputs their buffers (on the group's device) and collects the buffer
  * pointers of every slot; a slot bound to another device's buffer is an error, never a launch. */
-static st_status bind_buffers(exec_state *e, int g, int dev, void **bufs, size_t *bytes) {
-    fuse_group *G = &e->plan.groups[g];
-    fuse_launch *L = &e->launch[g];
-    for (int i = 0; i < G->nouts; i++) {
-        st_node *x = G->outs[i];
-        st_buffer *b = (L->inplace && x == G->anchor) ? st_buffer_retain(x->src[0]->buf)
-                                                       : st_buffer_new_on(dev, st_node_nbytes(x));
+static st_status bind_buffers(exec_state *e, const st_region *r, const fuse_pkey *k, const fuse_pgroup *pg,
+                              void **bufs, size_t *bytes) {
+    const fuse_launch *L = &pg->L;
+    for (int i = 0; i < pg->nouts; i++) {
+        st_node *x = r->nodes[pg->outs[i]];
+        st_buffer *b = (L->inplace && pg->outs[i] == pg->anchor) ? st_buffer_retain(x->src[0]->buf)
+                                                                  : st_buffer_new_on(pg->dev, st_node_nbytes(x));
         st_status s = give_buffer(e, x, b);
         if (s != ST_OK) return s;
     }
     *bytes = 0;
     for (int i = 0; i < L->k.nbufs; i++) {
-        st_node *x = L->buf_node[i];
+        st_node *x = bound_node(r, k, pg->bind[i]);
         ST_ASSERT(x->buf != NULL);
-        if (x->buf->device != dev) {
+        if (x->buf->device != pg->dev) {
             char a[24], b[24];
             return st_error(ST_ERR_DEVICE, "kernel %s runs on %s but reads a tensor on %s (a value shared by "
                             "work on two devices in one flush: realize it first)", L->name,
-                            st_dev_name(dev, a, sizeof a), st_dev_name(x->buf->device, b, sizeof b));
+                            st_dev_name(pg->dev, a, sizeof a), st_dev_name(x->buf->device, b, sizeof b));
         }
         bufs[i] = x->buf->data;
         *bytes += x->buf->nbytes;
@@ -145,48 +155,37 @@ static st_status bind_buffers(exec_state *e, int g, int dev, void **bufs, size_t
     return ST_OK;
 }
 
-static void debug_kernel_line(exec_state *e, int g, size_t bytes, double t0, const char *tier) {
+static void debug_kernel_line(const st_region *r, const fuse_pgroup *pg, size_t bytes, double t0) {
     if (!(st_rt.debug & 2)) return;
-    fuse_group *G = &e->plan.groups[g];
-    fuse_launch *L = &e->launch[g];
-    const st_node *o = G->anchor ? G->anchor : G->outs[0];
+    const st_node *o = r->nodes[pg->anchor >= 0 ? pg->anchor : pg->outs[0]];
     char sh[128];
-    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  %s%s\n", L->name, kind_names[G->kind],
-            st_shape_str(o->ndim, o->shape, sh, sizeof sh), bytes, (st_now_ms() - t0) * 1e3, tier,
-            L->inplace ? " (in place)" : "");
+    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  %s%s\n", pg->L.name, kind_names[pg->kind],
+            st_shape_str(o->ndim, o->shape, sh, sizeof sh), bytes, (st_now_ms() - t0) * 1e3,
+            pg->dev > ST_DEV_CPU ? "cuda" : "jit", pg->L.inplace ? " (in place)" : "");
 }
 
-static st_status index_error(exec_state *e, int g) {
-    return st_error(ST_ERR_ARG, "%s: index out of range (kernel %s)",
-                    e->plan.groups[g].kind == FG_SCATTER ? "scatter_add" : "gather", e->launch[g].name);
-}
-
-/* A CUDA group: compiled by NVRTC (cubin cache), launched on the device's stream. */
-static st_status run_cuda_kernel(exec_state *e, int g, int dev) {
+/* One compiled group of a plan-cache entry: a CPU kernel, or a CUDA launch (compiled by NVRTC
+ * through the cubin cache, launched on the device's stream). */
+static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *k, const fuse_pgroup *pg) {
     void *bufs[KIR_MAX_BUFS];
     size_t bytes;
-    st_status s = bind_buffers(e, g, dev, bufs, &bytes);
+    st_status s = bind_buffers(e, r, k, pg, bufs, &bytes);
     if (s != ST_OK) return s;
     double t0 = st_now_ms();
     int err = 0;
-    s = exec_cuda_launch(&e->launch[g], dev - 1, bufs, &err);
-    if (s != ST_OK) return s;
-    debug_kernel_line(e, g, bytes, t0, "cuda");
-    return err ? index_error(e, g) : ST_OK;
-}
-
-static st_status run_kernel(exec_state *e, int g, st_kernel_fn fn) {
-    fuse_launch *L = &e->launch[g];
-    void *bufs[KIR_MAX_BUFS];
-    size_t bytes;
-    st_status s = bind_buffers(e, g, ST_DEV_CPU, bufs, &bytes);
-    if (s != ST_OK) return s;
-    int32_t err = 0;
-    st_kargs a = {bufs, L->ints, L->flts, &err, nthreads()};
-    double t0 = st_now_ms();
-    fn(&a);
-    debug_kernel_line(e, g, bytes, t0, "jit");
-    return err ? index_error(e, g) : ST_OK;
+    if (pg->dev > ST_DEV_CPU) {
+        if ((s = exec_cuda_launch(&pg->L, pg->dev - 1, bufs, &err)) != ST_OK) return s;
+    } else {
+        int32_t kerr = 0;
+        st_kargs a = {bufs, pg->L.ints, pg->L.flts, &kerr, nthreads()};
+        pg->fn(&a);
+        err = kerr != 0;
+    }
+    debug_kernel_line(r, pg, bytes, t0);
+    if (err)
+        return st_error(ST_ERR_ARG, "%s: index out of range (kernel %s)",
+                        pg->kind == FG_SCATTER ? "scatter_add" : "gather", pg->L.name);
+    return ST_OK;
 }
 
 static void debug_interp_line(exec_state *e, int g, double t0) {
@@ -199,24 +198,66 @@ static void debug_interp_line(exec_state *e, int g, double t0) {
             st_shape_str(o->ndim, o->shape, sh, sizeof sh), "-", (st_now_ms() - t0) * 1e3);
 }
 
+/* Runs entry pe over region r: user scalars refreshed, node tags as the planning left them, then
+ * every group in order (compiled ones launched, the others through the interpreter tier). */
+static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse_pentry *pe) {
+    for (int i = 0; i < pe->n; i++) r->nodes[i]->tag = pe->tag[i];
+    fuse_pentry_refresh(pe, r);
+    for (int j = 0; j < pe->ngroups; j++) {
+        const fuse_pgroup *pg = &pe->groups[j];
+        if (st_rt.interrupted) {
+            st_rt.interrupted = 0;
+            return st_error(ST_ERR_INTERRUPT, "interrupted");
+        }
+        st_status s;
+        if (pg->interp) {
+            double t0 = st_now_ms();
+            s = run_interp_group(e, pg->group);
+            debug_interp_line(e, pg->group, t0);
+        } else {
+            s = run_pgroup(e, r, k, pg);
+        }
+        st_stats_g.kernels_launched++;
+        if (s != ST_OK) return s;
+    }
+    return ST_OK;
+}
+
 st_status fuse_execute(st_region *r) {
     exec_state e;
     memset(&e, 0, sizeof e);
+    fuse_pkey key;
+    memset(&key, 0, sizeof key);
+    fuse_pentry *pe = NULL;
     st_kernel_fn *fns = NULL;
     const char **jsrc = NULL, **jhint = NULL;
     int *jidx = NULL;
+    uint8_t *interp = NULL;
+
+    /* the key is built even with the cache off: slots bind through its external input list */
+    st_status s = fuse_pkey_build(r, &key);
+    if (s != ST_OK) goto done;
+    /* a wanted fusion graph needs the lowered plan: no cache lookup then */
+    if (fuse_pcache_enabled() && !fuse_graph_wanted() && (pe = fuse_pcache_find(&key))) {
+        st_stats_g.plan_cache_hits++;
+        s = run_entry(&e, r, &key, pe);
+        pe = NULL;   /* the cache's */
+        goto done;
+    }
 
     int any_cuda = 0;
     for (int i = 0; i < r->n; i++) any_cuda |= r->nodes[i]->rdev > ST_DEV_CPU;
-    st_status s = fuse_partition(r, &e.plan);
+    s = fuse_partition(r, &e.plan);
     if (s == ST_ERR_INTERNAL && !any_cuda) {
         /* a planning bug must not cost the user a result: run the region op by op */
         if (st_rt.debug) fprintf(stderr, "stitch: fuser: %s; running the interpreter\n", st_last_error());
         fuse_plan_free(&e.plan);
+        fuse_pkey_free(&key);
         for (int i = 0; i < r->n; i++) r->nodes[i]->tag = -1;
         return interp_execute(r);
     }
     if (s != ST_OK) goto done;
+    st_stats_g.plans_built++;
     int ng = e.plan.ngroups;
     e.launch = st_calloc((size_t)ng + 1, sizeof *e.launch);
     e.src = st_calloc((size_t)ng + 1, sizeof *e.src);
@@ -224,11 +265,11 @@ st_status fuse_execute(st_region *r) {
     jsrc = st_calloc((size_t)ng + 1, sizeof *jsrc);
     jhint = st_calloc((size_t)ng + 1, sizeof *jhint);
     jidx = st_calloc((size_t)ng + 1, sizeof *jidx);
-    if (!e.launch || !e.src || !fns || !jsrc || !jhint || !jidx) {
+    interp = st_calloc((size_t)ng + 1, 1);
+    if (!e.launch || !e.src || !fns || !jsrc || !jhint || !jidx || !interp) {
         s = st_last_status();
         goto done;
     }
-
     /* lower and render */
     int64_t work = 0;
     int nj = 0;
@@ -285,25 +326,17 @@ st_status fuse_execute(st_region *r) {
 
     if (fuse_graph_wanted()) fuse_graph_emit(&e.plan, e.launch, use_jit); /* ST_GRAPH, st_graph */
 
-    /* run */
-    for (int k = 0; k < ng; k++) {
-        int g = e.plan.order[k];
-        if (st_rt.interrupted) {
-            st_rt.interrupted = 0;
-            s = st_error(ST_ERR_INTERRUPT, "interrupted");
-            goto done;
-        }
-        double t0 = st_now_ms();
-        if (group_dev(&e, g) > ST_DEV_CPU) {
-            s = run_cuda_kernel(&e, g, group_dev(&e, g));
-        } else if (use_jit && fns[g]) {
-            s = run_kernel(&e, g, fns[g]);
-        } else {
-            s = run_interp_group(&e, g);
-            debug_interp_line(&e, g, t0);
-        }
-        st_stats_g.kernels_launched++;
-        if (s != ST_OK) goto done;
+    /* run: groups without a CPU kernel or a GPU go to the interpreter; a plan with none is cached */
+    for (int g = 0; g < ng; g++) interp[g] = group_dev(&e, g) <= ST_DEV_CPU && !fns[g];
+    bool cacheable;
+    if (!(pe = fuse_pentry_new(&e.plan, e.launch, fns, interp, &key, &cacheable))) {
+        s = st_last_status();
+        goto done;
+    }
+    s = run_entry(&e, r, &key, pe);
+    if (s == ST_OK && cacheable && fuse_pcache_enabled()) {
+        if (fuse_pcache_insert(pe, &key) != ST_OK) st_clear_error();   /* only a later miss */
+        pe = NULL;
     }
 
 done:
@@ -319,6 +352,8 @@ done:
         for (int g = 0; g < e.plan.ngroups; g++) fuse_launch_free(&e.launch[g]);
     if (e.src)
         for (int g = 0; g < e.plan.ngroups; g++) st_free(e.src[g]);
+    fuse_pentry_free(pe);
+    fuse_pkey_free(&key);
     st_free(e.launch);
     st_free(e.src);
     st_free(e.set);
@@ -327,6 +362,7 @@ done:
     st_free(jsrc);
     st_free(jhint);
     st_free(jidx);
+    st_free(interp);
     fuse_plan_free(&e.plan);
     return s;
 }

@@ -128,4 +128,75 @@ ST_INTERNAL void fuse_graph_emit(fuse_plan *p, const fuse_launch *launch, int us
 ST_INTERNAL void fuse_graph_set_auto(const char *path);
 /* ---- end graph.c ---- */
 
+/* ---- plan cache (plan_cache.c; docs/fusion.md "Plan cache") ----
+ * A flushed region's structure (every node's op, dtype, shape, device, non-scalar arguments, its
+ * sources as region positions or external inputs numbered by first appearance, targets, the
+ * fusion flags) serialized into bytes is the key; the value is what running the region needs
+ * without planning: per group in execution order its compiled kernel, output positions and how
+ * each buffer slot binds. User scalars (CONST values, IOTA start/step, RAND seed/offset/lo/hi)
+ * are not in the key: they are parameter slots refreshed from the new region on a hit
+ * (fuse_user_scalar), so partition and lowering must never read those values otherwise.
+ * Only regions whose every group runs compiled (CPU JIT or CUDA) are cached: the interpreter
+ * tier needs the plan's node sets. ST_PLAN_CACHE=0 switches the cache off. */
+enum { FUSE_PCACHE_MAX = 512 };   /* entries kept; the least recently used is evicted */
+
+typedef struct fuse_pgroup {
+    fuse_launch L;                 /* owned: kernel IR (CUDA launch geometry), ints, flts, name;
+                                    * L.buf_node is meaningless here (bind says it) */
+    st_kernel_fn fn;               /* CPU kernel; NULL on a CUDA device */
+    int dev, kind;                 /* resolved device; fuse_group_kind */
+    int interp;                    /* run by the interpreter tier (plan group `group`): such an
+                                    * entry lives for one flush only and is never cached */
+    int group;
+    int32_t *outs;                 /* region positions the group writes */
+    int nouts;
+    int32_t anchor;                /* region position of the anchor (in-place SETVIEW), -1 */
+    int32_t bind[KIR_MAX_BUFS];    /* >= 0: region position; < 0: external input -1 - bind */
+    kir_ins *scal;                 /* the user-scalar KI_IPARAM/KI_FPARAM instructions (slot: imm,
+                                    * node position: b), refreshed on every run */
+    int nscal;
+} fuse_pgroup;
+
+typedef struct fuse_pentry {
+    uint64_t hash;
+    uint8_t *key;                  /* owned copy of the key bytes (a hit compares them all) */
+    size_t keylen;
+    fuse_pgroup *groups;           /* in execution order */
+    int ngroups;
+    int32_t *tag;                  /* node->tag per region position, as the planning left it */
+    int n;
+    struct fuse_pentry *lru_prev, *lru_next, *chain;
+} fuse_pentry;
+
+/* One region's key, built per flush (the caller owns it; fuse_pkey_free releases it). */
+typedef struct fuse_pkey {
+    uint8_t *bytes;
+    size_t len, cap;
+    uint64_t hash;
+    st_node **ext;                 /* external inputs (realized BUFFER nodes) by first appearance */
+    int next, capext;
+} fuse_pkey;
+
+ST_INTERNAL bool fuse_pcache_enabled(void);            /* ST_PLAN_CACHE (default on), read once */
+ST_INTERNAL void fuse_pcache_set_enabled(bool on);     /* overrides ST_PLAN_CACHE (tests, benches) */
+ST_INTERNAL st_status fuse_pkey_build(const st_region *r, fuse_pkey *k);
+ST_INTERNAL void fuse_pkey_free(fuse_pkey *k);
+/* The entry for key k (made most recently used), or NULL. */
+ST_INTERNAL fuse_pentry *fuse_pcache_find(const fuse_pkey *k);
+/* The entry of a planned region: takes ownership of the launch of every group that runs
+ * compiled (launch[g] left zeroed); fns[g] is group g's CPU kernel, NULL for CUDA groups and for
+ * groups the interpreter runs (interp[g] set: their launch stays with the caller). *cacheable is
+ * set when no group is interpreted. NULL on OOM (the launches not yet moved stay with the caller). */
+ST_INTERNAL fuse_pentry *fuse_pentry_new(const fuse_plan *p, fuse_launch *launch, st_kernel_fn *fns,
+                                         const uint8_t *interp, const fuse_pkey *k, bool *cacheable);
+/* Adds e under k (the cache owns e from now on; the least recently used entry beyond
+ * FUSE_PCACHE_MAX is freed). Returns ST_OK or ST_ERR_OOM (e is then freed). */
+ST_INTERNAL st_status fuse_pcache_insert(fuse_pentry *e, const fuse_pkey *k);
+ST_INTERNAL void fuse_pentry_free(fuse_pentry *e);
+/* Rewrites every user-scalar slot of e from region r (same key). */
+ST_INTERNAL void fuse_pentry_refresh(fuse_pentry *e, const st_region *r);
+ST_INTERNAL void fuse_pcache_shutdown(void);           /* frees every entry (st_shutdown) */
+/* lower.c: true when parameter instruction `in` is a user scalar; its value in r now. */
+ST_INTERNAL bool fuse_user_scalar(const kir_ins *in, const st_region *r, int64_t *iv, double *fv);
+
 #endif

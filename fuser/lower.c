@@ -315,6 +315,24 @@ static int ev_source(lw *w, st_node *n, lctx *c) {
     }
 }
 
+/* The plan cache (plan_cache.c) keys a region without its user scalars and refreshes them on a
+ * hit through this function, so it must name every parameter ev_source keys by a node's value:
+ * true when `in` (a KI_IPARAM/KI_FPARAM) is such a scalar, with its value in region r now. */
+bool fuse_user_scalar(const kir_ins *in, const st_region *r, int64_t *iv, double *fv) {
+    if (in->b < 0 || in->b >= r->n) return false;   /* k1 is a node position for every such key */
+    const st_node *n = r->nodes[in->b];
+    switch (in->a) {
+    case P_CONST: *iv = n->arg.c.i; *fv = n->arg.c.f; return true;
+    case P_IOTA0: *fv = n->arg.iota.start; return true;
+    case P_IOTA1: *fv = n->arg.iota.step; return true;
+    case P_SEED: *iv = (int64_t)n->arg.rng.seed; return true;
+    case P_ROFF: *iv = (int64_t)n->arg.rng.offset; return true;
+    case P_RLO: *iv = n->arg.rng.lo; return true;
+    case P_RHI: *iv = n->arg.rng.hi; return true;
+    default: return false;
+    }
+}
+
 static int ev(lw *w, st_node *n, lctx *c) {
     if (w->bad || c->flat < 0) return -1;
     if (fuse_loads(w->p, n, w->g)) return load(w, n, c->flat);

@@ -72,6 +72,7 @@ void st_manual_seed(uint64_t seed) {
 
 /* Frees the caches; tensors still alive stay valid (their pending work runs when read). */
 void st_shutdown(void) {
+    fuse_pcache_shutdown();   /* its entries hold kernel pointers jit_shutdown unloads */
     jit_shutdown();
     jit_cubin_shutdown();
     exec_cuda_shutdown();

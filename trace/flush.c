@@ -131,6 +131,7 @@ static st_status flush_region(int nt, st_node *const *targets) {
     double t0 = st_now_ms();
     uint64_t launched0 = st_stats_g.kernels_launched, compiled0 = st_stats_g.kernels_compiled;
     uint64_t hits0 = st_stats_g.cache_hits_memory + st_stats_g.cache_hits_disk;
+    uint64_t plan_hits0 = st_stats_g.plan_cache_hits;
     int gpu = resolve_devices(&r);   /* the interpreter cannot touch GPU memory: eager mode is CPU-only */
     s = st_rt.eager && !gpu ? interp_execute(&r) : fuse_execute(&r);
     if (s == ST_OK) {
@@ -157,7 +158,9 @@ static st_status flush_region(int nt, st_node *const *targets) {
                 (unsigned long long)(st_stats_g.kernels_launched - launched0),
                 (unsigned long long)(st_stats_g.kernels_compiled - compiled0),
                 (unsigned long long)(st_stats_g.cache_hits_memory + st_stats_g.cache_hits_disk - hits0),
-                st_rt.eager ? "eager" : "fused", ms, s == ST_OK ? "" : " (failed)");
+                st_rt.eager && !gpu ? "eager"
+                : st_stats_g.plan_cache_hits != plan_hits0 ? "fused, plan cached" : "fused, planned",
+                ms, s == ST_OK ? "" : " (failed)");
     for (int i = 0; i < r.n; i++) st_node_release(r.nodes[i]);
     st_free(r.nodes);
     return s;

@@ -1,0 +1,276 @@
+/*
+ * plan_cache.c — the plan cache: a flushed region's structure -> its launches, so a repeated
+ * training step neither partitions, lowers, renders nor hashes kernel sources.
+ *
+ * Key: the region serialized into bytes (fuse_pkey_build): the fusion flags, then per node in
+ * region order its op, dtype, shape, flags (target), resolved device, the arguments partition and
+ * lowering read (view strides/offset/mask, reduced axes, gather/scatter dim, iota axis, the
+ * in-place test of a SETVIEW) and its sources: a region position, or an external input (a
+ * realized BUFFER node) numbered by first appearance, with its dtype, shape and device the first
+ * time. User scalars (CONST values, IOTA start/step, RAND seed/offset/lo/hi) are left out: they
+ * are kernel parameters, refreshed from the new region on a hit (fuse_pentry_refresh). Sizes and
+ * strides are in the key, so every other parameter is constant per entry.
+ *
+ * Invariants: a hit requires the whole key to compare equal (the 64-bit hash only picks the
+ * chain), so a collision costs a miss, never a wrong plan; two regions with equal keys are
+ * planned and lowered identically, which holds as long as partition.c and lower.c read nothing
+ * of a node beyond what the key holds (refcnt is not read by partition: a live handle does not
+ * make a node materialized). Entries hold function pointers into the JIT's loaded objects, valid
+ * until jit_shutdown: st_shutdown frees this cache first.
+ */
+#include "fuser.h"
+#include "../jit/compile.h"
+
+#include <stdlib.h>
+
+#define NBUCKETS 1024   /* power of two, > FUSE_PCACHE_MAX */
+
+static struct {
+    fuse_pentry *bucket[NBUCKETS];
+    fuse_pentry *mru, *lru;     /* doubly linked, most recently used first */
+    int n;
+    int enabled;                /* -1: not read yet */
+} C = {.enabled = -1};
+
+bool fuse_pcache_enabled(void) {
+    if (C.enabled < 0) {
+        const char *e = getenv("ST_PLAN_CACHE");
+        C.enabled = !(e && e[0] == '0' && e[1] == '\0');
+    }
+    return C.enabled;
+}
+
+void fuse_pcache_set_enabled(bool on) { C.enabled = on; }
+
+/* ---- key ---- */
+static bool put(fuse_pkey *k, const void *p, size_t n) {
+    if (k->len + n > k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 4096;
+        while (cap < k->len + n) cap *= 2;
+        uint8_t *b = st_realloc(k->bytes, cap);
+        if (!b) return false;
+        k->bytes = b;
+        k->cap = cap;
+    }
+    memcpy(k->bytes + k->len, p, n);
+    k->len += n;
+    return true;
+}
+static bool put_i64(fuse_pkey *k, int64_t v) { return put(k, &v, sizeof v); }
+
+/* The external input index of BUFFER node x (appended, with its layout, when new). x->tag (unused
+ * by the fuser on realized nodes) remembers the index; a stale tag fails the ext[] check. */
+static bool put_ext(fuse_pkey *k, st_node *x) {
+    int i = x->tag >= 0 && x->tag < k->next && k->ext[x->tag] == x ? x->tag : k->next;
+    if (!put_i64(k, -1 - (int64_t)i)) return false;
+    if (i < k->next) return true;
+    x->tag = i;
+    if (k->next == k->capext) {
+        int cap = k->capext ? k->capext * 2 : 16;
+        st_node **e = st_realloc(k->ext, (size_t)cap * sizeof *e);
+        if (!e) return false;
+        k->ext = e;
+        k->capext = cap;
+    }
+    k->ext[k->next++] = x;
+    int64_t head[3] = {x->dtype, x->ndim, x->buf ? x->buf->device : -1};
+    return put(k, head, sizeof head) && put(k, x->shape, (size_t)x->ndim * sizeof x->shape[0]);
+}
+
+/* The arguments of x that partition and lowering read (never user scalars). */
+static bool put_args(fuse_pkey *k, const st_node *x) {
+    const st_node_arg *a = &x->arg;
+    switch ((st_op)x->op) {
+    case ST_OP_CONST: case ST_OP_RAND_U: case ST_OP_RAND_N: case ST_OP_RAND_INT: case ST_OP_MATMUL:
+        return true;   /* scalars only: parameters */
+    case ST_OP_IOTA: return put_i64(k, a->iota.axis);
+    case ST_OP_GATHER: case ST_OP_SCATTER_ADD: return put_i64(k, a->axis.dim);
+    case ST_OP_VIEW: case ST_OP_SETVIEW: {
+        const st_node *base = x->src[0];
+        int nd = x->op == ST_OP_SETVIEW ? x->src[1]->ndim : x->ndim;
+        /* lower.c's in-place SETVIEW test: the base buffer is held by this SETVIEW alone */
+        int inplace = x->op == ST_OP_SETVIEW && base->op == ST_OP_BUFFER && base->refcnt == 1 && base->buf &&
+                      base->buf->refcnt == 1;
+        int64_t head[3] = {a->view.offset, a->view.has_mask, inplace};
+        if (!put(k, head, sizeof head) || !put(k, a->view.strides, (size_t)nd * sizeof a->view.strides[0]))
+            return false;
+        return !a->view.has_mask || (put(k, a->view.lo, (size_t)nd * sizeof a->view.lo[0]) &&
+                                     put(k, a->view.hi, (size_t)nd * sizeof a->view.hi[0]));
+    }
+    default:
+        if (st_op_is_elementwise((st_op)x->op)) return true;
+        if (st_ops[x->op].kind == OPK_REDUCE) return put_i64(k, a->red.axes);
+        return put(k, a, sizeof *a);   /* an op not listed here: all of it (a miss, never a wrong hit) */
+    }
+}
+
+st_status fuse_pkey_build(const st_region *r, fuse_pkey *k) {
+    k->len = 0;
+    k->next = 0;
+    int64_t head[3] = {0x706c616e31LL /* "plan1" */, fuse_flags(), r->n};
+    bool ok = put(k, head, sizeof head);
+    for (int i = 0; i < r->n && ok; i++) {
+        st_node *x = r->nodes[i];
+        int64_t h[6] = {x->op, x->dtype, x->ndim, x->nsrc, x->flags & (NODE_TARGET | NODE_WEAK), x->rdev};
+        ok = put(k, h, sizeof h) && put(k, x->shape, (size_t)x->ndim * sizeof x->shape[0]) && put_args(k, x);
+        for (int s = 0; s < x->nsrc && ok; s++)
+            ok = fuse_in_region(x->src[s]) ? put_i64(k, x->src[s]->pos) : put_ext(k, x->src[s]);
+    }
+    if (!ok) return st_last_status();
+    jit_key h = jit_hash128(k->bytes, k->len, (jit_key){{0, 0}});
+    k->hash = h.h[0] ^ h.h[1];
+    return ST_OK;
+}
+
+void fuse_pkey_free(fuse_pkey *k) {
+    st_free(k->bytes);
+    st_free(k->ext);
+    memset(k, 0, sizeof *k);
+}
+
+/* ---- entries ---- */
+void fuse_pentry_free(fuse_pentry *e) {
+    if (!e) return;
+    for (int g = 0; g < e->ngroups; g++) {
+        fuse_launch_free(&e->groups[g].L);
+        st_free(e->groups[g].outs);
+        st_free(e->groups[g].scal);
+    }
+    st_free(e->groups);
+    st_free(e->tag);
+    st_free(e->key);
+    st_free(e);
+}
+
+/* The binding of slot node x: its region position, or its external input index (put_ext). */
+static int32_t bind_of(const st_node *x, const fuse_pkey *k) {
+    if (fuse_in_region(x)) return x->pos;
+    ST_ASSERT(x->tag >= 0 && x->tag < k->next && k->ext[x->tag] == x);
+    return -1 - x->tag;
+}
+
+static bool fill_group(fuse_pgroup *pg, const fuse_plan *p, int g, fuse_launch *L, st_kernel_fn fn, int interp,
+                       const fuse_pkey *k) {
+    const fuse_group *G = &p->groups[g];
+    pg->fn = fn;
+    pg->dev = G->outs[0]->rdev;
+    pg->kind = G->kind;
+    pg->group = g;
+    pg->interp = interp;
+    pg->anchor = G->anchor ? G->anchor->pos : -1;
+    pg->nouts = G->nouts;
+    if (!(pg->outs = st_malloc((size_t)G->nouts * sizeof *pg->outs))) return false;
+    for (int i = 0; i < G->nouts; i++) pg->outs[i] = G->outs[i]->pos;
+    if (interp) return true;
+    for (int i = 0; i < L->k.nbufs; i++) pg->bind[i] = bind_of(L->buf_node[i], k);
+    int64_t iv;
+    double fv;
+    for (int pass = 0; pass < 2; pass++) { /* count, then fill */
+        int n = 0;
+        for (int i = 0; i < L->k.n; i++) {
+            const kir_ins *in = &L->k.ins[i];
+            if ((in->op != KI_IPARAM && in->op != KI_FPARAM) || !fuse_user_scalar(in, p->r, &iv, &fv)) continue;
+            if (pass) pg->scal[n] = *in;
+            n++;
+        }
+        if (!pass && n && !(pg->scal = st_malloc((size_t)n * sizeof *pg->scal))) return false;
+        pg->nscal = n;
+    }
+    pg->L = *L;   /* moved: the entry owns the kernel and its arguments now */
+    memset(L, 0, sizeof *L);
+    return true;
+}
+
+fuse_pentry *fuse_pentry_new(const fuse_plan *p, fuse_launch *launch, st_kernel_fn *fns, const uint8_t *interp,
+                             const fuse_pkey *k, bool *cacheable) {
+    *cacheable = true;
+    fuse_pentry *e = st_calloc(1, sizeof *e);
+    if (!e) return NULL;
+    int ng = p->ngroups, n = p->r->n;
+    e->groups = st_calloc((size_t)ng + 1, sizeof *e->groups);
+    e->tag = st_malloc(((size_t)n + 1) * sizeof *e->tag);
+    if (!e->groups || !e->tag) goto oom;
+    for (int i = 0; i < n; i++) e->tag[i] = p->r->nodes[i]->tag;
+    e->n = n;
+    for (int k2 = 0; k2 < ng; k2++) {
+        int g = p->order[k2];
+        e->ngroups = k2 + 1;   /* what fuse_pentry_free must look at */
+        *cacheable = *cacheable && !interp[g];
+        if (!fill_group(&e->groups[k2], p, g, &launch[g], fns[g], interp[g], k)) goto oom;
+    }
+    return e;
+oom:
+    /* launches already moved are freed with e; the caller frees the rest */
+    fuse_pentry_free(e);
+    return NULL;
+}
+
+void fuse_pentry_refresh(fuse_pentry *e, const st_region *r) {
+    for (int g = 0; g < e->ngroups; g++) {
+        fuse_pgroup *pg = &e->groups[g];
+        for (int i = 0; i < pg->nscal; i++) {
+            const kir_ins *in = &pg->scal[i];
+            int64_t iv = 0;
+            double fv = 0;
+            fuse_user_scalar(in, r, &iv, &fv);
+            if (in->op == KI_IPARAM) pg->L.ints[in->imm] = iv;
+            else pg->L.flts[in->imm] = fv;
+        }
+    }
+}
+
+/* ---- the table (chained buckets) and the LRU list ---- */
+static void lru_unlink(fuse_pentry *e) {
+    if (e->lru_prev) e->lru_prev->lru_next = e->lru_next;
+    else C.mru = e->lru_next;
+    if (e->lru_next) e->lru_next->lru_prev = e->lru_prev;
+    else C.lru = e->lru_prev;
+    e->lru_prev = e->lru_next = NULL;
+}
+static void lru_push_front(fuse_pentry *e) {
+    e->lru_next = C.mru;
+    if (C.mru) C.mru->lru_prev = e;
+    C.mru = e;
+    if (!C.lru) C.lru = e;
+}
+
+fuse_pentry *fuse_pcache_find(const fuse_pkey *k) {
+    for (fuse_pentry *e = C.bucket[k->hash & (NBUCKETS - 1)]; e; e = e->chain)
+        if (e->hash == k->hash && e->keylen == k->len && !memcmp(e->key, k->bytes, k->len)) {
+            if (C.mru != e) {
+                lru_unlink(e);
+                lru_push_front(e);
+            }
+            return e;
+        }
+    return NULL;
+}
+
+static void remove_entry(fuse_pentry *e) {
+    fuse_pentry **pp = &C.bucket[e->hash & (NBUCKETS - 1)];
+    while (*pp != e) pp = &(*pp)->chain;
+    *pp = e->chain;
+    lru_unlink(e);
+    C.n--;
+    fuse_pentry_free(e);
+}
+
+st_status fuse_pcache_insert(fuse_pentry *e, const fuse_pkey *k) {
+    if (!(e->key = st_malloc(k->len ? k->len : 1))) {
+        fuse_pentry_free(e);
+        return st_last_status();
+    }
+    memcpy(e->key, k->bytes, k->len);
+    e->keylen = k->len;
+    e->hash = k->hash;
+    fuse_pentry **b = &C.bucket[e->hash & (NBUCKETS - 1)];
+    e->chain = *b;
+    *b = e;
+    lru_push_front(e);
+    if (++C.n > FUSE_PCACHE_MAX) remove_entry(C.lru);
+    return ST_OK;
+}
+
+void fuse_pcache_shutdown(void) {
+    while (C.lru) remove_entry(C.lru);
+}

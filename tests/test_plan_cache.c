@@ -1,0 +1,254 @@
+/*
+ * test_plan_cache.c — the plan cache (fuser/plan_cache.c): a region repeated with new data and
+ * new user scalars plans nothing and compiles nothing, and still gives the interpreter's answer;
+ * anything structural (a shape, a fusion flag, the in-place test of a write) misses.
+ *
+ * Every graph is built lazily (st_set_jit_min(0): every region is compiled, so cacheable) and
+ * checked against the same graph built with st_set_eager(1) (the reference interpreter). Counts
+ * come from st_stats deltas around the lazy flush. The JIT uses a fresh ST_CACHE_DIR.
+ */
+#include "runtime/internal.h"
+#include "runtime/tensor.h"
+#include "fuser/fuser.h"
+#include "test.h"
+
+#include <ftw.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char cache_dir[256];
+
+static st_tensor *input(int64_t rows, int64_t cols, unsigned seed) {
+    int64_t n = rows * cols, shape[2] = {rows, cols};
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        v[i] = (float)((seed >> 8 & 0xffff) / 65536.0 * 4 - 2);
+    }
+    st_tensor *t = st_from_data(ST_F32, 2, shape, v);
+    free(v);
+    st_realize(1, &t);
+    return t;
+}
+
+static double *host(st_tensor *t) {
+    int64_t n = st_numel(t);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static void check_same(st_tensor *got, st_tensor *want, double tol) {
+    CHECK_EQ_INT(st_numel(got), st_numel(want));
+    double *g = host(got), *w = host(want);
+    CHECK(g && w);
+    for (int64_t i = 0; g && w && i < st_numel(got); i++) CHECK_NEAR(g[i], w[i], tol);
+    free(g);
+    free(w);
+}
+
+typedef struct delta { uint64_t built, hits, compiled, launched; } delta;
+static st_stats_t mark;
+static void begin(void) { st_stats(&mark); }
+static delta end(void) {
+    st_stats_t s;
+    st_stats(&s);
+    return (delta){s.plans_built - mark.plans_built, s.plan_cache_hits - mark.plan_cache_hits,
+                   s.kernels_compiled - mark.kernels_compiled, s.kernels_launched - mark.kernels_launched};
+}
+
+/* Several kernels with user scalars: out[0] = softmax(x * c, 1) + tanh(x - c - 1.5) (a stitched
+ * reduction with an elementwise tail), out[1] = its row sums plus an iota (arange) per row, out[2]
+ * = x * U[0, 1) noise (a RAND source). */
+static void build(st_tensor *x, double c, st_tensor **out) {
+    st_tensor *xc = st_mul_s(x, c), *sm = st_softmax(xc, 1), *xs = st_sub_s(x, c + 1.5), *th = st_tanh(xs);
+    out[0] = st_add(sm, th);
+    int ax = 1;
+    st_tensor *rs = st_sum(out[0], 1, &ax, 0);
+    st_tensor *io = st_arange(c, c + (double)st_numel(rs) * 0.5 - 1e-9, 0.5, ST_F32);
+    out[1] = st_add(rs, io);
+    int64_t shape[ST_MAX_DIMS];
+    st_shape(x, shape);
+    st_tensor *u = st_rand(ST_F32, 2, shape);
+    out[2] = st_mul(x, u);
+    st_release(xc);
+    st_release(sm);
+    st_release(xs);
+    st_release(th);
+    st_release(rs);
+    st_release(io);
+    st_release(u);
+}
+
+/* Runs build lazily and eagerly (same RNG seed); checks values; returns the lazy flush's counts. */
+static delta run_checked(st_tensor *x, double c, uint64_t seed, st_tensor **keep) {
+    st_tensor *ref[3], *out[3];
+    st_set_eager(1);
+    st_manual_seed(seed);
+    build(x, c, ref);
+    st_set_eager(0);
+    st_manual_seed(seed);
+    build(x, c, out);
+    begin();
+    CHECK(st_realize(3, out) == ST_OK);
+    delta d = end();
+    for (int i = 0; i < 3; i++) check_same(out[i], ref[i], 1e-5);
+    for (int i = 0; i < 3; i++) {
+        st_release(ref[i]);
+        if (keep && i == 2) keep[0] = out[i];
+        else st_release(out[i]);
+    }
+    return d;
+}
+
+TEST(repeat_with_new_scalars_and_data_plans_nothing) {
+    st_tensor *x1 = input(48, 200, 1), *x2 = input(48, 200, 2), *n1 = NULL, *n2 = NULL;
+    delta a = run_checked(x1, 0.5, 7, &n1);
+    CHECK_EQ_INT(a.built, 1);
+    CHECK(a.launched >= 2);
+    delta b = run_checked(x2, 2.0, 8, &n2);
+    CHECK_EQ_INT(b.built, 0);
+    CHECK_EQ_INT(b.hits, 1);
+    CHECK_EQ_INT(b.compiled, 0);
+    CHECK_EQ_INT(b.launched, a.launched);
+    /* the RAND node got a new seed on the hit: other noise (x1 = x2 would not matter: x differs) */
+    double *v1 = host(n1), *v2 = host(n2), *xa = host(x1), *xb = host(x2);
+    int differ = 0;
+    for (int i = 0; v1 && v2 && xa && xb && i < 48 * 200; i++) differ += v1[i] / xa[i] != v2[i] / xb[i];
+    CHECK(differ > 48 * 200 / 2);
+    free(v1);
+    free(v2);
+    free(xa);
+    free(xb);
+    /* a third run with the first run's inputs and seed: a hit, the first run's numbers */
+    st_tensor *n3 = NULL;
+    delta c = run_checked(x1, 0.5, 7, &n3);
+    CHECK_EQ_INT(c.hits, 1);
+    check_same(n3, n1, 0);
+    st_release(n1);
+    st_release(n2);
+    st_release(n3);
+    st_release(x1);
+    st_release(x2);
+}
+
+TEST(new_shape_misses_without_compiling) {
+    st_tensor *x1 = input(32, 100, 3), *x2 = input(32, 101, 4), *x3 = input(33, 101, 5);
+    run_checked(x1, 1.0, 1, NULL);
+    delta a = run_checked(x2, 1.0, 1, NULL);
+    CHECK_EQ_INT(a.built, 1);
+    CHECK_EQ_INT(a.hits, 0);
+    CHECK_EQ_INT(a.compiled, 0);   /* sizes are kernel parameters */
+    delta b = run_checked(x3, 1.0, 1, NULL);
+    CHECK_EQ_INT(b.built, 1);
+    CHECK_EQ_INT(b.compiled, 0);
+    delta c = run_checked(x2, 3.0, 2, NULL);
+    CHECK_EQ_INT(c.hits, 1);
+    st_release(x1);
+    st_release(x2);
+    st_release(x3);
+}
+
+TEST(fusion_flags_are_part_of_the_key) {
+    st_tensor *x = input(16, 64, 6);
+    run_checked(x, 1.0, 1, NULL);
+    CHECK_EQ_INT(run_checked(x, 1.0, 1, NULL).hits, 1);
+    fuse_set_flags(FUSE_ALL & ~FUSE_STITCH);
+    delta a = run_checked(x, 1.0, 1, NULL);
+    CHECK_EQ_INT(a.built, 1);
+    CHECK_EQ_INT(a.hits, 0);
+    CHECK_EQ_INT(run_checked(x, 2.0, 1, NULL).hits, 1);
+    fuse_set_flags(FUSE_ALL);
+    CHECK_EQ_INT(run_checked(x, 1.0, 1, NULL).hits, 1);
+    st_release(x);
+}
+
+/* x[1:3, :] = v * s on a realized x. In place when x's buffer is held by x alone; a clone of a
+ * realized tensor shares its buffer, so writing into the clone must copy (else x0 would change).
+ * Same structure otherwise: the in-place test is part of the key. *in_place: whether x kept its
+ * buffer. */
+static delta setview_run(st_tensor *v, double s, int shared, int *in_place) {
+    st_tensor *x0 = input(6, 40, 9), *x = shared ? st_clone(x0) : st_mul_s(x0, 1.0);
+    st_realize(1, &x);
+    const void *before = x->storage->node->buf->data;
+    st_tensor *vs = st_mul_s(v, s), *sl = st_slice(x, 0, 1, 3, 1);
+    CHECK(st_copy_(sl, vs) == ST_OK);
+    st_release(sl);
+    begin();
+    CHECK(st_realize(1, &x) == ST_OK);
+    delta d = end();
+    *in_place = x->storage->node->buf->data == before;
+    double *xv = host(x), *x0v = host(x0), *vv = host(v);
+    double *x0w = NULL;   /* x0 as it was made: input() again */
+    st_tensor *x0again = input(6, 40, 9);
+    x0w = host(x0again);
+    st_release(x0again);
+    for (int i = 0; xv && x0v && vv && x0w && i < 6 * 40; i++) {
+        CHECK_NEAR(xv[i], (i >= 40 && i < 120) ? (double)(float)(vv[i - 40] * s) : x0w[i], 1e-6);
+        CHECK_NEAR(x0v[i], x0w[i], 0);   /* the write never reaches x0 */
+    }
+    free(x0w);
+    free(xv);
+    free(x0v);
+    free(vv);
+    st_release(vs);
+    st_release(x);
+    st_release(x0);
+    return d;
+}
+
+TEST(setview_in_place_and_copy_are_different_plans) {
+    st_tensor *v = input(2, 40, 10);
+    int inplace = -1;
+    CHECK_EQ_INT(setview_run(v, 1.5, 0, &inplace).built, 1);
+    CHECK_EQ_INT(inplace, 1);
+    delta a = setview_run(v, 2.5, 0, &inplace);
+    CHECK_EQ_INT(a.hits, 1);
+    CHECK_EQ_INT(a.built, 0);
+    CHECK_EQ_INT(inplace, 1);
+    delta b = setview_run(v, 3.5, 1, &inplace);   /* a clone: must not reuse the in-place plan */
+    CHECK_EQ_INT(b.hits, 0);
+    CHECK_EQ_INT(b.built, 1);
+    CHECK_EQ_INT(inplace, 0);
+    delta c = setview_run(v, 4.5, 1, &inplace);
+    CHECK_EQ_INT(c.hits, 1);
+    CHECK_EQ_INT(inplace, 0);
+    st_release(v);
+}
+
+TEST(disabled_cache_plans_every_flush) {
+    st_tensor *x = input(16, 64, 11);
+    fuse_pcache_set_enabled(false);
+    run_checked(x, 1.0, 1, NULL);
+    delta a = run_checked(x, 2.0, 2, NULL);
+    CHECK_EQ_INT(a.built, 1);
+    CHECK_EQ_INT(a.hits, 0);
+    CHECK_EQ_INT(a.compiled, 0);
+    fuse_pcache_set_enabled(true);
+    st_release(x);
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb; (void)flag; (void)f;
+    return remove(p);
+}
+
+int main(void) {
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-plan-XXXXXX");
+    if (!mkdtemp(cache_dir)) return 1;
+    setenv("ST_CACHE_DIR", cache_dir, 1);
+    st_set_jit_min(0);
+    st_set_poison(1);
+    fuse_pcache_set_enabled(true);
+    RUN(repeat_with_new_scalars_and_data_plans_nothing);
+    RUN(new_shape_misses_without_compiling);
+    RUN(fusion_flags_are_part_of_the_key);
+    RUN(setview_in_place_and_copy_are_different_plans);
+    RUN(disabled_cache_plans_every_flush);
+    st_shutdown();
+    nftw(cache_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    TEST_MAIN_END();
+}
