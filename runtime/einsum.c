@@ -9,17 +9,19 @@
  * aligned: the last dim of every "..." is the same label). Label sets are 64-bit masks.
  *
  * Lowering. Each operand first becomes a *term*: a view with one dim per distinct label (a repeated
- * label within an operand is its diagonal, a strided view) and without the size-1 dims that other
- * operands broadcast (such an operand does not depend on that label). After that every label has
- * one size in every term that holds it. Terms are contracted left to right; for a pair (a, b) the
- * labels still needed later (the output's and the remaining operands') are `keep`:
- *   - a label in only one of the two and not kept is summed out of that term first;
+ * label within an operand is its diagonal, a strided view). Terms are contracted left to right; for
+ * a pair (a, b) the labels still needed later (the output's and the remaining operands') are `keep`:
+ *   - a label in only one of the two and not kept is summed out of that term first (so is a
+ *     size-1 dim that the other term broadcasts, after dropping it from its own term);
  *   - kept labels in both are batch dims, kept labels in one are free dims (M from a, N from b);
  *   - labels in both and not kept are contracted (K).
- * a is permuted to (batch, free_a, K) and b to (batch, K, free_b), the groups reshaped to one dim
- * each, and one batched st_matmul computes (batch, M, N); with no contracted label the pair is an
- * elementwise st_mul instead (an outer or Hadamard product stays a fusable pointwise op). A single
- * operand is summed. The last term is permuted to the output order.
+ * a is permuted to (batch, free_a, K) and b to (batch, K, free_b), the free and contracted groups
+ * reshaped to one dim each, and one st_matmul computes (batch.., M, N), broadcasting size-1 batch
+ * dims itself. Permutes are views and the matmul folds transposed operands, so "bij,bjk->bik" or
+ * "bhqd,bhkd->bhqk" is one matmul kernel; a group whose dims are not adjacent in memory is copied
+ * by the reshape. With no contracted label the pair is an elementwise st_mul instead (an outer or
+ * Hadamard product stays a fusable pointwise op). A single operand is summed. The last term is
+ * permuted to the output order.
  */
 #include "tensor.h"
 
@@ -195,10 +197,11 @@ static st_status parse_spec(ein_spec *sp, st_tensor *const *ops) {
 
 /* ---- terms ---- */
 
-/* The size of every label (the largest; others must equal it or be 1); errors name both operands.
- * A label repeated within one operand (a diagonal) needs equal sizes there, without broadcasting. */
-static st_status label_sizes(const ein_spec *sp, st_tensor *const *ops, int64_t *size) {
+/* Checks that the sizes of every label are equal or 1 (errors name both operands); a label
+ * repeated within one operand (a diagonal) needs equal sizes there, without broadcasting. */
+static st_status label_sizes(const ein_spec *sp, st_tensor *const *ops) {
     int owner[EIN_LABELS];
+    int64_t size[EIN_LABELS];
     char b[32], x[160], y[160];
     for (int l = 0; l < EIN_LABELS; l++) size[l] = -1, owner[l] = -1;
     for (int i = 0; i < sp->n; i++) {
@@ -228,17 +231,16 @@ static st_status label_sizes(const ein_spec *sp, st_tensor *const *ops, int64_t 
     return ST_OK;
 }
 
-/* Operand i as a term: one dim per distinct label (a repeated label's dims become their diagonal:
- * the strides add up), without the size-1 dims of labels whose size is larger. */
-static st_status make_term(const ein_spec *sp, int i, st_tensor *t, const int64_t *size, ein_term *out) {
+/* Operand i as a term: one dim per distinct label; a repeated label's dims become their diagonal
+ * (one dim whose stride is the sum of theirs). */
+static st_status make_term(const ein_spec *sp, int i, st_tensor *t, ein_term *out) {
     int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
     int first[EIN_LABELS], nd = 0;
     for (int l = 0; l < EIN_LABELS; l++) first[l] = -1;
     for (int d = 0; d < sp->nin[i]; d++) {
         int l = sp->in[i][d];
         if (first[l] >= 0) { /* label_sizes checked that the sizes are equal */
-            int k = first[l];
-            strides[k] += t->strides[d];
+            strides[first[l]] += t->strides[d];
             continue;
         }
         first[l] = nd;
@@ -246,15 +248,8 @@ static st_status make_term(const ein_spec *sp, int i, st_tensor *t, const int64_
         strides[nd] = t->strides[d];
         out->lab[nd++] = (uint8_t)l;
     }
-    int k = 0; /* drop the broadcast size-1 dims */
-    for (int d = 0; d < nd; d++)
-        if (!(shape[d] == 1 && size[out->lab[d]] != 1)) {
-            shape[k] = shape[d];
-            strides[k] = strides[d];
-            out->lab[k++] = out->lab[d];
-        }
-    out->nd = k;
-    out->t = st_tensor_view(t, k, shape, strides, t->offset);
+    out->nd = nd;
+    out->t = st_tensor_view(t, nd, shape, strides, t->offset);
     return out->t ? ST_OK : st_last_status();
 }
 
@@ -264,7 +259,34 @@ static int find_label(const ein_term *x, int l) {
     return -1;
 }
 
-/* Sums x over its labels outside keep (in place: x->t is replaced). */
+/* The size of label l in x; 1 when x does not have it (it broadcasts). */
+static int64_t size_in(const ein_term *x, int l) {
+    int d = find_label(x, l);
+    return d >= 0 ? x->t->shape[d] : 1;
+}
+
+/* Drops from x the size-1 dims whose label other has with a larger size and that are not kept:
+ * x does not depend on them, and other sums over them alone. */
+static st_status drop_broadcast(ein_term *x, const ein_term *other, uint64_t keep) {
+    int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < x->nd; d++) {
+        int l = x->lab[d];
+        if (x->t->shape[d] == 1 && !(keep & (1ull << l)) && size_in(other, l) > 1) continue;
+        shape[k] = x->t->shape[d];
+        strides[k] = x->t->strides[d];
+        x->lab[k++] = (uint8_t)l;
+    }
+    if (k == x->nd) return ST_OK;
+    st_tensor *v = st_tensor_view(x->t, k, shape, strides, x->t->offset);
+    if (!v) return st_last_status();
+    st_release(x->t);
+    x->t = v;
+    x->nd = k;
+    return ST_OK;
+}
+
+/* Sums x over its labels outside keep (x->t is replaced). */
 static st_status sum_out(ein_term *x, uint64_t keep) {
     int axes[ST_MAX_DIMS], na = 0, k = 0;
     for (int d = 0; d < x->nd; d++)
@@ -279,13 +301,17 @@ static st_status sum_out(ein_term *x, uint64_t keep) {
     return ST_OK;
 }
 
-/* x permuted to the label order lab[0..n) (all of x's labels), then reshaped to shape (nd dims). */
-static st_tensor *arrange(const ein_term *x, const uint8_t *lab, int n, int nd, const int64_t *shape) {
+/* x permuted to the label order lab[0..n) (all of x's labels), broadcast to full when given (n
+ * sizes), then reshaped to shape (nd dims). A new reference. */
+static st_tensor *arrange(const ein_term *x, const uint8_t *lab, int n, const int64_t *full, int nd,
+                          const int64_t *shape) {
     int perm[ST_MAX_DIMS];
     for (int i = 0; i < n; i++) perm[i] = find_label(x, lab[i]);
     st_tensor *p = st_permute(x->t, perm);
-    st_tensor *r = p ? st_reshape(p, nd, shape) : NULL;
+    st_tensor *e = p && full ? st_expand(p, n, full) : p ? st_retain(p) : NULL;
+    st_tensor *r = e ? st_reshape(e, nd, shape) : NULL;
     st_release(p);
+    st_release(e);
     return r;
 }
 
@@ -300,86 +326,97 @@ static int64_t collect(const ein_term *x, uint64_t mask, uint8_t *lab, int *n) {
     return p;
 }
 
-/* The sizes of labels lab[0..n) (found in a or b) appended to shape at *nd. */
-static void sizes_of(const ein_term *a, const ein_term *b, const uint8_t *lab, int n, int64_t *shape, int *nd) {
-    for (int i = 0; i < n; i++) {
-        int d = find_label(a, lab[i]);
-        shape[(*nd)++] = d >= 0 ? a->t->shape[d] : b->t->shape[find_label(b, lab[i])];
-    }
-}
-
 static st_status too_many_dims(const char *spec, int nd) {
     return st_error(ST_ERR_SHAPE, "einsum: an intermediate result of \"%s\" would have %d dims (at most %d); "
                     "order the operands so that fewer indices are live at once", spec, nd, ST_MAX_DIMS);
 }
 
-/* a and b contracted into a (b is released): the result's labels are (batch, free_a, free_b). */
+/* The pair as one batched matmul: a as (batch.., M, K), b as (batch.., K, N), batch dims broadcast
+ * by st_matmul; a batch too long for the dims left is expanded and flattened to one dim (a copy).
+ * lr: the result's labels (nbatch batch, nfa free of a, then free of b), rshape their sizes. */
+static st_tensor *pair_matmul(const ein_term *a, const ein_term *b, uint64_t con, const uint8_t *lr, int nr,
+                              int nbatch, int nfa, const int64_t *rshape) {
+    uint8_t la[ST_MAX_DIMS], lb[ST_MAX_DIMS];
+    int64_t sa[ST_MAX_DIMS], sb[ST_MAX_DIMS], fa[ST_MAX_DIMS], fb[ST_MAX_DIMS], M = 1, N = 1;
+    int na = nbatch + nfa, nb = nbatch, nsa = 0, nsb = 0, flat = nbatch + 2 > ST_MAX_DIMS;
+    memcpy(la, lr, (size_t)na);
+    int64_t K = collect(a, con, la, &na);
+    memcpy(lb, lr, (size_t)nbatch);
+    collect(a, con, lb, &nb);
+    memcpy(lb + nb, lr + nbatch + nfa, (size_t)(nr - nbatch - nfa));
+    nb += nr - nbatch - nfa;
+    for (int d = nbatch; d < nbatch + nfa; d++) M *= rshape[d];
+    for (int d = nbatch + nfa; d < nr; d++) N *= rshape[d];
+    for (int i = 0; i < na; i++) fa[i] = i < nbatch ? rshape[i] : size_in(a, la[i]);
+    for (int i = 0; i < nb; i++) fb[i] = i < nbatch ? rshape[i] : size_in(b, lb[i]);
+    if (flat) {
+        int64_t B = 1;
+        for (int d = 0; d < nbatch; d++) B *= rshape[d];
+        sa[nsa++] = sb[nsb++] = B;
+    } else {
+        for (int d = 0; d < nbatch; d++) {
+            sa[nsa++] = size_in(a, lr[d]);
+            sb[nsb++] = size_in(b, lr[d]);
+        }
+    }
+    sa[nsa++] = M;
+    sa[nsa++] = K;
+    sb[nsb++] = K;
+    sb[nsb++] = N;
+    st_tensor *x = arrange(a, la, na, flat ? fa : NULL, nsa, sa);
+    st_tensor *y = x ? arrange(b, lb, nb, flat ? fb : NULL, nsb, sb) : NULL;
+    st_tensor *mm = y ? st_matmul(x, y) : NULL;
+    st_tensor *r = mm ? st_reshape(mm, nr, rshape) : NULL;
+    st_release(x);
+    st_release(y);
+    st_release(mm);
+    return r;
+}
+
+/* The pair as an elementwise product: a as (batch, free_a, 1..), b as (batch, 1.., free_b). */
+static st_tensor *pair_mul(const ein_term *a, const ein_term *b, const uint8_t *lr, int nr, int nbatch, int nfa) {
+    uint8_t lb[ST_MAX_DIMS];
+    int64_t sa[ST_MAX_DIMS], sb[ST_MAX_DIMS];
+    memcpy(lb, lr, (size_t)nbatch);
+    memcpy(lb + nbatch, lr + nbatch + nfa, (size_t)(nr - nbatch - nfa));
+    for (int d = 0; d < nr; d++) {
+        sa[d] = d < nbatch + nfa ? size_in(a, lr[d]) : 1;
+        sb[d] = d < nbatch || d >= nbatch + nfa ? size_in(b, lr[d]) : 1;
+    }
+    st_tensor *x = arrange(a, lr, a->nd, NULL, nr, sa);
+    st_tensor *y = x ? arrange(b, lb, b->nd, NULL, nr, sb) : NULL;
+    st_tensor *r = y ? st_mul(x, y) : NULL;
+    st_release(x);
+    st_release(y);
+    return r;
+}
+
+/* a and b contracted into a (b's tensor is released): the result's labels are (batch, free_a,
+ * free_b), each group in its operand's dim order. */
 static st_status contract(const char *spec, ein_term *a, ein_term *b, uint64_t keep) {
+    st_status st = drop_broadcast(a, b, keep);
+    if (st == ST_OK) st = drop_broadcast(b, a, keep);
     uint64_t ma = label_mask(a->lab, a->nd), mb = label_mask(b->lab, b->nd);
-    st_status st = sum_out(a, keep | mb);
+    if (st == ST_OK) st = sum_out(a, keep | mb);
     if (st == ST_OK) st = sum_out(b, keep | ma);
     if (st != ST_OK) return st;
     ma = label_mask(a->lab, a->nd);
     mb = label_mask(b->lab, b->nd);
     uint64_t batch = ma & mb & keep, con = ma & mb & ~keep;
-    uint8_t la[ST_MAX_DIMS], lb[ST_MAX_DIMS], lr[3 * ST_MAX_DIMS];
-    int na = 0, nb = 0, nr = 0, nbatch = 0, nfa;
+    uint8_t lr[2 * ST_MAX_DIMS];
+    int nr = 0;
     collect(a, batch, lr, &nr);
-    nbatch = nr;
-    int64_t M = collect(a, ma & ~mb, lr, &nr);
-    nfa = nr - nbatch;
-    int64_t N = collect(b, mb & ~ma, lr, &nr);
+    int nbatch = nr;
+    collect(a, ma & ~mb, lr, &nr);
+    int nfa = nr - nbatch;
+    collect(b, mb & ~ma, lr, &nr);
     if (nr > ST_MAX_DIMS) return too_many_dims(spec, nr);
-    int64_t rshape[ST_MAX_DIMS], sa[ST_MAX_DIMS], sb[ST_MAX_DIMS];
-    int nrs = 0, nsa = 0, nsb = 0;
-    sizes_of(a, b, lr, nr, rshape, &nrs);
-    st_tensor *r = NULL;
-    if (!con) {
-        /* elementwise: a as (batch, free_a, 1..), b as (batch, 1.., free_b), broadcast by mul */
-        memcpy(la, lr, (size_t)(nbatch + nfa));
-        memcpy(lb, lr, (size_t)nbatch);
-        memcpy(lb + nbatch, lr + nbatch + nfa, (size_t)(nr - nbatch - nfa));
-        for (int d = 0; d < nr; d++) {
-            int in_a = d < nbatch + nfa, in_b = d < nbatch || d >= nbatch + nfa;
-            sa[d] = in_a ? rshape[d] : 1;
-            sb[d] = in_b ? rshape[d] : 1;
-        }
-        st_tensor *x = arrange(a, la, a->nd, nr, sa);
-        st_tensor *y = x ? arrange(b, lb, b->nd, nr, sb) : NULL;
-        r = y ? st_mul(x, y) : NULL;
-        st_release(x);
-        st_release(y);
-    } else {
-        /* matmul: a as (batch.., M, K), b as (batch.., K, N); a batch that does not fit in the
-         * dims left is flattened to one dim */
-        memcpy(la, lr, (size_t)(nbatch + nfa));
-        na = nbatch + nfa;
-        int64_t K = collect(a, con, la, &na);
-        memcpy(lb, lr, (size_t)nbatch);
-        nb = nbatch;
-        collect(a, con, lb, &nb);
-        memcpy(lb + nb, lr + nbatch + nfa, (size_t)(nr - nbatch - nfa));
-        nb += nr - nbatch - nfa;
-        int flat = nbatch + 2 > ST_MAX_DIMS;
-        if (flat) {
-            int64_t B = 1;
-            for (int d = 0; d < nbatch; d++) B *= rshape[d];
-            sa[nsa++] = sb[nsb++] = B;
-        } else {
-            for (int d = 0; d < nbatch; d++) sa[nsa++] = sb[nsb++] = rshape[d];
-        }
-        sa[nsa++] = M;
-        sa[nsa++] = K;
-        sb[nsb++] = K;
-        sb[nsb++] = N;
-        st_tensor *x = arrange(a, la, na, nsa, sa);
-        st_tensor *y = x ? arrange(b, lb, nb, nsb, sb) : NULL;
-        st_tensor *mm = y ? st_matmul(x, y) : NULL;
-        r = mm ? st_reshape(mm, nrs, rshape) : NULL;
-        st_release(x);
-        st_release(y);
-        st_release(mm);
+    int64_t rshape[ST_MAX_DIMS];
+    for (int d = 0; d < nr; d++) {
+        int64_t x = size_in(a, lr[d]), y = size_in(b, lr[d]);
+        rshape[d] = x == 1 ? y : x;
     }
+    st_tensor *r = con ? pair_matmul(a, b, con, lr, nr, nbatch, nfa, rshape) : pair_mul(a, b, lr, nr, nbatch, nfa);
     if (!r) return st_last_status();
     st_release(a->t);
     st_release(b->t);
@@ -393,10 +430,9 @@ static st_status contract(const char *spec, ein_term *a, ein_term *b, uint64_t k
 /* ---- entry ---- */
 
 static st_tensor *einsum_run(ein_spec *sp, st_tensor *const *ops, ein_term *terms) {
-    int64_t size[EIN_LABELS];
-    if (parse_spec(sp, ops) != ST_OK || label_sizes(sp, ops, size) != ST_OK) return NULL;
+    if (parse_spec(sp, ops) != ST_OK || label_sizes(sp, ops) != ST_OK) return NULL;
     for (int i = 0; i < sp->n; i++)
-        if (make_term(sp, i, ops[i], size, &terms[i]) != ST_OK) return NULL;
+        if (make_term(sp, i, ops[i], &terms[i]) != ST_OK) return NULL;
     uint64_t out = label_mask(sp->out, sp->nout);
     /* keep for the step that consumes operand k: the output's labels and those of operands > k */
     uint64_t *later = st_calloc((size_t)sp->n + 1, sizeof *later);
