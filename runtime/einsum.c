@@ -265,14 +265,15 @@ static int64_t size_in(const ein_term *x, int l) {
     return d >= 0 ? x->t->shape[d] : 1;
 }
 
-/* Drops from x the size-1 dims whose label other has with a larger size and that are not kept:
- * x does not depend on them, and other sums over them alone. */
+/* Drops from x the size-1 dims whose label other has with another size (larger, or 0) and that
+ * are not kept: x does not depend on them, and other sums over them alone. */
 static st_status drop_broadcast(ein_term *x, const ein_term *other, uint64_t keep) {
     int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
     int k = 0;
     for (int d = 0; d < x->nd; d++) {
         int l = x->lab[d];
-        if (x->t->shape[d] == 1 && !(keep & (1ull << l)) && size_in(other, l) > 1) continue;
+        if (x->t->shape[d] == 1 && !(keep & (1ull << l)) && find_label(other, l) >= 0 && size_in(other, l) != 1)
+            continue;
         shape[k] = x->t->shape[d];
         strides[k] = x->t->strides[d];
         x->lab[k++] = (uint8_t)l;

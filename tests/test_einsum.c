@@ -42,16 +42,17 @@ static st_tensor *mk(int salt, int nd, const int64_t *shape) {
 
 typedef struct ref_op { const char *sub; int nd; int64_t shape[ST_MAX_DIMS]; double *v; } ref_op;
 
-/* Explicit specs of letters only. Sizes: the largest per letter; a size-1 dim broadcasts. */
+/* Explicit specs of letters only. Sizes: the one other than 1 per letter; a size-1 dim broadcasts. */
 static double *ref_einsum(const char *spec, int n, ref_op *ops, int *ndo, int64_t *oshape, int64_t *onumel) {
-    int64_t size[128] = {0};
+    int64_t size[128];
     char letters[64];
+    for (int c = 0; c < 128; c++) size[c] = -1;
     int nl = 0;
     for (int i = 0; i < n; i++)
         for (int d = 0; d < ops[i].nd; d++) {
             int c = (unsigned char)ops[i].sub[d];
-            if (!size[c]) letters[nl++] = (char)c;
-            if (ops[i].shape[d] > size[c]) size[c] = ops[i].shape[d];
+            if (size[c] < 0) letters[nl++] = (char)c;
+            if (size[c] < 0 || size[c] == 1) size[c] = ops[i].shape[d];
         }
     const char *out = strstr(spec, "->") + 2;
     *ndo = (int)strlen(out);
@@ -181,6 +182,8 @@ TEST(broadcasting) {
     CHECK_SPEC("bij,bjk->bik", NULL, 2, 3, SH(5, 3, 4), 3, SH(1, 4, 2));
     CHECK_SPEC("ij,jk->ik", NULL, 2, 2, SH(3, 1), 2, SH(4, 2));          /* size-1 contracted */
     CHECK_SPEC("ij,ij->ij", NULL, 2, 2, SH(3, 1), 2, SH(1, 4));
+    CHECK_SPEC("bi,bi->", NULL, 2, 2, SH(0, 3), 2, SH(1, 3));              /* size 0 broadcasts too */
+    CHECK_SPEC("bi,bi->b", NULL, 2, 2, SH(0, 3), 2, SH(1, 3));
     /* 7 batch dims: no room for them in st_matmul's 8, so they are expanded and flattened */
     CHECK_SPEC("abcdefgk,abcdefgk->abcdefg", NULL, 2, 8, SH(2, 1, 2, 1, 2, 1, 2, 3), 8, SH(1, 2, 2, 2, 1, 1, 2, 3));
 }
