@@ -93,7 +93,8 @@ static st_status parse_sub(const ein_spec *sp, const char *s, const char *e, con
     return ST_OK;
 }
 
-/* The labels of operand i (ndim dims): its letters with the "..." dims spliced in at ell. */
+/* The labels of operand i (ndim dims): its letters with the "..." dims spliced in at ell, labelled
+ * right-aligned from EIN_LABELS for now (parse_spec shifts them once the widest "..." is known). */
 static st_status operand_labels(ein_spec *sp, int i, const st_tensor *t, const uint8_t *let, int nl, int ell) {
     char sh[160];
     int nd = t->ndim, e = nd - nl;
@@ -105,7 +106,7 @@ static st_status operand_labels(ein_spec *sp, int i, const st_tensor *t, const u
     int k = 0;
     for (int j = 0; j <= nl; j++) {
         if (j == ell)
-            for (int d = 0; d < e; d++) sp->in[i][k++] = 0; /* placeholders: the width is known later */
+            for (int d = 0; d < e; d++) sp->in[i][k++] = (uint8_t)(EIN_LABELS - e + d);
         if (j < nl) sp->in[i][k++] = let[j];
     }
     return ST_OK;
@@ -179,13 +180,10 @@ static st_status parse_spec(ein_spec *sp, st_tensor *const *ops) {
         st_status st = parse_sub(sp, s, e, what, let, &nl, &ell);
         if (st == ST_OK) st = operand_labels(sp, i, ops[i], let, nl, ell);
         if (st != ST_OK) return st;
-        /* now the "..." dims: right-aligned labels, EIN_LETTERS + nell - e + d */
-        int ne = ell < 0 ? 0 : ops[i]->ndim - nl;
-        if (ne > sp->nell) sp->nell = ne;
-        for (int d = 0; d < ne; d++) sp->in[i][ell + d] = (uint8_t)(EIN_LETTERS + ST_MAX_DIMS - ne + d);
+        if (ell >= 0 && ops[i]->ndim - nl > sp->nell) sp->nell = ops[i]->ndim - nl;
         s = e + 1;
     }
-    /* shift the provisional right-aligned labels down so the widest "..." starts at EIN_LETTERS */
+    /* shift the "..." labels down so that the widest "..." starts at EIN_LETTERS */
     uint64_t used = 0;
     for (int i = 0; i < sp->n; i++) {
         for (int d = 0; d < sp->nin[i]; d++)
