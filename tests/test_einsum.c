@@ -276,6 +276,21 @@ TEST(result_is_lazy) {
     CHECK_EQ_INT(s1.flushes - s0.flushes, 0);
 }
 
+/* Every allocation failure while recording is an ST_ERR_OOM error, never a crash or a leak. */
+TEST(out_of_memory) {
+    st_tensor *ops[3] = {mk(1, 3, SH(2, 3, 3)), mk(2, 3, SH(1, 3, 4)), mk(3, 2, SH(4, 2))};
+    int ok = 0;
+    for (int nth = 1; nth < 500 && !ok; nth++) {
+        st_debug_fail_alloc(nth);
+        st_tensor *r = st_einsum("bii,bij,jk->bk", 3, ops);
+        st_debug_fail_alloc(0);
+        if (r) ok = 1;
+        else CHECK_EQ_INT(st_last_status(), ST_ERR_OOM);
+        st_release(r);
+    }
+    CHECK(ok);
+}
+
 /* Kernels launched by the flush that realizes fn(a, b) from realized operands. */
 static int kernels_for(st_tensor *r) {
     st_stats_t s0, s1;
@@ -373,6 +388,7 @@ int main(void) {
     RUN(matches_matmul_and_sum_exactly); pool_clear();
     RUN(errors); pool_clear();
     RUN(result_is_lazy); pool_clear();
+    RUN(out_of_memory); pool_clear();
     RUN(one_matmul_kernel); pool_clear();
     RUN(gradients_match_matmul); pool_clear();
     /* the same answers with every fused kernel compiled by the JIT */
