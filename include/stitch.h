@@ -151,6 +151,12 @@ ST_API st_tensor *st_log_softmax(st_tensor *a, int dim);
 /* ---- linear algebra ---- */
 /* numpy/PyTorch matmul rules: 1-D x 1-D dot, 2-D, batched with broadcast batch dims. */
 ST_API st_tensor *st_matmul(st_tensor *a, st_tensor *b);
+/* Einstein summation, numpy/PyTorch rules: "bij,bjk->bik", implicit output without "->" (the
+ * indices used once, capitals first), "..." broadcasting, a repeated index within an operand takes
+ * its diagonal, sizes match or are 1. n operands, contracted left to right in pairs; each pair is
+ * one batched matmul (or an elementwise product when nothing is contracted) plus views and sums.
+ * Errors name the spec, the index, the operands (numbered from 1) and their shapes. */
+ST_API st_tensor *st_einsum(const char *spec, int n, st_tensor *const *operands);
 
 /* ---- views (no copy; they alias the source's storage) ---- */
 ST_API st_tensor *st_reshape(st_tensor *a, int ndim, const int64_t *shape); /* one -1 allowed; copies when strides cannot express it */

@@ -1111,6 +1111,26 @@ static int lt_join(lua_State *L, lt_joinfn fn, bool insert, const char *name) {
 static int lt_cat(lua_State *L) { return lt_join(L, st_cat, false, "cat"); }
 static int lt_stack(lua_State *L) { return lt_join(L, st_stack, true, "stack"); }
 
+/* st.einsum(spec, a, b, ...) or st.einsum(spec, {a, b, ...}) */
+static int lt_einsum(lua_State *L) {
+    const char *spec = luaL_checkstring(L, 1);
+    int n;
+    st_tensor **ts;
+    if (lua_istable(L, 2)) {
+        lua_settop(L, 2);
+        ts = lt_tensor_list(L, 2, &n);
+    } else {
+        n = lua_gettop(L) - 1;
+        if (n < 1) return luaL_error(L, "einsum: no operands for \"%s\"", spec);
+        ts = lua_newuserdatauv(L, sizeof *ts * (size_t)n, 0);
+        for (int k = 0; k < n; k++) ts[k] = lt_check(L, k + 2);
+    }
+    lt_box *box = lt_newbox(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_einsum(spec, n, ts));
+    return lt_finish(L, box, r, "einsum");
+}
+
 /* The index argument at arg as a tensor: a tensor, or a Lua table converted to i64 (pushed). */
 static st_tensor *lt_index_arg(lua_State *L, int arg) {
     st_tensor *t = lt_totensor(L, arg);
@@ -1374,8 +1394,9 @@ static const luaL_Reg lt_functions[] = {
     {"tensor", lt_tensor_new}, {"zeros", lt_zeros}, {"ones", lt_ones}, {"empty", lt_empty},
     {"rand", lt_rand}, {"randn", lt_randn}, {"full", lt_full}, {"arange", lt_arange},
     {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
-    {"where", lt_where}, {"cat", lt_cat}, {"stack", lt_stack}, {"one_hot", lt_one_hot},
-    {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"graph", lt_graph}, {"stats", lt_stats}, {"reset_stats", lt_reset_stats},
+    {"where", lt_where}, {"einsum", lt_einsum}, {"cat", lt_cat}, {"stack", lt_stack}, {"one_hot", lt_one_hot},
+    {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"graph", lt_graph}, {"stats", lt_stats},
+    {"reset_stats", lt_reset_stats},
     {"device", l_device}, {"set_device", l_set_device}, {"cuda_device_count", l_cuda_device_count},
     {"empty_cache", l_empty_cache},
     {"eager", lt_eager}, {"set_debug", lt_set_debug}, {"set_jit_min", lt_set_jit_min},
