@@ -20,7 +20,7 @@
 
 #define HZ_MAX_SLOTS KIR_MAX_BUFS
 /* CUDA kernel parameters are limited to 4 KB: buffers, int and float parameters are 8 bytes each
- * (plus err and rt). A member's parameters are estimated from its nodes (hz_cost). */
+ * (plus err and rt). A CUDA group's count is exact: it is lowered once here (cuda_args). */
 #define HZ_CUDA_ARGS 500
 
 typedef struct hz_edges {
@@ -30,7 +30,6 @@ typedef struct hz_edges {
     const fuse_plan *p;
     const st_node **seen; /* this group's loaded nodes (for its slot count) */
     int nseen, capseen;
-    int64_t params;       /* estimated int + float parameters */
 } hz_edges;
 
 static int push_edge(hz_edges *E, int from, int to) {
@@ -63,11 +62,10 @@ static int note_load(hz_edges *E, const st_node *s) {
     return 0;
 }
 
-/* Per node of the current group: an edge from each group whose buffer it loads; the loaded
- * buffers and a parameter estimate (sizes and strides per dim, a scalar per node). */
+/* Per node of the current group: an edge from each group whose buffer it loads, and the
+ * loaded buffers. */
 static st_status collect(st_node *n, void *ud) {
     hz_edges *E = ud;
-    E->params += 2 * n->ndim + 2;
     for (int k = 0; k < n->nsrc; k++) {
         st_node *s = n->src[k];
         if (!fuse_loads(E->p, s, E->cur)) continue;
@@ -80,7 +78,7 @@ static st_status collect(st_node *n, void *ud) {
 typedef struct hz_info {
     int level;
     int slots;            /* buffers the group binds (loads + outputs) */
-    int args;             /* slots + estimated parameters (CUDA argument words) */
+    int args;             /* CUDA argument words (buffers + parameters); past the cap: not batched */
     int pos;              /* position in the original order */
     int unit;             /* the launch it belongs to: itself or its batch */
 } hz_info;
@@ -88,6 +86,19 @@ typedef struct hz_info {
 static bool batchable(const fuse_plan *p, int g) {
     const fuse_group *G = &p->groups[g];
     return G->kind == FG_POINTWISE && G->nouts > 0;
+}
+
+/* The argument words of CUDA group g's kernel; past HZ_CUDA_ARGS when it cannot be lowered (it
+ * then stays alone, and its error is reported when exec lowers it). */
+static int cuda_args(fuse_plan *p, int g) {
+    fuse_launch L;
+    if (fuse_lower(p, g, &L) != ST_OK) {
+        st_clear_error();
+        return HZ_CUDA_ARGS + 1;
+    }
+    int n = L.k.nbufs + L.k.nints + L.k.nflts;
+    fuse_launch_free(&L);
+    return n;
 }
 
 /* A new FG_HORIZONTAL group over members m[0..n): outs concatenated, members marked. */
@@ -225,12 +236,10 @@ st_status fuse_horizontal(fuse_plan *p) {
     for (int g = 0; g < ng0; g++) {
         E.cur = g;
         E.nseen = 0;
-        E.params = 0;
         if ((s = fuse_group_nodes(p, g, collect, &E)) != ST_OK) goto out;
         info[g].unit = g;
         info[g].slots = E.nseen + p->groups[g].nouts;
-        int64_t args = info[g].slots + E.params;
-        info[g].args = args > HZ_CUDA_ARGS ? HZ_CUDA_ARGS + 1 : (int)args;
+        if (batchable(p, g) && p->groups[g].outs[0]->rdev > ST_DEV_CPU) info[g].args = cuda_args(p, g);
     }
     /* outgoing edges per group (CSR) */
     out_to = st_malloc(((size_t)E.n + 1) * sizeof *out_to);
