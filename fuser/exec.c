@@ -108,6 +108,11 @@ static st_status interp_one(st_node *n, void *ud) {
 }
 
 static st_status run_interp_group(exec_state *e, int g) {
+    fuse_group *G = &e->plan.groups[g];
+    for (int i = 0; i < G->nmembers; i++) { /* FG_HORIZONTAL: its members, one by one */
+        st_status s = run_interp_group(e, G->members[i]);
+        if (s != ST_OK || i + 1 == G->nmembers) return s;
+    }
     e->group = g;
     st_status s = fuse_group_nodes(&e->plan, g, interp_one, e);
     drop_temps(e);
@@ -117,7 +122,7 @@ static st_status run_interp_group(exec_state *e, int g) {
 
 /* ---- JIT tier ---- */
 static const char *const kind_names[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add",
-                                                      "setview"};
+                                                      "setview", "horizontal"};
 
 /* The device group g runs on (its outputs' resolved device). */
 static int group_dev(const exec_state *e, int g) { return e->plan.groups[g].outs[0]->rdev; }
@@ -275,7 +280,9 @@ st_status fuse_execute(st_region *r) {
     int nj = 0;
     for (int g = 0; g < ng; g++) {
         fuse_group *G = &e.plan.groups[g];
-        s = fuse_lower(&e.plan, g, &e.launch[g]);
+        if (G->batched) continue;   /* lowered as a part of its FG_HORIZONTAL group */
+        s = G->kind == FG_HORIZONTAL ? fuse_lower_horizontal(&e.plan, g, &e.launch[g])
+                                     : fuse_lower(&e.plan, g, &e.launch[g]);
         if (s == ST_ERR_OOM) goto done;
         if (s != ST_OK && group_dev(&e, g) > ST_DEV_CPU) { /* no interpreter next to a GPU's memory */
             s = st_error(ST_ERR_DEVICE, "cuda: %s (this group has no GPU kernel yet; run it on the cpu)",

@@ -19,7 +19,9 @@
 #include "../jit/jit.h"
 
 typedef enum fuse_group_kind {
-    FG_POINTWISE, FG_REDUCE, FG_MATMUL, FG_SCATTER, FG_SETVIEW, FG_KIND_COUNT
+    FG_POINTWISE, FG_REDUCE, FG_MATMUL, FG_SCATTER, FG_SETVIEW,
+    FG_HORIZONTAL,            /* independent groups launched as one kernel (horizontal.c) */
+    FG_KIND_COUNT
 } fuse_group_kind;
 
 /* Where a reduce group computes an output: after the reduction (epilogue, at output index) or
@@ -38,13 +40,19 @@ typedef struct fuse_group {
     int ndim;                 /* pointwise: the domain (every output has this shape) */
     int64_t shape[ST_MAX_DIMS];
     int interp;               /* executed by the interpreter (could not be lowered) */
+    int *members;             /* FG_HORIZONTAL: its member groups (owned); outs is their outs */
+    int nmembers;
+    int batched;              /* a member of an FG_HORIZONTAL group: not in plan->order, never
+                               * launched on its own */
 } fuse_group;
 
 typedef struct fuse_plan {
     st_region *r;
     fuse_group *groups;
     int ngroups, capgroups;
-    int *order;               /* group ids in execution order (ngroups) */
+    int *order;               /* group ids in execution order (norder: batched members of an
+                               * FG_HORIZONTAL group are left out, the batch is in) */
+    int norder;
     uint8_t *mat;             /* per region position: materialized */
     uint8_t *need;            /* per region position: a consumer needs it as a buffer */
     int *cg;                  /* per position: consumer-group summary (-1 none, -2 several) */
@@ -97,6 +105,10 @@ ST_INTERNAL void fuse_plan_free(fuse_plan *p);
 ST_INTERNAL st_status fuse_group_nodes(fuse_plan *p, int g,
                                        st_status (*fn)(st_node *n, void *ud), void *ud);
 
+/* horizontal.c: batches independent pointwise groups of one level of the group DAG into
+ * FG_HORIZONTAL groups and rebuilds plan->order (run at the end of fuse_partition). */
+ST_INTERNAL st_status fuse_horizontal(fuse_plan *p);
+
 /* lower.c: one group as a kernel plus its launch arguments. */
 typedef struct fuse_launch {
     kir_kernel k;
@@ -111,6 +123,9 @@ typedef struct fuse_launch {
  * cannot express: the caller runs it through the interpreter instead. */
 ST_INTERNAL st_status fuse_lower(fuse_plan *p, int g, fuse_launch *out);
 ST_INTERNAL void fuse_launch_free(fuse_launch *l);
+/* horizontal.c: an FG_HORIZONTAL group: each member lowered by fuse_lower, the kernels
+ * concatenated (kir_append) into one launch. Fails like fuse_lower when a member does. */
+ST_INTERNAL st_status fuse_lower_horizontal(fuse_plan *p, int g, fuse_launch *out);
 
 /* Runs lowered group L on CUDA device ord (fuser/exec_cuda.c): bufs are the slots' device
  * pointers; *err is set when the kernel reported an index out of range. */

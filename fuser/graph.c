@@ -96,8 +96,8 @@ static uint64_t fnv_shape(uint64_t h, const st_node *n) {
 static uint64_t plan_signature(const fuse_plan *p, const fuse_launch *launch) {
     uint64_t h = 1469598103934665603ull;
     const st_region *r = p->r;
-    h = fnv_i(h, p->ngroups);
-    for (int k = 0; k < p->ngroups; k++) {
+    h = fnv_i(h, p->norder);
+    for (int k = 0; k < p->norder; k++) {
         int g = p->order[k];
         h = fnv_i(h, g * 16 + p->groups[g].kind);
         h = fnv(h, launch[g].name, strlen(launch[g].name));
@@ -263,14 +263,14 @@ static st_status write_dot(FILE *f, fuse_plan *p, const fuse_launch *launch, int
         st_free(in.v);
         return s;
     }
-    fprintf(f, "// stitch fusion plan: %d kernel%s, %d nodes, %d inputs\n// execution order:", p->ngroups,
-            p->ngroups == 1 ? "" : "s", p->r->n, in.n);
-    for (int k = 0; k < p->ngroups; k++)
+    fprintf(f, "// stitch fusion plan: %d kernel%s, %d nodes, %d inputs\n// execution order:", p->norder,
+            p->norder == 1 ? "" : "s", p->r->n, in.n);
+    for (int k = 0; k < p->norder; k++)
         fprintf(f, " %s", launch[p->order[k]].name[0] ? launch[p->order[k]].name : "(interpreter group)");
     fputs("\ndigraph stitch {\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n"
           "  edge [color=\"#404040\"];\n", f);
     for (int i = 0; i < in.n; i++) put_node(f, p, &in, in.v[i], "  ");
-    for (int k = 0; k < p->ngroups; k++) {
+    for (int k = 0; k < p->norder; k++) {
         int g = p->order[k];
         char lab[512];
         group_label(p, launch, use_jit, g, k + 1, lab, sizeof lab);
@@ -278,6 +278,10 @@ static st_status write_dot(FILE *f, fuse_plan *p, const fuse_launch *launch, int
         put_esc(f, lab);
         fputs("\";\n    labeljust=l;\n    style=rounded;\n", f);
         for (int j = off[g + 1]; j < off[g + 2]; j++) put_node(f, p, &in, p->r->nodes[idx[j]], "    ");
+        for (int m = 0; m < p->groups[g].nmembers; m++) { /* a horizontal batch: its members' nodes */
+            int mg = p->groups[g].members[m];
+            for (int j = off[mg + 1]; j < off[mg + 2]; j++) put_node(f, p, &in, p->r->nodes[idx[j]], "    ");
+        }
         fputs("  }\n", f);
     }
     for (int j = 0; j < off[1]; j++) put_node(f, p, &in, p->r->nodes[idx[j]], "  ");

@@ -7,6 +7,7 @@
  * gets exactly one slot.
  */
 #include "kir.h"
+#include "../jit/render.h"   /* render_operand_mask: which fields are value operands */
 
 const char *const kir_type_cname[KT_COUNT] = {
     [KT_VOID] = "void", [KT_U8] = "uint8_t", [KT_I32] = "int32_t", [KT_I64] = "int64_t",
@@ -253,4 +254,36 @@ int kir_ibin(kir_builder *b, kir_opcode op, int x, int y) {
     }
     kir_type t = (op == KI_ILT || op == KI_ILE || op == KI_LAND) ? KT_U8 : KT_I64;
     return kir_emit(b, op, t, 0, x, y, -1, -1, 0, 0);
+}
+
+st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map) {
+    if (dst->kind != src->kind || src->kind == KK_MATMUL)
+        return st_error(ST_ERR_INTERNAL, "kir_append: kernel kinds %d and %d cannot be concatenated", dst->kind,
+                        src->kind);
+    if (dst->nparts >= KIR_MAX_PARTS)
+        return st_error(ST_ERR_INTERNAL, "kir_append: more than %d parts in one kernel", KIR_MAX_PARTS);
+    int base = dst->n;
+    if (dst->n + src->n > dst->cap) {
+        int cap = dst->cap ? dst->cap : 128;
+        while (cap < dst->n + src->n) cap *= 2;
+        kir_ins *p = st_realloc(dst->ins, (size_t)cap * sizeof *p);
+        if (!p) return st_last_status();
+        dst->ins = p;
+        dst->cap = cap;
+    }
+    for (int i = 0; i < src->n; i++) {
+        kir_ins in = src->ins[i];
+        unsigned m = render_operand_mask(&in);
+        int32_t *ops[4] = {&in.a, &in.b, &in.c, &in.d};
+        for (int j = 0; j < 4; j++)
+            if ((m >> j & 1) && *ops[j] >= 0) *ops[j] += base;
+        if (in.op == KI_LOAD || in.op == KI_STORE) in.a = slot_map[in.a];
+        if (in.op == KI_IPARAM) in.imm += dst->nints;
+        if (in.op == KI_FPARAM) in.imm += dst->nflts;
+        dst->ins[dst->n++] = in;
+    }
+    dst->part_start[dst->nparts++] = base;
+    dst->nints += src->nints;
+    dst->nflts += src->nflts;
+    return ST_OK;
 }

@@ -82,7 +82,8 @@ typedef struct kir_matmul {
     int b_unit;                /* B's column stride is 1 (baked: the inner loop is vectorizable) */
 } kir_matmul;
 
-#define KIR_MAX_BUFS 64
+#define KIR_MAX_BUFS 256   /* buffer slots of one kernel (a horizontal AdamW step: ~7 per parameter) */
+#define KIR_MAX_PARTS 64   /* members of one horizontal kernel */
 
 typedef struct kir_kernel {
     kir_kind kind;
@@ -94,6 +95,11 @@ typedef struct kir_kernel {
     int nints, nflts;
     kir_matmul mm;
     char comment[160];                 /* "out: (B, T, C)"-style shape comment */
+    /* A horizontal kernel (nparts >= 2): the concatenation of nparts independent kernels, part p
+     * being instructions [part_start[p], part_start[p+1] or n). No part reads a buffer another
+     * part writes, so the parts may run in any order or at once. 0: an ordinary kernel. */
+    int nparts;
+    int part_start[KIR_MAX_PARTS];
 } kir_kernel;
 
 /* ---- the builder: appends instructions with hash-consing (identical pure instructions in an
@@ -126,6 +132,12 @@ ST_INTERNAL void kir_endif(kir_builder *b);
 /* Generic memo for lowering-level facts (e.g. "node n at flat index v"): key -> value id. */
 ST_INTERNAL int kir_memo_get(kir_builder *b, uint64_t k0, uint64_t k1, uint64_t k2);
 ST_INTERNAL void kir_memo_put(kir_builder *b, uint64_t k0, uint64_t k1, uint64_t k2, int val);
+
+/* Appends src to dst as a new part (see nparts): instruction ids are shifted past dst's,
+ * parameter slots past dst's nints/nflts, and buffer slot s of src becomes slot_map[s] of dst
+ * (slots the caller has already declared in dst). Kinds must agree; matmul kernels cannot be
+ * appended. ST_ERR_INTERNAL past KIR_MAX_PARTS parts, ST_ERR_OOM. */
+ST_INTERNAL st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map);
 
 /* Shorthands. */
 ST_INTERNAL int kir_iconst(kir_builder *b, kir_type t, int64_t v);

@@ -558,7 +558,8 @@ st_status fuse_partition(st_region *r, fuse_plan *p) {
     st_free(fill);
     for (int i = n - 1; i >= 0; i--)
         if (place(p, r->nodes[i])) return st_last_status();
-    return order_groups(p);
+    st_status s = order_groups(p);
+    return s == ST_OK ? fuse_horizontal(p) : s;
 }
 
 void fuse_plan_free(fuse_plan *p) {
@@ -566,6 +567,7 @@ void fuse_plan_free(fuse_plan *p) {
         st_free(p->groups[g].outs);
         st_free(p->groups[g].out_side);
         st_free(p->groups[g].reds);
+        st_free(p->groups[g].members);
     }
     st_free(p->groups);
     st_free(p->order);

@@ -186,7 +186,7 @@ fuse_pentry *fuse_pentry_new(const fuse_plan *p, fuse_launch *launch, st_kernel_
     *cacheable = true;
     fuse_pentry *e = st_calloc(1, sizeof *e);
     if (!e) return NULL;
-    int ng = p->ngroups, n = p->r->n;
+    int ng = p->norder, n = p->r->n;   /* horizontal batches stand for their members */
     e->groups = st_calloc((size_t)ng + 1, sizeof *e->groups);
     e->tag = st_malloc(((size_t)n + 1) * sizeof *e->tag);
     if (!e->groups || !e->tag) goto oom;

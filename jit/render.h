@@ -45,13 +45,17 @@ ST_INTERNAL char *render_c(const kir_kernel *k);
  *   CL_ROWS    the outer loop's iterations are rows, `rt` threads (the trailing kernel argument)
  *              cooperate on one row, its inner loops split over them;
  *   CL_MATMUL  tiled GEMM: grid (ceil(N/64), ceil(M/64), batch), 256 threads;
- *   CL_SINGLE  one block: phases separated by block barriers (scatter, multi-loop kernels). */
-typedef enum cuda_launch_mode { CL_FLAT, CL_ROWS, CL_MATMUL, CL_SINGLE } cuda_launch_mode;
+ *   CL_SINGLE  one block: phases separated by block barriers (scatter, multi-loop kernels);
+ *   CL_HORIZONTAL  a horizontal kernel (k->nparts >= 2): consecutive ranges of blocks run the
+ *              parts, each part's range sized from its own loop count (part_count). */
+typedef enum cuda_launch_mode { CL_FLAT, CL_ROWS, CL_MATMUL, CL_SINGLE, CL_HORIZONTAL } cuda_launch_mode;
 typedef struct cuda_launch_desc {
     int mode;          /* cuda_launch_mode */
     int count_id;      /* IR value id (kir) of the outer loop count: elements (CL_FLAT) or rows (CL_ROWS); -1 = 1 */
     int rowlen_id;     /* CL_ROWS: IR value id of a representative inner length (picks threads per row); -1 unknown */
     int block;         /* threads per block the kernel was written for (its __launch_bounds__) */
+    int part_count[KIR_MAX_PARTS];  /* CL_HORIZONTAL: IR value id of each part's flat loop count
+                                     * (grid-stride over its blocks); -1: the part runs on one thread */
 } cuda_launch_desc;
 /* CUDA C source of k (one extern "C" __global__ function named by the macro KNAME), or NULL (ST_ERR_OOM). */
 ST_INTERNAL char *render_cuda(const kir_kernel *k, cuda_launch_desc *d);

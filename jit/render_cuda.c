@@ -38,6 +38,13 @@
  *              is acc = 0; acc = acc + a*b for k = 0..K-1 in order, in float (f32/f16/bf16) or
  *              double (f64) — the CPU GEMM's sums, so under --fmad=false the bits match; integer
  *              matmuls accumulate in uint64_t as render_c's loop does.
+ *   CL_HORIZONTAL  a horizontal kernel (k->nparts >= 2, fuser/horizontal.c): independent parts,
+ *              block-range dispatch. Part p gets nb_p = min(ceil(count_p / 256), HZ_PART_BLOCKS)
+ *              blocks (count_p: its one parallel top-level loop's count; the kernel and
+ *              cuda_launch_dims compute nb_p the same way) and runs that loop grid-stride over its
+ *              own blocks, inner loops serial in the thread (as CL_FLAT). A part of another shape
+ *              gets one block and runs on its thread 0. Parts never read what another part
+ *              writes, so no part waits for another.
  *   CL_SINGLE  kernels with several top-level loops (scatter_add: copy, then accumulate; setview
  *              when not in place: copy, then write): one block; a parallel (KIR_LOOP_PAR) loop is
  *              split over the block's threads, a serial loop runs on thread 0 (scatter_add's
@@ -63,6 +70,7 @@
 #define CU_THREADS_PER_SM 8192  /* grid-stride kernels: at most this many threads per SM (4 waves) */
 #define MM_T 64             /* matmul output tile (MM_T x MM_T), 16x16 threads, 4x4 each */
 #define MM_KT 16            /* matmul k tile */
+#define HZ_PART_BLOCKS 1024 /* most blocks one part of a horizontal kernel gets (grid-stride past) */
 
 typedef enum where { W_SERIAL, W_ROW, W_SPLIT } where;
 
@@ -221,6 +229,34 @@ static bool phases_ok(const cu_ctx *c) {
     return true;
 }
 
+/* Part p of a horizontal kernel: instructions [*from, *to). */
+static void part_range(const kir_kernel *k, int p, int *from, int *to) {
+    *from = k->part_start[p];
+    *to = p + 1 < k->nparts ? k->part_start[p + 1] : k->n;
+}
+
+/* The one parallel top-level loop of part p with no other top-level effect, or -1. */
+static int part_loop(const cu_ctx *c, int p) {
+    int from, to, loop = -1;
+    part_range(c->k, p, &from, &to);
+    for (int i = from; i < to; i++) {
+        const kir_ins *in = &c->k->ins[i];
+        if (!c->live[i]) continue;
+        switch ((kir_opcode)in->op) {
+        case KI_LOOP:
+            if (loop >= 0 || in->imm == KIR_LOOP_SERIAL) return -1;
+            loop = i;
+            i = render_loop_end(c->k, i);
+            break;
+        case KI_STORE: case KI_ACC: case KI_ACCUPD: case KI_ARGUPD: case KI_SETERR: case KI_IF: case KI_ENDIF:
+            return -1;
+        default:
+            break;
+        }
+    }
+    return loop;
+}
+
 /* Picks the mapping; *outer: the top-level loop of CL_FLAT / CL_ROWS. */
 static void plan(const cu_ctx *c, cuda_launch_desc *d, int *outer) {
     const kir_kernel *k = c->k;
@@ -229,6 +265,12 @@ static void plan(const cu_ctx *c, cuda_launch_desc *d, int *outer) {
     if (k->kind == KK_MATMUL) {
         d->mode = CL_MATMUL;
         d->block = CU_BLOCK;
+        return;
+    }
+    if (k->nparts >= 2) {
+        d->mode = CL_HORIZONTAL;
+        d->block = CU_BLOCK;
+        for (int p = 0; p < k->nparts; p++) d->part_count[p] = part_loop(c, p) >= 0 ? k->ins[part_loop(c, p)].a : -1;
         return;
     }
     int loops[2];
@@ -529,6 +571,52 @@ static void render_rows(render_buf *b, const cu_ctx *c, int t) {
     render_range(b, c, e + 1, c->k->n, 1, W_SERIAL);
 }
 
+/* Block-range dispatch over the parts (see CL_HORIZONTAL in the header): hb_ is the block's
+ * index within the part being tested, nb_ that part's block count. */
+static void render_horizontal(render_buf *b, const cu_ctx *c, const cuda_launch_desc *d) {
+    const kir_kernel *k = c->k;
+    render_printf(b, "    long long hb_ = blockIdx.x;   /* block index within the current part */\n");
+    for (int p = 0; p < k->nparts; p++) {
+        int from, to, t = d->part_count[p] >= 0 ? part_loop(c, p) : -1;
+        part_range(k, p, &from, &to);
+        render_printf(b, "    { /* part %d */\n", p);
+        if (t < 0) {
+            render_printf(b, "    if (hb_ == 0 && threadIdx.x == 0) {\n");
+            render_range(b, c, from, to, 2, W_SERIAL);
+            render_printf(b, "    }\n    hb_ -= 1;\n    }\n");
+            continue;
+        }
+        int e = render_loop_end(k, t);
+        render_range(b, c, from, t, 1, W_SERIAL);
+        render_printf(b, "    const long long nb_ = v%d <= 0 ? 0 : (v%d + %d) / %d < %d ? (v%d + %d) / %d : %d;\n", k->ins[t].a,
+                      k->ins[t].a, CU_BLOCK - 1, CU_BLOCK, HZ_PART_BLOCKS, k->ins[t].a, CU_BLOCK - 1, CU_BLOCK,
+                      HZ_PART_BLOCKS);
+        render_printf(b, "    if (hb_ >= 0 && hb_ < nb_) {\n");
+        render_printf(b, "    for (int64_t v%d = hb_ * blockDim.x + threadIdx.x; v%d < v%d; v%d += nb_ * blockDim.x) {\n",
+                      t, t, k->ins[t].a, t);
+        render_range(b, c, t + 1, e, 2, W_SERIAL);
+        render_printf(b, "    }\n");
+        render_range(b, c, e + 1, to, 1, W_SERIAL);
+        render_printf(b, "    }\n    hb_ -= nb_;\n    }\n");
+    }
+}
+
+/* The blocks a horizontal launch needs: render_horizontal's nb_ summed over the parts. */
+static int64_t horizontal_blocks(const kir_kernel *k, const cuda_launch_desc *d, const int64_t *ints) {
+    int64_t total = 0;
+    for (int p = 0; p < k->nparts; p++) {
+        if (d->part_count[p] < 0) {
+            total++;
+            continue;
+        }
+        int64_t n = kir_eval_int(k, d->part_count[p], ints);
+        if (n < 0) n = INT64_MAX - CU_BLOCK;   /* unknown: the most blocks */
+        int64_t nb = n <= 0 ? 0 : (n + CU_BLOCK - 1) / CU_BLOCK;
+        total += nb < HZ_PART_BLOCKS ? nb : HZ_PART_BLOCKS;
+    }
+    return total;
+}
+
 /* One block: parallel loops split over its threads, the rest on thread 0, barriers between. */
 static void render_phases(render_buf *b, const cu_ctx *c) {
     const kir_kernel *k = c->k;
@@ -634,7 +722,7 @@ static void render_matmul(render_buf *b, const kir_kernel *k) {
 
 /* ---- the function ---- */
 static void render_signature(render_buf *b, const kir_kernel *k, const cuda_launch_desc *d) {
-    static const char *modes[] = {"flat", "rows", "matmul", "single block"};
+    static const char *modes[] = {"flat", "rows", "matmul", "single block", "horizontal"};
     const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE ? "__restrict__ " : "";
     render_printf(b, "// stitch kernel: %s; launch: %s\n", k->comment, modes[d->mode]);
     render_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) KNAME(", d->block);
@@ -662,6 +750,7 @@ char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) {
     case CL_MATMUL: render_matmul(&b, k); break;
     case CL_FLAT: hoisted(&b, &c); render_flat(&b, &c, outer); break;
     case CL_ROWS: hoisted(&b, &c); render_rows(&b, &c, outer); break;
+    case CL_HORIZONTAL: hoisted(&b, &c); render_horizontal(&b, &c, d); break;
     case CL_SINGLE:
         hoisted(&b, &c);
         if (d->block == 1) render_range(&b, &c, 0, k->n, 1, W_SERIAL);
@@ -728,6 +817,11 @@ void cuda_launch_dims(const kir_kernel *k, const cuda_launch_desc *d, const int6
         grid[0] = clamp_blocks((N + MM_T - 1) / MM_T, INT32_MAX);
         grid[1] = clamp_blocks((M + MM_T - 1) / MM_T, 65535);
         grid[2] = clamp_blocks(NB, 65535);
+        break;
+    }
+    case CL_HORIZONTAL: {
+        int64_t nb = horizontal_blocks(k, d, ints);
+        grid[0] = nb > 0 ? clamp_blocks(nb, INT32_MAX) : 0;   /* 0: every part is empty */
         break;
     }
     case CL_SINGLE:
