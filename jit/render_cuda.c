@@ -57,6 +57,7 @@
  * variant, chosen per launch.
  */
 #include "render.h"
+#include "render_cuda_mma.h"
 
 #define CU_BLOCK 256        /* threads per block: flat, row and matmul kernels */
 #define CU_BLOCK_BIG 1024   /* a full reduction's one row; single-block phases */
@@ -647,7 +648,9 @@ static void render_signature(render_buf *b, const kir_kernel *k, const cuda_laun
     render_printf(b, "int *err, int rt) {\n");
 }
 
-char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) {
+char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) { return render_cuda_sm(k, 0, d); }
+
+char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d) {
     render_buf b = {0};
     uint8_t *live = st_calloc(k->n ? (size_t)k->n : 1, 1);
     if (!live) return NULL;
@@ -659,7 +662,10 @@ char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) {
     c.block = d->block;
     render_signature(&b, k, d);
     switch ((cuda_launch_mode)d->mode) {
-    case CL_MATMUL: render_matmul(&b, k); break;
+    case CL_MATMUL:
+        if (cuda_mma_eligible(k, sm)) render_matmul_mma(&b, k, cuda_mm_store_plain);
+        else render_matmul(&b, k);
+        break;
     case CL_FLAT: hoisted(&b, &c); render_flat(&b, &c, outer); break;
     case CL_ROWS: hoisted(&b, &c); render_rows(&b, &c, outer); break;
     case CL_SINGLE:
