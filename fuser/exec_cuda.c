@@ -35,7 +35,7 @@ static int reports_errors(const kir_kernel *k) {
 
 /* The function for the group's kernel on device ord. */
 static st_status kernel_function(const fuse_launch *L, const cuda_device_info *di, cuda_launch_desc *d, void **fn) {
-    char *src = render_cuda(&L->k, d);
+    char *src = render_cuda_sm(&L->k, di->cc_major * 10 + di->cc_minor, d);
     if (!src) return st_last_status();
     char hex[33], kname[48], arch[16];
     jit_key_hex(jit_hash128(src, strlen(src), (jit_key){{0, 0}}), hex);

@@ -277,6 +277,10 @@ ST_API const char *st_default_device(void);
 ST_API st_status st_set_default_device(const char *device); /* ST_ERR_DEVICE if not usable */
 ST_API int st_cuda_device_count(void);                     /* 0 without a driver or GPU */
 ST_API void st_empty_cache(void);   /* return cached free blocks (host and device) to the system */
+/* f32 matmuls on CUDA tensor cores with inputs rounded to tf32 (10-bit mantissa), like
+ * torch.backends.cuda.matmul.allow_tf32: off by default (it changes f32 results); ST_TF32=1 turns it
+ * on at start. Affects kernels rendered after the call (the option is part of their source). */
+ST_API void st_cuda_allow_tf32(int on);
 
 /* ---- runtime control ---- */
 typedef struct st_stats_t {

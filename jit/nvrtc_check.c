@@ -259,9 +259,9 @@ void jit_nvrtc_check_source(const char *src, const char *name) {
     if (C.nq >= CHECK_BATCH || C.qbytes >= CHECK_BYTES) flush_queue();
 }
 
-st_status jit_nvrtc_check(const kir_kernel *k, const char *name) {
+static void check_rendered(const kir_kernel *k, int sm, const char *name) {
     cuda_launch_desc d;
-    char *src = render_cuda(k, &d);
+    char *src = render_cuda_sm(k, sm, &d);
     if (src) {
         jit_nvrtc_check_source(src, name);
         st_free(src);
@@ -275,6 +275,13 @@ st_status jit_nvrtc_check(const kir_kernel *k, const char *name) {
                 st_last_error());
         C.failed++;
     }
+}
+
+/* Both sources a kernel can have: the portable one and the one an sm_80+ device gets (tensor-core
+ * matmuls); when they are the same text the second is dropped as seen. */
+st_status jit_nvrtc_check(const kir_kernel *k, const char *name) {
+    check_rendered(k, 0, name);
+    check_rendered(k, 80, name);
     return ST_OK;
 }
 

@@ -57,8 +57,12 @@ typedef struct cuda_launch_desc {
     int part_count[KIR_MAX_PARTS];  /* CL_HORIZONTAL: IR value id of each part's flat loop count
                                      * (grid-stride over its blocks); -1: the part runs on one thread */
 } cuda_launch_desc;
-/* CUDA C source of k (one extern "C" __global__ function named by the macro KNAME), or NULL (ST_ERR_OOM). */
+/* CUDA C source of k (one extern "C" __global__ function named by the macro KNAME), or NULL (ST_ERR_OOM).
+ * render_cuda_sm: for compute capability sm (major * 10 + minor): matmuls that cuda_mma_eligible
+ * accepts use tensor cores (jit/render_cuda_mma.c); same launch geometry. render_cuda: sm = 0
+ * (unknown: no architecture-specific instruction). */
 ST_INTERNAL char *render_cuda(const kir_kernel *k, cuda_launch_desc *d);
+ST_INTERNAL char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d);
 /* Value of integer IR value id given the kernel's int parameters; -1 if id is not an expression of params/consts. */
 ST_INTERNAL int64_t kir_eval_int(const kir_kernel *k, int id, const int64_t *ints);
 /* Grid and block for one launch; *extra_arg receives the value of the trailing `int rt` parameter

@@ -37,7 +37,9 @@
  *              grid (ceil(N/64), ceil(M/64), batch), y and z grid-strided past 65535. Every output
  *              is acc = 0; acc = acc + a*b for k = 0..K-1 in order, in float (f32/f16/bf16) or
  *              double (f64) — the CPU GEMM's sums, so under --fmad=false the bits match; integer
- *              matmuls accumulate in uint64_t as render_c's loop does.
+ *              matmuls accumulate in uint64_t as render_c's loop does. Under render_cuda_sm with
+ *              sm >= 80, f16/bf16 (and, when allowed, tf32) matmuls get render_cuda_mma.c's
+ *              tensor-core body instead: same grid and block, different rounding.
  *   CL_HORIZONTAL  a horizontal kernel (k->nparts >= 2, fuser/horizontal.c): independent parts,
  *              block-range dispatch. Part p gets nb_p = min(ceil(count_p / 256), HZ_PART_BLOCKS)
  *              blocks (count_p: its one parallel top-level loop's count; the kernel and
@@ -64,6 +66,7 @@
  * variant, chosen per launch.
  */
 #include "render.h"
+#include "render_cuda_mma.h"
 
 #define CU_BLOCK 256        /* threads per block: flat, row and matmul kernels */
 #define CU_BLOCK_BIG 1024   /* a full reduction's one row; single-block phases */
@@ -735,7 +738,9 @@ static void render_signature(render_buf *b, const kir_kernel *k, const cuda_laun
     render_printf(b, "int *err, int rt) {\n");
 }
 
-char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) {
+char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) { return render_cuda_sm(k, 0, d); }
+
+char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d) {
     render_buf b = {0};
     uint8_t *live = st_calloc(k->n ? (size_t)k->n : 1, 1);
     if (!live) return NULL;
@@ -747,7 +752,10 @@ char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) {
     c.block = d->block;
     render_signature(&b, k, d);
     switch ((cuda_launch_mode)d->mode) {
-    case CL_MATMUL: render_matmul(&b, k); break;
+    case CL_MATMUL:
+        if (cuda_mma_eligible(k, sm)) render_matmul_mma(&b, k, cuda_mm_store_plain);
+        else render_matmul(&b, k);
+        break;
     case CL_FLAT: hoisted(&b, &c); render_flat(&b, &c, outer); break;
     case CL_ROWS: hoisted(&b, &c); render_rows(&b, &c, outer); break;
     case CL_HORIZONTAL: hoisted(&b, &c); render_horizontal(&b, &c, d); break;
