@@ -392,10 +392,11 @@ static int join_side(const fuse_plan *p, const st_node *x, int g) {
     return -1;
 }
 
-/* Materializes x: joins the group of its consumers, a recent sibling, or a new group. Joining
+/* The existing group materialized x would join, or -1 (a new group): the group of a consumer
+ * (the producer computed where it is read) or a recent sibling, compatible and acyclic. Joining
  * makes a kernel with several outputs (FUSE_MULTI); joining a consumer's group also computes
  * the producer where it is read (FUSE_INLINE, or FUSE_REDUCE for a reduce group). */
-static int materialize(fuse_plan *p, st_node *x) {
+static int join_target(fuse_plan *p, const st_node *x, int *side) {
     int cand[16], nc = 0, ncons;
     for (int k = p->cons_off[x->pos]; k < p->cons_off[x->pos + 1] && nc < 8; k++) {
         const st_node *c = p->r->nodes[p->cons[k]];
@@ -409,11 +410,17 @@ static int materialize(fuse_plan *p, st_node *x) {
         for (int j = 0; j < i; j++) skip |= cand[j] == g;
         for (int j = 0; j < ncons; j++) skip |= cand[j] == g && !may_join_consumer(p, g);
         if (skip) continue;
-        int side = join_side(p, x, g);
-        if (side < 0 || creates_cycle(p, x, g)) continue;
-        return add_out(p, g, x, side);
+        *side = join_side(p, x, g);
+        if (*side >= 0 && !creates_cycle(p, x, g)) return g;
     }
-    int g = new_group(p, FG_POINTWISE, NULL, x);
+    return -1;
+}
+
+/* Materializes x: joins join_target's group, or starts a new pointwise group. */
+static int materialize(fuse_plan *p, st_node *x) {
+    int side, g = join_target(p, x, &side);
+    if (g >= 0) return add_out(p, g, x, side);
+    g = new_group(p, FG_POINTWISE, NULL, x);
     return g < 0 ? -1 : add_out(p, g, x, FUSE_OUT_MAIN);
 }
 
