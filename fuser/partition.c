@@ -224,14 +224,18 @@ static bool is_red_of(const fuse_plan *p, const st_node *c, int g) {
 
 /* Can reduction x be stitched into group g? Two parts, one DFS over x's consumers:
  *   - up to the row broadcast (left = 0): every path from x goes through elementwise ops of g
- *     over x's shape and ends in a free row broadcast that only g evaluates;
+ *     over x's element count and flat reshapes only g evaluates, and ends in a free row
+ *     broadcast that only g evaluates or in g's outputs (g's epilogue at the row's index);
  *   - after it (left = 1): g computes row o's value of x in an inner phase of outer iteration o
  *     and nothing else of x exists yet, so everything g evaluates downstream must be evaluated
  *     at an element of row o only: elementwise ops (same element), flat reshapes (same flat
  *     index), a GATHER's index (read at the gather's own element), the group's other
- *     reductions (they read their input over the row). A GATHER's data, a non-flat view or an
- *     anchor would read x at another row (not computed yet): x is then materialized by its
- *     own group and read from its buffer. Nodes of other groups load materialized values.
+ *     reductions (they read their input over the row), a row-local GATHER's data (row_gather:
+ *     its output is inside the row, or back at the row's index, where the first part's rules
+ *     apply again, flat reshapes included: per-row cross-entropy). Any other GATHER's data, a
+ *     non-flat view or an anchor would read x at another row (not computed yet): x is then
+ *     materialized by its own group and read from its buffer. Nodes of other groups load
+ *     materialized values.
  * *reload is set when g reads x after a flat reshape: that read misses the row's register (the
  * index is the same element but another SSA value) and loads the row from x's buffer, written
  * when x's phase ends, so x must be materialized. Otherwise x lives in a register only. */
