@@ -255,6 +255,26 @@ static int ev_view(lw *w, st_node *n, lctx *c) {
     return v;
 }
 
+/* Does gather n, evaluated at context c, read its data inside the current row o of the reduce
+ * group being lowered (partition.c's row_gather)? Its data has the rows' input shape, it gathers
+ * along a reduced axis, it keeps the kept dims whole, and c lies in row o: a row element of the
+ * input shape, or the row's output index o in the reduction's (keepdim) shape. Then a row
+ * broadcast in the data reads the row's register (a stitched reduction of row o). */
+static bool gather_in_row(lw *w, const st_node *n, const lctx *c) {
+    const rows *R = w->rows;
+    const st_node *data = n->src[0];
+    if (!R || !(R->axes >> n->arg.axis.dim & 1) || data->ndim != R->nd || n->ndim != R->nd ||
+        memcmp(data->shape, w->cls[R->scls].shape, (size_t)R->nd * sizeof data->shape[0]))
+        return false;
+    bool one = c->flat == R->o; /* the row's output index: every reduced dim must be 1 */
+    for (int d = 0; d < R->nd; d++) {
+        bool red = R->axes >> d & 1;
+        if (!red && n->shape[d] != data->shape[d]) return false;
+        if (red && n->shape[d] != 1) one = false;
+    }
+    return one || (c->row && c->cls == R->scls);
+}
+
 static int ev_gather(lw *w, st_node *n, lctx *c) {
     st_node *data = n->src[0], *index = n->src[1];
     int d = n->arg.axis.dim;
@@ -276,6 +296,7 @@ static int ev_gather(lw *w, st_node *n, lctx *c) {
     }
     dc.flat = flat;
     dc.has_midx = 1;
+    dc.row = gather_in_row(w, n, c);
     int v = ev(w, data, &dc);
     return v < 0 ? -1 : sel(w, valid, v, zero_of(w, t));
 }

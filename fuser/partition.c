@@ -67,6 +67,12 @@ void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *of
         ident = false;
         n = n->src[0];
     }
+    if (!fuse_on(FUSE_MM_PROLOGUE) && n != src && fuse_in_region(n)) {
+        /* prologue fusion off: a view of a computed value is materialized contiguous first */
+        st_contig_strides(src->ndim, src->shape, strides);
+        n = src;
+        off = 0;
+    }
     *base = n;
     *offset = off;
 }
@@ -187,6 +193,27 @@ static bool row_broadcast(const st_node *c, const st_node *x) {
     return true;
 }
 
+/* Is GATHER c row-local for reduction x's rows: its data has x's input shape, it gathers along a
+ * reduced axis, and it keeps every kept dim whole? Then each element of c reads the row that
+ * its own kept indices name (`log_softmax(x):gather(2, t)`: row o's target logit). The index
+ * is range-checked, so the read never leaves that row. */
+static bool row_gather(const st_node *c, const st_node *x) {
+    const st_node *in = x->src[0], *data = c->src[0];
+    uint32_t axes = x->arg.red.axes;
+    if (!same_shape(data->ndim, data->shape, in->ndim, in->shape) || !(axes >> c->arg.axis.dim & 1))
+        return false;
+    for (int k = 0; k < c->ndim; k++)
+        if (!(axes >> k & 1) && c->shape[k] != in->shape[k]) return false;
+    return true;
+}
+
+/* Are all of c's dims that x reduces of size `size` (c has x's input rank)? */
+static bool reduced_dims_are(const st_node *c, const st_node *x, int64_t size) {
+    for (int k = 0; k < c->ndim; k++)
+        if ((x->arg.red.axes >> k & 1) && c->shape[k] != size) return false;
+    return true;
+}
+
 /* Is g's reduction list holding c? */
 static bool is_red_of(const fuse_plan *p, const st_node *c, int g) {
     const fuse_group *G = &p->groups[g];
@@ -197,14 +224,18 @@ static bool is_red_of(const fuse_plan *p, const st_node *c, int g) {
 
 /* Can reduction x be stitched into group g? Two parts, one DFS over x's consumers:
  *   - up to the row broadcast (left = 0): every path from x goes through elementwise ops of g
- *     over x's shape and ends in a free row broadcast that only g evaluates;
+ *     over x's element count and flat reshapes only g evaluates, and ends in a free row
+ *     broadcast that only g evaluates or in g's outputs (g's epilogue at the row's index);
  *   - after it (left = 1): g computes row o's value of x in an inner phase of outer iteration o
  *     and nothing else of x exists yet, so everything g evaluates downstream must be evaluated
  *     at an element of row o only: elementwise ops (same element), flat reshapes (same flat
  *     index), a GATHER's index (read at the gather's own element), the group's other
- *     reductions (they read their input over the row). A GATHER's data, a non-flat view or an
- *     anchor would read x at another row (not computed yet): x is then materialized by its
- *     own group and read from its buffer. Nodes of other groups load materialized values.
+ *     reductions (they read their input over the row), a row-local GATHER's data (row_gather:
+ *     its output is inside the row, or back at the row's index, where the first part's rules
+ *     apply again, flat reshapes included: per-row cross-entropy). Any other GATHER's data, a
+ *     non-flat view or an anchor would read x at another row (not computed yet): x is then
+ *     materialized by its own group and read from its buffer. Nodes of other groups load
+ *     materialized values.
  * *reload is set when g reads x after a flat reshape: that read misses the row's register (the
  * index is the same element but another SSA value) and loads the row from x's buffer, written
  * when x's phase ends, so x must be materialized. Otherwise x lives in a register only. */
@@ -225,15 +256,21 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool *reload) {
             uint32_t bit = e.left ? 2u : 1u;
             if (seen & bit) continue;
             p->stamp[c->pos] = base + (seen | bit) - 1;
-            if (!e.left) {
+            if (!e.left) { /* at the row's output index */
                 if (fuse_is_free(p, c)) {
-                    if (p->cg[c->pos] != g || !row_broadcast(c, x)) return false;
-                    if (dfs_push(&top, c->pos, 1)) return false;
+                    if (p->cg[c->pos] != g) return false;
+                    if (row_broadcast(c, x)) {
+                        if (dfs_push(&top, c->pos, 1)) return false;
+                    } else if (!fuse_view_is_flat(c) || dfs_push(&top, c->pos, 0)) {
+                        return false;
+                    }
                     continue;
                 }
-                if (c->tag != g || !st_op_is_elementwise(c->op) ||
-                    !same_shape(c->ndim, c->shape, x->ndim, x->shape))
+                if (c->tag != g) {
+                    if (y != x && p->mat[y->pos]) continue;  /* loads y's buffer */
                     return false;
+                }
+                if (!st_op_is_elementwise(c->op) || c->numel != x->numel) return false;
                 if (dfs_push(&top, c->pos, 0)) return false;
                 continue;
             }
@@ -246,8 +283,14 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool *reload) {
                 continue;                                    /* loads y's buffer */
             } else if (is_red_of(p, c, g)) {
                 continue;                                    /* reads y over row o */
-            } else if (c->op == ST_OP_GATHER) {
-                if (c->src[0] == y) return false;            /* data read at another index */
+            } else if (c->op == ST_OP_GATHER && c->src[0] == y) {
+                /* data: read at another element, which must lie in row o */
+                if (!row_gather(c, x)) return false;
+                if (reduced_dims_are(c, x, 1)) {             /* one value per row: back at the */
+                    if (dfs_push(&top, c->pos, 0)) return false; /* row's output index */
+                    continue;
+                }
+                if (!same_shape(c->ndim, c->shape, x->src[0]->ndim, x->src[0]->shape)) return false;
             } else if (!st_op_is_elementwise(c->op)) {
                 return false;
             }
@@ -297,6 +340,50 @@ static bool creates_cycle(fuse_plan *p, const st_node *x, int g) {
     return false;
 }
 
+/* May a producer be computed inside its consumer group g (inlined, or as an extra output)?
+ * Elementwise inlining is FUSE_INLINE; producers of a reduction FUSE_REDUCE. */
+static bool may_join_consumer(const fuse_plan *p, int g) {
+    return fuse_on(p->groups[g].kind == FG_REDUCE ? FUSE_REDUCE : FUSE_INLINE);
+}
+
+/* Does any path from x reach a node of group g (through any group or free node)? */
+static bool reaches_group(fuse_plan *p, const st_node *x, int g) {
+    uint32_t st = ++p->stamp_now;
+    int top = 0;
+    if (dfs_push(&top, x->pos, 0)) return true;
+    while (top) {
+        int pos = dfs_stack[--top].pos;
+        for (int k = p->cons_off[pos]; k < p->cons_off[pos + 1]; k++) {
+            const st_node *c = p->r->nodes[p->cons[k]];
+            if (!fuse_is_free(p, c) && c->tag == g) return true;
+            if (p->stamp[c->pos] == st) continue;
+            p->stamp[c->pos] = st;
+            if (dfs_push(&top, c->pos, 0)) return true;
+        }
+    }
+    return false;
+}
+
+/* A reduce group reduction x can join as a sibling (FUSE_MULTI), or -1: same input shape and
+ * axes (one loop over the same rows serves both: layernorm backward's weight and bias
+ * gradients are one column-reduction kernel), and independent. x's producers come before every
+ * node already placed, so g cannot feed x; and no path may lead from x into g, directly or
+ * through other groups (g would read x before computing it, or the group graph gets a cycle).
+ * x is then an output of g (its consumers are elsewhere). At most 4 candidates are walked. */
+static int sibling_group(fuse_plan *p, const st_node *x) {
+    if (!fuse_on(FUSE_MULTI)) return -1;
+    const st_node *in = x->src[0];
+    for (int g = p->ngroups - 1, tries = 0; g >= 0 && tries < 4; g--) {
+        const fuse_group *G = &p->groups[g];
+        if (G->kind != FG_REDUCE || G->anchor->arg.red.axes != x->arg.red.axes ||
+            !same_shape(G->anchor->src[0]->ndim, G->anchor->src[0]->shape, in->ndim, in->shape))
+            continue;
+        tries++;
+        if (!reaches_group(p, x, g)) return g;
+    }
+    return -1;
+}
+
 /* Output side x would have in group g, or -1 if g cannot compute x. */
 static int join_side(const fuse_plan *p, const st_node *x, int g) {
     const fuse_group *G = &p->groups[g];
@@ -309,24 +396,35 @@ static int join_side(const fuse_plan *p, const st_node *x, int g) {
     return -1;
 }
 
-/* Materializes x: joins the group of its consumers, a recent sibling, or a new group. */
-static int materialize(fuse_plan *p, st_node *x) {
-    int cand[16], nc = 0;
+/* The existing group materialized x would join, or -1 (a new group): the group of a consumer
+ * (the producer computed where it is read) or a recent sibling, compatible and acyclic. Joining
+ * makes a kernel with several outputs (FUSE_MULTI); joining a consumer's group also computes
+ * the producer where it is read (FUSE_INLINE, or FUSE_REDUCE for a reduce group). */
+static int join_target(fuse_plan *p, const st_node *x, int *side) {
+    int cand[16], nc = 0, ncons;
     for (int k = p->cons_off[x->pos]; k < p->cons_off[x->pos + 1] && nc < 8; k++) {
         const st_node *c = p->r->nodes[p->cons[k]];
         int t = fuse_is_free(p, c) ? p->cg[c->pos] : c->tag;
         if (t >= 0) cand[nc++] = t;
     }
+    ncons = nc;
     for (int g = p->ngroups - 1; g >= 0 && g >= p->ngroups - 8; g--) cand[nc++] = g;
-    for (int i = 0; i < nc; i++) {
-        int g = cand[i], dup = 0;
-        for (int j = 0; j < i; j++) dup |= cand[j] == g;
-        if (dup) continue;
-        int side = join_side(p, x, g);
-        if (side < 0 || creates_cycle(p, x, g)) continue;
-        return add_out(p, g, x, side);
+    for (int i = 0; i < nc && fuse_on(FUSE_MULTI); i++) {
+        int g = cand[i], skip = 0;
+        for (int j = 0; j < i; j++) skip |= cand[j] == g;
+        for (int j = 0; j < ncons; j++) skip |= cand[j] == g && !may_join_consumer(p, g);
+        if (skip) continue;
+        *side = join_side(p, x, g);
+        if (*side >= 0 && !creates_cycle(p, x, g)) return g;
     }
-    int g = new_group(p, FG_POINTWISE, NULL, x);
+    return -1;
+}
+
+/* Materializes x: joins join_target's group, or starts a new pointwise group. */
+static int materialize(fuse_plan *p, st_node *x) {
+    int side, g = join_target(p, x, &side);
+    if (g >= 0) return add_out(p, g, x, side);
+    g = new_group(p, FG_POINTWISE, NULL, x);
     return g < 0 ? -1 : add_out(p, g, x, FUSE_OUT_MAIN);
 }
 
@@ -341,28 +439,35 @@ static int place(fuse_plan *p, st_node *x) {
     }
     if (is_anchor(x)) {
         bool red = st_ops[x->op].kind == OPK_REDUCE, reload = false;
+        int sib;
         fuse_group *G = s >= 0 ? &p->groups[s] : NULL;
         const st_node *in = x->src[0];
-        if (red && G && G->kind == FG_POINTWISE && st_shape_numel(G->ndim, G->shape) == x->numel &&
-            epilogue_ok(p, x, s)) {
+        if (red && G && fuse_on(FUSE_REDUCE) && G->kind == FG_POINTWISE &&
+            st_shape_numel(G->ndim, G->shape) == x->numel && epilogue_ok(p, x, s)) {
             G->kind = FG_REDUCE;
             G->anchor = x;
             if (add_red(p, s, x) || (keep && add_out(p, s, x, FUSE_OUT_MAIN))) return -1;
-        } else if (red && G &&
-                   ((G->kind == FG_POINTWISE && same_shape(G->ndim, G->shape, in->ndim, in->shape)) ||
+        } else if (red && G && fuse_on(FUSE_STITCH) &&
+                   ((G->kind == FG_POINTWISE && (same_shape(G->ndim, G->shape, in->ndim, in->shape) ||
+                                                 st_shape_numel(G->ndim, G->shape) == x->numel)) ||
                     (G->kind == FG_REDUCE && G->anchor->arg.red.axes == x->arg.red.axes &&
                      same_shape(G->anchor->src[0]->ndim, G->anchor->src[0]->shape, in->ndim, in->shape))) &&
                    stitch_ok(p, x, s, &reload)) {
-            if (G->kind == FG_POINTWISE) { /* its outputs are over the rows: computed last */
+            if (G->kind == FG_POINTWISE) {
+                /* outputs over the rows are computed last in the row; outputs over the rows'
+                 * results (a row-local gather's `nll`) in the epilogue at the row's index */
+                bool over_rows = same_shape(G->ndim, G->shape, in->ndim, in->shape);
                 G->kind = FG_REDUCE;
                 G->anchor = x;
-                for (int i = 0; i < G->nouts; i++) G->out_side[i] = FUSE_OUT_INPUT;
+                for (int i = 0; i < G->nouts; i++) G->out_side[i] = over_rows ? FUSE_OUT_INPUT : FUSE_OUT_MAIN;
             }
             /* later phases of the row read it from a register; a buffer only when someone
              * needs one (a target, a buffer consumer) or a read goes through a flat reshape.
              * A live handle outside the region (refcnt > uses) is not a reason: such a node
              * is recomputed if it is ever read. */
             if (add_red(p, s, x) || ((keep || reload) && add_out(p, s, x, FUSE_OUT_MAIN))) return -1;
+        } else if (red && (sib = sibling_group(p, x)) >= 0) {
+            if (add_red(p, sib, x) || add_out(p, sib, x, FUSE_OUT_MAIN)) return -1;
         } else {
             fuse_group_kind k = x->op == ST_OP_MATMUL ? FG_MATMUL
                               : x->op == ST_OP_SCATTER_ADD ? FG_SCATTER
@@ -378,7 +483,7 @@ static int place(fuse_plan *p, st_node *x) {
                 if (fuse_in_region(base)) p->need[base->pos] = 1;
             }
         }
-    } else if (!keep && s >= 0 && p->groups[s].kind != FG_MATMUL) {
+    } else if (!keep && s >= 0 && p->groups[s].kind != FG_MATMUL && may_join_consumer(p, s)) {
         x->tag = s; /* inlined */
     } else if (materialize(p, x)) {
         return -1;

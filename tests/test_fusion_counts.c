@@ -1,0 +1,332 @@
+/*
+ * test_fusion_counts.c — the kernel counts that reduction stitching promises (issue 5), and the
+ * ST_FUSE switches of fuser/partition.c.
+ *
+ * Each pattern is built twice from the same realized inputs: eagerly (st_set_eager(1): every op
+ * through the interpreter, the oracle) and lazily with st_set_jit_min(0) (every region through
+ * the JIT); values must agree and the lazy flush must launch the promised kernels
+ * (st_stats.kernels_launched). Goals: softmax, log_softmax, layernorm, rmsnorm and per-row
+ * cross-entropy forward 1 kernel each; cross-entropy with the batch mean 2; every backward at
+ * most 2 (layernorm's weight and bias gradients are sibling column reductions: one kernel).
+ * Counts are a property of the partition, which does not depend on the device; on a CUDA device
+ * the same plan is launched (not run here: the fake driver of tests/test_cuda_driver.c cannot
+ * compile kernels, which needs NVRTC).
+ * Switches: each fusion kind turned off (fuse_set_flags) changes the count of an example built
+ * for it and never its values.
+ */
+#include "runtime/internal.h"
+#include "fuser/fuser.h"
+#include "test.h"
+
+#include <ftw.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { N = 64, C = 512, MAXT = 8 };
+static char cache_dir[256];
+
+/* ---- tensors: every intermediate goes to a pool released at the end of a build ---- */
+static st_tensor *pool[512];
+static int npool;
+static st_tensor *K(st_tensor *t) {
+    if (t && npool < (int)(sizeof pool / sizeof pool[0])) pool[npool++] = t;
+    return t;
+}
+static void drain(void) {
+    while (npool) st_release(pool[--npool]);
+}
+
+static st_tensor *input(int ndim, const int64_t *shape, unsigned seed) {
+    int64_t n = st_shape_numel(ndim, shape);
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        v[i] = (float)((double)(seed >> 8 & 0xffff) / 65536.0 * 4 - 2);
+    }
+    st_tensor *t = st_from_data(ST_F32, ndim, shape, v);
+    free(v);
+    st_realize(1, &t);
+    return t;
+}
+
+static st_tensor *x_in, *w_in, *b_in, *tgt, *idx;   /* (N, C), (C), (C), (N, 1) i64, (8) i64 */
+
+static st_tensor *mean_last(st_tensor *a) {
+    int ax = 1;
+    return K(st_mean(a, 1, &ax, 1));
+}
+/* the row statistics of the last norm built (mean, rstd): what its backward reads */
+static st_tensor *row_stat, *row_mean;
+static st_tensor *layernorm(st_tensor *x, st_tensor *w, st_tensor *b) {
+    st_tensor *mu = row_mean = mean_last(x), *xc = K(st_sub(x, mu));
+    st_tensor *var = mean_last(K(st_mul(xc, xc)));
+    st_tensor *rstd = row_stat = K(st_rsqrt(K(st_add_s(var, 1e-5))));
+    st_tensor *y = K(st_mul(xc, rstd));
+    return K(st_add(K(st_mul(y, w)), b));
+}
+static st_tensor *rmsnorm(st_tensor *x, st_tensor *w) {
+    st_tensor *ms = mean_last(K(st_mul(x, x)));
+    row_stat = K(st_rsqrt(K(st_add_s(ms, 1e-6))));
+    return K(st_mul(K(st_mul(x, row_stat)), w));
+}
+/* per-row cross-entropy: -log_softmax(x):gather(1, t), shape (N) */
+static st_tensor *ce_rows(st_tensor *x) {
+    st_tensor *g = K(st_gather(K(st_log_softmax(x, 1)), 1, tgt));
+    return K(st_neg(K(st_squeeze(g, 1))));
+}
+
+/* ---- forward patterns: out[0..] from the inputs (x, w, b) ---- */
+typedef int (*build_fn)(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **out);
+
+static int f_softmax(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    o[0] = K(st_softmax(x, 1));
+    return 1;
+}
+static int f_log_softmax(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    o[0] = K(st_log_softmax(x, 1));
+    return 1;
+}
+static int f_layernorm(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    o[0] = layernorm(x, w, b);
+    return 1;
+}
+static int f_rmsnorm(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)b;
+    o[0] = rmsnorm(x, w);
+    return 1;
+}
+static int f_ce_rows(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    o[0] = ce_rows(x);
+    return 1;
+}
+static int f_ce_mean(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    o[0] = K(st_mean(ce_rows(x), 0, NULL, 0));
+    return 1;
+}
+/* rows read at other rows: index_select along the kept dim is not row-local (2 kernels) */
+static int f_softmax_select(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    o[0] = K(st_index_select(K(st_softmax(x, 1)), 0, idx));
+    return 1;
+}
+/* a gather along the reduced dim with an index of the rows' shape (a permutation in each row) */
+static int f_softmax_gather_row(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    st_tensor *ar = K(st_arange(7, N * C + 7, 1, ST_I64));
+    st_tensor *perm = K(st_reshape(K(st_remainder(ar, K(st_scalar(C, ST_I64)))), 2, (int64_t[]){N, C}));
+    o[0] = K(st_gather(K(st_softmax(x, 1)), 1, perm));
+    return 1;
+}
+
+/* ---- backward patterns: the leaves' gradients of a scalar loss ----
+ * The forward flush realizes the loss and the norms' row statistics (mean, rstd, as a forward kernel
+ * that stores what backward reads would): otherwise the backward recomputes the statistic in a
+ * kernel of its own before the weight gradient's column reduction can read it (3 kernels). */
+static int loss_grads(st_tensor *loss, st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    st_tensor *fwd[3] = {loss, row_stat, row_mean};
+    if (!loss || st_realize(3, fwd) != ST_OK) return -1;   /* NULL entries are skipped */
+    row_stat = row_mean = NULL;
+    st_stats_t s;
+    st_stats(&s);
+    if (st_backward(loss, NULL) != ST_OK) return -1;
+    int n = 0;
+    st_tensor *leaves[3] = {x, w, b};
+    for (int i = 0; i < 3; i++)
+        if ((o[n] = K(st_grad(leaves[i])))) n++;   /* unused leaves have none */
+    return n;
+}
+static st_tensor *weighted_sum(st_tensor *y) {   /* sum(y * x_in): a loss with a dense gradient */
+    return K(st_sum(K(st_mul(y, x_in)), 0, NULL, 0));
+}
+static int b_softmax(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    return loss_grads(weighted_sum(K(st_softmax(x, 1))), x, w, b, o);
+}
+static int b_log_softmax(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    return loss_grads(weighted_sum(K(st_log_softmax(x, 1))), x, w, b, o);
+}
+static int b_layernorm(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    return loss_grads(weighted_sum(layernorm(x, w, b)), x, w, b, o);
+}
+static int b_rmsnorm(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    return loss_grads(weighted_sum(rmsnorm(x, w)), x, w, b, o);
+}
+static int b_ce_mean(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    st_tensor *outs[1];
+    f_ce_mean(x, w, b, outs);
+    return loss_grads(outs[0], x, w, b, o);
+}
+
+static double *host(st_tensor *t) {
+    int64_t n = st_numel(t);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Fresh leaves (copies of the inputs; requires_grad when grad is set), so gradients never
+ * accumulate between the eager and the lazy run. */
+static void leaves(int grad, st_tensor **x, st_tensor **w, st_tensor **b) {
+    st_tensor *src[3] = {x_in, w_in, b_in}, **dst[3] = {x, w, b};
+    for (int i = 0; i < 3; i++) {
+        *dst[i] = K(st_clone(src[i]));
+        st_realize(1, dst[i]);
+        if (grad) st_set_requires_grad(*dst[i], 1);
+    }
+}
+
+/* Runs fn eagerly and lazily; checks the values; returns the kernels of the lazy flush that
+ * realizes the outputs (-1 on failure, recorded). */
+static int run_pattern(build_fn fn, int grad) {
+    st_tensor *x, *w, *b, *ref[MAXT], *out[MAXT];
+    st_set_eager(1);
+    leaves(grad, &x, &w, &b);
+    row_stat = row_mean = NULL;
+    int nref = fn(x, w, b, ref);
+    for (int i = 0; i < nref; i++) st_retain(ref[i]);
+    drain();
+    st_set_eager(0);
+    leaves(grad, &x, &w, &b);
+    st_sync();
+    st_stats_t s0, s1;
+    st_stats(&s0);
+    row_stat = row_mean = NULL;
+    int nout = fn(x, w, b, out);
+    if (grad) st_stats(&s0);   /* the forward was realized inside fn: count the backward only */
+    st_status s = nout > 0 ? st_realize(nout, out) : ST_ERR_INTERNAL;
+    st_stats(&s1);
+    int kernels = (int)(s1.kernels_launched - s0.kernels_launched);
+    CHECK_MSG(s == ST_OK && nout == nref, "build/realize failed (%d vs %d outputs): %s", nout, nref, st_last_error());
+    for (int i = 0; i < nout && i < nref && s == ST_OK; i++) {
+        CHECK_EQ_INT(st_numel(out[i]), st_numel(ref[i]));
+        double *a = host(out[i]), *e = host(ref[i]);
+        for (int64_t j = 0; a && e && j < st_numel(out[i]) && !test_cur_failed; j++) {
+            CHECK_NEAR(a[j], e[j], 1e-4);
+            if (test_cur_failed) printf("  (output %d, element %lld)\n", i, (long long)j);
+        }
+        CHECK(a && e);
+        free(a);
+        free(e);
+    }
+    for (int i = 0; i < nref; i++) st_release(ref[i]);
+    drain();
+    return s == ST_OK ? kernels : -1;
+}
+
+static void expect(const char *name, build_fn fn, int grad, int want) {
+    int k = run_pattern(fn, grad);
+    printf("  %-22s %d kernel%s\n", name, k, k == 1 ? "" : "s");
+    CHECK_MSG(k == want, "%s: %d kernels, expected %d", name, k, want);
+}
+
+TEST(forward_counts) {
+    expect("softmax", f_softmax, 0, 1);
+    expect("log_softmax", f_log_softmax, 0, 1);
+    expect("layernorm", f_layernorm, 0, 1);
+    expect("rmsnorm", f_rmsnorm, 0, 1);
+    expect("cross-entropy (rows)", f_ce_rows, 0, 1);
+    expect("cross-entropy (mean)", f_ce_mean, 0, 2);
+}
+
+TEST(gathers_inside_and_outside_the_row) {
+    expect("softmax:gather(1, perm)", f_softmax_gather_row, 0, 1);
+    expect("index_select(softmax,0)", f_softmax_select, 0, 2);
+}
+
+TEST(backward_counts) {
+    expect("softmax backward", b_softmax, 1, 1);
+    expect("log_softmax backward", b_log_softmax, 1, 1);
+    expect("layernorm backward", b_layernorm, 1, 2);
+    expect("rmsnorm backward", b_rmsnorm, 1, 2);
+    expect("cross-entropy backward", b_ce_mean, 1, 2);
+}
+
+/* ---- ST_FUSE switches ---- */
+static int s_inline(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {   /* tanh(x*2+1) */
+    (void)w, (void)b;
+    o[0] = K(st_tanh(K(st_add_s(K(st_mul_s(x, 2)), 1))));
+    return 1;
+}
+static int s_reduce(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {  /* exp(x+1):sum(1) */
+    (void)w, (void)b;
+    int ax = 1;
+    o[0] = K(st_sum(K(st_exp(K(st_add_s(x, 1)))), 1, &ax, 0));
+    return 1;
+}
+static int s_multi(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {   /* column sums */
+    (void)w, (void)b;
+    int ax = 0;
+    o[0] = K(st_sum(x, 1, &ax, 0));
+    o[1] = K(st_sum(K(st_mul(x, x)), 1, &ax, 0));
+    return 2;
+}
+/* y = x*2 is needed anyway; y^T @ m reads it transposed (prologue) or from a contiguous copy */
+static int s_prologue(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    st_tensor *y = K(st_mul_s(x, 2));
+    st_tensor *m = K(st_slice(x, 1, 0, 16, 1));   /* (N, 16) */
+    o[0] = y;
+    o[1] = K(st_matmul(K(st_transpose(y, 0, 1)), m));
+    return 2;
+}
+
+static void expect_switch(const char *name, unsigned kind, build_fn fn, int on, int off) {
+    fuse_set_flags(FUSE_ALL);
+    int a = run_pattern(fn, 0);
+    fuse_set_flags(FUSE_ALL & ~kind);
+    int b = run_pattern(fn, 0);
+    fuse_set_flags(FUSE_ALL);
+    printf("  %-10s on: %d, off: %d kernels\n", name, a, b);
+    CHECK_MSG(a == on && b == off, "%s: %d kernels on, %d off; expected %d and %d", name, a, b, on, off);
+}
+
+TEST(each_switch_changes_counts_not_values) {
+    expect_switch("inline", FUSE_INLINE, s_inline, 1, 3);
+    expect_switch("reduce", FUSE_REDUCE, s_reduce, 1, 2);
+    expect_switch("stitch", FUSE_STITCH, f_softmax, 1, 3);
+    expect_switch("multi", FUSE_MULTI, s_multi, 1, 2);
+    expect_switch("prologue", FUSE_MM_PROLOGUE, s_prologue, 2, 3);
+    fuse_set_flags(0);
+    int k = run_pattern(f_layernorm, 0);
+    fuse_set_flags(FUSE_ALL);
+    printf("  none: layernorm %d kernels\n", k);
+    CHECK_MSG(k > 4, "ST_FUSE=none: layernorm in %d kernels", k);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+int main(void) {
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/st_fcounts_XXXXXX");
+    if (!mkdtemp(cache_dir)) return 1;
+    setenv("ST_CACHE_DIR", cache_dir, 1);
+    st_set_jit_min(0);
+    st_set_poison(1);
+    x_in = input(2, (int64_t[]){N, C}, 1);
+    w_in = input(1, (int64_t[]){C}, 2);
+    b_in = input(1, (int64_t[]){C}, 3);
+    int64_t t[N], sel[8] = {3, 0, 63, 5, 5, 17, 1, 40};
+    for (int i = 0; i < N; i++) t[i] = (i * 37 + 11) % C;
+    tgt = st_from_data(ST_I64, 2, (int64_t[]){N, 1}, t);
+    idx = st_from_data(ST_I64, 1, (int64_t[]){8}, sel);
+    RUN(forward_counts);
+    RUN(gathers_inside_and_outside_the_row);
+    RUN(backward_counts);
+    RUN(each_switch_changes_counts_not_values);
+    st_release(x_in);
+    st_release(w_in);
+    st_release(b_in);
+    st_release(tgt);
+    st_release(idx);
+    st_shutdown();
+    nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    TEST_MAIN_END();
+}
