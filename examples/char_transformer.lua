@@ -12,11 +12,11 @@
 --
 -- Loaded with dofile() (tests/lua/test_char_transformer.lua) the script returns
 -- {losses = {mean train loss per interval}, val_loss, sample = the sampled text, n_chars (its
--- length in characters), vocab (the vocabulary size), n_fortunes}.
+-- length in characters), vocab (the vocabulary size), n_fortunes, model (the trained module)}.
 -- Invariant: every shape the model sees is fixed by the options (batch x ctx when training,
 -- 1 x ctx when sampling), so kernels compile during the first steps and the first character only.
 local opts = {
-  steps = 600, batch = 32, ctx = 64, dim = 64, layers = 2, heads = 4, lr = 3e-3, every = 100,
+  steps = 1000, batch = 32, ctx = 64, dim = 64, layers = 2, heads = 4, lr = 3e-3, every = 100,
   sample = 300, temp = 0.8, prompt = "The ", seed = 1, corpus = "/usr/share/games/fortunes",
 }
 local USAGE = "usage: char_transformer.lua [--steps N] [--batch N] [--ctx N] [--dim N] [--layers N] "
@@ -137,7 +137,8 @@ function Attention:forward(x)
   local qkv = self.qkv(x):reshape(B, L, 3, H, D):permute(3, 1, 4, 2, 5)
   local q, k, v = qkv:select(1, 1), qkv:select(1, 2), qkv:select(1, 3)
   local scores = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(D))
-  local att = st.where(self.mask, scores, -math.huge):softmax(-1)
+  local mask = L == self.mask:size(1) and self.mask or self.mask:narrow(1, 1, L):narrow(2, 1, L)
+  local att = st.where(mask, scores, -math.huge):softmax(-1)
   -- (B, H, L, D) -> (B, L, C)
   return self.proj(att:matmul(v):permute(1, 3, 2, 4):reshape(B, L, C))
 end
@@ -168,9 +169,11 @@ function CharTransformer:__init(vocab_size, o)
   self.head = nn.Linear(o.dim, vocab_size)
   self.positions = st.arange(1, o.ctx + 1) -- 1-based position ids (a plain field)
 end
--- idx (B, ctx) 1-based character ids -> logits (B, ctx, vocab)
+-- idx (B, L) 1-based character ids, L <= ctx -> logits (B, L, vocab)
 function CharTransformer:forward(idx)
-  local x = self.tok(idx) + self.pos(self.positions)
+  local L = idx:size(2)
+  local pos = L == self.positions:size(1) and self.positions or self.positions:narrow(1, 1, L)
+  local x = self.tok(idx) + self.pos(pos)
   return self.head(self.ln_f(self.blocks(x)))
 end
 
@@ -275,4 +278,4 @@ print(string.format("sample (%d characters, temperature %g, %.0f chars/s):", opt
 print(opts.prompt .. sampled)
 
 return { losses = losses, val_loss = vl, sample = sampled, n_chars = utf8.len(sampled), vocab = V,
-  n_fortunes = n_fortunes }
+  n_fortunes = n_fortunes, model = model }
