@@ -94,6 +94,14 @@ for ch in text:gmatch(utf8.charpattern) do
   ids[#ids + 1] = id
 end
 local V, N = #vocab, #ids
+-- the prompt's ids, checked before training (an empty prompt starts from a newline)
+local prompt_ids = {}
+for ch in opts.prompt:gmatch(utf8.charpattern) do
+  local id = id_of[ch]
+  if not id then error("--prompt: the character '" .. ch .. "' is not in the corpus", 0) end
+  prompt_ids[#prompt_ids + 1] = id
+end
+if #prompt_ids == 0 then prompt_ids[1] = id_of["\n"] or 1 end
 local dev = st.device()
 -- 90% to train, the last 10% held out, both on the default device
 local n_train = math.floor(N * 0.9)
@@ -241,20 +249,14 @@ local function draw(p)
   return #p
 end
 
--- Extends the prompt by n characters, each drawn from softmax(logits / temp) at the last position.
+-- Extends the prompt (character ids) by n characters, each drawn from softmax(logits / temp) at the last position.
 -- The model always sees a full (1, ctx) window: the context's last ctx characters at positions
 -- 1..len, padding after them (the causal mask keeps it from the logits at len), and the position to
 -- read is an index tensor, so every character reuses the same kernels. One flush per character.
 local function sample(prompt, n, temp)
   local guard <close> = st.no_grad()
   model:eval()
-  local ctx = {}
-  for ch in prompt:gmatch(utf8.charpattern) do
-    local id = id_of[ch]
-    if not id then error("--prompt: the character '" .. ch .. "' is not in the corpus", 0) end
-    ctx[#ctx + 1] = id
-  end
-  if #ctx == 0 then ctx[1] = id_of["\n"] or 1 end
+  local ctx = { table.unpack(prompt) }
   local out = {}
   for _ = 1, n do
     local len = math.min(#ctx, T)
@@ -271,7 +273,7 @@ local function sample(prompt, n, temp)
 end
 
 local t_sample = st._now()
-local sampled = sample(opts.prompt, opts.sample, opts.temp)
+local sampled = sample(prompt_ids, opts.sample, opts.temp)
 local ds = st._now() - t_sample
 print(string.format("sample (%d characters, temperature %g, %.0f chars/s):", opts.sample, opts.temp,
   opts.sample / ds))

@@ -2,7 +2,7 @@
 -- tiny fortune-format corpus written to a temporary directory: the corpus parsing (fortunes split on
 -- "%" lines, .dat files skipped), a decreasing training loss, sampling of exactly the requested
 -- number of characters from one window shape, causal attention (no logit
--- depends on a later character), and the missing-corpus error.
+-- depends on a later character), and the errors for a missing corpus and bad options.
 local H = dofile((arg[0]:match("(.*/)") or "./") .. "harness.lua")
 local EXAMPLE = "examples/char_transformer.lua"
 
@@ -83,12 +83,14 @@ H.test("sampling_feeds_one_window_shape", function()
   for i, s in ipairs(shapes) do H.eq(s, "1x16", "window " .. i .. " shape") end
 end)
 
-H.test("missing_corpus_is_a_clear_error", function()
+H.test("bad_options_are_clear_errors", function()
   local ok, err = pcall(run_example, { "--corpus", dir .. "/nope", "--steps", "1" })
   assert(not ok)
   assert(tostring(err):find("corpus not found: " .. dir .. "/nope", 1, true), err)
   ok, err = pcall(run_example, { "--dim", "10", "--heads", "4" })
   assert(not ok and tostring(err):find("multiple of --heads", 1, true), err)
+  ok, err = pcall(run_example, { "--corpus", dir, "--prompt", "the zoo" }) -- before any training
+  assert(not ok and tostring(err):find("--prompt: the character 'z' is not in the corpus", 1, true), err)
 end)
 
 os.execute("rm -rf '" .. dir .. "'")
