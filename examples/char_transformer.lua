@@ -82,7 +82,7 @@ end
 
 local t_load = st._now()
 local text, n_fortunes = load_corpus(opts.corpus)
--- Characters are UTF-8 code points (bytes that are not valid UTF-8 are dropped); ids are 1-based.
+-- Characters are UTF-8 code points (a byte that cannot start one is dropped); ids are 1-based.
 local vocab, id_of, ids = {}, {}, {}
 for ch in text:gmatch(utf8.charpattern) do
   local id = id_of[ch]
@@ -105,13 +105,17 @@ if #prompt_ids == 0 then prompt_ids[1] = id_of["\n"] or 1 end
 local dev = st.device()
 -- 90% to train, the last 10% held out, both on the default device
 local n_train = math.floor(N * 0.9)
-local data = st.tensor(ids, "i64"):to(dev)
-ids = nil
-local train_data, val_data = data:narrow(1, 1, n_train):contiguous(), data:narrow(1, n_train + 1, N - n_train):contiguous()
-st.sync(train_data, val_data)
 if n_train <= opts.ctx + 1 or N - n_train <= opts.ctx + 1 then
   error(string.format("corpus too small: %d characters for a context of %d", N, opts.ctx), 0)
 end
+local train_data, val_data
+do
+  local data = st.tensor(ids, "i64"):to(dev)
+  train_data = data:narrow(1, 1, n_train):contiguous()
+  val_data = data:narrow(1, n_train + 1, N - n_train):contiguous()
+  st.sync(train_data, val_data)
+end
+ids = nil
 print(string.format("corpus %s: %d fortunes, %d characters, vocabulary %d (loaded in %.1f s), device %s",
   opts.corpus, n_fortunes, N, V, st._now() - t_load, dev))
 
