@@ -257,6 +257,22 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool *reload) {
     return true;
 }
 
+/* Does matmul group G write more than the product itself (an epilogue: elementwise consumers
+ * evaluated where the GEMM stores each output element)? */
+static bool mm_has_epilogue(const fuse_group *G) {
+    return G->kind == FG_MATMUL && (G->nouts != 1 || G->outs[0] != G->anchor);
+}
+
+/* Can matmul x become the head of pointwise group g (an epilogue)? g computes over x's very
+ * shape (the epilogue runs at each output element of the GEMM, so it reads x at that element
+ * only: the reduce-epilogue rule, epilogue_ok), the dtype has a compute type the epilogue can
+ * take from the accumulator (bool matmuls keep their own kernel), and the kind is on. */
+static bool mm_epilogue_ok(fuse_plan *p, const st_node *x, int g) {
+    const fuse_group *G = &p->groups[g];
+    return fuse_on(FUSE_MM_EPILOGUE) && x->op == ST_OP_MATMUL && x->dtype != ST_BOOL && G->kind == FG_POINTWISE &&
+           same_shape(G->ndim, G->shape, x->ndim, x->shape) && epilogue_ok(p, x, g);
+}
+
 static int add_red(fuse_plan *p, int gi, st_node *x) {
     fuse_group *g = &p->groups[gi];
     if (g->nreds == g->capreds) {
@@ -363,6 +379,12 @@ static int place(fuse_plan *p, st_node *x) {
              * A live handle outside the region (refcnt > uses) is not a reason: such a node
              * is recomputed if it is ever read. */
             if (add_red(p, s, x) || ((keep || reload) && add_out(p, s, x, FUSE_OUT_MAIN))) return -1;
+        } else if (G && mm_epilogue_ok(p, x, s)) {
+            /* the GEMM stores through g's outputs; x itself only when something needs it */
+            G->kind = FG_MATMUL;
+            G->anchor = x;
+            x->tag = s;
+            if (keep && add_out(p, s, x, FUSE_OUT_MAIN)) return -1;
         } else {
             fuse_group_kind k = x->op == ST_OP_MATMUL ? FG_MATMUL
                               : x->op == ST_OP_SCATTER_ADD ? FG_SCATTER
@@ -378,8 +400,8 @@ static int place(fuse_plan *p, st_node *x) {
                 if (fuse_in_region(base)) p->need[base->pos] = 1;
             }
         }
-    } else if (!keep && s >= 0 && p->groups[s].kind != FG_MATMUL) {
-        x->tag = s; /* inlined */
+    } else if (!keep && s >= 0 && (p->groups[s].kind != FG_MATMUL || mm_has_epilogue(&p->groups[s]))) {
+        x->tag = s; /* inlined (a matmul's operands are kept: `need`, set when it was placed) */
     } else if (materialize(p, x)) {
         return -1;
     }
