@@ -722,7 +722,9 @@ ST_GEMM_TASK_(double, f64)
  * element and stores the group's outputs. st_gemm_tile_<S> computes C[i0:i1, j0:j1] with the
  * same sums in the same order as st_gemm_task (a block of the same GEMM with its origin moved),
  * so the epilogue sees the very bits the unfused matmul stores. ws: st_gemm_ws_bytes of scratch
- * for the task's mb x nb, or NULL for the unblocked loop (then any tile size works). */
+ * for the task's mb x nb, or NULL for the unblocked loop (then any tile size works).
+ * st_gemm_tile_<S> is never inlined: inlined into a kernel with an epilogue, GCC spilled the
+ * micro-kernel's accumulators (a GEMM of 1.7x the time), out of line it is st_gemm_task's code. */
 static inline void st_gemm_range(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, int64_t *i0, int64_t *i1,
                                  int64_t *j0, int64_t *j1) {
     const int64_t ntn = (g->N + nb - 1) / nb;
@@ -733,8 +735,8 @@ static inline void st_gemm_range(const st_gemm *g, int64_t t, int64_t mb, int64_
 }
 static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_GEMM_NCD : ST_GEMM_NCF; }
 #define ST_GEMM_TILE_(T, S, STO)                                                                 \
-    static inline void st_gemm_tile_##S(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0,  \
-                                        int64_t j1, void *ws, STO *tile) {                      \
+    static __attribute__((noinline, unused)) void st_gemm_tile_##S(                            \
+        const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws, STO *tile) { \
         st_gemm h = *g;                                                                          \
         h.A = (const STO *)g->A + i0 * g->sam;                                                   \
         h.B = (const STO *)g->B + j0 * g->sbn;                                                   \
