@@ -161,12 +161,13 @@ void render_store_expr(render_buf *b, int dt, int v) {
     else render_printf(b, "v%d", v);
 }
 
-/* Pointwise and reduce kernels write only fresh buffers that they do not read, so every pointer
- * is restrict: without it GCC must check each pair of pointers for overlap at run time and gives
+/* Pointwise, reduce and matmul-epilogue kernels write only fresh buffers that they do not read,
+ * so every pointer is restrict: without it GCC must check each pair of pointers for overlap at run time and gives
  * up vectorizing past 10 checks (an Adam update has 7 buffers). Scatter and SETVIEW kernels may
  * write into their input's buffer: no restrict there. */
 static void render_buffers(render_buf *b, const kir_kernel *k) {
-    const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE ? "restrict " : "";
+    const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE || (k->kind == KK_MATMUL && k->mm.epi)
+                    ? "restrict " : "";
     for (int s = 0; s < k->nbufs; s++) {
         const char *ct = storage_ctype(k->buf_dtype[s]);
         const char *q = k->buf_out[s] ? "" : "const ";
