@@ -8,7 +8,9 @@
  *   - an anchor (REDUCE, MATMUL, SCATTER_ADD, SETVIEW) starts its own group, except a reduction
  *     whose consumers are all in one pointwise group over as many elements as the reduction
  *     produces and reach it only through elementwise ops and flat reshapes: that group becomes
- *     the reduction's epilogue (`x:sum(2):exp()` is one kernel); and a reduction whose consumers
+ *     the reduction's epilogue (`x:sum(2):exp()` is one kernel), and likewise for a matmul whose
+ *     consumers are all in one pointwise group of its shape (`gelu(x@w + b)`: one kernel, the
+ *     epilogue runs where the GEMM stores each element); and a reduction whose consumers
  *     all lie in one group over the same rows (a pointwise group of the reduction's input shape,
  *     or a reduce group with the same input shape and axes) and read it only through "row
  *     broadcasts" (a view that maps every element of a row to that row's result): it is stitched
@@ -140,9 +142,9 @@ static int dfs_push(int *top, int pos, int left) {
     return 0;
 }
 
-/* Can reduction x become the head of pointwise group g's epilogue? Every path from x must go
- * through elementwise ops of g or free flat reshapes evaluated only by g, so g reads x at the
- * very flat index the reduction produces. */
+/* Can reduction (or matmul) x become the head of pointwise group g's epilogue? Every path from
+ * x must go through elementwise ops of g or free flat reshapes evaluated only by g, so g reads x
+ * at the very flat index x produces. */
 static bool epilogue_ok(fuse_plan *p, const st_node *x, int g) {
     uint32_t st = ++p->stamp_now;
     int top = 0;

@@ -37,7 +37,9 @@
  *              grid (ceil(N/64), ceil(M/64), batch), y and z grid-strided past 65535. Every output
  *              is acc = 0; acc = acc + a*b for k = 0..K-1 in order, in float (f32/f16/bf16) or
  *              double (f64) — the CPU GEMM's sums, so under --fmad=false the bits match; integer
- *              matmuls accumulate in uint64_t as render_c's loop does.
+ *              matmuls accumulate in uint64_t as render_c's loop does. A matmul with an
+ *              epilogue (fused consumers) runs it in the store loop from the registers, on the
+ *              value rounded to the storage dtype (mm_store).
  *   CL_SINGLE  kernels with several top-level loops (scatter_add: copy, then accumulate; setview
  *              when not in place: copy, then write): one block; a parallel (KIR_LOOP_PAR) loop is
  *              split over the block's threads, a serial loop runs on thread 0 (scatter_add's
