@@ -324,6 +324,10 @@ static int join_side(const fuse_plan *p, const st_node *x, int g) {
         const st_node *in = G->anchor->src[0];
         return same_shape(x->ndim, x->shape, in->ndim, in->shape) ? FUSE_OUT_INPUT : -1;
     }
+    /* a matmul's epilogue computes values of its shape; never an operand (`need`: read as a
+     * buffer, by this GEMM perhaps, before the epilogue runs) */
+    if (mm_has_epilogue(G) && !p->need[x->pos])
+        return same_shape(x->ndim, x->shape, G->ndim, G->shape) ? FUSE_OUT_MAIN : -1;
     return -1;
 }
 

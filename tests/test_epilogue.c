@@ -215,12 +215,26 @@ static int g_product_and_relu(st_tensor **in, st_tensor **out) {
     out[1] = st_relu(out[0]);
     return 2;
 }
+/* A sibling of the product's shape recorded before the matmul (so placed after the matmul group
+ * exists) joins its epilogue: r * 2 and gelu(x@w + b) from one kernel. */
+static int g_sibling_first(st_tensor **in, st_tensor **out) {
+    out[0] = st_mul_s(in[3], 2);
+    st_tensor *m = st_matmul(in[0], in[1]), *h = st_add(m, in[2]);
+    out[1] = st_gelu(h);
+    st_release(m);
+    st_release(h);
+    return 2;
+}
 TEST(two_outputs_one_kernel) {
     const int64_t xs[2] = {33, 20}, ws[2] = {20, 41}, bs[1] = {41};
     st_tensor *in[3] = {input(ST_F32, 2, xs, 17), input(ST_F32, 2, ws, 18), input(ST_F32, 1, bs, 19)};
     CHECK_EQ_INT(check_graph(g_two_outputs, in, 0), 1);
     CHECK_EQ_INT(check_graph(g_product_and_relu, in, 0), 1);
     CHECK_EQ_INT(check_unfused(g_product_and_relu, in, 0), 2);
+    const int64_t rs[2] = {33, 41};
+    st_tensor *in4[4] = {in[0], in[1], in[2], input(ST_F32, 2, rs, 25)};
+    CHECK_EQ_INT(check_graph(g_sibling_first, in4, 0), 1);
+    st_release(in4[3]);
     for (int i = 0; i < 3; i++) st_release(in[i]);
 }
 
