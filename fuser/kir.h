@@ -11,8 +11,11 @@
  *     (KI_IPARAM / KI_FPARAM read a->ints[slot] / a->flts[slot]); literals (KI_ICONST,
  *     KI_FCONST) are only structural constants (0, identity elements), so kernels that differ
  *     only in shapes or scalar values have the same source and are compiled once.
- * Matmul kernels are not instruction lists: they are a fixed blocked-loop template described by
- * kir_matmul (the operands' strides are parameters too).
+ * Matmul kernels are a fixed blocked-loop template described by kir_matmul (the operands' strides
+ * are parameters too). A matmul with an epilogue (kir_matmul.epi) also has an instruction list:
+ * straight-line code (no LOOP/IF) that the renderers run once per output element where the GEMM
+ * stores it, reading the element through KI_MMACC / KI_MMIDX; its STOREs are the kernel's only
+ * writes (the matmul itself is stored there only when it is an output of the group).
  */
 #ifndef ST_KIR_H
 #define ST_KIR_H
@@ -49,6 +52,9 @@ typedef enum kir_opcode {
     KI_ACCUPD,   /* acc a <- combine(acc, b); imm = st_op (RSUM RPROD RMAX RMIN) */
     KI_ARGUPD,   /* accs a (value), b (index); candidate c at index d; imm = RARGMAX/RARGMIN */
     KI_SETERR,   /* if (!a) *err = 1 (a runtime error such as an index out of range) */
+    /* matmul epilogues (kir_matmul.epi): the current output element of the GEMM */
+    KI_MMACC,    /* the matmul's value there, as stored (rounded to its dtype), in the compute type */
+    KI_MMIDX,    /* int64 index there; imm: KIR_MM_FLAT, KIR_MM_ROW, KIR_MM_COL, KIR_MM_BATCH */
     KI_OPCODE_COUNT
 } kir_opcode;
 
@@ -60,6 +66,10 @@ typedef struct kir_ins {
     int64_t imm;
     double fimm;
 } kir_ins;
+
+/* KI_MMIDX (imm): the flat index of the output element ((batch * M + row) * N + col), its row
+ * (0..M-1), its column (0..N-1), its flat batch index (0..prod(batch dims)-1). */
+enum { KIR_MM_FLAT = 0, KIR_MM_ROW = 1, KIR_MM_COL = 2, KIR_MM_BATCH = 3 };
 
 /* KI_LOOP modes (imm). KIR_LOOP_ROW: the row loop of a full reduction (one row): it runs
  * serially and its loops over the row's elements run in parallel instead (reductions as blocks
@@ -80,6 +90,8 @@ typedef struct kir_matmul {
     int p_astr, p_bstr;        /* first of nbatch+2 stride slots (batch.., row, col) */
     int p_aoff, p_boff;
     int b_unit;                /* B's column stride is 1 (baked: the inner loop is vectorizable) */
+    int epi;                   /* the instruction list is an epilogue per output element; o_buf
+                                * is then -1 (the epilogue stores what the group writes) */
 } kir_matmul;
 
 #define KIR_MAX_BUFS 256   /* buffer slots of one kernel (a horizontal AdamW step: ~7 per parameter) */

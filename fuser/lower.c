@@ -712,6 +712,42 @@ static void lower_setview(lw *w) {
     w->L->work = val->numel + (w->L->inplace ? 0 : sv->numel);
 }
 
+/* The epilogue of matmul group G: straight-line code for one output element of mm, whose value
+ * (KI_MMACC: rounded to mm's dtype, as the interpreter stores it before its consumers read it)
+ * is memoized as mm at that element, so the group's outputs read it through ev like any inlined
+ * node; each output (mm itself too when it is one) is stored at the element's flat index. The
+ * outputs have mm's shape (partition: mm_epilogue_ok), so the element's multi-index is known:
+ * batch dims (from the batch index), row, column. */
+static void lower_mm_epilogue(lw *w, st_node *mm) {
+    kir_builder *b = &w->b;
+    int nb = mm->ndim - 2, cls = shape_class(w, mm);
+    kir_type t = kir_type_of(mm->dtype);
+    if (cls < 0) return;
+    if (mm->dtype == ST_BOOL) {
+        fail(w, "matmul epilogue of a bool matmul");
+        return;
+    }
+    int idx[4];
+    for (int q = KIR_MM_FLAT; q <= KIR_MM_BATCH; q++) idx[q] = kir_emit(b, KI_MMIDX, KT_I64, 0, -1, -1, -1, -1, q, 0);
+    lctx c = ctx_flat(idx[KIR_MM_FLAT], cls);
+    c.midx[nb] = idx[KIR_MM_ROW];
+    c.midx[nb + 1] = idx[KIR_MM_COL];
+    int rem = idx[KIR_MM_BATCH];
+    for (int d = nb - 1; d >= 1; d--) {
+        int sz = size_p(w, cls, d);
+        c.midx[d] = kir_ibin(b, KI_IMOD, rem, sz);
+        rem = kir_ibin(b, KI_IDIV, rem, sz);
+    }
+    if (nb > 0) c.midx[0] = rem;
+    c.has_midx = 1;
+    int acc = kir_emit(b, KI_MMACC, t, 0, -1, -1, -1, -1, 0, 0);
+    kir_memo_put(b, MEMO_NODE, (uint64_t)(uintptr_t)mm, (uint64_t)c.flat, acc);
+    for (int o = 0; o < w->G->nouts && !w->bad; o++) {
+        lctx oc = c;
+        store(w, w->G->outs[o], c.flat, ev(w, w->G->outs[o], &oc));
+    }
+}
+
 /* A matmul size/stride parameter: returns its slot in a->ints. */
 static int mm_param(lw *w, int *key, int64_t v) {
     int id = iparam(w, P_MM, (*key)++, 0, v);
@@ -739,7 +775,8 @@ static void lower_matmul(lw *w) {
     k->nbatch = nb;
     k->a_buf = buf_slot(w, base[0], 0);
     k->b_buf = buf_slot(w, base[1], 0);
-    k->o_buf = buf_slot(w, mm, 1);
+    k->epi = w->G->nouts != 1 || w->G->outs[0] != mm;
+    k->o_buf = k->epi ? -1 : buf_slot(w, mm, 1);
     int key = 0;
     k->p_m = mm_param(w, &key, mm->shape[nb]);
     k->p_n = mm_param(w, &key, mm->shape[nb + 1]);
@@ -754,6 +791,7 @@ static void lower_matmul(lw *w) {
     k->p_boff = mm_param(w, &key, off[1]);
     k->b_unit = str[1][nb + 1] == 1;
     w->L->work = mm->numel * mm->src[0]->shape[nb + 1];
+    if (k->epi) lower_mm_epilogue(w, mm);
 }
 
 /* "k3_add_exp_sum": the group's ops, in order, without views and leaves. */

@@ -8,7 +8,9 @@
  *   - an anchor (REDUCE, MATMUL, SCATTER_ADD, SETVIEW) starts its own group, except a reduction
  *     whose consumers are all in one pointwise group over as many elements as the reduction
  *     produces and reach it only through elementwise ops and flat reshapes: that group becomes
- *     the reduction's epilogue (`x:sum(2):exp()` is one kernel); and a reduction whose consumers
+ *     the reduction's epilogue (`x:sum(2):exp()` is one kernel), and likewise for a matmul whose
+ *     consumers are all in one pointwise group of its shape (`gelu(x@w + b)`: one kernel, the
+ *     epilogue runs where the GEMM stores each element); and a reduction whose consumers
  *     all lie in one group over the same rows (a pointwise group of the reduction's input shape,
  *     or a reduce group with the same input shape and axes) and read it only through "row
  *     broadcasts" (a view that maps every element of a row to that row's result): it is stitched
@@ -146,9 +148,9 @@ static int dfs_push(int *top, int pos, int left) {
     return 0;
 }
 
-/* Can reduction x become the head of pointwise group g's epilogue? Every path from x must go
- * through elementwise ops of g or free flat reshapes evaluated only by g, so g reads x at the
- * very flat index the reduction produces. */
+/* Can reduction (or matmul) x become the head of pointwise group g's epilogue? Every path from
+ * x must go through elementwise ops of g or free flat reshapes evaluated only by g, so g reads x
+ * at the very flat index x produces. */
 static bool epilogue_ok(fuse_plan *p, const st_node *x, int g) {
     uint32_t st = ++p->stamp_now;
     int top = 0;
@@ -300,6 +302,22 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool *reload) {
     return true;
 }
 
+/* Does matmul group G write more than the product itself (an epilogue: elementwise consumers
+ * evaluated where the GEMM stores each output element)? */
+static bool mm_has_epilogue(const fuse_group *G) {
+    return G->kind == FG_MATMUL && (G->nouts != 1 || G->outs[0] != G->anchor);
+}
+
+/* Can matmul x become the head of pointwise group g (an epilogue)? g computes over x's very
+ * shape (the epilogue runs at each output element of the GEMM, so it reads x at that element
+ * only: the reduce-epilogue rule, epilogue_ok), the dtype has a compute type the epilogue can
+ * take from the accumulator (bool matmuls keep their own kernel), and the kind is on. */
+static bool mm_epilogue_ok(fuse_plan *p, const st_node *x, int g) {
+    const fuse_group *G = &p->groups[g];
+    return fuse_on(FUSE_MM_EPILOGUE) && x->op == ST_OP_MATMUL && x->dtype != ST_BOOL && G->kind == FG_POINTWISE &&
+           same_shape(G->ndim, G->shape, x->ndim, x->shape) && epilogue_ok(p, x, g);
+}
+
 static int add_red(fuse_plan *p, int gi, st_node *x) {
     fuse_group *g = &p->groups[gi];
     if (g->nreds == g->capreds) {
@@ -393,6 +411,10 @@ static int join_side(const fuse_plan *p, const st_node *x, int g) {
         const st_node *in = G->anchor->src[0];
         return same_shape(x->ndim, x->shape, in->ndim, in->shape) ? FUSE_OUT_INPUT : -1;
     }
+    /* a matmul's epilogue computes values of its shape; never an operand (`need`: read as a
+     * buffer, by this GEMM perhaps, before the epilogue runs) */
+    if (mm_has_epilogue(G) && !p->need[x->pos])
+        return same_shape(x->ndim, x->shape, G->ndim, G->shape) ? FUSE_OUT_MAIN : -1;
     return -1;
 }
 
@@ -468,6 +490,12 @@ static int place(fuse_plan *p, st_node *x) {
             if (add_red(p, s, x) || ((keep || reload) && add_out(p, s, x, FUSE_OUT_MAIN))) return -1;
         } else if (red && (sib = sibling_group(p, x)) >= 0) {
             if (add_red(p, sib, x) || add_out(p, sib, x, FUSE_OUT_MAIN)) return -1;
+        } else if (G && mm_epilogue_ok(p, x, s)) {
+            /* the GEMM stores through g's outputs; x itself only when something needs it */
+            G->kind = FG_MATMUL;
+            G->anchor = x;
+            x->tag = s;
+            if (keep && add_out(p, s, x, FUSE_OUT_MAIN)) return -1;
         } else {
             fuse_group_kind k = x->op == ST_OP_MATMUL ? FG_MATMUL
                               : x->op == ST_OP_SCATTER_ADD ? FG_SCATTER
@@ -483,8 +511,9 @@ static int place(fuse_plan *p, st_node *x) {
                 if (fuse_in_region(base)) p->need[base->pos] = 1;
             }
         }
-    } else if (!keep && s >= 0 && p->groups[s].kind != FG_MATMUL && may_join_consumer(p, s)) {
-        x->tag = s; /* inlined */
+    } else if (!keep && s >= 0 && (p->groups[s].kind != FG_MATMUL || mm_has_epilogue(&p->groups[s])) &&
+               may_join_consumer(p, s)) {
+        x->tag = s; /* inlined (a matmul's operands are kept: `need`, set when it was placed) */
     } else if (materialize(p, x)) {
         return -1;
     }

@@ -715,6 +715,43 @@ ST_GEMM_TASK_(float, f16)
 ST_GEMM_TASK_(float, bf16)
 ST_GEMM_TASK_(double, f64)
 
+/* ---- Epilogues: a JIT matmul whose consumers are fused (jit/render_c.c) ----
+ * The kernel runs its tasks in tiles of at most the task's rows x ST_GEMM_NC columns: each tile
+ * is computed into a small row-major buffer (storage type, so an f16 value is rounded exactly as
+ * the stored matmul is) while it is hot in L2, then the kernel's epilogue reads it element by
+ * element and stores the group's outputs. st_gemm_tile_<S> computes C[i0:i1, j0:j1] with the
+ * same sums in the same order as st_gemm_task (a block of the same GEMM with its origin moved),
+ * so the epilogue sees the very bits the unfused matmul stores. ws: st_gemm_ws_bytes of scratch
+ * for the task's mb x nb, or NULL for the unblocked loop (then any tile size works).
+ * st_gemm_tile_<S> is never inlined: inlined into a kernel with an epilogue, GCC spilled the
+ * micro-kernel's accumulators (a GEMM of 1.7x the time), out of line it is st_gemm_task's code. */
+static inline void st_gemm_range(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, int64_t *i0, int64_t *i1,
+                                 int64_t *j0, int64_t *j1) {
+    const int64_t ntn = (g->N + nb - 1) / nb;
+    *i0 = t / ntn * mb;
+    *j0 = t % ntn * nb;
+    *i1 = st_gemm_min_(g->M, *i0 + mb);
+    *j1 = st_gemm_min_(g->N, *j0 + nb);
+}
+static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_GEMM_NCD : ST_GEMM_NCF; }
+#define ST_GEMM_TILE_(T, S, STO)                                                                 \
+    static __attribute__((noinline, unused)) void st_gemm_tile_##S(                            \
+        const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws, STO *tile) { \
+        st_gemm h = *g;                                                                          \
+        h.A = (const STO *)g->A + i0 * g->sam;                                                   \
+        h.B = (const STO *)g->B + j0 * g->sbn;                                                   \
+        h.M = i1 - i0;                                                                           \
+        h.N = j1 - j0;                                                                           \
+        h.C = tile;                                                                              \
+        h.ldc = j1 - j0;                                                                         \
+        if (g->K == 0 || !ws) st_gemm_naive_##S##_(&h, 0, h.M, 0, h.N);                          \
+        else st_gemm_block_##S##_(&h, 0, h.M, 0, h.N, (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63)); \
+    }
+ST_GEMM_TILE_(float, f32, float)
+ST_GEMM_TILE_(float, f16, uint16_t)
+ST_GEMM_TILE_(float, bf16, uint16_t)
+ST_GEMM_TILE_(double, f64, double)
+
 /* Any storage type (the interpreter's entry; kernels call their type's own). */
 static inline void st_gemm_task(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) {
     switch (g->dt) {

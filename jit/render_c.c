@@ -57,6 +57,7 @@ static const char *storage_ctype(int dt) { return st_dtypes[dt].ctype; }
 unsigned render_operand_mask(const kir_ins *in) {
     switch ((kir_opcode)in->op) {
     case KI_IPARAM: case KI_FPARAM: case KI_ICONST: case KI_FCONST: case KI_ENDLOOP: case KI_ENDIF:
+    case KI_MMACC: case KI_MMIDX:
         return 0;
     case KI_LOOP: return in->b >= 0 ? 3u : 1u;
     case KI_IF: case KI_CVT: case KI_ROUND: case KI_ACC: case KI_SETERR: return 1u;
@@ -139,6 +140,12 @@ void render_value_expr(render_buf *b, const kir_kernel *k, int i) {
                           in->sop == ST_OP_RAND_N ? "normal" : "uniform", in->type == KT_F64 ? "f64" : "f32",
                           in->a, in->b);
         break;
+    case KI_MMACC: render_printf(b, "e_acc"); break;   /* the renderers' epilogue loops define these */
+    case KI_MMIDX: {
+        static const char *const names[] = {"e_flat", "e_i", "e_j", "e_z"};
+        render_printf(b, "%s", in->imm >= KIR_MM_FLAT && in->imm <= KIR_MM_BATCH ? names[in->imm] : "0");
+        break;
+    }
     default:
         render_printf(b, "0 /* bad opcode %d */", in->op);
         break;
@@ -154,12 +161,13 @@ void render_store_expr(render_buf *b, int dt, int v) {
     else render_printf(b, "v%d", v);
 }
 
-/* Pointwise and reduce kernels write only fresh buffers that they do not read, so every pointer
- * is restrict: without it GCC must check each pair of pointers for overlap at run time and gives
+/* Pointwise, reduce and matmul-epilogue kernels write only fresh buffers that they do not read,
+ * so every pointer is restrict: without it GCC must check each pair of pointers for overlap at run time and gives
  * up vectorizing past 10 checks (an Adam update has 7 buffers). Scatter and SETVIEW kernels may
  * write into their input's buffer: no restrict there. */
 static void render_buffers(render_buf *b, const kir_kernel *k) {
-    const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE ? "restrict " : "";
+    const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE || (k->kind == KK_MATMUL && k->mm.epi)
+                    ? "restrict " : "";
     for (int s = 0; s < k->nbufs; s++) {
         const char *ct = storage_ctype(k->buf_dtype[s]);
         const char *q = k->buf_out[s] ? "" : "const ";
@@ -206,7 +214,7 @@ static void render_matmul_head(render_buf *b, const kir_matmul *m) {
     int nb = m->nbatch;
     render_printf(b, "    const %s *A = (const %s *)a->bufs[%d];\n", st, st, m->a_buf);
     render_printf(b, "    const %s *B = (const %s *)a->bufs[%d];\n", st, st, m->b_buf);
-    render_printf(b, "    %s *O = (%s *)a->bufs[%d];\n", st, st, m->o_buf);
+    if (m->o_buf >= 0) render_printf(b, "    %s *O = (%s *)a->bufs[%d];\n", st, st, m->o_buf);
     render_printf(b, "    const int64_t M = a->ints[%d], N = a->ints[%d], K = a->ints[%d];\n", m->p_m, m->p_n, m->p_k);
     render_printf(b, "    const int64_t sam = a->ints[%d], sak = a->ints[%d], aoff = a->ints[%d];\n",
                   m->p_astr + nb, m->p_astr + nb + 1, m->p_aoff);
@@ -277,10 +285,6 @@ static void render_matmul_int(render_buf *b, const kir_kernel *k) {
     render_printf(b, "        }\n    }\n");
 }
 
-static void render_matmul(render_buf *b, const kir_kernel *k) {
-    if (st_is_float((st_dtype)k->mm.dtype)) render_matmul_float(b, k);
-    else render_matmul_int(b, k);
-}
 
 /* ---- serial reduction loops with independent partial accumulators ----
  * A serial loop whose only effects are sum/prod/max/min accumulator updates is a dependent
@@ -625,8 +629,8 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
     }
 }
 
-static void render_body(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
-    /* hoisted: parameters and literals */
+/* Parameters and literals, at the top of the function. */
+static void render_hoisted(render_buf *b, const kir_kernel *k, const uint8_t *live) {
     for (int i = 0; i < k->n; i++) {
         const kir_ins *in = &k->ins[i];
         if (!live[i] || !(in->op == KI_IPARAM || in->op == KI_FPARAM || in->op == KI_ICONST || in->op == KI_FCONST))
@@ -635,21 +639,122 @@ static void render_body(render_buf *b, const kir_kernel *k, const uint8_t *live,
         render_value_expr(b, k, i);
         render_printf(b, ";\n");
     }
+}
+
+static void render_body(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
+    render_hoisted(b, k, live);
     body_ctx c = {k, live, laned, 0, -1};
     render_range(b, &c, 0, k->n, 1);
+}
+
+/* ---- matmul epilogues ----
+ * The group's elementwise consumers of the product run where the product is stored: per task,
+ * tile by tile (st_gemm_tile_<S>: the task's rows x up to ST_GEMM_NC columns, computed into a
+ * per-thread buffer after the packing scratch, so it is still in L2), then the epilogue over
+ * the tile's elements with e_acc (the stored value: the tile holds the storage type), e_i, e_j,
+ * e_z and e_flat bound. Without scratch (malloc failed) the tiles are 1 x 64 on the stack and
+ * the unblocked loop fills them: the same bits. The sums are st_gemm_task's, so the epilogue
+ * reads exactly what the unfused matmul would have stored. */
+static void render_epilogue_body(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned,
+                                 int depth) {
+    body_ctx c = {k, live, laned, 0, -1};
+    render_indent(b, depth);
+    render_printf(b, "(void)e_acc; (void)e_i; (void)e_j; (void)e_z; (void)e_flat;\n");
+    render_range(b, &c, 0, k->n, depth);
+}
+
+static void render_matmul_float_epi(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
+    const kir_matmul *m = &k->mm;
+    const char *dt = gemm_dt_name(m->dtype), *st = storage_ctype(m->dtype), *sfx = gemm_sfx(m->dtype);
+    const char *ct = m->dtype == ST_F64 ? "double" : "float";
+    const char *ld = m->dtype == ST_F16 ? "st_h2f" : m->dtype == ST_BF16 ? "st_bf2f" : "";
+    render_matmul_head(b, m);
+    render_buffers(b, k);
+    render_hoisted(b, k, live);
+    render_printf(b, "    const int par = a->nthreads > 1 && NB * M * N * K > %d;\n", MM_PAR_WORK);
+    render_printf(b, "    const int nt = par ? a->nthreads : 1;\n");
+    render_printf(b, "    int64_t mb, nb;\n");
+    render_printf(b, "    const int64_t T = st_gemm_plan(%s, M, N, NB >= nt ? 1 : nt, &mb, &nb);\n", dt);
+    render_printf(b, "    const int64_t TC = st_gemm_tile_cols(%s);\n", dt);
+    render_printf(b, "    const size_t wsz = st_gemm_ws_bytes(%s, mb, nb, K);\n", dt);
+    render_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n");
+    render_printf(b, "    {\n");
+    render_printf(b, "        char *ws = malloc(wsz + (size_t)(mb * TC) * sizeof(%s));\n", st);
+    render_printf(b, "        %s tile1[64];   /* no scratch: 1 x 64 tiles, the unblocked loop */\n", st);
+    render_printf(b, "        %s *tile = ws ? (%s *)(ws + wsz) : tile1;\n", st, st);
+    render_printf(b, "        #pragma omp for schedule(static)\n");
+    render_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
+    render_printf(b, "            int64_t ao = aoff, bo = boff, r = t / T, i0, i1, j0, j1;\n");
+    render_batch_offsets(b, m, "r", "            ");
+    render_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn, NULL, 0};\n", dt);
+    render_printf(b, "            const int64_t e_z = t / T, rs = ws ? mb : 1, cs = ws ? TC : 64;\n");
+    render_printf(b, "            st_gemm_range(&g, t %% T, mb, nb, &i0, &i1, &j0, &j1);\n");
+    render_printf(b, "            for (int64_t r0 = i0; r0 < i1; r0 += rs)\n");
+    render_printf(b, "                for (int64_t c0 = j0; c0 < j1; c0 += cs) {\n");
+    render_printf(b, "                    const int64_t r1 = r0 + rs < i1 ? r0 + rs : i1, c1 = c0 + cs < j1 ? c0 + cs : j1;\n");
+    render_printf(b, "                    st_gemm_tile_%s(&g, r0, r1, c0, c1, ws, tile);\n", sfx);
+    render_printf(b, "                    for (int64_t e_i = r0; e_i < r1; e_i++) {\n");
+    render_printf(b, "                        const %s *trow = tile + (e_i - r0) * (c1 - c0);\n", st);
+    render_printf(b, "                        for (int64_t e_j = c0; e_j < c1; e_j++) {\n");
+    render_printf(b, "                            const %s e_acc = %s(trow[e_j - c0]);\n", ct, ld);
+    render_printf(b, "                            const int64_t e_flat = (e_z * M + e_i) * N + e_j;\n");
+    render_epilogue_body(b, k, live, laned, 7);
+    render_printf(b, "                        }\n");
+    render_printf(b, "                    }\n");
+    render_printf(b, "                }\n");
+    render_printf(b, "        }\n");
+    render_printf(b, "        free(ws);\n");
+    render_printf(b, "    }\n");
+}
+
+/* Integer matmuls: render_matmul_int's row loop, the epilogue where it stores. */
+static void render_matmul_int_epi(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
+    const kir_matmul *m = &k->mm;
+    const char *st = storage_ctype(m->dtype);
+    render_matmul_head(b, m);
+    render_buffers(b, k);
+    render_hoisted(b, k, live);
+    render_printf(b, "    (void)sbn;\n");
+    render_printf(b, "    #pragma omp parallel for if (NB * M * N * K > %d) num_threads(a->nthreads)\n", PAR_THRESHOLD);
+    render_printf(b, "    for (int64_t bm = 0; bm < NB * M; bm++) {\n");
+    render_printf(b, "        const int64_t e_i = bm %% M, e_z = bm / M;\n");
+    render_printf(b, "        int64_t ao = aoff + e_i * sam, bo = boff, t = e_z;\n");
+    render_batch_offsets(b, m, "t", "        ");
+    render_printf(b, "        for (int64_t n0 = 0; n0 < N; n0 += 256) {\n");
+    render_printf(b, "            const int64_t nn = N - n0 < 256 ? N - n0 : 256;\n");
+    render_printf(b, "            uint64_t acc[256];\n");
+    render_printf(b, "            for (int64_t j = 0; j < nn; j++) acc[j] = 0;\n");
+    render_printf(b, "            for (int64_t k = 0; k < K; k++) {\n");
+    render_printf(b, "                const uint64_t av = (uint64_t)A[ao + k * sak];\n");
+    render_printf(b, "                const %s *bp = B + bo + k * sbk + n0 * sbn;\n", st);
+    render_printf(b, "                for (int64_t j = 0; j < nn; j++) acc[j] += av * (uint64_t)bp[%s];\n",
+                  m->b_unit ? "j" : "j * sbn");
+    render_printf(b, "            }\n");
+    render_printf(b, "            for (int64_t j = 0; j < nn; j++) {\n");
+    render_printf(b, "                const int64_t e_j = n0 + j, e_flat = bm * N + e_j;\n");
+    render_printf(b, "                const %s e_acc = (%s)(int64_t)acc[j];\n", st, st);
+    render_epilogue_body(b, k, live, laned, 4);
+    render_printf(b, "            }\n");
+    render_printf(b, "        }\n    }\n");
+}
+
+static void render_matmul(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
+    bool flt = st_is_float((st_dtype)k->mm.dtype);
+    if (k->mm.epi && flt) render_matmul_float_epi(b, k, live, laned);
+    else if (k->mm.epi) render_matmul_int_epi(b, k, live, laned);
+    else if (flt) render_matmul_float(b, k);
+    else render_matmul_int(b, k);
 }
 
 char *render_c(const kir_kernel *k) {
     render_buf b = {0};
     uint8_t *live = NULL;
-    if (k->kind != KK_MATMUL) {
-        live = st_calloc(2 * (size_t)(k->n ? k->n : 1), 1);   /* live, then laned */
-        if (!live) return NULL;
-        render_mark_live(k, live);
-    }
+    live = st_calloc(2 * (size_t)(k->n ? k->n : 1), 1);   /* live, then laned */
+    if (!live) return NULL;
+    render_mark_live(k, live);
     render_printf(&b, "// stitch kernel: %s\nvoid KNAME(const st_kargs *a) {\n", k->comment);
     if (k->kind == KK_MATMUL) {
-        render_matmul(&b, k);
+        render_matmul(&b, k, live, live + (k->n ? k->n : 1));
     } else {
         render_buffers(&b, k);
         render_body(&b, k, live, live + (k->n ? k->n : 1));

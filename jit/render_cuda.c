@@ -37,9 +37,12 @@
  *              grid (ceil(N/64), ceil(M/64), batch), y and z grid-strided past 65535. Every output
  *              is acc = 0; acc = acc + a*b for k = 0..K-1 in order, in float (f32/f16/bf16) or
  *              double (f64) — the CPU GEMM's sums, so under --fmad=false the bits match; integer
- *              matmuls accumulate in uint64_t as render_c's loop does. Under render_cuda_sm with
- *              sm >= 80, f16/bf16 (and, when allowed, tf32) matmuls get render_cuda_mma.c's
- *              tensor-core body instead: same grid and block, different rounding.
+ *              matmuls accumulate in uint64_t as render_c's loop does. A matmul with an
+ *              epilogue (fused consumers) runs it in the store loop from the registers, on the
+ *              value rounded to the storage dtype (mm_store). Under render_cuda_sm with sm >= 80,
+ *              f16/bf16 (and, when allowed, tf32) matmuls WITHOUT an epilogue get
+ *              render_cuda_mma.c's tensor-core body instead: same grid and block, different
+ *              rounding (an epilogue through the tensor-core store is not written yet).
  *   CL_HORIZONTAL  a horizontal kernel (k->nparts >= 2, fuser/horizontal.c): independent parts,
  *              block-range dispatch. Part p gets nb_p = min(ceil(count_p / 256), HZ_PART_BLOCKS)
  *              blocks (count_p: its one parallel top-level loop's count; the kernel and
@@ -654,15 +657,47 @@ static void render_phases(render_buf *b, const cu_ctx *c) {
 /* ---- matmul ---- */
 static const char *mm_load(int dt) { return dt == ST_F16 ? "st_h2f" : dt == ST_BF16 ? "st_bf2f" : ""; }
 
-static void render_matmul(render_buf *b, const kir_kernel *k) {
+/* The store of output element (gm, gn) of batch z. With an epilogue (k->mm.epi) the element's
+ * value, rounded to the storage dtype as the unfused store would round it, feeds the epilogue's
+ * straight-line code from the register (e_acc, e_i, e_j, e_z, e_flat bound as render_c binds
+ * them); the epilogue's STOREs are the kernel's writes. */
+static void mm_store(render_buf *b, const cu_ctx *c, const char *st) {
+    const kir_matmul *m = &c->k->mm;
+    bool flt = st_is_float((st_dtype)m->dtype);
+    const char *ind = "                    ";
+    if (!m->epi) {
+        if (m->dtype == ST_F16 || m->dtype == ST_BF16)
+            render_printf(b, "%sif (gm < M && gn < N) O[z * M * N + gm * N + gn] = %s(acc[i][j]);\n", ind,
+                          m->dtype == ST_F16 ? "st_f2h" : "st_f2bf");
+        else if (flt)
+            render_printf(b, "%sif (gm < M && gn < N) O[z * M * N + gm * N + gn] = acc[i][j];\n", ind);
+        else
+            render_printf(b, "%sif (gm < M && gn < N) O[z * M * N + gm * N + gn] = (%s)(int64_t)acc[i][j];\n", ind,
+                          st);
+        return;
+    }
+    render_printf(b, "%sif (gm < M && gn < N) {\n", ind);
+    if (m->dtype == ST_F16) render_printf(b, "%s    const float e_acc = st_h2f(st_f2h(acc[i][j]));\n", ind);
+    else if (m->dtype == ST_BF16) render_printf(b, "%s    const float e_acc = st_bf2f(st_f2bf(acc[i][j]));\n", ind);
+    else if (flt) render_printf(b, "%s    const %s e_acc = acc[i][j];\n", ind, st);
+    else render_printf(b, "%s    const %s e_acc = (%s)(int64_t)acc[i][j];\n", ind, st, st);
+    render_printf(b, "%s    const int64_t e_i = gm, e_j = gn, e_z = z, e_flat = (z * M + gm) * N + gn;\n", ind);
+    render_printf(b, "%s    (void)e_acc; (void)e_i; (void)e_j; (void)e_z; (void)e_flat;\n", ind);
+    render_range(b, c, 0, c->k->n, 6, W_SERIAL);
+    render_printf(b, "%s}\n", ind);
+}
+
+static void render_matmul(render_buf *b, const cu_ctx *c) {
+    const kir_kernel *k = c->k;
     const kir_matmul *m = &k->mm;
     const char *st = st_dtypes[m->dtype].ctype, *ld = mm_load(m->dtype);
     bool flt = st_is_float((st_dtype)m->dtype);
     const char *C = m->dtype == ST_F64 ? "double" : flt ? "float" : "uint64_t";
     const char *cast = flt ? "" : "(uint64_t)";
     int nb = m->nbatch;
-    render_printf(b, "    const %s *A = p%d;\n    const %s *B = p%d;\n    %s *O = p%d;\n", st, m->a_buf, st, m->b_buf,
-                  st, m->o_buf);
+    render_printf(b, "    const %s *A = p%d;\n    const %s *B = p%d;\n", st, m->a_buf, st, m->b_buf);
+    if (m->epi) hoisted(b, c);
+    else render_printf(b, "    %s *O = p%d;\n", st, m->o_buf);
     render_printf(b, "    const int64_t M = i%d, N = i%d, K = i%d;\n", m->p_m, m->p_n, m->p_k);
     render_printf(b, "    const int64_t sam = i%d, sak = i%d, aoff = i%d;\n", m->p_astr + nb, m->p_astr + nb + 1,
                   m->p_aoff);
@@ -710,14 +745,7 @@ static void render_matmul(render_buf *b, const kir_kernel *k) {
     render_printf(b, "            for (int i = 0; i < 4; i++)\n");
     render_printf(b, "                for (int j = 0; j < 4; j++) {\n");
     render_printf(b, "                    const int64_t gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;\n");
-    if (m->dtype == ST_F16 || m->dtype == ST_BF16)
-        render_printf(b, "                    if (gm < M && gn < N) O[z * M * N + gm * N + gn] = %s(acc[i][j]);\n",
-                      m->dtype == ST_F16 ? "st_f2h" : "st_f2bf");
-    else if (flt)
-        render_printf(b, "                    if (gm < M && gn < N) O[z * M * N + gm * N + gn] = acc[i][j];\n");
-    else
-        render_printf(b, "                    if (gm < M && gn < N) "
-                         "O[z * M * N + gm * N + gn] = (%s)(int64_t)acc[i][j];\n", st);
+    mm_store(b, c, st);
     render_printf(b, "                }\n");
     render_printf(b, "        }\n");
     render_printf(b, "    }\n");
@@ -746,15 +774,15 @@ char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d) {
     if (!live) return NULL;
     cu_ctx c = {k, live, {0}, 0};
     int outer = -1;
-    if (k->kind != KK_MATMUL) render_mark_live(k, live);
+    render_mark_live(k, live);
     mark_loaded(k, c.loaded);
     plan(&c, d, &outer);
     c.block = d->block;
     render_signature(&b, k, d);
     switch ((cuda_launch_mode)d->mode) {
     case CL_MATMUL:
-        if (cuda_mma_eligible(k, sm)) render_matmul_mma(&b, k, cuda_mm_store_plain);
-        else render_matmul(&b, k);
+        if (!k->mm.epi && cuda_mma_eligible(k, sm)) render_matmul_mma(&b, k, cuda_mm_store_plain);
+        else render_matmul(&b, &c);
         break;
     case CL_FLAT: hoisted(&b, &c); render_flat(&b, &c, outer); break;
     case CL_ROWS: hoisted(&b, &c); render_rows(&b, &c, outer); break;

@@ -1,0 +1,315 @@
+/*
+ * test_epilogue.c — matmul groups with fused epilogues (docs/fusion.md "matmul"): the elementwise
+ * consumers of a matmul's output (bias, activation, residual, scale, cast) run where the GEMM
+ * stores each element, so `gelu(x@w + b)` is one kernel.
+ *
+ * Every graph is built eagerly (the reference interpreter: matmul stored, then each op) and lazily
+ * (JIT, st_set_jit_min(0)); all its outputs are realized in one flush and compared element by
+ * element (tolerance 0 where the fused kernel must give the interpreter's bits: same GEMM sums,
+ * the product rounded to its dtype before the epilogue). Kernel counts come from st_stats; the same
+ * graphs with the epilogue kind off (fuse_set_flags) take one more kernel. When libnvrtc loads,
+ * the check mode (ST_NVRTC_CHECK=1) compiles every kernel's CUDA rendering for sm_80 and sm_90 too
+ * (a failure makes the process exit non-zero).
+ */
+#include "runtime/internal.h"
+#include "fuser/fuser.h"
+#include "jit/nvrtc.h"
+#include "test.h"
+
+#include <ftw.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char cache_dir[256];
+
+enum { MAXOUT = 3 };
+typedef int (*build_fn)(st_tensor **in, st_tensor **out);   /* returns the number of outputs */
+
+static st_tensor *input(st_dtype dt, int ndim, const int64_t *shape, unsigned seed) {
+    int64_t n = st_shape_numel(ndim, shape);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        double u = (double)(seed >> 8 & 0xffff) / 65536.0;
+        v[i] = st_is_int(dt) ? (double)(int)(u * 20 - 10) : u * 4 - 2;
+    }
+    st_tensor *f = st_from_data(ST_F64, ndim, shape, v);
+    free(v);
+    st_tensor *t = st_cast(f, dt);
+    st_release(f);
+    st_realize(1, &t);
+    return t;
+}
+
+static double *host(st_tensor *t) {
+    int64_t n = st_numel(t);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Builds fn eagerly and lazily, realizes the lazy outputs in one flush, compares; returns the
+ * kernels that flush launched (-1 on a failure, already recorded). */
+static int check_graph(build_fn fn, st_tensor **in, double tol) {
+    st_tensor *ref[MAXOUT] = {0}, *out[MAXOUT] = {0};
+    st_set_eager(1);
+    int n = fn(in, ref);
+    st_set_eager(0);
+    int n2 = fn(in, out);
+    CHECK_EQ_INT(n2, n);
+    st_stats_t s0, s1;
+    st_stats(&s0);
+    st_status s = st_realize(n, out);
+    st_stats(&s1);
+    CHECK_MSG(s == ST_OK, "realize failed: %s", st_last_error());
+    for (int o = 0; o < n && s == ST_OK; o++) {
+        CHECK_EQ_INT(st_numel(out[o]), st_numel(ref[o]));
+        CHECK_EQ_INT(st_dtype_of(out[o]), st_dtype_of(ref[o]));
+        double *a = host(out[o]), *b = host(ref[o]);
+        CHECK(a && b);
+        for (int64_t i = 0; a && b && i < st_numel(out[o]) && !test_cur_failed; i++) {
+            CHECK_NEAR(a[i], b[i], tol);
+            if (test_cur_failed) printf("  (output %d, element %lld)\n", o, (long long)i);
+        }
+        free(a);
+        free(b);
+    }
+    for (int o = 0; o < n; o++) {
+        st_release(ref[o]);
+        st_release(out[o]);
+    }
+    return s == ST_OK ? (int)(s1.kernels_launched - s0.kernels_launched) : -1;
+}
+
+/* The same graph with the epilogue kind off: one kernel more, the same values. */
+static int check_unfused(build_fn fn, st_tensor **in, double tol) {
+    fuse_set_flags(FUSE_ALL & ~FUSE_MM_EPILOGUE);
+    int k = check_graph(fn, in, tol);
+    fuse_set_flags(FUSE_ALL);
+    return k;
+}
+
+/* gelu(x@w + b): in = {x (M, K), w (K, N), b (N)} */
+static int g_linear_gelu(st_tensor **in, st_tensor **out) {
+    st_tensor *m = st_matmul(in[0], in[1]), *h = st_add(m, in[2]);
+    out[0] = st_gelu(h);
+    st_release(m);
+    st_release(h);
+    return 1;
+}
+
+/* F.linear's form: gelu(x @ w:t() + b), w (N, K) */
+static int g_linear_t_gelu(st_tensor **in, st_tensor **out) {
+    st_tensor *wt = st_transpose(in[1], 0, 1), *m = st_matmul(in[0], wt), *h = st_add(m, in[2]);
+    out[0] = st_gelu(h);
+    st_release(wt);
+    st_release(m);
+    st_release(h);
+    return 1;
+}
+
+static void linear_gelu_case(st_dtype dt, int64_t M, int64_t K, int64_t N, double tol) {
+    const int64_t xs[2] = {M, K}, ws[2] = {K, N}, bs[1] = {N};
+    st_tensor *in[3] = {input(dt, 2, xs, 1), input(dt, 2, ws, 2), input(dt, 1, bs, 3)};
+    CHECK_EQ_INT(check_graph(g_linear_gelu, in, tol), 1);
+    CHECK_EQ_INT(check_unfused(g_linear_gelu, in, tol), 2);
+    for (int i = 0; i < 3; i++) st_release(in[i]);
+}
+
+/* Edge tiles everywhere: M, N not multiples of the micro-tile, K over one k block, M over one
+ * row block, N over one column tile (f32: 8 x 32 micro-tiles, k blocks of 256, 192 rows, 256
+ * columns), and big enough to run on several threads. */
+TEST(linear_gelu_f32_is_one_kernel) {
+    linear_gelu_case(ST_F32, 37, 53, 29, 0);
+    linear_gelu_case(ST_F32, 200, 300, 270, 0);
+    const int64_t xs[2] = {45, 70}, ws[2] = {33, 70}, bs[1] = {33};
+    st_tensor *in[3] = {input(ST_F32, 2, xs, 4), input(ST_F32, 2, ws, 5), input(ST_F32, 1, bs, 6)};
+    CHECK_EQ_INT(check_graph(g_linear_t_gelu, in, 0), 1);
+    for (int i = 0; i < 3; i++) st_release(in[i]);
+}
+
+TEST(linear_gelu_f64) {
+    linear_gelu_case(ST_F64, 37, 53, 29, 0);
+    linear_gelu_case(ST_F64, 130, 140, 250, 0);
+}
+
+/* f16/bf16: the product is rounded to its dtype before the epilogue adds the bias, as the
+ * interpreter stores it: bit for bit. */
+TEST(linear_gelu_f16_bf16_round_the_product) {
+    linear_gelu_case(ST_F16, 37, 53, 29, 0);
+    linear_gelu_case(ST_BF16, 37, 53, 29, 0);
+    linear_gelu_case(ST_F16, 100, 300, 40, 0);
+}
+
+/* (2, 3, M, K) @ (K, N) expanded over the batch, + bias (N), relu, * 0.5 */
+static int g_batched(st_tensor **in, st_tensor **out) {
+    const int64_t ws[4] = {2, 3, 24, 19};
+    st_tensor *w = st_expand(in[1], 4, ws), *m = st_matmul(in[0], w), *h = st_add(m, in[2]), *r = st_relu(h);
+    out[0] = st_mul_s(r, 0.5);
+    st_release(w);
+    st_release(m);
+    st_release(h);
+    st_release(r);
+    return 1;
+}
+TEST(batched_with_broadcast_bias) {
+    const int64_t xs[4] = {2, 3, 17, 24}, ws[2] = {24, 19}, bs[1] = {19};
+    st_tensor *in[3] = {input(ST_F32, 4, xs, 7), input(ST_F32, 2, ws, 8), input(ST_F32, 1, bs, 9)};
+    CHECK_EQ_INT(check_graph(g_batched, in, 0), 1);
+    CHECK_EQ_INT(check_unfused(g_batched, in, 0), 2);
+    for (int i = 0; i < 3; i++) st_release(in[i]);
+}
+
+/* (x@w) * 3 + b for integers */
+static int g_int(st_tensor **in, st_tensor **out) {
+    st_tensor *m = st_matmul(in[0], in[1]), *s = st_mul_s(m, 3);
+    out[0] = st_add(s, in[2]);
+    st_release(m);
+    st_release(s);
+    return 1;
+}
+TEST(integer_matmul_epilogue) {
+    const st_dtype dts[2] = {ST_I32, ST_I64};
+    for (int d = 0; d < 2; d++) {
+        const int64_t xs[2] = {13, 21}, ws[2] = {21, 300}, bs[1] = {300};
+        st_tensor *in[3] = {input(dts[d], 2, xs, 10), input(dts[d], 2, ws, 11), input(dts[d], 1, bs, 12)};
+        CHECK_EQ_INT(check_graph(g_int, in, 0), 1);
+        CHECK_EQ_INT(check_unfused(g_int, in, 0), 2);
+        for (int i = 0; i < 3; i++) st_release(in[i]);
+    }
+}
+
+/* gelu(x@w + b) + r, cast to f64: a residual input and a cast in the epilogue */
+static int g_residual(st_tensor **in, st_tensor **out) {
+    st_tensor *m = st_matmul(in[0], in[1]), *h = st_add(m, in[2]), *g = st_gelu(h), *y = st_add(g, in[3]);
+    out[0] = st_cast(y, ST_F64);
+    st_release(m);
+    st_release(h);
+    st_release(g);
+    st_release(y);
+    return 1;
+}
+TEST(residual_and_cast) {
+    const int64_t xs[2] = {40, 30}, ws[2] = {30, 50}, bs[1] = {50}, rs[2] = {40, 50};
+    st_tensor *in[4] = {input(ST_F32, 2, xs, 13), input(ST_F32, 2, ws, 14), input(ST_F32, 1, bs, 15),
+                        input(ST_F32, 2, rs, 16)};
+    CHECK_EQ_INT(check_graph(g_residual, in, 0), 1);
+    CHECK_EQ_INT(check_unfused(g_residual, in, 0), 2);
+    for (int i = 0; i < 4; i++) st_release(in[i]);
+}
+
+/* Two outputs from one kernel: the pre-activation h (kept by a handle, as autograd keeps it) and
+ * gelu(h); and the product itself next to relu of it. */
+static int g_two_outputs(st_tensor **in, st_tensor **out) {
+    st_tensor *m = st_matmul(in[0], in[1]);
+    out[0] = st_add(m, in[2]);
+    out[1] = st_gelu(out[0]);
+    st_release(m);
+    return 2;
+}
+static int g_product_and_relu(st_tensor **in, st_tensor **out) {
+    out[0] = st_matmul(in[0], in[1]);
+    out[1] = st_relu(out[0]);
+    return 2;
+}
+/* A sibling of the product's shape recorded before the matmul (so placed after the matmul group
+ * exists) joins its epilogue: r * 2 and gelu(x@w + b) from one kernel. */
+static int g_sibling_first(st_tensor **in, st_tensor **out) {
+    out[0] = st_mul_s(in[3], 2);
+    st_tensor *m = st_matmul(in[0], in[1]), *h = st_add(m, in[2]);
+    out[1] = st_gelu(h);
+    st_release(m);
+    st_release(h);
+    return 2;
+}
+TEST(two_outputs_one_kernel) {
+    const int64_t xs[2] = {33, 20}, ws[2] = {20, 41}, bs[1] = {41};
+    st_tensor *in[3] = {input(ST_F32, 2, xs, 17), input(ST_F32, 2, ws, 18), input(ST_F32, 1, bs, 19)};
+    CHECK_EQ_INT(check_graph(g_two_outputs, in, 0), 1);
+    CHECK_EQ_INT(check_graph(g_product_and_relu, in, 0), 1);
+    CHECK_EQ_INT(check_unfused(g_product_and_relu, in, 0), 2);
+    const int64_t rs[2] = {33, 41};
+    st_tensor *in4[4] = {in[0], in[1], in[2], input(ST_F32, 2, rs, 25)};
+    CHECK_EQ_INT(check_graph(g_sibling_first, in4, 0), 1);
+    st_release(in4[3]);
+    for (int i = 0; i < 3; i++) st_release(in[i]);
+}
+
+/* Consumers that read the product at another element (a transpose) or a reduction of it are not
+ * epilogues: the product is stored, and they read its buffer. */
+static int g_transposed_consumer(st_tensor **in, st_tensor **out) {
+    st_tensor *m = st_matmul(in[0], in[1]), *t = st_transpose(m, 0, 1), *r = st_relu(m);
+    out[0] = st_add(t, r);
+    st_release(m);
+    st_release(t);
+    st_release(r);
+    return 1;
+}
+static int g_sum_and_gelu(st_tensor **in, st_tensor **out) {
+    st_tensor *m = st_matmul(in[0], in[1]);
+    int ax = 1;
+    out[0] = st_gelu(m);
+    out[1] = st_sum(m, 1, &ax, 0);
+    st_release(m);
+    return 2;
+}
+TEST(other_index_reads_are_not_fused) {
+    const int64_t xs[2] = {24, 24};
+    st_tensor *in[2] = {input(ST_F32, 2, xs, 20), input(ST_F32, 2, xs, 21)};
+    CHECK_EQ_INT(check_graph(g_transposed_consumer, in, 0), 2);
+    CHECK(check_graph(g_sum_and_gelu, in, 1e-6) >= 1);
+    for (int i = 0; i < 2; i++) st_release(in[i]);
+}
+
+/* Below the JIT threshold (and its kernel not cached yet) the group runs through the
+ * interpreter, node by node: same values. */
+static int g_sigmoid_two(st_tensor **in, st_tensor **out) {
+    st_tensor *m = st_matmul(in[0], in[1]);
+    out[0] = st_sub(m, in[2]);
+    out[1] = st_sigmoid(out[0]);
+    st_release(m);
+    return 2;
+}
+TEST(interpreter_tier) {
+    st_set_jit_min((int64_t)1 << 40);
+    const int64_t xs[2] = {9, 7}, ws[2] = {7, 5}, bs[1] = {5};
+    st_tensor *in[3] = {input(ST_F32, 2, xs, 22), input(ST_F32, 2, ws, 23), input(ST_F32, 1, bs, 24)};
+    st_stats_t s0, s1;
+    st_stats(&s0);
+    CHECK_EQ_INT(check_graph(g_sigmoid_two, in, 0), 1);
+    st_stats(&s1);
+    CHECK_EQ_INT(s1.interp_groups - s0.interp_groups, 1);
+    st_set_jit_min(0);
+    for (int i = 0; i < 3; i++) st_release(in[i]);
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb; (void)flag; (void)f;
+    return remove(p);
+}
+
+int main(void) {
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-epilogue-XXXXXX");
+    if (!mkdtemp(cache_dir)) return 1;
+    setenv("ST_CACHE_DIR", cache_dir, 1);
+    if (nvrtc_load() == ST_OK) setenv("ST_NVRTC_CHECK", "1", 0);   /* CUDA renderings compiled too */
+    else printf("note: no libnvrtc (%s): CUDA renderings not compiled\n", st_last_error());
+    st_clear_error();
+    st_set_jit_min(0);
+    st_set_poison(1);
+    RUN(linear_gelu_f32_is_one_kernel);
+    RUN(linear_gelu_f64);
+    RUN(linear_gelu_f16_bf16_round_the_product);
+    RUN(batched_with_broadcast_bias);
+    RUN(integer_matmul_epilogue);
+    RUN(residual_and_cast);
+    RUN(two_outputs_one_kernel);
+    RUN(other_index_reads_are_not_fused);
+    RUN(interpreter_tier);
+    st_shutdown();
+    nftw(cache_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    TEST_MAIN_END();
+}
