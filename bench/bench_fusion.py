@@ -291,7 +291,10 @@ def run_stitch(build, out, quick, cases, fuse=None):
         env.pop("ST_FUSE", None)
     args = [os.path.join(build, "stitch"), os.path.join(HERE, "bench_fusion.lua"), out,
             "--cases=" + ",".join(cases)] + (["--quick"] if quick else [])
-    p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as e:
+        return "  stitch: cannot run %s (%s): build it with make\n" % (args[0], e), {}
     if p.returncode != 0:
         print("  stitch exited with status %d" % p.returncode)
     return p.stdout, load([out])
