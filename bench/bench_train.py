@@ -70,8 +70,9 @@ def load(path):
     return report_load([path])
 
 
-def count_ops(prof, steps):
-    """Per step: (headline kernels, kernels incl. 1-element ones, all aten events, {name: count})."""
+def count_ops(prof, steps, wrappers=WRAPPERS):
+    """Per step: (headline kernels, kernels incl. 1-element ones, all aten events, {name: count}).
+    wrappers: the dispatch-only op names to skip (bench_fusion.py passes a superset)."""
     evs = [e for e in prof.events() if e.name.startswith("aten::")]
 
     def numel(shape):
@@ -85,7 +86,7 @@ def count_ops(prof, steps):
 
     kern_all, kern, by_name = 0, 0, {}
     for e in evs:
-        if e.name in NO_DATA or e.name in WRAPPERS:
+        if e.name in NO_DATA or e.name in wrappers:
             continue
         if e.name == "aten::zero_" and shapes(e) and numel(shapes(e)[0]) >= ZERO_MEMSET_MAX:
             continue  # calls fill_, which is counted

@@ -1,0 +1,475 @@
+"""bench_fusion.py — fusion depth (issue 5): stitch vs PyTorch eager (and torch.compile where it
+exists) on softmax, layernorm fwd+bwd, cross-entropy fwd+bwd, an AdamW step, Linear+GELU, one
+transformer-block training step and the Fashion-MNIST MLP step; kernels per iteration; the ST_FUSE
+ablation. This file is the PyTorch twin of bench_fusion.lua and the driver that runs both.
+
+Run: /usr/bin/python3 bench/bench_fusion.py [--quick] [--no-ablation] [--cases=a,b] [--build DIR]
+     (make -C bench fusion [QUICK=1]; full run: ~3-5 min; --quick (2 ablation settings) ~1.5 min)
+
+Order: stitch (build/stitch bench/bench_fusion.lua, a fresh kernel cache dir), then the PyTorch
+twins in this process, then stitch once per ST_FUSE setting of the ablation (--quick iteration
+counts), then the tables. Threads: ST_THREADS if set, else every CPU; torch.set_num_threads gets
+the same number. OMP_WAIT_POLICY is PASSIVE for both unless set (stitch's own default).
+Inputs are bit-identical in both (bench_fusion.lua's integer pattern); each case's outputs are
+compared once through two checksums (sum(y * w), sum(|y|)): a mismatch marks the case FAILED.
+Timing (both sides): after the check call, a first call and a warm-up call are excluded, then
+iterations are timed one by one until REPS or a time budget (at least 3; 2 when an iteration takes
+over SLOW_S); the median is the figure, best printed too.
+Kernels: stitch = st.stats().kernels_launched per timed iteration; PyTorch = bench_train.py's rule
+(KERNEL_RULE below) over a torch.profiler trace of the first call (one iteration, after the check).
+"""
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from report import load  # noqa: E402
+
+CASES = ["softmax", "layernorm", "cross_entropy", "adamw", "linear_gelu", "block", "mlp"]
+LABELS = {
+    "softmax": "softmax 4096x4096 fwd", "layernorm": "layernorm 4096x1024 fwd+bwd",
+    "cross_entropy": "cross-entropy 4096x1024 fwd+bwd", "adamw": "AdamW step, 14 params (3.4M)",
+    "linear_gelu": "Linear+GELU 4096x1024x1024", "block": "transformer block train step",
+    "mlp": "MLP train step (F-MNIST)",
+}
+# --quick runs only the first and the last setting (a smoke test of the ablation path).
+ABLATION = ["", "-stitch", "-inline", "-reduce", "-multi", "-prologue", "-epilogue", "-horizontal", "none"]
+# aten ops these cases call beyond bench_train.py's lists that run no kernel of their own: wrappers
+# (layer_norm -> native_layer_norm; masked_fill -> clone's copy_ + masked_fill_), a view (split)
+# and a shape comparison (is_same_size, in layer_norm's backward).
+EXTRA_SKIP = {"aten::layer_norm", "aten::masked_fill", "aten::split", "aten::is_same_size"}
+KERNEL_RULE = ("torch kernels = aten:: events per iteration (torch.profiler, CPU) except views, allocation "
+               "and scalar reads (bench_train.NO_DATA), ops that only dispatch to other counted aten ops "
+               "(bench_train.WRAPPERS + %s), zero_ on >= 32768 elements (it calls fill_, counted) and ops "
+               "whose inputs all have <= 1 element (Adam's step counters; also the block's one cat, split's "
+               "backward, whose tensor list is recorded without shapes: left out, in torch's favour)"
+               % ", ".join(sorted(n[6:] for n in EXTRA_SKIP)))
+# GEMM rate used for the compute floor (bench/NOTES.md "Matmul": 1024^3 through st_matmul, quiet machine).
+GEMM_GFLOPS = {1: 125.0, 2: 366.0}
+SLOW_S = 1.0  # an iteration this slow: no extra warm-up, 2 timed runs suffice
+
+
+def prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch twins (identical inputs, parameters and checksums to bench_fusion.lua)
+# ---------------------------------------------------------------------------------------------
+
+def torch_cases(torch, checks, wrap):
+    """{case: (setup -> (iter, outputs_for_check))}. wrap(f) is identity (eager) or torch.compile."""
+    F = torch.nn.functional
+
+    def pattern(shape, seed):
+        i = torch.arange(prod(shape), dtype=torch.int64)
+        return (((i * 7919 + seed * 104729) % 10007).float() / 10007.0 - 0.5).reshape(shape)
+
+    def inp(shape, seed, scale=1.0):
+        return pattern(shape, seed) * scale
+
+    def init_params(model):
+        with torch.no_grad():
+            for i, (name, p) in enumerate(model.named_parameters()):
+                s = list(p.shape)
+                if len(s) == 2:
+                    v = pattern(s, 100 + i) * (2 / math.sqrt(s[1]))
+                elif name.startswith("ln") and name.endswith("weight"):
+                    v = pattern(s, 100 + i) * 0.2 + 1
+                else:
+                    v = pattern(s, 100 + i) * 0.2
+                p.copy_(v)
+
+    def checksum(case, name, y):
+        y = y.detach().double()
+        w = pattern(list(y.shape), 7).double()
+        checks["chk_%s_%s_w" % (case, name)] = float((y * w).sum())
+        checks["chk_%s_%s_l1" % (case, name)] = float(y.abs().sum())
+
+    class Block(torch.nn.Module):
+        def __init__(self, C, H, V):
+            super().__init__()
+            self.nhead = H
+            self.ln1 = torch.nn.LayerNorm(C)
+            self.qkv = torch.nn.Linear(C, 3 * C)
+            self.proj = torch.nn.Linear(C, C)
+            self.ln2 = torch.nn.LayerNorm(C)
+            self.fc1 = torch.nn.Linear(C, 4 * C)
+            self.fc2 = torch.nn.Linear(4 * C, C)
+            self.head = torch.nn.Linear(C, V)
+
+        def forward(self, x, notmask):
+            B, T, C = x.shape
+            H = self.nhead
+            D = C // H
+            q, k, v = [t.view(B, T, H, D).transpose(1, 2) for t in self.qkv(self.ln1(x)).split(C, dim=2)]
+            att = ((q @ k.transpose(-2, -1)) * (1 / math.sqrt(D))).masked_fill(notmask, float("-inf")).softmax(-1)
+            x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+            x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            return self.head(x)
+
+    def softmax():
+        x = inp([4096, 4096], 1, 8)
+        f = wrap(lambda: x.softmax(-1))
+        checksum("softmax", "y", f())
+        return f
+
+    def layernorm():
+        x = inp([4096, 1024], 1, 4).requires_grad_()
+        w = (inp([1024], 2, 0.4) + 1).requires_grad_()
+        b = inp([1024], 3).requires_grad_()
+        dy = inp([4096, 1024], 4)
+        fwd = wrap(lambda: F.layer_norm(x, (1024,), w, b))
+
+        def run():
+            x.grad = w.grad = b.grad = None
+            y = fwd()
+            y.backward(dy)
+            return y
+        y = run()
+        for n, t in [("y", y), ("dx", x.grad), ("dw", w.grad), ("db", b.grad)]:
+            checksum("layernorm", n, t)
+        return run
+
+    def cross_entropy():
+        logits = inp([4096, 1024], 1, 8).requires_grad_()
+        target = (torch.arange(4096) * 31 + 7) % 1024
+        fwd = wrap(lambda: F.cross_entropy(logits, target))
+
+        def run():
+            logits.grad = None
+            loss = fwd()
+            loss.backward()
+            return loss
+        checks["chk_cross_entropy_loss"] = float(run())
+        checksum("cross_entropy", "dx", logits.grad)
+        return run
+
+    def adamw():
+        model = Block(512, 8, 512)
+        init_params(model)
+        params = list(model.parameters())
+        for i, p in enumerate(params):
+            p.grad = inp(list(p.shape), 201 + i, 0.01)
+        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=1e-2)
+        step = wrap(opt.step)
+        step()
+        step()
+        for name, i in [("p1", 0), ("p3", 2), ("p9", 8)]:
+            checksum("adamw", name, params[i])
+        return step
+
+    def linear_gelu():
+        x = inp([4096, 1024], 1)
+        w, b = inp([1024, 1024], 2, 1 / 16), inp([1024], 3, 0.2)
+        f = wrap(lambda: F.gelu(F.linear(x, w, b)))
+        checksum("linear_gelu", "y", f())
+        return f
+
+    def train(case, model, opt, x, target, fwd):
+        init_params(model)
+        fwd = wrap(fwd)
+
+        def step():
+            opt.zero_grad()
+            loss = F.cross_entropy(fwd(x), target)
+            loss.backward()
+            return loss
+        loss = step()
+        checks["chk_%s_loss1" % case] = float(loss)
+        for i, p in enumerate(model.parameters()):
+            if i % 2 == 0:
+                checksum(case, "g%d" % (i + 1), p.grad)
+        opt.step()
+        checks["chk_%s_loss2" % case] = float(step())
+        opt.step()
+
+        def run():
+            loss = step()
+            opt.step()
+            return loss
+        return run
+
+    def block():
+        B, T, C, H, V = 16, 64, 128, 4, 256
+        model = Block(C, H, V)
+        notmask = ~(torch.arange(T).reshape(T, 1) >= torch.arange(T).reshape(1, T))
+        x = inp([B, T, C], 1)
+        target = (torch.arange(B * T) * 31 + 7) % V
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
+        return train("block", model, opt, x, target, lambda xx: model(xx, notmask).reshape(B * T, V))
+
+    def mlp():
+        model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
+                                    torch.nn.ReLU(), torch.nn.Linear(128, 10))
+        x = inp([128, 784], 1)
+        target = (torch.arange(128) * 31 + 7) % 10
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        return train("mlp", model, opt, x, target, model)
+
+    return {"softmax": softmax, "layernorm": layernorm, "cross_entropy": cross_entropy, "adamw": adamw,
+            "linear_gelu": linear_gelu, "block": block, "mlp": mlp}
+
+
+def time_iters(f, reps, budget_s, warm=2, on_first=None):
+    """(median ms, best ms, n): the first call (run under on_first, e.g. the profiler) and warm-up
+    excluded; an iteration slower than SLOW_S skips the extra warm-up and needs only 2 timed runs
+    (the rule of bench_fusion.lua too: netlib's GEMM makes torch's Linear+GELU take seconds)."""
+    a = time.perf_counter()
+    if on_first:
+        on_first(f)
+    else:
+        f()
+    slow = time.perf_counter() - a > SLOW_S
+    for _ in range(0 if slow else warm - 1):
+        f()
+    times, start, n_min = [], time.perf_counter(), 2 if slow else 3
+    while len(times) < reps and not (len(times) >= n_min and time.perf_counter() - start > budget_s):
+        a = time.perf_counter()
+        f()
+        times.append((time.perf_counter() - a) * 1e3)
+    return statistics.median(times), min(times), len(times)
+
+
+def run_torch(torch, cases, quick):
+    """Eager (+ torch.compile where it exists): result dict like the stitch file, plus checks."""
+    from torch.profiler import ProfilerActivity, profile
+    from bench_train import WRAPPERS, count_ops
+    reps, budget = (5, 0.4) if quick else (20, 2.0)
+    r, checks = {}, {}
+    built = torch_cases(torch, checks, lambda f: f)
+    for c in cases:
+        try:
+            it = built[c]()  # builds the case and runs it once (the correctness check)
+            prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+
+            def profiled(f):
+                with prof:
+                    f()
+            med, best, n = time_iters(it, reps, budget, 3 if c in ("block", "mlp") else 2, profiled)
+            kern, kern_all, events, by_name = count_ops(prof, 1, WRAPPERS | EXTRA_SKIP)
+            r.update({c + "_ms": med, c + "_best_ms": best, c + "_n": n, c + "_kernels": kern})
+            names = ", ".join("%s %g" % (k[6:], v)
+                              for k, v in sorted(by_name.items(), key=lambda kv: -kv[1]))
+            print("  torch  %-13s %9.3f ms median (best %.3f, %d iters), %5.1f kernels/iter (%s)" % (
+                c, med, best, n, kern, names))
+        except Exception as e:  # noqa: BLE001 (report and go on with the other cases)
+            print("  torch  %-13s FAILED: %s" % (c, e))
+    if hasattr(torch, "compile"):
+        comp_checks = {}
+        built = torch_cases(torch, comp_checks, torch.compile)
+        for c in cases:
+            try:
+                it = built[c]()
+                med, best, n = time_iters(it, reps, budget, 3)
+                r[c + "_compile_ms"] = med
+                print("  torch.compile %-13s %9.3f ms median (best %.3f, %d iters)" % (c, med, best, n))
+            except Exception as e:  # noqa: BLE001
+                print("  torch.compile %-13s n/a: %s" % (c, str(e).splitlines()[0] if str(e) else type(e).__name__))
+    return r, checks
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------------------------
+
+def run_stitch(build, out, quick, cases, fuse=None):
+    env = dict(os.environ)
+    env["ST_DEVICE"] = "cpu"
+    if fuse is not None:
+        env["ST_FUSE"] = fuse
+    else:
+        env.pop("ST_FUSE", None)
+    args = [os.path.join(build, "stitch"), os.path.join(HERE, "bench_fusion.lua"), out,
+            "--cases=" + ",".join(cases)] + (["--quick"] if quick else [])
+    try:
+        p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as e:
+        return "  stitch: cannot run %s (%s): build it with make\n" % (args[0], e), {}
+    if p.returncode != 0:
+        print("  stitch exited with status %d" % p.returncode)
+    return p.stdout, load([out])
+
+
+def compare(s, t, case):
+    """Mismatching checksum lines of one case (empty: ok); None when a side has no checks."""
+    keys = sorted(k for k in t if k.startswith("chk_%s_" % case))
+    if not keys or not any(k in s for k in keys):
+        return None
+    bad = []
+    for k in keys:
+        sv, tv = s.get(k), t[k]
+        if sv is None:
+            bad.append("%s missing" % k)
+            continue
+        if k.endswith("_w"):  # weighted sum: tolerance relative to the L1 norm of y
+            tol = 2e-3 * abs(t.get(k[:-2] + "_l1", abs(tv))) + 1e-6
+        else:
+            tol = 2e-3 * abs(tv) + 1e-6
+        if not abs(sv - tv) <= tol:
+            bad.append("%s stitch %.6g torch %.6g" % (k, sv, tv))
+    return bad
+
+
+def floors(threads, bw_gbs):
+    """{case: (floor ms, what)}: bytes / bandwidth for the memory-bound cases, FLOPs / GEMM rate else."""
+    f4 = 4
+    n_adamw = 0
+    C, V = 512, 512
+    for fan_in, fan_out in [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C), (C, V)]:
+        n_adamw += fan_in * fan_out + fan_out
+    n_adamw += 4 * C  # two LayerNorms
+    gemm = GEMM_GFLOPS.get(threads, GEMM_GFLOPS[2]) * 1e9
+    B, T, Cb, Vb = 16, 64, 128, 256  # 4 heads: attention FLOPs do not depend on them
+    fwd_block = 2 * B * T * (Cb * 3 * Cb + Cb * Cb + 2 * Cb * 4 * Cb + Cb * Vb) + 2 * 2 * B * T * T * Cb
+    fwd_mlp = 2 * 128 * (784 * 256 + 256 * 128 + 128 * 10)
+    mem = {
+        "softmax": 2 * 4096 * 4096 * f4,              # read x, write y
+        "layernorm": 4 * 4096 * 1024 * f4,            # read x, dy; write y, dx
+        "cross_entropy": 2 * 4096 * 1024 * f4,        # read logits, write dlogits
+        "adamw": 7 * n_adamw * f4,                    # read p, g, m, v; write p, m, v
+    }
+    out = {c: (b / (bw_gbs * 1e9) * 1e3, "%.1f MB" % (b / 1e6)) for c, b in mem.items()}
+    flops = {"linear_gelu": 2 * 4096 * 1024 * 1024, "block": 3 * fwd_block, "mlp": 3 * fwd_mlp}
+    for c, fl in flops.items():
+        out[c] = (fl / gemm * 1e3, "%.2f GFLOP" % (fl / 1e9))
+    return out
+
+
+def measure_bw(torch):
+    """GB/s of torch's copy_ of 64 MiB f32 (read + write counted), best of 10, this thread count."""
+    src = torch.ones(16 << 20)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = min(_timed(lambda: dst.copy_(src)) for _ in range(10))
+    return 2 * src.numel() * 4 / best / 1e9
+
+
+def _timed(f):
+    a = time.perf_counter()
+    f()
+    return time.perf_counter() - a
+
+
+def fmt(v, f="%.3f"):
+    return "n/a" if v is None else f % v
+
+
+def main():
+    args = sys.argv[1:]
+    quick = "--quick" in args
+    ablate = "--no-ablation" not in args
+    cases = CASES
+    build = os.path.join(HERE, "..", "build")
+    for i, a in enumerate(args):
+        if a.startswith("--cases="):
+            cases = [c for c in a[8:].split(",") if c in CASES]
+        if a == "--build" and i + 1 < len(args):
+            build = args[i + 1]
+    build = os.path.abspath(build)
+    threads = os.environ.get("ST_THREADS", "")
+    threads = int(threads) if threads.isdigit() and int(threads) > 0 else os.cpu_count()
+    os.environ["ST_THREADS"] = str(threads)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before libgomp loads (with torch)
+    tmp = tempfile.mkdtemp(prefix="bench_fusion.")
+    os.environ["ST_CACHE_DIR"] = os.path.join(tmp, "cache")
+    for k in ("ST_EAGER", "ST_DEBUG", "ST_POISON"):
+        os.environ.pop(k, None)
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001
+        print("torch not importable (%s): run with /usr/bin/python3 (python3-torch)" % e)
+        return 1
+    torch.set_num_threads(threads)
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    print("machine: %d cores, %s; %s" % (os.cpu_count(), model, time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())))
+    print("threads: %d (ST_THREADS; torch.set_num_threads(%d)), OMP_WAIT_POLICY=%s; torch %s; torch.compile: %s" % (
+        threads, torch.get_num_threads(), os.environ["OMP_WAIT_POLICY"], torch.__version__,
+        "available" if hasattr(torch, "compile") else "not in this torch (added in 2.0): n/a"))
+    print("load average at start: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    bw = measure_bw(torch)
+    print("bandwidth: torch copy_ of 64 MiB f32, %d threads: %.1f GB/s (read + write), the floors' divisor" % (
+        threads, bw))
+    t_start = time.time()
+
+    print("== stitch (%s) ==" % ("quick" if quick else "full"))
+    text, s = run_stitch(build, os.path.join(tmp, "stitch.txt"), quick, cases)
+    sys.stdout.write(text)
+    print("== PyTorch eager ==")
+    t, checks = run_torch(torch, cases, quick)
+    t.update(checks)
+
+    abl = {}
+    if ablate:
+        print("== ST_FUSE ablation (stitch, quick iteration counts) ==")
+        for setting in (ABLATION[:1] + ABLATION[-1:]) if quick else ABLATION:
+            out = os.path.join(tmp, "abl%d.txt" % len(abl))
+            text, r = run_stitch(build, out, True, cases, setting)
+            abl[setting] = r
+            warn = [ln for ln in text.splitlines() if "ST_FUSE" in ln or "FAILED" in ln]
+            print("  ST_FUSE=%-12s done%s" % (setting or "(all)", ("; " + "; ".join(sorted(set(warn)))) if warn else ""))
+    print("load average at end: %s (%.0f s)" % (" ".join(open("/proc/loadavg").read().split()[:3]),
+                                                time.time() - t_start))
+
+    fl = floors(threads, bw)
+    print()
+    print("== results: median ms per iteration (best in parentheses), same run, %d threads ==" % threads)
+    print(KERNEL_RULE + ".")
+    hdr = "| case | stitch ms | torch eager ms | stitch/eager | torch.compile ms | floor ms (what) | stitch % of floor | " \
+          "kernels stitch | kernels torch | kernels ratio | check |"
+    print(hdr)
+    print("|" + "---|" * (hdr.count("|") - 1))
+    k_ratios = {}
+    for c in cases:
+        sm, tm = s.get(c + "_ms"), t.get(c + "_ms")
+        sk, tk = s.get(c + "_kernels"), t.get(c + "_kernels")
+        bad = compare(s, t, c)
+        chk = "n/a" if bad is None else ("ok" if not bad else "FAILED: " + "; ".join(bad[:3]))
+        ratio = "%.2fx" % (sm / tm) if sm and tm and not bad else ("invalid" if bad else "n/a")
+        kr = "%.2fx" % (sk / tk) if sk is not None and tk else "n/a"
+        if sk is not None and tk:
+            k_ratios[c] = sk / tk
+        floor, what = fl.get(c, (None, ""))
+        print("| %s | %s (%s) | %s (%s) | %s | %s | %s (%s) | %s | %s | %s | %s | %s |" % (
+            LABELS[c], fmt(sm), fmt(s.get(c + "_best_ms")), fmt(tm), fmt(t.get(c + "_best_ms")), ratio,
+            fmt(t.get(c + "_compile_ms")), fmt(floor), what,
+            "%.0f%%" % (100 * floor / sm) if floor and sm else "n/a",
+            fmt(sk, "%.1f"), fmt(tk, "%.1f"), kr, chk))
+    for c in ("mlp", "block"):
+        if c in k_ratios:
+            print("goal kernels per training step <= 0.4x eager (%s): %.2fx %s" % (
+                c, k_ratios[c], "met" if k_ratios[c] <= 0.4 else "MISSED"))
+
+    if abl:
+        print()
+        print("== ST_FUSE ablation: median ms (kernels per iteration); quick iteration counts ==")
+        print("| ST_FUSE | " + " | ".join(cases) + " | checks |")
+        print("|" + "---|" * (len(cases) + 2))
+        for setting, r in abl.items():
+            cells = []
+            for c in cases:
+                cells.append("%s (%s)" % (fmt(r.get(c + "_ms"), "%.2f"), fmt(r.get(c + "_kernels"), "%.0f"))
+                             if c + "_ms" in r else "failed")
+            fails = [c for c in cases if compare(r, t, c)]
+            print("| %s | %s | %s |" % (setting or "(all on)", " | ".join(cells),
+                                        "ok" if not fails else "FAILED: " + ",".join(fails)))
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
