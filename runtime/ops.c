@@ -407,6 +407,23 @@ st_tensor *st_matmul(st_tensor *a, st_tensor *b) {
                  (long long)K, (long long)K2);
         return NULL;
     }
+    if (a->ndim > 2 && b->ndim == 2) {
+        /* (..., M, K) @ (K, N), a Linear on a batch of sequences: the batch dims fold into the
+         * rows, one 2-D matmul (as PyTorch's linear does). Its weight gradient is then one
+         * (K, rows) @ (rows, N) product instead of a product per batch and a sum over them. */
+        int64_t rows = 1, s2[2], so[ST_MAX_DIMS];
+        for (int d = 0; d < a->ndim - 1; d++) rows *= a->shape[d];
+        s2[0] = rows;
+        s2[1] = K;
+        memcpy(so, a->shape, (size_t)a->ndim * sizeof *so);
+        so[a->ndim - 1] = N;
+        st_tensor *a2 = st_reshape(a, 2, s2);
+        st_tensor *r2 = a2 ? st_matmul(a2, b) : NULL;
+        st_tensor *r = r2 ? st_reshape(r2, a->ndim, so) : NULL;
+        st_release(a2);
+        st_release(r2);
+        return r;
+    }
     int nb;
     int64_t batch[ST_MAX_DIMS];
     if (st_broadcast_shapes("matmul", an - 2, as, bn - 2, bs, &nb, batch) != ST_OK) {

@@ -237,4 +237,25 @@ test("lazy_backward", function()
   end
 end)
 
+-- A Linear on a 3-D input: the weight's gradient folds the batch into the rows (one matmul, no
+-- per-batch products summed afterwards), and equals the sum over the batch of g_b^T x_b.
+test("linear_3d_weight_grad_is_one_matmul", function()
+  local y0 = st.randn({3, 40, 24}):matmul(st.randn({16, 24}):t())
+  eq(y0:shape()[1], 3, "the result keeps its batch dims"); eq(y0:shape()[3], 16)
+  local x = st.randn({3, 40, 24}); local w = st.randn({16, 24}):requires_grad_()
+  local c = st.randn({3, 40, 16})
+  st.sync(x, w, c)
+  local y = x:matmul(w:t())
+  ;(y * c):sum():backward()
+  st.sync(x)
+  local k0 = st.stats().kernels_launched
+  local gw = st.sync(w.grad)
+  -- 2: g = c * 1 stored as the matmul's operand, then one matmul (before the fold: 4, with a
+  -- batched product (3, 16, 24), a sum over the batch and a copy)
+  eq(st.stats().kernels_launched - k0, 2, "the weight gradient is one matmul kernel")
+  local want = st.zeros({16, 24})
+  for b = 1, 3 do want = want + c:select(1, b):t():matmul(x:select(1, b)) end
+  check(gw, want, 1e-4)
+end)
+
 H.done()
