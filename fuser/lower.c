@@ -716,8 +716,9 @@ static void lower_setview(lw *w) {
  * (KI_MMACC: rounded to mm's dtype, as the interpreter stores it before its consumers read it)
  * is memoized as mm at that element, so the group's outputs read it through ev like any inlined
  * node; each output (mm itself too when it is one) is stored at the element's flat index. The
- * outputs have mm's shape (partition: mm_epilogue_ok), so the element's multi-index is known:
- * batch dims (from the batch index), row, column. */
+ * outputs have mm's shape or its element count (partition: mm_epilogue_ok; mm read through flat
+ * reshapes only), so the element's multi-index is known: batch dims (from the batch index), row,
+ * column. */
 static void lower_mm_epilogue(lw *w, st_node *mm) {
     kir_builder *b = &w->b;
     int nb = mm->ndim - 2, cls = shape_class(w, mm);
@@ -743,8 +744,13 @@ static void lower_mm_epilogue(lw *w, st_node *mm) {
     int acc = kir_emit(b, KI_MMACC, t, 0, -1, -1, -1, -1, 0, 0);
     kir_memo_put(b, MEMO_NODE, (uint64_t)(uintptr_t)mm, (uint64_t)c.flat, acc);
     for (int o = 0; o < w->G->nouts && !w->bad; o++) {
-        lctx oc = c;
-        store(w, w->G->outs[o], c.flat, ev(w, w->G->outs[o], &oc));
+        /* an output of another shape (the matmul read through a flat reshape: a Linear on a
+         * batch folds it into rows) is the same flat element in its own shape */
+        st_node *out = w->G->outs[o];
+        lctx oc = out->ndim == mm->ndim && !memcmp(out->shape, mm->shape, (size_t)mm->ndim * sizeof mm->shape[0])
+                      ? c : ctx_flat(c.flat, shape_class(w, out));
+        if (oc.cls < 0) return;
+        store(w, out, c.flat, ev(w, out, &oc));
     }
 }
 

@@ -308,14 +308,15 @@ static bool mm_has_epilogue(const fuse_group *G) {
     return G->kind == FG_MATMUL && (G->nouts != 1 || G->outs[0] != G->anchor);
 }
 
-/* Can matmul x become the head of pointwise group g (an epilogue)? g computes over x's very
- * shape (the epilogue runs at each output element of the GEMM, so it reads x at that element
- * only: the reduce-epilogue rule, epilogue_ok), the dtype has a compute type the epilogue can
+/* Can matmul x become the head of pointwise group g (an epilogue)? g computes over x's elements
+ * (its shape, or the same count read through flat reshapes: a Linear on a batch of sequences is
+ * a 2-D matmul reshaped back), and the epilogue runs at each output element of the GEMM, so it
+ * reads x at that element only (the reduce-epilogue rule, epilogue_ok), the dtype has a compute type the epilogue can
  * take from the accumulator (bool matmuls keep their own kernel), and the kind is on. */
 static bool mm_epilogue_ok(fuse_plan *p, const st_node *x, int g) {
     const fuse_group *G = &p->groups[g];
     return fuse_on(FUSE_MM_EPILOGUE) && x->op == ST_OP_MATMUL && x->dtype != ST_BOOL && G->kind == FG_POINTWISE &&
-           same_shape(G->ndim, G->shape, x->ndim, x->shape) && epilogue_ok(p, x, g);
+           st_shape_numel(G->ndim, G->shape) == x->numel && epilogue_ok(p, x, g);
 }
 
 static int add_red(fuse_plan *p, int gi, st_node *x) {
