@@ -252,6 +252,29 @@ static st_tensor *wrap(arena *A, st_node *n) {
     return keep(A, st_tensor_from_node(st_node_retain(n)));
 }
 
+/* The adjoint of y = gather(x, d, idx). One pick per row (idx of x's shape but size 1 along d:
+ * cross-entropy's target, nll_loss, take_along_dim of an argmax) is pointwise, a one-hot mask:
+ * dx[.., j, ..] = (j == idx[.., 0, ..]) ? g[.., 0, ..] : 0, which fuses with the rest of the
+ * backward (softmax's, in cross-entropy) instead of a zeros buffer and a serial scatter. Several
+ * picks per row may repeat an index and must add up: scatter_add into zeros. */
+static st_tensor *gather_adjoint(arena *A, const st_ag *ag, st_tensor *g) {
+    st_node *s0 = ag->src[0], *s1 = ag->src[1];
+    int d = ag->arg.axis.dim, nd = s0->ndim;
+    bool one = s1->shape[d] == 1;
+    for (int e = 0; e < nd && one; e++) one = e == d || s1->shape[e] == s0->shape[e];
+    if (!one) {
+        st_tensor *z = keep(A, st_zeros((st_dtype)s0->dtype, nd, s0->shape));
+        return keep(A, st_scatter_add(z, d, wrap(A, s1), g));
+    }
+    int64_t ishape[ST_MAX_DIMS];
+    for (int e = 0; e < nd; e++) ishape[e] = e == d ? s0->shape[d] : 1;
+    st_tensor *j = keep(A, st_arange(0, (double)s0->shape[d], 1, (st_dtype)s1->dtype));
+    st_tensor *jv = keep(A, st_reshape(j, nd, ishape));
+    st_tensor *hit = keep(A, st_eq(jv, wrap(A, s1)));
+    st_tensor *zero = keep(A, st_zeros((st_dtype)g->dtype, 0, NULL));
+    return keep(A, st_where(hit, g, zero));
+}
+
 /* Add contribution c (borrowed; shape of src) to src's pending gradient. */
 static void contribute(arena *A, st_node *src, st_tensor *c) {
     if (!c || !src->ag || A->status != ST_OK) return;
@@ -604,11 +627,7 @@ static void apply_rule(arena *A, st_node *n, st_tensor *g) {
             else r1 = K(st_matmul(transposed(A, s0, X()), g));
         }
         break;
-    case ST_OP_GATHER: {
-        st_tensor *z = K(st_zeros((st_dtype)s0->dtype, s0->ndim, s0->shape));
-        r = K(st_scatter_add(z, ag->arg.axis.dim, wrap(A, s1), g));
-        break;
-    }
+    case ST_OP_GATHER: r = gather_adjoint(A, ag, g); break;
     case ST_OP_SCATTER_ADD:
         r = g;
         if (ag->src[2]->ag) contribute(A, ag->src[2], K(st_gather(g, ag->arg.axis.dim, wrap(A, s1))));

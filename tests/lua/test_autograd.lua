@@ -258,4 +258,28 @@ test("linear_3d_weight_grad_is_one_matmul", function()
   check(gw, want, 1e-4)
 end)
 
+-- The gradient of a gather with one pick per row (cross-entropy's target) is a one-hot mask,
+-- pointwise: cross-entropy's backward is one kernel with the softmax's; several picks per row
+-- (a repeated index adds up) still scatter.
+test("gather_one_pick_grad_is_pointwise", function()
+  local F = st.nn.functional
+  local x = st.randn({16, 10}):requires_grad_()
+  local t = st.tensor({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 1, 10, 10, 5, 5}, "i64")
+  st.sync(x, t)
+  local loss = F.cross_entropy(x, t)
+  st.sync(loss)
+  loss:backward()
+  local k0 = st.stats().kernels_launched
+  local gx = st.sync(x.grad)
+  eq(st.stats().kernels_launched - k0, 1, "cross-entropy backward kernels")
+  local want = (x:softmax(2) - st.one_hot(t, 10):to("f32")) / 16
+  check(gx, want, 1e-6)
+  local y = st.randn({4, 5}):requires_grad_()
+  local idx = st.tensor({{1, 1}, {2, 5}, {3, 3}, {4, 2}}, "i64")
+  st.sync(y, idx)
+  y:gather(2, idx):sum():backward()
+  local g = y.grad:tolist()
+  eq(g[1][1], 2, "a repeated index adds up"); eq(g[2][2], 1); eq(g[2][5], 1); eq(g[4][1], 0); eq(g[4][2], 1)
+end)
+
 H.done()
