@@ -179,7 +179,7 @@ static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *
     double t0 = st_now_ms();
     int err = 0;
     if (pg->dev > ST_DEV_CPU) {
-        if ((s = exec_cuda_launch(&pg->L, pg->dev - 1, bufs, &err)) != ST_OK) return s;
+        if ((s = exec_cuda_launch(&pg->L, pg->dev - 1, pg->cuda, bufs, &err)) != ST_OK) return s;
     } else {
         int32_t kerr = 0;
         st_kargs a = {bufs, pg->L.ints, pg->L.flts, &kerr, nthreads()};

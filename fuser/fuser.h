@@ -127,10 +127,21 @@ ST_INTERNAL void fuse_launch_free(fuse_launch *l);
  * concatenated (kir_append) into one launch. Fails like fuse_lower when a member does. */
 ST_INTERNAL st_status fuse_lower_horizontal(fuse_plan *p, int g, fuse_launch *out);
 
+/* What a launch of one lowered group needs beyond its IR and arguments: its CUfunction and launch
+ * geometry on a device (exec_cuda.c). A plan-cache group owns one, filled at its first launch, so
+ * later launches neither render nor hash the kernel; it notices modules unloaded since
+ * (cuda_module_generation) and resolves the function again. */
+typedef struct exec_cuda_fn exec_cuda_fn;
+ST_INTERNAL exec_cuda_fn *exec_cuda_fn_new(void);       /* empty (NULL with ST_ERR_OOM) */
+ST_INTERNAL void exec_cuda_fn_free(exec_cuda_fn *f);    /* NULL is a no-op */
 /* Runs lowered group L on CUDA device ord (fuser/exec_cuda.c): bufs are the slots' device
- * pointers; *err is set when the kernel reported an index out of range. */
-ST_INTERNAL st_status exec_cuda_launch(const fuse_launch *L, int ord, void *const *bufs, int *err);
+ * pointers; *err is set when the kernel reported an index out of range. cache: L's slot (NULL:
+ * resolved for this launch only); it must always be used with the same L and ord. */
+ST_INTERNAL st_status exec_cuda_launch(const fuse_launch *L, int ord, exec_cuda_fn *cache, void *const *bufs,
+                                       int *err);
 ST_INTERNAL void exec_cuda_shutdown(void);   /* frees the per-device error flags */
+/* Tests: CUDA sources rendered for launches so far (each costs a render and a hash). */
+ST_INTERNAL uint64_t exec_cuda_renders(void);
 
 /* ---- graph.c: the plan in Graphviz dot (ST_GRAPH, st_graph; docs/fusion.md "Seeing the plan") ---- */
 /* True when this flush's plan must be written (st_graph is waiting for it, or ST_GRAPH is set and
@@ -159,6 +170,7 @@ typedef struct fuse_pgroup {
     fuse_launch L;                 /* owned: kernel IR (CUDA launch geometry), ints, flts, name;
                                     * L.buf_node is meaningless here (bind says it) */
     st_kernel_fn fn;               /* CPU kernel; NULL on a CUDA device */
+    exec_cuda_fn *cuda;            /* CUDA groups: the resolved kernel (owned); NULL otherwise */
     int dev, kind;                 /* resolved device; fuse_group_kind */
     int interp;                    /* run by the interpreter tier (plan group `group`): such an
                                     * entry lives for one flush only and is never cached */

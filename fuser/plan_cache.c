@@ -1,6 +1,7 @@
 /*
  * plan_cache.c — the plan cache: a flushed region's structure -> its launches, so a repeated
- * training step neither partitions, lowers, renders nor hashes kernel sources.
+ * training step neither partitions, lowers, renders nor hashes kernel sources (a CUDA group's
+ * function is resolved at its first launch and kept in the group: exec_cuda.c).
  *
  * Key: the region serialized into bytes (fuse_pkey_build): the fusion flags, then per node in
  * region order its op, dtype, shape, flags (target), resolved device, the arguments partition and
@@ -135,6 +136,7 @@ void fuse_pentry_free(fuse_pentry *e) {
         fuse_launch_free(&e->groups[g].L);
         st_free(e->groups[g].outs);
         st_free(e->groups[g].scal);
+        exec_cuda_fn_free(e->groups[g].cuda);
     }
     st_free(e->groups);
     st_free(e->tag);
@@ -162,6 +164,7 @@ static bool fill_group(fuse_pgroup *pg, const fuse_plan *p, int g, fuse_launch *
     if (!(pg->outs = st_malloc((size_t)G->nouts * sizeof *pg->outs))) return false;
     for (int i = 0; i < G->nouts; i++) pg->outs[i] = G->outs[i]->pos;
     if (interp) return true;
+    if (pg->dev > ST_DEV_CPU && !(pg->cuda = exec_cuda_fn_new())) return false;
     for (int i = 0; i < L->k.nbufs; i++) pg->bind[i] = bind_of(L->buf_node[i], k);
     int64_t iv;
     double fv;

@@ -328,7 +328,13 @@ static void backend_free(void *ud, uint64_t ptr) {
     cu.cuMemFree((CUdeviceptr)ptr);
 }
 
+/* Bumped whenever modules are unloaded: a CUfunction resolved under an older value may be gone. */
+static unsigned module_gen = 1;
+
+unsigned cuda_module_generation(void) { return module_gen; }
+
 static void unload_modules(cuda_dev *d) {
+    if (d->mods && !++module_gen) module_gen = 1;
     cu_mod *m, *mt;
     HASH_ITER(hh, d->mods, m, mt) {
         cu_fn *f, *ft;

@@ -62,6 +62,10 @@ ST_INTERNAL st_status cuda_copy_dtod(int dev, st_devptr dst, st_devptr src, size
  * function is cached by (module, name): the cubin must not be freed and another one allocated at
  * its address while the module is cached (until cuda_shutdown). n is its size, for messages. */
 ST_INTERNAL st_status cuda_module_function(int dev, const void *cubin, size_t n, const char *name, void **fn);
+/* A number that changes whenever functions handed out by cuda_module_function become invalid
+ * (modules unloaded by cuda_shutdown or a device's release): whoever keeps a function across calls
+ * keeps the generation it was resolved under and resolves it again when it differs. Never 0. */
+ST_INTERNAL unsigned cuda_module_generation(void);
 /* Queues fn on the device's stream; params: one pointer per kernel parameter, in order. */
 ST_INTERNAL st_status cuda_launch(int dev, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shmem,
                                   void **params);

@@ -13,12 +13,19 @@
  *    copy ran would corrupt the data), H2D returns before the copy ran yet the caller may reuse
  *    its buffer, frees and unloads happen only with an idle stream, modules load once, shutdown
  *    releases everything (and keeps blocks that are still in use valid); cuInit failures and zero
- *    devices give their messages;
+ *    devices give their messages. It also loads real cubins (ELF images, e.g. from NVRTC): a
+ *    function is found when its name is in the image, and launching it only records the launch
+ *    (count, grid, block, name; fakecu_stat, fakecu_last_kernel) — no kernel runs, so values are
+ *    meaningless — while launching a function of an unloaded module is a violation and an error
+ *    (tests/fake_cuda.h, tests/test_cuda_counts.c);
  *  - the real driver, when one is present: the same round-trip suite, including a PTX launch.
  */
 #ifdef ST_FAKE_LIBCUDA
 /* ------------------------------------------------------------------------------------------- */
 /* The fake libcuda.so.1: built by the test with `cc -shared -fPIC -DST_FAKE_LIBCUDA`.          */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* memmem */
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +42,8 @@ typedef struct fake_op {
 static fake_op *queue;
 static long qn, qdone, qcap;
 static int ctx_refs, stream_live, event_live, pinned_live, allocs_live, loads, unloads, violations, set_current;
+static int launches, last_grid[3], last_block[3];
+static char last_name[128];
 static size_t mem_used, mem_cap;
 static int ctx_marker, stream_marker, module_marker, fill_marker;
 static void *current;
@@ -76,7 +85,44 @@ int fakecu_stat(const char *what) {
     if (!strcmp(what, "violations")) return violations;
     if (!strcmp(what, "set_current")) return set_current;
     if (!strcmp(what, "pending")) return (int)(qn - qdone);
+    if (!strcmp(what, "launches")) return launches;   /* cubin kernels launched */
+    if (!strcmp(what, "grid_x")) return last_grid[0];
+    if (!strcmp(what, "grid_y")) return last_grid[1];
+    if (!strcmp(what, "grid_z")) return last_grid[2];
+    if (!strcmp(what, "block_x")) return last_block[0];
+    if (!strcmp(what, "block_y")) return last_block[1];
+    if (!strcmp(what, "block_z")) return last_block[2];
     return -1;
+}
+const char *fakecu_last_kernel(void);
+const char *fakecu_last_kernel(void) { return last_name; }
+
+/* Cubin modules (ELF images): a copy of the image; functions are never freed (a stale handle must
+ * stay readable to be caught), they point at their module, which says whether it is loaded. */
+typedef struct fake_mod { int live; unsigned char *img; size_t n; } fake_mod;
+typedef struct fake_fn { fake_mod *mod; char name[128]; struct fake_fn *next; } fake_fn;
+static fake_fn *fns;
+
+static unsigned long long rd(const unsigned char *p, int n) {
+    unsigned long long v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+/* The extent of a little-endian ELF64 image: the furthest of its section and program headers and
+ * of its sections' contents. */
+static size_t elf_size(const unsigned char *e) {
+    unsigned long long phoff = rd(e + 0x20, 8), shoff = rd(e + 0x28, 8);
+    unsigned phsz = (unsigned)rd(e + 0x36, 2), phn = (unsigned)rd(e + 0x38, 2);
+    unsigned shsz = (unsigned)rd(e + 0x3A, 2), shn = (unsigned)rd(e + 0x3C, 2);
+    unsigned long long end = 64;
+    if (phoff + (unsigned long long)phsz * phn > end) end = phoff + (unsigned long long)phsz * phn;
+    if (shoff + (unsigned long long)shsz * shn > end) end = shoff + (unsigned long long)shsz * shn;
+    for (unsigned i = 0; i < shn; i++) {
+        const unsigned char *sh = e + shoff + (unsigned long long)i * shsz;
+        unsigned long long off = rd(sh + 0x18, 8), size = rd(sh + 0x20, 8);
+        if (rd(sh + 4, 4) != 8 /* SHT_NOBITS */ && off + size > end) end = off + size;
+    }
+    return (size_t)end;
 }
 
 #define API(name, params) int name params; int name params
@@ -150,22 +196,75 @@ API(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr s, size_t n, void *st)) {
     return 0;
 }
 API(cuModuleLoadData, (void **m, const void *image)) {
+    const unsigned char *e = image;
+    if (!memcmp(e, "\177ELF", 4)) {
+        if (e[4] != 2 || e[5] != 1) return 200;   /* ELF64, little-endian */
+        fake_mod *fm = calloc(1, sizeof *fm);
+        fm->n = elf_size(e);
+        fm->img = malloc(fm->n);
+        memcpy(fm->img, e, fm->n);
+        fm->live = 1;
+        loads++;
+        *m = fm;
+        return 0;
+    }
     if (!strstr((const char *)image, ".entry fill")) return 200;
     loads++;
     *m = &module_marker;
     return 0;
 }
 API(cuModuleGetFunction, (void **f, void *m, const char *name)) {
-    (void)m;
+    if (m != &module_marker) {
+        fake_mod *fm = m;
+        violations += !fm->live;
+        size_t len = strlen(name);
+        if (!fm->live || len >= sizeof fns->name || !memmem(fm->img, fm->n, name, len + 1)) return 500;
+        fake_fn *fn = calloc(1, sizeof *fn);
+        fn->mod = fm;
+        memcpy(fn->name, name, len + 1);
+        fn->next = fns;
+        fns = fn;
+        *f = fn;
+        return 0;
+    }
     if (strcmp(name, "fill")) return 500;
     *f = &fill_marker;
     return 0;
 }
-API(cuModuleUnload, (void *m)) { (void)m; violations += !idle(); unloads++; return 0; }
+API(cuModuleUnload, (void *m)) {
+    violations += !idle();
+    if (m != &module_marker) {
+        fake_mod *fm = m;
+        violations += !fm->live;
+        fm->live = 0;
+        free(fm->img);
+        fm->img = NULL;
+    }
+    unloads++;
+    return 0;
+}
+/* A cubin kernel: recorded, not run. Its handle must come from a module still loaded. */
+static int launch_cubin(fake_fn *fn, const unsigned g[3], const unsigned b[3], void **params) {
+    fake_fn *k = fns;
+    while (k && k != fn) k = k->next;
+    if (!k || !k->mod->live || !params || !params[0] || !*(CUdeviceptr *)params[0]) {
+        violations++;
+        return 400;   /* CUDA_ERROR_INVALID_HANDLE */
+    }
+    if ((unsigned long long)b[0] * b[1] * b[2] > 1024 || !g[0] || !g[1] || !g[2]) return 1;
+    launches++;
+    for (int i = 0; i < 3; i++) last_grid[i] = (int)g[i], last_block[i] = (int)b[i];
+    strcpy(last_name, k->name);
+    return 0;
+}
 API(cuLaunchKernel, (void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned sh,
                      void *st, void **params, void **extra)) {
-    (void)gy, (void)gz, (void)by, (void)bz, (void)sh, (void)extra;
-    violations += st != &stream_marker || f != &fill_marker;
+    (void)sh, (void)extra;
+    if (f != &fill_marker) {
+        violations += st != &stream_marker;
+        return launch_cubin(f, (unsigned[]){gx, gy, gz}, (unsigned[]){bx, by, bz}, params);
+    }
+    violations += st != &stream_marker;
     if (bx > 1024) return 1;
     size_t n = *(unsigned *)params[1], threads = (size_t)gx * bx;
     enqueue((fake_op){.kind = 2, .dst = (void *)*(CUdeviceptr *)params[0], .n = n < threads ? n : threads});

@@ -16,11 +16,9 @@
  * each dtype, and an op on cuda equals the same op on cpu.
  */
 #include "test.h"
+#include "fake_cuda.h"
 #include "runtime/tensor.h"
 #include "trace/trace.h"
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 static int has_gpu;
 
@@ -183,49 +181,10 @@ static void fake_body(void) {
     st_shutdown();
 }
 
-TEST(fake_driver_transfers) {
-    char dir[] = "/tmp/st_fakedev_XXXXXX", lib[96], cmd[512];
-    if (!mkdtemp(dir)) {
-        TEST_FAILF("mkdtemp failed");
-        return;
-    }
-    snprintf(lib, sizeof lib, "%s/libcuda.so.1", dir);
-    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -O1 -DST_FAKE_LIBCUDA -o %s tests/test_cuda_driver.c", lib);
-    if (system(cmd) != 0) {
-        TEST_FAILF("could not build the fake driver (run from the repository root)");
-        rmdir(dir);
-        return;
-    }
-    int fd[2];
-    CHECK(pipe(fd) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) { /* a fresh process: this one has probed the real driver already */
-        close(fd[0]);
-        dup2(fd[1], 1);
-        setenv("ST_CUDA_LIB", lib, 1);
-        unsetenv("ST_DEVICE");
-        execl("/proc/self/exe", "test_device", "--fake-child", (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    char msg[512] = "";
-    ssize_t n = read(fd[0], msg, sizeof msg - 1);
-    close(fd[0]);
-    int status = 1;
-    waitpid(pid, &status, 0);
-    if (n > 0) TEST_FAILF("child: %s", msg);
-    else CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
-    unlink(lib);
-    rmdir(dir);
-}
+TEST(fake_driver_transfers) { fake_cuda_spawn(); }
 
 int main(int argc, char **argv) {
-    if (argc == 2 && !strcmp(argv[1], "--fake-child")) { /* run by fake_driver_transfers */
-        fake_body();
-        if (test_cur_failed) printf("%s", test_cur_msg);
-        return test_cur_failed;
-    }
+    fake_cuda_child(argc, argv, fake_body);   /* the child of fake_driver_transfers */
     has_gpu = st_cuda_device_count() > 0;
     RUN(names);
     RUN(mixed_devices_are_refused);
