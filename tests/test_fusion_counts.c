@@ -9,8 +9,7 @@
  * cross-entropy forward 1 kernel each; cross-entropy with the batch mean 2; every backward at
  * most 2 (layernorm's weight and bias gradients are sibling column reductions: one kernel).
  * Counts are a property of the partition, which does not depend on the device; on a CUDA device
- * the same plan is launched (not run here: the fake driver of tests/test_cuda_driver.c cannot
- * compile kernels, which needs NVRTC).
+ * the same plan is launched (tests/test_cuda_counts.c asserts these counts on a fake cuda:0).
  * Switches: each fusion kind turned off (fuse_set_flags) changes the count of an example built
  * for it and never its values.
  */
