@@ -115,8 +115,9 @@ static int adamw(st_tensor **out, double lr, unsigned seed) {
     int n = 0;
     for (int i = 0; i < 4; i++) {
         int nd = shapes[i][1] == 1 ? 1 : 2;
-        st_tensor *p = input(nd, shapes[i], seed + 4 * (unsigned)i, 0), *g = input(nd, shapes[i], seed + 4 * (unsigned)i + 1, 0);
-        st_tensor *m = input(nd, shapes[i], seed + 4 * (unsigned)i + 2, 0), *v = input(nd, shapes[i], seed + 4 * (unsigned)i + 3, 0);
+        unsigned sd = seed + 4 * (unsigned)i;
+        st_tensor *p = input(nd, shapes[i], sd, 0), *g = input(nd, shapes[i], sd + 1, 0);
+        st_tensor *m = input(nd, shapes[i], sd + 2, 0), *v = input(nd, shapes[i], sd + 3, 0);
         st_tensor *m1 = K(st_add(K(st_mul_s(m, b1)), K(st_mul_s(g, 1 - b1))));
         st_tensor *v1 = K(st_add(K(st_mul_s(v, b2)), K(st_mul_s(K(st_mul(g, g)), 1 - b2))));
         st_tensor *den = K(st_add_s(K(st_sqrt(K(st_div_s(v1, bc2)))), eps));
@@ -175,8 +176,8 @@ static int count_on(const char *device, int kind, int bwd) {
     CHECK_MSG(s == ST_OK, "pattern %d%s on %s: %s", kind, bwd ? " backward" : "", device, st_last_error());
     int k = (int)(after.kernels_launched - before.kernels_launched);
     if (fake && strcmp(device, "cpu")) /* every kernel reached cuLaunchKernel */
-        CHECK_MSG(fake_cuda_stat("launches") - before_launches == k, "pattern %d: %d kernels, %d launches on the driver",
-                  kind, k, fake_cuda_stat("launches") - before_launches);
+        CHECK_MSG(fake_cuda_stat("launches") - before_launches == k, "pattern %d: %d kernels, %d launches on the "
+                  "driver", kind, k, fake_cuda_stat("launches") - before_launches);
     drain();
     return s == ST_OK ? k : -1;
 }
