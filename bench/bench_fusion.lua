@@ -35,6 +35,11 @@ for _, a in ipairs(arg) do
   else out_path = a end
 end
 local REPS, BUDGET_S = quick and 5 or 20, quick and 0.4 or 2.0
+-- Sizes of the memory-bound cases (bench_fusion.py: SIZES). On the GPU 8x the rows and a C = 1024
+-- block for AdamW: every working set is well above the GPU's 50 MB L2 (which would otherwise keep
+-- inputs between iterations) and every kernel takes ~0.1 ms or more, not ~10 us of launch latency.
+local ROWS = gpu and 32768 or 4096
+local ADAMW_C = gpu and 1024 or 512
 local now = st._now
 local nn, F = st.nn, st.nn.functional
 local results = {}
@@ -162,7 +167,7 @@ end
 local cases = {}
 
 function cases.softmax()
-  local x = input({4096, 4096}, 1, 8)
+  local x = input({ROWS, 4096}, 1, 8)
   if not nocheck then checksum("softmax", "y", x:softmax(-1)) end
   bench("softmax", function()
     local y <close> = x:softmax(-1)
@@ -171,10 +176,10 @@ function cases.softmax()
 end
 
 function cases.layernorm()
-  local x = input({4096, 1024}, 1, 4):requires_grad_()
+  local x = input({ROWS, 1024}, 1, 4):requires_grad_()
   local w, b = (input({1024}, 2, 0.4) + 1):requires_grad_(), input({1024}, 3):requires_grad_()
   st.sync(w, b)
-  local dy = input({4096, 1024}, 4)
+  local dy = input({ROWS, 1024}, 4)
   local function run()
     x.grad, w.grad, b.grad = nil, nil, nil
     local y = F.layer_norm(x, {1024}, w, b)
@@ -193,7 +198,7 @@ function cases.layernorm()
 end
 
 function cases.layernorm_fwd()
-  local x = input({4096, 1024}, 1, 4)
+  local x = input({ROWS, 1024}, 1, 4)
   local w, b = input({1024}, 2, 0.4) + 1, input({1024}, 3)
   st.sync(w, b)
   if not nocheck then checksum("layernorm_fwd", "y", F.layer_norm(x, {1024}, w, b)) end
@@ -204,8 +209,8 @@ function cases.layernorm_fwd()
 end
 
 function cases.cross_entropy()
-  local logits = input({4096, 1024}, 1, 8):requires_grad_()
-  local target = st.sync((st.arange(4096) * 31 + 7) % 1024 + 1)
+  local logits = input({ROWS, 1024}, 1, 8):requires_grad_()
+  local target = st.sync((st.arange(ROWS) * 31 + 7) % 1024 + 1)
   local function run()
     logits.grad = nil
     local loss = F.cross_entropy(logits, target)
@@ -248,10 +253,11 @@ function Block:forward(x, mask)
 end
 local function causal_mask(T) return st.sync(st.arange(T):reshape(T, 1):ge(st.arange(T):reshape(1, T))) end
 
--- AdamW (lr 1e-3, wd 1e-2) over the 14 parameters of a C = 512 block (3.7M floats), with fixed
--- realized gradients: one timed iteration = opt:step() (updates p, m, v in place, one flush).
+-- AdamW (lr 1e-3, wd 1e-2) over the 14 parameters of a C = V = ADAMW_C block (3.4M floats at 512,
+-- 13.6M at 1024), with fixed realized gradients: one timed iteration = opt:step() (updates p, m, v
+-- in place, one flush).
 function cases.adamw()
-  local model = Block(512, 8, 512)
+  local model = Block(ADAMW_C, 8, ADAMW_C)
   init_params(model)
   local params = model:parameters()
   for i, p in ipairs(params) do p.grad = input(p:shape(), 200 + i, 0.01) end

@@ -47,10 +47,14 @@ sys.path.insert(0, HERE)
 from report import load  # noqa: E402
 
 CASES = ["softmax", "layernorm_fwd", "layernorm", "cross_entropy", "adamw", "linear_gelu", "block", "mlp"]
+# Sizes of the memory-bound cases per device: rows of softmax, layernorm and cross-entropy, and C = V
+# of the block whose 14 parameters AdamW steps (bench_fusion.lua: ROWS, ADAMW_C). On the GPU 8x the
+# rows and C = 1024: working sets well above the 50 MB L2, kernels of ~0.1 ms or more.
+SIZES = {"cpu": (4096, 512), "cuda": (32768, 1024)}
 LABELS = {
-    "softmax": "softmax 4096x4096 fwd", "layernorm_fwd": "layernorm 4096x1024 fwd",
-    "layernorm": "layernorm 4096x1024 fwd+bwd",
-    "cross_entropy": "cross-entropy 4096x1024 fwd+bwd", "adamw": "AdamW step, 14 params (3.4M)",
+    "softmax": "softmax {R}x4096 fwd", "layernorm_fwd": "layernorm {R}x1024 fwd",
+    "layernorm": "layernorm {R}x1024 fwd+bwd",
+    "cross_entropy": "cross-entropy {R}x1024 fwd+bwd", "adamw": "AdamW step, 14 params ({N:.1f}M)",
     "linear_gelu": "Linear+GELU 4096x1024x1024", "block": "transformer block train step",
     "mlp": "MLP train step (F-MNIST)",
 }
@@ -73,6 +77,11 @@ MEM_BOUND = ["softmax", "layernorm_fwd", "layernorm", "cross_entropy", "adamw"]
 COPY_BYTES = 1 << 30  # the device copy's tensor (--device cuda): 1 GiB each way
 
 
+def label(c, device):
+    rows, ac = SIZES[device]
+    return LABELS[c].format(R=rows, N=adamw_numel(ac) / 1e6)
+
+
 def prod(shape):
     n = 1
     for d in shape:
@@ -86,8 +95,9 @@ def prod(shape):
 
 def torch_cases(torch, checks, wrap, dev):
     """{case: (setup -> (iter, outputs_for_check))}. wrap(f) is identity (eager) or torch.compile;
-    every tensor and module is made on dev (a torch.device)."""
+    every tensor and module is made on dev (a torch.device); sizes SIZES[dev.type]."""
     F = torch.nn.functional
+    R, AC = SIZES[dev.type]
 
     def arange(n):
         return torch.arange(n, device=dev)
@@ -140,23 +150,23 @@ def torch_cases(torch, checks, wrap, dev):
             return self.head(x)
 
     def softmax():
-        x = inp([4096, 4096], 1, 8)
+        x = inp([R, 4096], 1, 8)
         f = wrap(lambda: x.softmax(-1))
         checksum("softmax", "y", f())
         return f
 
     def layernorm_fwd():
-        x = inp([4096, 1024], 1, 4)
+        x = inp([R, 1024], 1, 4)
         w, b = inp([1024], 2, 0.4) + 1, inp([1024], 3)
         f = wrap(lambda: F.layer_norm(x, (1024,), w, b))
         checksum("layernorm_fwd", "y", f())
         return f
 
     def layernorm():
-        x = inp([4096, 1024], 1, 4).requires_grad_()
+        x = inp([R, 1024], 1, 4).requires_grad_()
         w = (inp([1024], 2, 0.4) + 1).requires_grad_()
         b = inp([1024], 3).requires_grad_()
-        dy = inp([4096, 1024], 4)
+        dy = inp([R, 1024], 4)
         fwd = wrap(lambda: F.layer_norm(x, (1024,), w, b))
 
         def run():
@@ -170,8 +180,8 @@ def torch_cases(torch, checks, wrap, dev):
         return run
 
     def cross_entropy():
-        logits = inp([4096, 1024], 1, 8).requires_grad_()
-        target = (arange(4096) * 31 + 7) % 1024
+        logits = inp([R, 1024], 1, 8).requires_grad_()
+        target = (arange(R) * 31 + 7) % 1024
         fwd = wrap(lambda: F.cross_entropy(logits, target))
 
         def run():
@@ -184,7 +194,7 @@ def torch_cases(torch, checks, wrap, dev):
         return run
 
     def adamw():
-        model = Block(512, 8, 512).to(dev)
+        model = Block(AC, 8, AC).to(dev)
         init_params(model)
         params = list(model.parameters())
         for i, p in enumerate(params):
@@ -398,24 +408,25 @@ def compare(s, t, case):
     return bad
 
 
-def adamw_numel():
-    """Floats in the 14 parameters of the C = V = 512 block (the adamw case)."""
-    n, C, V = 0, 512, 512
+def adamw_numel(C):
+    """Floats in the 14 parameters of the C = V block (the adamw case)."""
+    n, V = 0, C
     for fan_in, fan_out in [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C), (C, V)]:
         n += fan_in * fan_out + fan_out
     return n + 4 * C  # two LayerNorms
 
 
-def min_bytes():
-    """{case: (bytes, what)}: the minimal traffic of the memory-bound cases, every input read once
-    and every output written once (f32 = 4 B, the i64 targets 8 B; nothing re-read, no saved
-    intermediates)."""
+def min_bytes(device):
+    """{case: (bytes, what)}: the minimal traffic of the memory-bound cases at SIZES[device], every
+    input read once and every output written once (f32 = 4 B, the i64 targets 8 B; nothing
+    re-read, no saved intermediates)."""
     f4, i8 = 4, 8
-    R, C = 4096, 1024  # the rows and columns of layernorm and cross-entropy
-    n = adamw_numel()
+    R, ac = SIZES[device]
+    C = 1024  # the columns of layernorm and cross-entropy (softmax: 4096)
+    n = adamw_numel(ac)
     return {
         # read x, write y
-        "softmax": (2 * 4096 * 4096 * f4, "read x, write y"),
+        "softmax": (2 * R * 4096 * f4, "read x, write y"),
         # read x, w, b; write y
         "layernorm_fwd": ((2 * R * C + 2 * C) * f4, "read x, w, b; write y"),
         # read x, dy, w, b; write y, dx, dw, db
@@ -438,7 +449,7 @@ def case_flops():
 def floors(threads, bw_gbs):
     """{case: (floor ms, what)}: bytes / bandwidth for the memory-bound cases, FLOPs / GEMM rate else."""
     gemm = GEMM_GFLOPS.get(threads, GEMM_GFLOPS[2]) * 1e9
-    out = {c: (b / (bw_gbs * 1e9) * 1e3, "%.1f MB" % (b / 1e6)) for c, (b, _) in min_bytes().items()}
+    out = {c: (b / (bw_gbs * 1e9) * 1e3, "%.1f MB" % (b / 1e6)) for c, (b, _) in min_bytes("cpu").items()}
     for c, fl in case_flops().items():
         out[c] = (fl / gemm * 1e3, "%.2f GFLOP" % (fl / 1e9))
     return out
@@ -501,7 +512,7 @@ def print_cpu_table(s, t, cases, threads, bw):
         ratio = "%.2fx" % (sm / tm) if sm and tm and not bad else ("invalid" if bad else "n/a")
         floor, what = fl.get(c, (None, ""))
         print("| %s | %s (%s) | %s (%s) | %s | %s | %s (%s) | %s | %s | %s | %s | %s |" % (
-            LABELS[c], fmt(sm), fmt(s.get(c + "_best_ms")), fmt(tm), fmt(t.get(c + "_best_ms")), ratio,
+            label(c, "cpu"), fmt(sm), fmt(s.get(c + "_best_ms")), fmt(tm), fmt(t.get(c + "_best_ms")), ratio,
             fmt(t.get(c + "_compile_ms")), fmt(floor), what,
             "%.0f%%" % (100 * floor / sm) if floor and sm else "n/a",
             fmt(sk, "%.1f"), fmt(tk, "%.1f"), kernel_ratio(sk, tk), chk))
@@ -545,7 +556,7 @@ def print_gpu_tables(s, t, cases, copy_gbs):
         def ratio(a, b):
             return "%.2fx" % (a / b) if a and b and not bad else ("invalid" if bad else "n/a")
         print("| %s | %s (%s; %s) | %s (%s; %s) | %s | %s (%s) | %s | %s | %s (%s) | %s | %s |" % (
-            LABELS[c], fmt(sm), fmt(s.get(c + "_best_ms")), fmt(s.get(c + "_pipe_ms")), fmt(tm),
+            label(c, "cuda"), fmt(sm), fmt(s.get(c + "_best_ms")), fmt(s.get(c + "_pipe_ms")), fmt(tm),
             fmt(t.get(c + "_best_ms")), fmt(t.get(c + "_pipe_ms")), ratio(sm, tm), fmt(cm),
             fmt(t.get(c + "_compile_pipe_ms")), ratio(sm, cm), fmt(sk, "%.1f"), fmt(tk, "%.0f"),
             fmt(t.get(c + "_memops"), "%.0f"), kernel_ratio(sk, tk), chk))
@@ -558,7 +569,7 @@ def print_gpu_tables(s, t, cases, copy_gbs):
           "compile % copy | goal stitch >= 80% (pipelined) |"
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
-    mb = min_bytes()
+    mb = min_bytes("cuda")
 
     def pct(nbytes, ms):
         return None if not ms else 100 * nbytes / (ms * 1e-3) / (copy_gbs * 1e9)
@@ -571,7 +582,7 @@ def print_gpu_tables(s, t, cases, copy_gbs):
         bad = compare(s, t, c)
         goal = pct(nbytes, s.get(c + "_pipe_ms"))
         print("| %s | %.1f MB (%s) | %.4f | %s | %s | %s | %s |" % (
-            LABELS[c], nbytes / 1e6, what, nbytes / (copy_gbs * 1e9) * 1e3, cell(nbytes, s, c),
+            label(c, "cuda"), nbytes / 1e6, what, nbytes / (copy_gbs * 1e9) * 1e3, cell(nbytes, s, c),
             cell(nbytes, t, c), cell(nbytes, t, c + "_compile"),
             "n/a" if goal is None else ("invalid (check)" if bad else
                                         "%s (%.0f%%)" % ("met" if goal >= 80 else "MISSED", goal))))
