@@ -1,9 +1,10 @@
 -- bench_fusion.lua — the stitch side of the fusion-depth benchmarks (issue 5): softmax, layernorm
--- fwd+bwd, cross-entropy fwd+bwd, an AdamW step, Linear+GELU, one transformer-block training step
+-- fwd and fwd+bwd, cross-entropy fwd+bwd, an AdamW step, Linear+GELU, one transformer-block training step
 -- and the Fashion-MNIST MLP training step of bench_train.lua. The PyTorch twin and the driver that
 -- runs both (and the ST_FUSE ablation) is bench_fusion.py; bench/NOTES.md "Fusion depth" says what
 -- each case moves and computes.
 -- Run: build/stitch bench/bench_fusion.lua RESULTS_FILE [--quick] [--cases=a,b,...] [--nocheck]
+--        [--device=cuda]   (with ST_DEVICE=cuda: every tensor is created on the GPU; the driver sets both)
 --
 -- Inputs and parameters are a deterministic integer pattern, ((i*7919 + s*104729) % 10007)/10007
 -- - 0.5 computed in i64 then divided in f32, so stitch and PyTorch start from bit-identical
@@ -15,9 +16,18 @@
 -- ends with its outputs realized (st.sync) and released. Kernels per iteration: the delta of
 -- st.stats().kernels_launched over the timed iterations. Result lines per case: <case>_ms
 -- (median), <case>_best_ms, <case>_n, <case>_kernels, <case>_interp, <case>_first_ms.
-local out_path, quick, nocheck, only
+-- --device=cuda: st.sync only queues the launches on the device's stream, and nothing in the
+-- public API waits for the GPU except a device -> host read (docs/cuda.md, "Reading"); so every
+-- timed call (first, warm-up, timed) ends with wait(): an item() of a realized 1-element device
+-- tensor, one 4-byte copy on the same stream, which returns once every earlier launch has run
+-- (cuda_copy_dtoh synchronizes the stream). Its own cost is measured first (sync_us). After the
+-- synced iterations, the same number run back to back with one wait() at the end:
+-- <case>_pipe_ms (host work hidden behind the GPU where it is shorter). Without a usable GPU the
+-- script prints "no CUDA device: ...", writes `cuda_skipped 1` and returns (status 0).
+local out_path, quick, nocheck, only, gpu
 for _, a in ipairs(arg) do
   if a == "--quick" then quick = true
+  elseif a == "--device=cuda" then gpu = true
   elseif a == "--nocheck" then nocheck = true
   elseif a:match("^%-%-cases=") then
     only = {}
@@ -25,10 +35,46 @@ for _, a in ipairs(arg) do
   else out_path = a end
 end
 local REPS, BUDGET_S = quick and 5 or 20, quick and 0.4 or 2.0
+-- Sizes of the memory-bound cases (bench_fusion.py: SIZES). On the GPU 8x the rows and a C = 1024
+-- block for AdamW: every working set is well above the GPU's 50 MB L2 (which would otherwise keep
+-- inputs between iterations) and every kernel takes ~0.1 ms or more, not ~10 us of launch latency.
+local ROWS = gpu and 32768 or 4096
+local ADAMW_C = gpu and 1024 or 512
 local now = st._now
 local nn, F = st.nn, st.nn.functional
 local results = {}
 local function put(k, v) results[#results + 1] = string.format("%s %.9g", k, v) end
+local function write_results()
+  if out_path then
+    local f = assert(io.open(out_path, "w"))
+    f:write(table.concat(results, "\n"), "\n")
+    f:close()
+  else
+    print(table.concat(results, "\n"))
+  end
+end
+
+if gpu and (st.cuda_device_count() == 0 or not st.device():match("^cuda")) then
+  print(string.format("no CUDA device: stitch sees %d GPU(s), default device %s (ST_DEVICE=%s); skipped",
+    st.cuda_device_count(), st.device(), os.getenv("ST_DEVICE") or "unset"))
+  put("cuda_skipped", 1)
+  write_results()
+  return
+end
+
+-- wait(): returns once the device has run everything queued (a no-op on the CPU, which is
+-- synchronous). probe is realized once, so its read launches nothing.
+local wait = function() end
+if gpu then
+  local probe = st.sync(st.zeros({1}) + 1)
+  wait = function() probe:item() end
+  wait()
+  local t0, n = now(), 200
+  for _ = 1, n do wait() end
+  put("sync_us", (now() - t0) / n * 1e6)
+  print(string.format("  stitch on %s: wait() (1-element device -> host read) %.1f us",
+    st.device(), (now() - t0) / n * 1e6))
+end
 
 -- ---- deterministic inputs (identical in bench_fusion.py) ----
 local function numel(shape)
@@ -79,7 +125,9 @@ end
 
 -- Times iter() (one iteration, outputs realized inside): a first call and warm-up, then timed
 -- runs; a first call slower than 1 s skips the warm-up and needs 2 timed runs (bench_fusion.py's rule).
-local function bench(case, iter, warm)
+-- On the GPU each call ends with wait(), then as many iterations run back to back (<case>_pipe_ms).
+local function bench(case, step, warm)
+  local iter = gpu and function() step(); wait() end or step
   collectgarbage()
   local t0 = now()
   iter()
@@ -96,6 +144,14 @@ local function bench(case, iter, warm)
   local s1 = st.stats()
   local med, best = median(times)
   local n = #times
+  local pipe
+  if gpu then
+    local p0 = now()
+    for _ = 1, n do step() end
+    wait()
+    pipe = (now() - p0) * 1e3 / n
+    put(case .. "_pipe_ms", pipe)
+  end
   local kernels = (s1.kernels_launched - s0.kernels_launched) / n
   put(case .. "_ms", med)
   put(case .. "_best_ms", best)
@@ -103,15 +159,15 @@ local function bench(case, iter, warm)
   put(case .. "_kernels", kernels)
   put(case .. "_interp", (s1.interp_groups - s0.interp_groups) / n)
   put(case .. "_first_ms", first)
-  print(string.format("  stitch %-13s %9.3f ms median (best %.3f, %d iters), %5.1f kernels/iter, first call %.0f ms",
-    case, med, best, n, kernels, first))
+  print(string.format("  stitch %-13s %9.3f ms median (best %.3f, %d iters%s), %5.1f kernels/iter, first call %.0f ms",
+    case, med, best, n, pipe and string.format("; %.3f pipelined", pipe) or "", kernels, first))
 end
 
 -- ---- cases ----
 local cases = {}
 
 function cases.softmax()
-  local x = input({4096, 4096}, 1, 8)
+  local x = input({ROWS, 4096}, 1, 8)
   if not nocheck then checksum("softmax", "y", x:softmax(-1)) end
   bench("softmax", function()
     local y <close> = x:softmax(-1)
@@ -120,10 +176,10 @@ function cases.softmax()
 end
 
 function cases.layernorm()
-  local x = input({4096, 1024}, 1, 4):requires_grad_()
+  local x = input({ROWS, 1024}, 1, 4):requires_grad_()
   local w, b = (input({1024}, 2, 0.4) + 1):requires_grad_(), input({1024}, 3):requires_grad_()
   st.sync(w, b)
-  local dy = input({4096, 1024}, 4)
+  local dy = input({ROWS, 1024}, 4)
   local function run()
     x.grad, w.grad, b.grad = nil, nil, nil
     local y = F.layer_norm(x, {1024}, w, b)
@@ -141,9 +197,20 @@ function cases.layernorm()
   bench("layernorm", run)
 end
 
+function cases.layernorm_fwd()
+  local x = input({ROWS, 1024}, 1, 4)
+  local w, b = input({1024}, 2, 0.4) + 1, input({1024}, 3)
+  st.sync(w, b)
+  if not nocheck then checksum("layernorm_fwd", "y", F.layer_norm(x, {1024}, w, b)) end
+  bench("layernorm_fwd", function()
+    local y <close> = F.layer_norm(x, {1024}, w, b)
+    st.sync(y)
+  end)
+end
+
 function cases.cross_entropy()
-  local logits = input({4096, 1024}, 1, 8):requires_grad_()
-  local target = st.sync((st.arange(4096) * 31 + 7) % 1024 + 1)
+  local logits = input({ROWS, 1024}, 1, 8):requires_grad_()
+  local target = st.sync((st.arange(ROWS) * 31 + 7) % 1024 + 1)
   local function run()
     logits.grad = nil
     local loss = F.cross_entropy(logits, target)
@@ -186,10 +253,11 @@ function Block:forward(x, mask)
 end
 local function causal_mask(T) return st.sync(st.arange(T):reshape(T, 1):ge(st.arange(T):reshape(1, T))) end
 
--- AdamW (lr 1e-3, wd 1e-2) over the 14 parameters of a C = 512 block (3.7M floats), with fixed
--- realized gradients: one timed iteration = opt:step() (updates p, m, v in place, one flush).
+-- AdamW (lr 1e-3, wd 1e-2) over the 14 parameters of a C = V = ADAMW_C block (3.4M floats at 512,
+-- 13.6M at 1024), with fixed realized gradients: one timed iteration = opt:step() (updates p, m, v
+-- in place, one flush).
 function cases.adamw()
-  local model = Block(512, 8, 512)
+  local model = Block(ADAMW_C, 8, ADAMW_C)
   init_params(model)
   local params = model:parameters()
   for i, p in ipairs(params) do p.grad = input(p:shape(), 200 + i, 0.01) end
@@ -260,7 +328,7 @@ function cases.mlp()
   train_case("mlp", model, opt, x, target, function(xx) return model(xx) end)
 end
 
-local order = {"softmax", "layernorm", "cross_entropy", "adamw", "linear_gelu", "block", "mlp"}
+local order = {"softmax", "layernorm_fwd", "layernorm", "cross_entropy", "adamw", "linear_gelu", "block", "mlp"}
 for _, c in ipairs(order) do
   if not only or only[c] then
     local ok, err = pcall(cases[c])
@@ -268,10 +336,4 @@ for _, c in ipairs(order) do
     collectgarbage()
   end
 end
-if out_path then
-  local f = assert(io.open(out_path, "w"))
-  f:write(table.concat(results, "\n"), "\n")
-  f:close()
-else
-  print(table.concat(results, "\n"))
-end
+write_results()
