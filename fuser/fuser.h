@@ -105,6 +105,38 @@ ST_INTERNAL void fuse_plan_free(fuse_plan *p);
 ST_INTERNAL st_status fuse_group_nodes(fuse_plan *p, int g,
                                        st_status (*fn)(st_node *n, void *ud), void *ud);
 
+/* ---- cost.c: the cost model (docs/fusion.md "Cost model") ----
+ * Estimates in bytes moved and launches. One decision uses them today (partition.c's
+ * store_kept_rows): a row value kept alive outside the region is stored by the kernel that
+ * computes its rows when recomputing it later would cost more than FUSE_COST_K times the write. */
+enum {
+    FUSE_COST_K = 16,                  /* store when recompute >= K * write: see cost.c */
+    FUSE_COST_LAUNCH_BYTES = 16384     /* a launch, as bytes moved (a few µs at tens of GB/s) */
+};
+typedef struct fuse_cost {
+    int64_t read;                      /* bytes of the buffers the kernel loads, each once */
+    int64_t written;                   /* bytes of its materialized outputs */
+    int64_t work;                      /* elements iterated (a reduction: its input's) */
+    int launches;                      /* 1; 0 for a member of a horizontal batch */
+} fuse_cost;
+/* x is kept alive outside the region (a handle, an autograd record): flush_region holds one
+ * reference to every region node while it runs, and `uses` counts the region's own. */
+static inline bool fuse_kept(const st_node *x) { return x->refcnt > x->uses + 1; }
+/* The estimate of group g of a finished plan (FG_HORIZONTAL: its members summed, 1 launch). */
+ST_INTERNAL fuse_cost fuse_cost_group(fuse_plan *p, int g);
+/* A row value: a reduction, or an elementwise op with a source in the region that is a row
+ * value of its element count (`sum * c`, `rsqrt(var + eps)`). rowval[pos] holds the answer for
+ * every region node before x (region order). Structural only: the plan cache keys the kept bit
+ * of exactly these nodes. */
+ST_INTERNAL bool fuse_row_value(const st_node *x, const uint8_t *rowval);
+/* The reduce group whose epilogue can compute row value x (every reduction x derives from is in
+ * it, everything else on the way is elementwise at x's element count, free, or stored by that
+ * group), or -1. *reread: the bytes recomputing x later re-reads (each reduction's input). */
+ST_INTERNAL int fuse_cost_row_home(fuse_plan *p, const st_node *x, int64_t *reread);
+/* Recompute later (reread + a launch) vs write now (bytes): true when writing is cheaper. */
+ST_INTERNAL bool fuse_cost_store_wins(int64_t write_bytes, int64_t reread_bytes);
+/* ---- end cost.c ---- */
+
 /* horizontal.c: batches independent pointwise groups of one level of the group DAG into
  * FG_HORIZONTAL groups and rebuilds plan->order (run at the end of fuse_partition). */
 ST_INTERNAL st_status fuse_horizontal(fuse_plan *p);

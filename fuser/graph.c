@@ -197,7 +197,7 @@ static void put_node(FILE *f, const fuse_plan *p, const inputs *in, const st_nod
     }
 }
 
-static void group_label(const fuse_plan *p, const fuse_launch *launch, int use_jit, int g, int step,
+static void group_label(fuse_plan *p, const fuse_launch *launch, int use_jit, int g, int step,
                         char *buf, size_t n) {
     const fuse_group *G = &p->groups[g];
     const st_node *a = G->anchor ? G->anchor : G->outs[0];
@@ -213,8 +213,10 @@ static void group_label(const fuse_plan *p, const fuse_launch *launch, int use_j
     else
         st_shape_str(G->kind == FG_POINTWISE ? G->ndim : a->ndim, G->kind == FG_POINTWISE ? G->shape : a->shape,
                      dom, sizeof dom);
-    snprintf(buf, n, "#%d %s\n%s %s\n%s, %s, %d output%s", step, name, kind_names[G->kind], dom,
-             st_dev_name(d, dev, sizeof dev), tier, G->nouts, G->nouts == 1 ? "" : "s");
+    fuse_cost c = fuse_cost_group(p, g);   /* the cost model's estimate (cost.c) */
+    snprintf(buf, n, "#%d %s\n%s %s\n%s, %s, %d output%s\nread %lld B, write %lld B, %lld elements",
+             step, name, kind_names[G->kind], dom, st_dev_name(d, dev, sizeof dev), tier, G->nouts,
+             G->nouts == 1 ? "" : "s", (long long)c.read, (long long)c.written, (long long)c.work);
 }
 
 /* Region positions sorted by group: bucket tag + 1 (free nodes in bucket 0) spans

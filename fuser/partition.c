@@ -22,6 +22,8 @@
  *     needed as a buffer) is inlined into it; otherwise it is materialized and joins a compatible
  *     group (same pointwise domain, or the input domain of a reduction, which stores it while
  *     reducing) when that creates no cycle, else it starts a new pointwise group.
+ * Then the cost model's one decision (store_kept_rows, cost.c): row values kept alive outside the
+ * region are stored by the reduce group computing their rows when recomputing them would cost more.
  * Invariant: the group graph stays acyclic — a materialized node joins group g only if no path
  * leaves it through another group and comes back into g. Then groups are ordered topologically.
  */
@@ -486,8 +488,8 @@ static int place(fuse_plan *p, st_node *x) {
             }
             /* later phases of the row read it from a register; a buffer only when someone
              * needs one (a target, a buffer consumer) or a read goes through a flat reshape.
-             * A live handle outside the region (refcnt > uses) is not a reason: such a node
-             * is recomputed if it is ever read. */
+             * A live handle outside the region is not a reason here: store_kept_rows (the
+             * cost model) decides that once every node is placed. */
             if (add_red(p, s, x) || ((keep || reload) && add_out(p, s, x, FUSE_OUT_MAIN))) return -1;
         } else if (red && (sib = sibling_group(p, x)) >= 0) {
             if (add_red(p, sib, x) || add_out(p, sib, x, FUSE_OUT_MAIN)) return -1;
@@ -582,6 +584,32 @@ st_status fuse_group_nodes(fuse_plan *p, int g, st_status (*fn)(st_node *n, void
     for (int i = 0; i < n && s == ST_OK; i++) s = fn(p->r->nodes[copy[i]], ud);
     st_free(copy);
     return s;
+}
+
+/* ---- the cost model's one decision (cost.c) ----
+ * A row value that a handle outside the region keeps alive (fuse_kept: an autograd record, a
+ * user's tensor) is stored by the reduce group whose epilogue can compute it, as an extra
+ * output at the row's index (FUSE_MULTI), when fuse_cost_store_wins says the write is cheaper
+ * than the recompute a later read would cost. A value inlined into another group h moves to
+ * that reduce group: h loads it instead, which adds no edge (h already loads the reductions it
+ * derives from). Region order, so a value's row-value sources are decided first. */
+static int store_kept_rows(fuse_plan *p) {
+    if (!fuse_on(FUSE_MULTI)) return 0;
+    int n = p->r->n;
+    uint8_t *rowval = st_calloc((size_t)n + 1, 1);
+    if (!rowval) return -1;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        st_node *x = p->r->nodes[i];
+        int64_t reread;
+        rowval[i] = fuse_row_value(x, rowval);
+        if (!rowval[i] || p->mat[i] || !fuse_kept(x)) continue;
+        int g = fuse_cost_row_home(p, x, &reread);
+        if (g >= 0 && fuse_cost_store_wins((int64_t)st_node_nbytes(x), reread))
+            rc = add_out(p, g, x, FUSE_OUT_MAIN);
+    }
+    st_free(rowval);
+    return rc;
 }
 
 static st_status order_groups(fuse_plan *p) {
@@ -693,6 +721,7 @@ st_status fuse_partition(st_region *r, fuse_plan *p) {
     st_free(fill);
     for (int i = n - 1; i >= 0; i--)
         if (place(p, r->nodes[i])) return st_last_status();
+    if (store_kept_rows(p)) return st_last_status();
     st_status s = order_groups(p);
     return s == ST_OK ? fuse_horizontal(p) : s;
 }

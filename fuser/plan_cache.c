@@ -15,9 +15,12 @@
  * Invariants: a hit requires the whole key to compare equal (the 64-bit hash only picks the
  * chain), so a collision costs a miss, never a wrong plan; two regions with equal keys are
  * planned and lowered identically, which holds as long as partition.c and lower.c read nothing
- * of a node beyond what the key holds (refcnt is not read by partition: a live handle does not
- * make a node materialized). Entries hold function pointers into the JIT's loaded objects, valid
- * until jit_shutdown: st_shutdown frees this cache first.
+ * of a node beyond what the key holds. refcnt is read once, by the cost model's decision
+ * (partition.c store_kept_rows): whether a row value (fuse_row_value: a reduction or elementwise
+ * ops of one at its element count) is kept alive outside the region (fuse_kept). That bit is
+ * in the key for row values only; any other node's handles never change its plan. Entries
+ * hold function pointers into the JIT's loaded objects, valid until jit_shutdown: st_shutdown
+ * frees this cache first.
  */
 #include "fuser.h"
 #include "../jit/compile.h"
@@ -105,14 +108,26 @@ static bool put_args(fuse_pkey *k, const st_node *x) {
     }
 }
 
+/* Per region position: a row value (fuse_row_value), the nodes whose kept bit is in the key. */
+static uint8_t *rowval;
+static int rowval_cap;
+
 st_status fuse_pkey_build(const st_region *r, fuse_pkey *k) {
     k->len = 0;
     k->next = 0;
-    int64_t head[3] = {0x706c616e31LL /* "plan1" */, fuse_flags(), r->n};
+    if (r->n > rowval_cap) {
+        uint8_t *rv = st_realloc(rowval, (size_t)r->n);
+        if (!rv) return st_last_status();
+        rowval = rv;
+        rowval_cap = r->n;
+    }
+    int64_t head[3] = {0x706c616e32LL /* "plan2" */, fuse_flags(), r->n};
     bool ok = put(k, head, sizeof head);
     for (int i = 0; i < r->n && ok; i++) {
         st_node *x = r->nodes[i];
-        int64_t h[6] = {x->op, x->dtype, x->ndim, x->nsrc, x->flags & (NODE_TARGET | NODE_WEAK), x->rdev};
+        rowval[i] = fuse_row_value(x, rowval);
+        int64_t kept = rowval[i] && fuse_kept(x) ? 0x100 : 0;
+        int64_t h[6] = {x->op, x->dtype, x->ndim, x->nsrc, (x->flags & (NODE_TARGET | NODE_WEAK)) | kept, x->rdev};
         ok = put(k, h, sizeof h) && put(k, x->shape, (size_t)x->ndim * sizeof x->shape[0]) && put_args(k, x);
         for (int s = 0; s < x->nsrc && ok; s++)
             ok = fuse_in_region(x->src[s]) ? put_i64(k, x->src[s]->pos) : put_ext(k, x->src[s]);
@@ -276,4 +291,7 @@ st_status fuse_pcache_insert(fuse_pentry *e, const fuse_pkey *k) {
 
 void fuse_pcache_shutdown(void) {
     while (C.lru) remove_entry(C.lru);
+    st_free(rowval);
+    rowval = NULL;
+    rowval_cap = 0;
 }

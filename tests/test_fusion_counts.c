@@ -159,6 +159,16 @@ static int b_ce_mean(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
     return loss_grads(outs[0], x, w, b, o);
 }
 
+/* The forward flushed alone (a loss:item() before backward): only the loss is realized; the row
+ * statistics stay live through the autograd records. The cost model (fuser/cost.c) has the
+ * forward's row kernel store them; without it the backward recomputes rstd in a kernel of its
+ * own (3 kernels instead of 2). */
+static int b_layernorm_alone(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    st_tensor *loss = weighted_sum(layernorm(x, w, b));
+    row_stat = row_mean = NULL;
+    return loss_grads(loss, x, w, b, o);
+}
+
 static double *host(st_tensor *t) {
     int64_t n = st_numel(t);
     double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
@@ -246,6 +256,12 @@ TEST(backward_counts) {
     expect("cross-entropy backward", b_ce_mean, 1, 1); /* the one-hot gather adjoint fuses with softmax's */
 }
 
+/* cost.c's decision: row statistics kept alive by autograd are stored by the forward kernel that
+ * computes them, so a forward flushed alone does not cost the backward a recompute kernel */
+TEST(kept_row_statistics_stored) {
+    expect("layernorm bwd (fwd alone)", b_layernorm_alone, 1, 2);
+}
+
 /* ---- ST_FUSE switches ---- */
 static int s_inline(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {   /* tanh(x*2+1) */
     (void)w, (void)b;
@@ -319,6 +335,7 @@ int main(void) {
     RUN(forward_counts);
     RUN(gathers_inside_and_outside_the_row);
     RUN(backward_counts);
+    RUN(kept_row_statistics_stored);
     RUN(each_switch_changes_counts_not_values);
     st_release(x_in);
     st_release(w_in);

@@ -219,6 +219,52 @@ TEST(setview_in_place_and_copy_are_different_plans) {
     st_release(v);
 }
 
+/* The cost model (partition.c store_kept_rows) stores a row value a handle keeps alive: here the
+ * row means m of sum((x - m)^2), computed by the row kernel and, when held, also written by it.
+ * Whether m is held is in the key: each plan is reused only when the same is true again, and a
+ * held m is already realized after the flush (realizing it then launches nothing). */
+static delta kept_run(st_tensor *x, int hold, uint64_t *later) {
+    int ax = 1;
+    st_tensor *s = st_sum(x, 1, &ax, 1), *m = st_mul_s(s, 0.5), *d = st_sub(x, m), *d2 = st_mul(d, d);
+    st_tensor *y = st_sum(d2, 0, NULL, 0);
+    st_release(s);
+    st_release(d);
+    st_release(d2);
+    if (!hold) st_release(m);
+    begin();
+    CHECK(st_realize(1, &y) == ST_OK);
+    delta r = end();
+    if (hold) {
+        begin();
+        CHECK(st_realize(1, &m) == ST_OK);
+        *later = end().launched;
+        st_set_eager(1);
+        st_tensor *s2 = st_sum(x, 1, &ax, 1), *want = st_mul_s(s2, 0.5);
+        st_set_eager(0);
+        check_same(m, want, 1e-5);
+        st_release(s2);
+        st_release(want);
+        st_release(m);
+    }
+    st_release(y);
+    return r;
+}
+
+TEST(kept_row_value_is_part_of_the_key) {
+    st_tensor *x = input(16, 64, 12);
+    uint64_t later = 99;
+    CHECK_EQ_INT(kept_run(x, 0, NULL).built, 1);
+    delta a = kept_run(x, 1, &later);
+    CHECK_EQ_INT(a.built, 1);
+    CHECK_EQ_INT(a.hits, 0);
+    CHECK_EQ_INT(later, 0);
+    later = 99;
+    CHECK_EQ_INT(kept_run(x, 1, &later).hits, 1);
+    CHECK_EQ_INT(later, 0);
+    CHECK_EQ_INT(kept_run(x, 0, NULL).hits, 1);
+    st_release(x);
+}
+
 TEST(disabled_cache_plans_every_flush) {
     st_tensor *x = input(16, 64, 11);
     fuse_pcache_set_enabled(false);
@@ -247,6 +293,7 @@ int main(void) {
     RUN(new_shape_misses_without_compiling);
     RUN(fusion_flags_are_part_of_the_key);
     RUN(setview_in_place_and_copy_are_different_plans);
+    RUN(kept_row_value_is_part_of_the_key);
     RUN(disabled_cache_plans_every_flush);
     st_shutdown();
     nftw(cache_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
