@@ -152,7 +152,8 @@ static int dfs_push(int *top, int pos, int left) {
 
 /* Can reduction (or matmul) x become the head of pointwise group g's epilogue? Every path from
  * x must go through elementwise ops of g or free flat reshapes evaluated only by g, so g reads x
- * at the very flat index x produces. */
+ * at the very flat index x produces. Past a value g stores, other groups (and the free views
+ * they evaluate: layernorm's rstd broadcast to the normalization) load it. */
 static bool epilogue_ok(fuse_plan *p, const st_node *x, int g) {
     uint32_t st = ++p->stamp_now;
     int top = 0;
@@ -165,6 +166,7 @@ static bool epilogue_ok(fuse_plan *p, const st_node *x, int g) {
             if (p->stamp[c->pos] == st) continue;
             p->stamp[c->pos] = st;
             if (fuse_is_free(p, c)) {
+                if (p->cg[c->pos] != g && y != x && p->mat[y->pos]) continue; /* loads y */
                 if (p->cg[c->pos] != g || !fuse_view_is_flat(c)) return false;
             } else if (c->tag != g) {
                 if (y == x || !p->mat[y->pos]) return false; /* others must load y */
@@ -242,8 +244,10 @@ static bool is_red_of(const fuse_plan *p, const st_node *c, int g) {
  *     materialized values.
  * *reload is set when g reads x after a flat reshape: that read misses the row's register (the
  * index is the same element but another SSA value) and loads the row from x's buffer, written
- * when x's phase ends, so x must be materialized. Otherwise x lives in a register only. */
-static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool *reload) {
+ * when x's phase ends, so x must be materialized. Otherwise x lives in a register only.
+ * `shared`: x will be stored by g anyway (read by other groups too): before the broadcast,
+ * reads of x (directly or through free views) by other groups are loads of its buffer. */
+static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool shared, bool *reload) {
     *reload = false;
     /* a node may be reached in both modes (when x's shape equals the input shape): the stamp
      * holds base + (bit 0: seen before the broadcast, bit 1: after) - 1 */
@@ -262,7 +266,11 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool *reload) {
             p->stamp[c->pos] = base + (seen | bit) - 1;
             if (!e.left) { /* at the row's output index */
                 if (fuse_is_free(p, c)) {
-                    if (p->cg[c->pos] != g) return false;
+                    int cg = p->cg[c->pos];
+                    if (cg != g && (!shared || cg != -2)) {
+                        if (shared && cg >= 0) continue;     /* another group loads x */
+                        return false;
+                    }
                     if (row_broadcast(c, x)) {
                         if (dfs_push(&top, c->pos, 1)) return false;
                     } else if (!fuse_view_is_flat(c) || dfs_push(&top, c->pos, 0)) {
@@ -272,6 +280,7 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool *reload) {
                 }
                 if (c->tag != g) {
                     if (y != x && p->mat[y->pos]) continue;  /* loads y's buffer */
+                    if (shared && (y == x || fuse_is_free(p, y))) continue; /* loads x's */
                     return false;
                 }
                 if (!st_op_is_elementwise(c->op) || c->numel != x->numel) return false;
@@ -453,6 +462,67 @@ static int materialize(fuse_plan *p, st_node *x) {
     return g < 0 ? -1 : add_out(p, g, x, FUSE_OUT_MAIN);
 }
 
+/* Is group g over reduction x's rows (stitching is on): a pointwise group of x's input shape or
+ * of x's element count, or a reduce group with x's input shape and axes? */
+static bool stitch_fits(const fuse_plan *p, const st_node *x, int g) {
+    const fuse_group *G = &p->groups[g];
+    const st_node *in = x->src[0];
+    if (!fuse_on(FUSE_STITCH)) return false;
+    if (G->kind == FG_POINTWISE)
+        return same_shape(G->ndim, G->shape, in->ndim, in->shape) || st_shape_numel(G->ndim, G->shape) == x->numel;
+    return G->kind == FG_REDUCE && G->anchor->arg.red.axes == x->arg.red.axes &&
+           same_shape(G->anchor->src[0]->ndim, G->anchor->src[0]->shape, in->ndim, in->shape);
+}
+
+/* Stitches reduction x into group g (stitch_ok holds), stored when `store`. A pointwise g
+ * becomes a reduce group: outputs over the rows are computed last in the row; outputs over the
+ * rows' results (a row-local gather's `nll`) in the epilogue at the row's index. */
+static int stitch_into(fuse_plan *p, st_node *x, int g, bool store) {
+    fuse_group *G = &p->groups[g];
+    const st_node *in = x->src[0];
+    if (G->kind == FG_POINTWISE) {
+        bool over_rows = same_shape(G->ndim, G->shape, in->ndim, in->shape);
+        G->kind = FG_REDUCE;
+        G->anchor = x;
+        for (int i = 0; i < G->nouts; i++) G->out_side[i] = over_rows ? FUSE_OUT_INPUT : FUSE_OUT_MAIN;
+    }
+    return add_red(p, g, x) || (store && add_out(p, g, x, FUSE_OUT_MAIN)) ? -1 : 0;
+}
+
+/* Adds the group evaluating c to cand (at most 8, no duplicates). */
+static void add_cand(int *cand, int *nc, const st_node *c, const fuse_plan *p) {
+    int t = fuse_is_free(p, c) ? p->cg[c->pos] : c->tag;
+    for (int i = 0; i < *nc; i++)
+        if (cand[i] == t) return;
+    if (t >= 0 && *nc < 8) cand[(*nc)++] = t;
+}
+
+/* A group that reduction x, read by several groups, can be stitched into and stored by, or -1
+ * (FUSE_MULTI: x becomes an output of that group). The training case: softmax's max and sum,
+ * layernorm's statistics are read by the forward's next phase and by the backward, which loads
+ * them. Candidates are the groups evaluating x's consumers, looking through free views read by
+ * several groups; g must be over x's rows, stitch_ok where every other group loads x's buffer,
+ * and no path may leave x through another group and come back into g. */
+static int shared_stitch_group(fuse_plan *p, const st_node *x) {
+    int cand[8], nc = 0;
+    if (!fuse_on(FUSE_MULTI)) return -1;
+    for (int k = p->cons_off[x->pos]; k < p->cons_off[x->pos + 1]; k++) {
+        const st_node *c = p->r->nodes[p->cons[k]];
+        if (fuse_is_free(p, c) && p->cg[c->pos] == -2) {   /* a view several groups read */
+            for (int j = p->cons_off[c->pos]; j < p->cons_off[c->pos + 1]; j++)
+                add_cand(cand, &nc, p->r->nodes[p->cons[j]], p);
+        } else {
+            add_cand(cand, &nc, c, p);
+        }
+    }
+    for (int i = 0; i < nc; i++) {
+        bool reload;
+        if (stitch_fits(p, x, cand[i]) && stitch_ok(p, x, cand[i], true, &reload) && !creates_cycle(p, x, cand[i]))
+            return cand[i];
+    }
+    return -1;
+}
+
 static int place(fuse_plan *p, st_node *x) {
     int pos = x->pos;
     bool keep = (x->flags & NODE_TARGET) || p->need[pos];
@@ -466,31 +536,19 @@ static int place(fuse_plan *p, st_node *x) {
         bool red = st_ops[x->op].kind == OPK_REDUCE, reload = false;
         int sib;
         fuse_group *G = s >= 0 ? &p->groups[s] : NULL;
-        const st_node *in = x->src[0];
         if (red && G && fuse_on(FUSE_REDUCE) && G->kind == FG_POINTWISE &&
             st_shape_numel(G->ndim, G->shape) == x->numel && epilogue_ok(p, x, s)) {
             G->kind = FG_REDUCE;
             G->anchor = x;
             if (add_red(p, s, x) || (keep && add_out(p, s, x, FUSE_OUT_MAIN))) return -1;
-        } else if (red && G && fuse_on(FUSE_STITCH) &&
-                   ((G->kind == FG_POINTWISE && (same_shape(G->ndim, G->shape, in->ndim, in->shape) ||
-                                                 st_shape_numel(G->ndim, G->shape) == x->numel)) ||
-                    (G->kind == FG_REDUCE && G->anchor->arg.red.axes == x->arg.red.axes &&
-                     same_shape(G->anchor->src[0]->ndim, G->anchor->src[0]->shape, in->ndim, in->shape))) &&
-                   stitch_ok(p, x, s, &reload)) {
-            if (G->kind == FG_POINTWISE) {
-                /* outputs over the rows are computed last in the row; outputs over the rows'
-                 * results (a row-local gather's `nll`) in the epilogue at the row's index */
-                bool over_rows = same_shape(G->ndim, G->shape, in->ndim, in->shape);
-                G->kind = FG_REDUCE;
-                G->anchor = x;
-                for (int i = 0; i < G->nouts; i++) G->out_side[i] = over_rows ? FUSE_OUT_INPUT : FUSE_OUT_MAIN;
-            }
+        } else if (red && G && stitch_fits(p, x, s) && stitch_ok(p, x, s, false, &reload)) {
             /* later phases of the row read it from a register; a buffer only when someone
              * needs one (a target, a buffer consumer) or a read goes through a flat reshape.
              * A live handle outside the region is not a reason here: store_kept_rows (the
              * cost model) decides that once every node is placed. */
-            if (add_red(p, s, x) || ((keep || reload) && add_out(p, s, x, FUSE_OUT_MAIN))) return -1;
+            if (stitch_into(p, x, s, keep || reload)) return -1;
+        } else if (red && s == -2 && (sib = shared_stitch_group(p, x)) >= 0) {
+            if (stitch_into(p, x, sib, true)) return -1;
         } else if (red && (sib = sibling_group(p, x)) >= 0) {
             if (add_red(p, sib, x) || add_out(p, sib, x, FUSE_OUT_MAIN)) return -1;
         } else if (G && mm_epilogue_ok(p, x, s)) {

@@ -333,6 +333,80 @@ static int view_injective(int nd, const int64_t *s, const int64_t *t, int64_t o,
     return 1;
 }
 
+/* Maps each dim of a view (shape s, strides t, offset o) of a contiguous tensor of shape R (m
+ * dims; C gets its strides) to a dim of R with the same stride (map[e]: the view dim, or -1),
+ * and the offset to a corner (base) such that the view is the box base + [0, s) of R with its
+ * dims permuted. False when it is not such a box. */
+static int box_map(int nd, const int64_t *s, const int64_t *t, int64_t o, int m, const int64_t *R,
+                   int64_t *C, int *map, int64_t *base) {
+    st_contig_strides(m, R, C);
+    for (int e = 0; e < m; e++) map[e] = -1;
+    for (int d = 0; d < nd; d++) {
+        if (s[d] == 1) continue;
+        int found = -1;
+        for (int e = 0; e < m && found < 0; e++)
+            if (map[e] < 0 && R[e] > 1 && C[e] == t[d] && R[e] >= s[d]) found = e;
+        if (found < 0) return 0;
+        map[found] = d;
+    }
+    int64_t rem = o;
+    for (int e = 0; e < m; e++) {
+        base[e] = C[e] ? rem / C[e] : 0;
+        rem -= base[e] * C[e];
+    }
+    if (m > 0 && base[0] >= R[0]) return 0;
+    for (int e = 0; e < m; e++)
+        if (map[e] >= 0 && base[e] + s[map[e]] > R[e]) return 0;
+    return 1;
+}
+
+/* Splits the dims of contiguous shape S (m dims) where a view's strides cut them: a dim of
+ * stride c and extent c*S[e] is cut at each stride b (a view dim's t or t*s) with c < b <
+ * c*S[e] that c divides and that divides the extent. *rm, R get the split shape (same layout).
+ * False when nothing is cut, the cuts do not nest or there are too many dims. */
+static int split_dims(int nd, const int64_t *s, const int64_t *t, int m, const int64_t *S, int *rm,
+                      int64_t *R) {
+    int64_t C[ST_MAX_DIMS];
+    st_contig_strides(m, S, C);
+    int k = 0;
+    for (int e = 0; e < m; e++) {
+        int64_t c = C[e], ext = c * S[e], cuts[2 * ST_MAX_DIMS];
+        int nc = 0;
+        for (int d = 0; d < nd; d++) {
+            if (s[d] <= 1) continue;
+            int64_t cand[2] = {t[d], t[d] * s[d]};
+            for (int i = 0; i < 2; i++) {
+                int64_t b = cand[i], dup = 0;
+                if (b <= c || b >= ext || b % c || ext % b) continue;
+                for (int j = 0; j < nc; j++) dup |= cuts[j] == b;
+                if (!dup) cuts[nc++] = b;
+            }
+        }
+        for (int i = 1; i < nc; i++) /* decreasing */
+            for (int j = i; j > 0 && cuts[j] > cuts[j - 1]; j--) {
+                int64_t x = cuts[j];
+                cuts[j] = cuts[j - 1];
+                cuts[j - 1] = x;
+            }
+        int64_t hi = ext;
+        for (int i = 0; i <= nc; i++) {
+            int64_t lo = i < nc ? cuts[i] : c;
+            if (hi % lo || k == ST_MAX_DIMS) return 0;
+            R[k++] = hi / lo;
+            hi = lo;
+        }
+    }
+    if (k == m) return 0;
+    *rm = k;
+    return 1;
+}
+
+/* r (over the split shape of split_dims) reshaped to src's shape; r itself when unsplit. */
+static st_tensor *unsplit(arena *A, st_tensor *r, const st_node *src) {
+    if (!r || st_ndim(r) == src->ndim) return r;
+    return keep(A, st_reshape(r, src->ndim, src->shape));
+}
+
 /* The adjoint of a VIEW: the gradient of src (shape S) from the gradient g of the view. */
 static st_tensor *view_adjoint(arena *A, const st_ag *ag, const st_node *n, st_tensor *g) {
     const st_view_arg *va = &ag->arg.view;
@@ -391,36 +465,24 @@ static st_tensor *view_adjoint(arena *A, const st_ag *ag, const st_node *n, st_t
             return p ? keep(A, st_reshape(p, m, src->shape)) : NULL;
         }
     }
-    /* 4. a box of src with its dims permuted (slices, selects, transposes): a masked view of g */
-    int64_t C[ST_MAX_DIMS], base[ST_MAX_DIMS];
-    int map[ST_MAX_DIMS];
-    st_contig_strides(m, src->shape, C);
-    int ok = 1;
-    for (int e = 0; e < m; e++) map[e] = -1;
-    for (int d = 0; d < nd && ok; d++) {
-        if (s[d] == 1) continue;
-        int found = -1;
-        for (int e = 0; e < m && found < 0; e++)
-            if (map[e] < 0 && src->shape[e] > 1 && C[e] == t[d] && src->shape[e] >= s[d]) found = e;
-        if (found < 0) ok = 0;
-        else map[found] = d;
-    }
-    if (ok && o >= 0) {
-        int64_t rem = o;
-        for (int e = 0; e < m; e++) {
-            base[e] = C[e] ? rem / C[e] : 0;
-            rem -= base[e] * C[e];
-        }
-        if (m > 0 && base[0] >= src->shape[0]) ok = 0;
-        for (int e = 0; e < m && ok; e++)
-            if (map[e] >= 0 && base[e] + s[map[e]] > src->shape[e]) ok = 0;
-    }
+    /* 4. a box of src with its dims permuted (slices, selects, transposes): a masked view of g.
+     * src's dims may first be split where the view's strides cut them (q, k, v selected from a
+     * (B, L, 3C) projection viewed as (3, B, H, L, D)): the masked view is then over the split
+     * shape and reshaped back, so the three gradients add up in one pointwise kernel instead of
+     * three copies into zeros */
+    int64_t C[ST_MAX_DIMS], base[ST_MAX_DIMS], R[ST_MAX_DIMS];
+    int map[ST_MAX_DIMS], rm = m;
+    memcpy(R, src->shape, sizeof R);
+    int ok = o >= 0 && box_map(nd, s, t, o, rm, R, C, map, base);
+    if (!ok && o >= 0 && split_dims(nd, s, t, m, src->shape, &rm, R))
+        ok = box_map(nd, s, t, o, rm, R, C, map, base);
+    m = rm;
     if (ok && o >= 0 && nd == m) {
         /* no box, just a permutation: a tensor-level permute composes with g's own view (g is
          * often a transposed handle itself), so the result can be read without a copy */
         int perm[ST_MAX_DIMS], used[ST_MAX_DIMS] = {0}, full = 1;
         for (int e = 0; e < m && full; e++) {
-            full = base[e] == 0 && (map[e] >= 0 ? s[map[e]] == src->shape[e] : src->shape[e] == 1);
+            full = base[e] == 0 && (map[e] >= 0 ? s[map[e]] == R[e] : R[e] == 1);
             perm[e] = map[e];
             if (map[e] >= 0) used[map[e]] = 1;
         }
@@ -431,7 +493,7 @@ static st_tensor *view_adjoint(arena *A, const st_ag *ag, const st_node *n, st_t
             if (d == nd) full = 0;
             else perm[e] = d, used[d] = 1;
         }
-        if (full) return keep(A, st_permute(g, perm));
+        if (full) return unsplit(A, keep(A, st_permute(g, perm)), src);
     }
     if (ok && o >= 0) {
         int64_t G[ST_MAX_DIMS];
@@ -445,17 +507,18 @@ static st_tensor *view_adjoint(arena *A, const st_ag *ag, const st_node *n, st_t
             a.view.offset -= d >= 0 ? base[e] * G[d] : 0;
             a.view.lo[e] = base[e];
             a.view.hi[e] = base[e] + (d >= 0 ? s[d] : 1);
-            mask |= a.view.lo[e] != 0 || a.view.hi[e] != src->shape[e];
+            mask |= a.view.lo[e] != 0 || a.view.hi[e] != R[e];
         }
         a.view.has_mask = mask;
         if (!mask) memset(a.view.lo, 0, sizeof a.view.lo + sizeof a.view.hi);
         st_node *gn = st_tensor_read(g, dt, nd, s);
         if (!gn) return keep(A, NULL);
-        st_node *v = st_node_new(ST_OP_VIEW, dt, m, src->shape, 1, &gn, &a);
+        st_node *v = st_node_new(ST_OP_VIEW, dt, m, R, 1, &gn, &a);
         st_node_release(gn);
-        return keep(A, st_tensor_from_node(v));
+        return unsplit(A, keep(A, st_tensor_from_node(v)), src);
     }
     /* 5. any other injective view (step slices): write g into zeros */
+    m = src->ndim;
     if (view_injective(nd, s, t, o, src->numel)) {
         st_tensor *z = keep(A, st_zeros(dt, m, src->shape));
         st_tensor *v = z ? keep(A, st_tensor_view(z, nd, s, t, o)) : NULL;

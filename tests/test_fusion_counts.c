@@ -169,6 +169,30 @@ static int b_layernorm_alone(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor
     return loss_grads(loss, x, w, b, o);
 }
 
+/* ---- training steps: forward, backward and the loss in one flush (grad = 2) ----
+ * The row statistics are then read by the forward's next phase and by the backward's groups:
+ * softmax's max and sum (its output feeds a matmul, as attention's probabilities do) and
+ * layernorm's variance are stitched into the forward's kernel and stored for the backward. */
+static int step_grads(st_tensor *loss, st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    if (!loss || st_backward(loss, NULL) != ST_OK) return -1;
+    int n = 0;
+    st_tensor *outs[4] = {loss, x, w, b};
+    for (int i = 0; i < 4; i++)
+        if ((o[n] = i ? K(st_grad(outs[i])) : loss)) n++;
+    return n;
+}
+/* sum((y @ x^T)^2): y feeds a matmul, whose backward reads y again */
+static st_tensor *mm_loss(st_tensor *y, st_tensor *x) {
+    st_tensor *z = K(st_matmul(y, K(st_transpose(x, 0, 1))));
+    return K(st_sum(K(st_mul(z, z)), 0, NULL, 0));
+}
+static int t_softmax(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    return step_grads(mm_loss(K(st_softmax(x, 1)), x), x, w, b, o);
+}
+static int t_layernorm(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    return step_grads(mm_loss(layernorm(x, w, b), x), x, w, b, o);
+}
+
 static double *host(st_tensor *t) {
     int64_t n = st_numel(t);
     double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
@@ -207,7 +231,7 @@ static int run_pattern(build_fn fn, int grad) {
     st_stats(&s0);
     row_stat = row_mean = NULL;
     int nout = fn(x, w, b, out);
-    if (grad) st_stats(&s0);   /* the forward was realized inside fn: count the backward only */
+    if (grad == 1) st_stats(&s0);   /* the forward was realized inside fn: count the backward only */
     st_status s = nout > 0 ? st_realize(nout, out) : ST_ERR_INTERNAL;
     st_stats(&s1);
     int kernels = (int)(s1.kernels_launched - s0.kernels_launched);
@@ -260,6 +284,28 @@ TEST(backward_counts) {
  * computes them, so a forward flushed alone does not cost the backward a recompute kernel */
 TEST(kept_row_statistics_stored) {
     expect("layernorm bwd (fwd alone)", b_layernorm_alone, 1, 2);
+}
+
+/* q, k, v-like pieces selected from one projection: x (N, C) viewed as (4, 2, N, C/8) and split
+ * into (heads, rows, features) pieces;
+ * loss = sum(p0 * p1 * p2 * p3). Each piece's gradient goes back through the split as a masked
+ * view over x's dims split at the view's strides, so the four add up in one pointwise kernel
+ * (was four copies into zeros and the adds: 6 kernels). */
+static int b_split(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    st_tensor *r = K(st_reshape(x, 4, (int64_t[]){N, 4, 2, C / 8}));
+    st_tensor *v = K(st_permute(r, (int[]){1, 2, 0, 3}));   /* (4, heads 2, N, C/8) */
+    st_tensor *prod = K(st_select(v, 0, 0));
+    for (int i = 1; i < 4; i++) prod = K(st_mul(prod, K(st_select(v, 0, i))));
+    return loss_grads(K(st_sum(prod, 0, NULL, 0)), x, w, b, o);
+}
+
+/* softmax: the forward 1 kernel (was 3: max, sum, divide), then the product, the loss, the
+ * backward's matmuls and its row reduction; layernorm: statistics and rstd 1 kernel (was 2:
+ * the rstd apart, stored for the backward), the normalization 1. */
+TEST(training_step_counts) {
+    expect("softmax step", t_softmax, 2, 7);
+    expect("layernorm step", t_layernorm, 2, 9);
+    expect("split backward", b_split, 1, 1);
 }
 
 /* ---- ST_FUSE switches ---- */
@@ -336,6 +382,7 @@ int main(void) {
     RUN(gathers_inside_and_outside_the_row);
     RUN(backward_counts);
     RUN(kept_row_statistics_stored);
+    RUN(training_step_counts);
     RUN(each_switch_changes_counts_not_values);
     st_release(x_in);
     st_release(w_in);
