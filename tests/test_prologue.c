@@ -150,6 +150,8 @@ TEST(cast_operand_is_one_kernel) {
     case2(g_cast_a, ST_BF16, as, ST_F32, bs, 15);
     case2(g_cast_a, ST_F64, as, ST_F32, bs, 17);
     case2(g_cast_a, ST_F16, a2, ST_F32, b2, 19);
+    const int64_t a0[2] = {5, 0}, b0[2] = {0, 7};   /* K = 0: the unblocked loop writes zeros */
+    case2(g_cast_a, ST_F16, a0, ST_F32, b0, 20);
 }
 
 /* transposed cast operands, the transpose below and above the cast */
