@@ -96,6 +96,10 @@ ST_INTERNAL bool fuse_view_is_flat(const st_node *v);
  * *base is the node to load from (a BUFFER or a node the plan materializes) and strides/offset
  * index base's contiguous layout for every dim of src. */
 ST_INTERNAL void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset);
+/* With FUSE_MM_PROLOGUE the chain may include one CAST (not a target) from a float dtype to the
+ * matmul's, when fuse_mm_cast_ok: *base then has the source's dtype and the GEMM converts each
+ * element as it loads it (jit/prelude.h ST_GEMM_MIXED). */
+ST_INTERNAL bool fuse_mm_cast_ok(st_dtype to, st_dtype from);
 
 /* partition.c: builds the plan (groups, materialization, order). */
 ST_INTERNAL st_status fuse_partition(st_region *r, fuse_plan *p);

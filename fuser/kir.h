@@ -80,9 +80,12 @@ enum { KIR_LOOP_SERIAL = 0, KIR_LOOP_PAR = 1, KIR_LOOP_ROW = 2 };
 typedef enum kir_kind { KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW, KK_COUNT } kir_kind;
 
 /* The matmul template: out (B.., M, N) = A (B.., M, K) @ B (B.., K, N). Every int below is a slot
- * of a->ints; per operand: batch strides (nbatch of them), row/col strides, offset. */
+ * of a->ints; per operand: batch strides (nbatch of them), row/col strides, offset. An operand's
+ * storage dtype is its slot's (buf_dtype[a_buf], buf_dtype[b_buf]): dtype, or, for a float
+ * matmul (f32/f64) whose operand is a cast of a float value folded into the loads (a prologue),
+ * the value's own (f16 bf16 f32 f64); the renderers convert each element as CAST does. */
 typedef struct kir_matmul {
-    int dtype;                 /* st_dtype of A, B and out */
+    int dtype;                 /* st_dtype of the product (and of A and B, but for a prologue) */
     int nbatch;                /* batch dims */
     int a_buf, b_buf, o_buf;   /* buffer slots */
     int p_m, p_n, p_k;         /* size slots */

@@ -772,7 +772,8 @@ static void lower_matmul(lw *w) {
     int64_t str[2][ST_MAX_DIMS], off[2];
     for (int i = 0; i < 2; i++) {
         fuse_mm_operand(mm->src[i], &base[i], str[i], &off[i]);
-        if (base[i]->dtype != mm->dtype) {
+        /* another dtype: a folded cast (prologue), converted by the GEMM as it loads */
+        if (base[i]->dtype != mm->dtype && !fuse_mm_cast_ok(mm->dtype, base[i]->dtype)) {
             fail(w, "matmul operand of another dtype");
             return;
         }

@@ -4,7 +4,8 @@
  * One pass over the region in reverse topological order (consumers before producers), so when a
  * node is decided every consumer already belongs to a group:
  *   - free nodes (VIEWs and sources that are not targets and not needed as buffers) belong to no
- *     group; each group reading them evaluates them inline;
+ *     group; each group reading them evaluates them inline; so does a CAST that every matmul
+ *     reading it folds into its operand loads (a prologue: mm_cast_folded);
  *   - an anchor (REDUCE, MATMUL, SCATTER_ADD, SETVIEW) starts its own group, except a reduction
  *     whose consumers are all in one pointwise group over as many elements as the reduction
  *     produces and reach it only through elementwise ops and flat reshapes: that group becomes
@@ -54,12 +55,32 @@ bool fuse_view_is_flat(const st_node *v) {
     return true;
 }
 
+bool fuse_mm_cast_ok(st_dtype to, st_dtype from) {
+    return (to == ST_F32 || to == ST_F64) &&
+           (from == ST_F16 || from == ST_BF16 || from == ST_F32 || from == ST_F64);
+}
+
+/* A CAST the GEMM can apply while it packs its operand (FUSE_MM_PROLOGUE): not a target (then it
+ * is stored anyway), between float types the packers convert. The view arithmetic is the same
+ * on both sides of it (same shape, so the same contiguous layout). */
+static bool mm_cast_foldable(const st_node *n) {
+    return n->op == ST_OP_CAST && !(n->flags & NODE_TARGET) && fuse_on(FUSE_MM_PROLOGUE) &&
+           fuse_mm_cast_ok(n->dtype, n->src[0]->dtype);
+}
+
 void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset) {
     st_node *n = src;
     int64_t off = 0;
     st_contig_strides(src->ndim, src->shape, strides);
     bool ident = true; /* the mapping is contiguous over n's shape, which equals src's */
-    while (n->op == ST_OP_VIEW && !(n->flags & NODE_TARGET) && !n->arg.view.has_mask) {
+    bool cast = false; /* one CAST folded (two in a row round twice: the inner one is stored) */
+    for (;;) {
+        if (!cast && mm_cast_foldable(n)) {
+            cast = true;
+            n = n->src[0];
+            continue;
+        }
+        if (n->op != ST_OP_VIEW || (n->flags & NODE_TARGET) || n->arg.view.has_mask) break;
         if (fuse_view_is_flat(n)) {
             ident = ident && same_shape(n->src[0]->ndim, n->src[0]->shape, src->ndim, src->shape);
             n = n->src[0];
@@ -319,6 +340,48 @@ static bool mm_has_epilogue(const fuse_group *G) {
     return G->kind == FG_MATMUL && (G->nouts != 1 || G->outs[0] != G->anchor);
 }
 
+/* Is there a node between operand src and its base (fuse_mm_operand's chain: views and one
+ * CAST, each read through src[0]) that is x? */
+static bool mm_chain_has(const st_node *src, const st_node *base, const st_node *x) {
+    for (const st_node *n = src; n != base; n = n->src[0])
+        if (n == x) return true;
+    return false;
+}
+
+/* Is CAST x folded into the operand loads of every matmul that reads it (a prologue): each
+ * consumer is a matmul, or a free view whose consumers are, and the operand's chain down to its
+ * base (fuse_mm_operand) goes through x? Then no kernel computes x: x is free like a view (each
+ * GEMM converts its source's elements while packing, the interpreter tier evaluates it in the
+ * matmul's group), and its source is what the matmuls load (`need`). */
+static bool mm_cast_folded(fuse_plan *p, const st_node *x) {
+    if (!mm_cast_foldable(x)) return false;
+    uint32_t st = ++p->stamp_now;
+    int top = 0;
+    if (dfs_push(&top, x->pos, 0)) return false;
+    while (top) {
+        int pos = dfs_stack[--top].pos;
+        const st_node *y = p->r->nodes[pos];
+        for (int k = p->cons_off[pos]; k < p->cons_off[pos + 1]; k++) {
+            st_node *c = p->r->nodes[p->cons[k]];
+            if (p->stamp[c->pos] == st) continue;
+            p->stamp[c->pos] = st;
+            if (c->op == ST_OP_VIEW && fuse_is_free(p, c)) {
+                if (dfs_push(&top, c->pos, 0)) return false;
+                continue;
+            }
+            if (c->op != ST_OP_MATMUL) return false;
+            for (int i = 0; i < 2; i++) {
+                st_node *base;
+                int64_t str[ST_MAX_DIMS], off;
+                if (c->src[i] != y) continue;
+                fuse_mm_operand(c->src[i], &base, str, &off);
+                if (!mm_chain_has(c->src[i], base, x)) return false;
+            }
+        }
+    }
+    return true;
+}
+
 /* Can matmul x become the head of pointwise group g (an epilogue)? g computes over x's elements
  * (its shape, or the same count read through flat reshapes: a Linear on a batch of sequences is
  * a 2-D matmul reshaped back), and the epilogue runs at each output element of the GEMM, so it
@@ -528,7 +591,7 @@ static int place(fuse_plan *p, st_node *x) {
     bool keep = (x->flags & NODE_TARGET) || p->need[pos];
     int s = consumer_summary(p, x);
     x->tag = -1;
-    if (is_free_kind(x) && !keep && s != -1) {
+    if (!keep && s != -1 && (is_free_kind(x) || mm_cast_folded(p, x))) {
         p->cg[pos] = s;
         return 0;
     }

@@ -513,7 +513,14 @@ ST_FN int64_t st_rand_int(uint64_t seed, uint64_t c, int64_t lo, int64_t hi) {
  * a task owns its output elements, so tasks may run on any thread, in any order.
  * Use: plan once; give each thread st_gemm_ws_bytes(...) of scratch (NULL is allowed: the
  * unblocked loop); call st_gemm_task (or the storage type's own st_gemm_task_f32/_f16/_bf16/_f64,
- * which is all a JIT kernel needs to compile) for each task t in [0, tasks). */
+ * which is all a JIT kernel needs to compile) for each task t in [0, tasks).
+ * Mixed operands (a matmul prologue: an operand cast to the matmul's type, folded into the loads):
+ * ST_GEMM_MIXED(C, SA, SB) defines st_gemm_task_C_SA_SB and st_gemm_tile_C_SA_SB for C = f32 or
+ * f64 and operand storage types SA, SB (f32 f16 bf16 f64); the packers convert each element as
+ * CAST does (to the compute type, through the source's own compute type), so the panels, and so
+ * every sum, are the ones of the cast operand: the bits of "cast, then multiply". A kernel
+ * instantiates the combination it calls (guarded by ST_GEMM_HAVE_C_SA_SB, as kernels of one batch
+ * share a translation unit). */
 #include <stdlib.h>
 
 enum { ST_GEMM_F32, ST_GEMM_F16, ST_GEMM_BF16, ST_GEMM_F64 };
@@ -527,7 +534,8 @@ enum { ST_GEMM_F32, ST_GEMM_F16, ST_GEMM_BF16, ST_GEMM_F64 };
 #define ST_GEMM_NCD 240   /* the same for double (a multiple of 24) */
 
 /* One matrix product. A and B point at element [0][0] (strides in elements, any sign, 0 for
- * broadcast); C is row-major with row stride ldc. dt: ST_GEMM_*, the storage type of all three. */
+ * broadcast); C is row-major with row stride ldc. dt: ST_GEMM_*, the storage type of all three
+ * (of C only for a mixed task, whose name gives A's and B's). */
 typedef struct st_gemm {
     int dt;
     int64_t M, N, K;
@@ -549,6 +557,10 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
 #define ST_GEMM_ST_f16(v) st_f2h(v)
 #define ST_GEMM_ST_bf16(v) st_f2bf(v)
 #define ST_GEMM_ST_none(v) ((uint16_t)0)   /* f32/f64 never use the float buffer */
+#define ST_GEMM_T_f32 float      /* element types of the storage types */
+#define ST_GEMM_T_f16 uint16_t
+#define ST_GEMM_T_bf16 uint16_t
+#define ST_GEMM_T_f64 double
 
 /* The micro-kernel: c[i*ldc + j] (MR x NR) = (first ? 0 : c) + sum over k of ap[k][i] * bp[k][j],
  * added in k order. Fixed trip counts: the j loop becomes vector adds and acc lives in registers. */
@@ -574,12 +586,13 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
             for (int j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];                             \
     }
 
-/* Packing (storage type S, compute type T): A rows [i0, i0+mb) x k [p0, p0+kc) into panels
- * ap[panel][k][MR]; B k [p0, p0+kc) x columns [j0, j0+nc) into panels bp[panel][k][NR]. Rows and
- * columns past the block are zeros. The loop order follows the unit stride, so a transposed
- * operand is read along its rows too. */
-#define ST_GEMM_PACK_(T, S, NR)                                                                  \
-    static inline void st_gemm_pack_a_##S##_(const st_gemm *g, int64_t i0, int64_t mb,         \
+/* Packing (storage type S, compute type T, named by U: f or d): A rows [i0, i0+mb) x k [p0, p0+kc)
+ * into panels ap[panel][k][MR]; B k [p0, p0+kc) x columns [j0, j0+nc) into panels
+ * bp[panel][k][NR]. Rows and columns past the block are zeros. The loop order follows the unit
+ * stride, so a transposed operand is read along its rows too. An element of another type than T
+ * is converted as CAST converts it: ST_GEMM_LD_S gives S's compute type, then a C conversion. */
+#define ST_GEMM_PACK_(T, S, U, NR)                                                               \
+    static inline void st_gemm_pack_a_##S##_##U(const st_gemm *g, int64_t i0, int64_t mb,      \
                                              int64_t p0, int64_t kc, T *restrict ap) {          \
         const int64_t sam = g->sam, sak = g->sak;                                                \
         for (int64_t r = 0; r < mb; r += ST_GEMM_MR, ap += ST_GEMM_MR * kc) {                    \
@@ -587,17 +600,17 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
             if (sak == 1) {                                                                      \
                 for (int64_t i = 0; i < mr; i++)                                                 \
                     for (int64_t k = 0; k < kc; k++)                                             \
-                        ap[k * ST_GEMM_MR + i] = ST_GEMM_LD_##S(g->A, base + i * sam + k);       \
+                        ap[k * ST_GEMM_MR + i] = (T)ST_GEMM_LD_##S(g->A, base + i * sam + k);    \
             } else {                                                                             \
                 for (int64_t k = 0; k < kc; k++)                                                 \
                     for (int64_t i = 0; i < mr; i++)                                             \
-                        ap[k * ST_GEMM_MR + i] = ST_GEMM_LD_##S(g->A, base + i * sam + k * sak); \
+                        ap[k * ST_GEMM_MR + i] = (T)ST_GEMM_LD_##S(g->A, base + i * sam + k * sak); \
             }                                                                                    \
             for (int64_t i = mr; i < ST_GEMM_MR; i++)                                            \
                 for (int64_t k = 0; k < kc; k++) ap[k * ST_GEMM_MR + i] = 0;                     \
         }                                                                                        \
     }                                                                                            \
-    static inline void st_gemm_pack_b_##S##_(const st_gemm *g, int64_t p0, int64_t kc,         \
+    static inline void st_gemm_pack_b_##S##_##U(const st_gemm *g, int64_t p0, int64_t kc,      \
                                              int64_t j0, int64_t nc, T *restrict bp) {          \
         const int64_t sbk = g->sbk, sbn = g->sbn;                                                \
         for (int64_t q = 0; q < nc; q += NR, bp += NR * kc) {                                    \
@@ -605,24 +618,25 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
             if (sbn == 1 || sbk != 1) {                                                          \
                 for (int64_t k = 0; k < kc; k++)                                                 \
                     for (int64_t j = 0; j < nr; j++)                                             \
-                        bp[k * NR + j] = ST_GEMM_LD_##S(g->B, base + k * sbk + j * sbn);         \
+                        bp[k * NR + j] = (T)ST_GEMM_LD_##S(g->B, base + k * sbk + j * sbn);      \
             } else {                                                                             \
                 for (int64_t j = 0; j < nr; j++)                                                 \
                     for (int64_t k = 0; k < kc; k++)                                             \
-                        bp[k * NR + j] = ST_GEMM_LD_##S(g->B, base + k + j * sbn);               \
+                        bp[k * NR + j] = (T)ST_GEMM_LD_##S(g->B, base + k + j * sbn);            \
             }                                                                                    \
             for (int64_t k = 0; k < kc; k++)                                                     \
                 for (int64_t j = nr; j < NR; j++) bp[k * NR + j] = 0;                            \
         }                                                                                        \
     }
 
-/* One task's block C[i0:i1, j0:j1] (storage S, compute T, micro-kernel U). ws: scratch of
+/* One task's block C[i0:i1, j0:j1] (named S; operands of storage SA, SB; compute T, micro-kernel
+ * U). ws: scratch of
  * st_gemm_ws_bytes, 64-byte aligned. Loop order: column chunks of NC, k blocks of KC (B packed
  * once per chunk and k block, A once per k block), then B panels (kept in L1) x A panels. An
  * edge tile of C goes through a full-size local tile (one micro-kernel call site: it is large).
  * LOWP (f16/bf16): accumulate in the float buffer cb (padded, so every tile is full) and round
  * to storage with STORE after the last k block. */
-#define ST_GEMM_BLOCK_(T, S, U, NR, KC, NC, LOWP, STORE)                                         \
+#define ST_GEMM_BLOCK_(T, S, SA, SB, U, NR, KC, NC, LOWP, STORE)                                 \
     static inline void st_gemm_block_##S##_(const st_gemm *g, int64_t i0, int64_t i1,          \
                                             int64_t j0, int64_t j1, T *ws) {                    \
         const int64_t mb = i1 - i0, mbp = st_gemm_rup_(mb, ST_GEMM_MR), K = g->K;                \
@@ -634,8 +648,8 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
             const int64_t ldcc = LOWP ? ncp : g->ldc;                                            \
             for (int64_t pc = 0; pc < K; pc += KC) {                                             \
                 const int64_t kc = st_gemm_min_(KC, K - pc);                                     \
-                st_gemm_pack_b_##S##_(g, pc, kc, jc, nc, bp);                                    \
-                st_gemm_pack_a_##S##_(g, i0, mb, pc, kc, ap);                                    \
+                st_gemm_pack_b_##SB##_##U(g, pc, kc, jc, nc, bp);                                \
+                st_gemm_pack_a_##SA##_##U(g, i0, mb, pc, kc, ap);                                \
                 for (int64_t jr = 0; jr < nc; jr += NR) {                                        \
                     for (int64_t ir = 0; ir < mb; ir += ST_GEMM_MR) {                            \
                         const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - ir);                    \
@@ -662,17 +676,18 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
         }                                                                                        \
     }
 
-/* The unblocked loop (no scratch): the same sums in the same order, slowly. */
-#define ST_GEMM_NAIVE_(T, S, STO)                                                                \
+/* The unblocked loop (no scratch): the same sums in the same order, slowly. C's storage: STO,
+ * rounded by ST_GEMM_STO_##OS. */
+#define ST_GEMM_NAIVE_(T, S, SA, SB, STO, OS)                                                    \
     static inline void st_gemm_naive_##S##_(const st_gemm *g, int64_t i0, int64_t i1,          \
                                             int64_t j0, int64_t j1) {                           \
         for (int64_t i = i0; i < i1; i++) {                                                      \
             for (int64_t j = j0; j < j1; j++) {                                                  \
                 T acc = 0;                                                                       \
                 for (int64_t k = 0; k < g->K; k++)                                               \
-                    acc = acc + ST_GEMM_LD_##S(g->A, i * g->sam + k * g->sak) *                  \
-                                    ST_GEMM_LD_##S(g->B, k * g->sbk + j * g->sbn);               \
-                ((STO *)g->C)[i * g->ldc + j] = ST_GEMM_STO_##S(acc);                            \
+                    acc = acc + (T)ST_GEMM_LD_##SA(g->A, i * g->sam + k * g->sak) *              \
+                                    (T)ST_GEMM_LD_##SB(g->B, k * g->sbk + j * g->sbn);           \
+                ((STO *)g->C)[i * g->ldc + j] = ST_GEMM_STO_##OS(acc);                           \
             }                                                                                    \
         }                                                                                        \
     }
@@ -698,18 +713,22 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
 
 ST_GEMM_UKR_(float, f, ST_GEMM_NRF)
 ST_GEMM_UKR_(double, d, ST_GEMM_NRD)
-ST_GEMM_PACK_(float, f32, ST_GEMM_NRF)
-ST_GEMM_PACK_(float, f16, ST_GEMM_NRF)
-ST_GEMM_PACK_(float, bf16, ST_GEMM_NRF)
-ST_GEMM_PACK_(double, f64, ST_GEMM_NRD)
-ST_GEMM_BLOCK_(float, f32, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 0, ST_GEMM_ST_none)
-ST_GEMM_BLOCK_(float, f16, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 1, ST_GEMM_ST_f16)
-ST_GEMM_BLOCK_(float, bf16, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 1, ST_GEMM_ST_bf16)
-ST_GEMM_BLOCK_(double, f64, d, ST_GEMM_NRD, ST_GEMM_KCD, ST_GEMM_NCD, 0, ST_GEMM_ST_none)
-ST_GEMM_NAIVE_(float, f32, float)
-ST_GEMM_NAIVE_(float, f16, uint16_t)
-ST_GEMM_NAIVE_(float, bf16, uint16_t)
-ST_GEMM_NAIVE_(double, f64, double)
+ST_GEMM_PACK_(float, f32, f, ST_GEMM_NRF)
+ST_GEMM_PACK_(float, f16, f, ST_GEMM_NRF)
+ST_GEMM_PACK_(float, bf16, f, ST_GEMM_NRF)
+ST_GEMM_PACK_(float, f64, f, ST_GEMM_NRF)
+ST_GEMM_PACK_(double, f64, d, ST_GEMM_NRD)
+ST_GEMM_PACK_(double, f32, d, ST_GEMM_NRD)
+ST_GEMM_PACK_(double, f16, d, ST_GEMM_NRD)
+ST_GEMM_PACK_(double, bf16, d, ST_GEMM_NRD)
+ST_GEMM_BLOCK_(float, f32, f32, f32, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 0, ST_GEMM_ST_none)
+ST_GEMM_BLOCK_(float, f16, f16, f16, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 1, ST_GEMM_ST_f16)
+ST_GEMM_BLOCK_(float, bf16, bf16, bf16, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 1, ST_GEMM_ST_bf16)
+ST_GEMM_BLOCK_(double, f64, f64, f64, d, ST_GEMM_NRD, ST_GEMM_KCD, ST_GEMM_NCD, 0, ST_GEMM_ST_none)
+ST_GEMM_NAIVE_(float, f32, f32, f32, float, f32)
+ST_GEMM_NAIVE_(float, f16, f16, f16, uint16_t, f16)
+ST_GEMM_NAIVE_(float, bf16, bf16, bf16, uint16_t, bf16)
+ST_GEMM_NAIVE_(double, f64, f64, f64, double, f64)
 ST_GEMM_TASK_(float, f32)
 ST_GEMM_TASK_(float, f16)
 ST_GEMM_TASK_(float, bf16)
@@ -734,12 +753,12 @@ static inline void st_gemm_range(const st_gemm *g, int64_t t, int64_t mb, int64_
     *j1 = st_gemm_min_(g->N, *j0 + nb);
 }
 static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_GEMM_NCD : ST_GEMM_NCF; }
-#define ST_GEMM_TILE_(T, S, STO)                                                                 \
+#define ST_GEMM_TILE_(T, S, SA, SB, STO)                                                         \
     static __attribute__((noinline, unused)) void st_gemm_tile_##S(                            \
         const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws, STO *tile) { \
         st_gemm h = *g;                                                                          \
-        h.A = (const STO *)g->A + i0 * g->sam;                                                   \
-        h.B = (const STO *)g->B + j0 * g->sbn;                                                   \
+        h.A = (const ST_GEMM_T_##SA *)g->A + i0 * g->sam;                                        \
+        h.B = (const ST_GEMM_T_##SB *)g->B + j0 * g->sbn;                                        \
         h.M = i1 - i0;                                                                           \
         h.N = j1 - j0;                                                                           \
         h.C = tile;                                                                              \
@@ -747,10 +766,23 @@ static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_
         if (g->K == 0 || !ws) st_gemm_naive_##S##_(&h, 0, h.M, 0, h.N);                          \
         else st_gemm_block_##S##_(&h, 0, h.M, 0, h.N, (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63)); \
     }
-ST_GEMM_TILE_(float, f32, float)
-ST_GEMM_TILE_(float, f16, uint16_t)
-ST_GEMM_TILE_(float, bf16, uint16_t)
-ST_GEMM_TILE_(double, f64, double)
+ST_GEMM_TILE_(float, f32, f32, f32, float)
+ST_GEMM_TILE_(float, f16, f16, f16, uint16_t)
+ST_GEMM_TILE_(float, bf16, bf16, bf16, uint16_t)
+ST_GEMM_TILE_(double, f64, f64, f64, double)
+
+/* Mixed operands (see the GEMM's head comment): C f32 (float sums) or f64 (double sums). */
+#define ST_GEMM_MIXED_f32_(S, SA, SB)                                                           \
+    ST_GEMM_BLOCK_(float, S, SA, SB, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 0, ST_GEMM_ST_none) \
+    ST_GEMM_NAIVE_(float, S, SA, SB, float, f32)                                                 \
+    ST_GEMM_TASK_(float, S)                                                                      \
+    ST_GEMM_TILE_(float, S, SA, SB, float)
+#define ST_GEMM_MIXED_f64_(S, SA, SB)                                                           \
+    ST_GEMM_BLOCK_(double, S, SA, SB, d, ST_GEMM_NRD, ST_GEMM_KCD, ST_GEMM_NCD, 0, ST_GEMM_ST_none) \
+    ST_GEMM_NAIVE_(double, S, SA, SB, double, f64)                                               \
+    ST_GEMM_TASK_(double, S)                                                                     \
+    ST_GEMM_TILE_(double, S, SA, SB, double)
+#define ST_GEMM_MIXED(C, SA, SB) ST_GEMM_MIXED_##C##_(C##_##SA##_##SB, SA, SB)
 
 /* Any storage type (the interpreter's entry; kernels call their type's own). */
 static inline void st_gemm_task(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) {

@@ -197,8 +197,7 @@ static const char *gemm_dt_name(int dt) {
     }
 }
 
-/* The suffix of the storage type's own task function (st_gemm_task_f32 ...): a kernel then
- * compiles only its type's GEMM code. */
+/* The name of a storage type in the prelude's GEMM functions (st_gemm_task_f32 ...). */
 static const char *gemm_sfx(int dt) {
     switch (dt) {
     case ST_F16: return "f16";
@@ -208,12 +207,38 @@ static const char *gemm_sfx(int dt) {
     }
 }
 
-/* The operands, sizes, row/column strides and the batch count NB. */
-static void render_matmul_head(render_buf *b, const kir_matmul *m) {
+/* The suffix of the task and tile functions the kernel calls: its storage type's own
+ * (st_gemm_task_f32 ...: a kernel then compiles only its type's GEMM code), or, with an operand
+ * stored in another type (a cast folded into the loads: kir_matmul), the mixed one
+ * st_gemm_task_<C>_<A>_<B>. */
+static void gemm_fn_sfx(const kir_kernel *k, char *out, size_t n) {
+    const kir_matmul *m = &k->mm;
+    int adt = k->buf_dtype[m->a_buf], bdt = k->buf_dtype[m->b_buf];
+    if (adt == m->dtype && bdt == m->dtype) snprintf(out, n, "%s", gemm_sfx(m->dtype));
+    else snprintf(out, n, "%s_%s_%s", gemm_sfx(m->dtype), gemm_sfx(adt), gemm_sfx(bdt));
+}
+
+/* A float matmul with mixed operands instantiates its GEMM, once per translation unit (the
+ * kernels of a batch share one). */
+static void render_gemm_instance(render_buf *b, const kir_kernel *k) {
+    const kir_matmul *m = &k->mm;
+    char sfx[32];
+    if (!st_is_float((st_dtype)m->dtype)) return;
+    gemm_fn_sfx(k, sfx, sizeof sfx);
+    if (!strcmp(sfx, gemm_sfx(m->dtype))) return;
+    render_printf(b, "#ifndef ST_GEMM_HAVE_%s\n#define ST_GEMM_HAVE_%s\n", sfx, sfx);
+    render_printf(b, "ST_GEMM_MIXED(%s, %s, %s)\n#endif\n", gemm_sfx(m->dtype), gemm_sfx(k->buf_dtype[m->a_buf]),
+                  gemm_sfx(k->buf_dtype[m->b_buf]));
+}
+
+/* The operands (each of its own storage type), sizes, row/column strides and the batch count NB. */
+static void render_matmul_head(render_buf *b, const kir_kernel *k) {
+    const kir_matmul *m = &k->mm;
     const char *st = storage_ctype(m->dtype);
+    const char *sa = storage_ctype(k->buf_dtype[m->a_buf]), *sb = storage_ctype(k->buf_dtype[m->b_buf]);
     int nb = m->nbatch;
-    render_printf(b, "    const %s *A = (const %s *)a->bufs[%d];\n", st, st, m->a_buf);
-    render_printf(b, "    const %s *B = (const %s *)a->bufs[%d];\n", st, st, m->b_buf);
+    render_printf(b, "    const %s *A = (const %s *)a->bufs[%d];\n", sa, sa, m->a_buf);
+    render_printf(b, "    const %s *B = (const %s *)a->bufs[%d];\n", sb, sb, m->b_buf);
     if (m->o_buf >= 0) render_printf(b, "    %s *O = (%s *)a->bufs[%d];\n", st, st, m->o_buf);
     render_printf(b, "    const int64_t M = a->ints[%d], N = a->ints[%d], K = a->ints[%d];\n", m->p_m, m->p_n, m->p_k);
     render_printf(b, "    const int64_t sam = a->ints[%d], sak = a->ints[%d], aoff = a->ints[%d];\n",
@@ -238,7 +263,9 @@ static void render_batch_offsets(render_buf *b, const kir_matmul *m, const char 
 static void render_matmul_float(render_buf *b, const kir_kernel *k) {
     const kir_matmul *m = &k->mm;
     const char *dt = gemm_dt_name(m->dtype);
-    render_matmul_head(b, m);
+    char sfx[32];
+    gemm_fn_sfx(k, sfx, sizeof sfx);
+    render_matmul_head(b, k);
     render_printf(b, "    const int par = a->nthreads > 1 && NB * M * N * K > %d;\n", MM_PAR_WORK);
     render_printf(b, "    const int nt = par ? a->nthreads : 1;\n");
     render_printf(b, "    int64_t mb, nb;\n");
@@ -253,7 +280,7 @@ static void render_matmul_float(render_buf *b, const kir_kernel *k) {
     render_batch_offsets(b, m, "r", "            ");
     render_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn,\n", dt);
     render_printf(b, "                               O + t / T * M * N, N};\n");
-    render_printf(b, "            st_gemm_task_%s(&g, t %% T, mb, nb, ws);\n", gemm_sfx(m->dtype));
+    render_printf(b, "            st_gemm_task_%s(&g, t %% T, mb, nb, ws);\n", sfx);
     render_printf(b, "        }\n");
     render_printf(b, "        free(ws);\n");
     render_printf(b, "    }\n");
@@ -262,7 +289,7 @@ static void render_matmul_float(render_buf *b, const kir_kernel *k) {
 static void render_matmul_int(render_buf *b, const kir_kernel *k) {
     const kir_matmul *m = &k->mm;
     const char *st = storage_ctype(m->dtype);
-    render_matmul_head(b, m);
+    render_matmul_head(b, k);
     render_printf(b, "    (void)sbn;\n");
     render_printf(b, "    #pragma omp parallel for if (NB * M * N * K > %d) num_threads(a->nthreads)\n",
                   PAR_THRESHOLD);
@@ -665,10 +692,12 @@ static void render_epilogue_body(render_buf *b, const kir_kernel *k, const uint8
 
 static void render_matmul_float_epi(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
     const kir_matmul *m = &k->mm;
-    const char *dt = gemm_dt_name(m->dtype), *st = storage_ctype(m->dtype), *sfx = gemm_sfx(m->dtype);
+    const char *dt = gemm_dt_name(m->dtype), *st = storage_ctype(m->dtype);
     const char *ct = m->dtype == ST_F64 ? "double" : "float";
     const char *ld = m->dtype == ST_F16 ? "st_h2f" : m->dtype == ST_BF16 ? "st_bf2f" : "";
-    render_matmul_head(b, m);
+    char sfx[32];
+    gemm_fn_sfx(k, sfx, sizeof sfx);
+    render_matmul_head(b, k);
     render_buffers(b, k);
     render_hoisted(b, k, live);
     render_printf(b, "    const int par = a->nthreads > 1 && NB * M * N * K > %d;\n", MM_PAR_WORK);
@@ -711,7 +740,7 @@ static void render_matmul_float_epi(render_buf *b, const kir_kernel *k, const ui
 static void render_matmul_int_epi(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
     const kir_matmul *m = &k->mm;
     const char *st = storage_ctype(m->dtype);
-    render_matmul_head(b, m);
+    render_matmul_head(b, k);
     render_buffers(b, k);
     render_hoisted(b, k, live);
     render_printf(b, "    (void)sbn;\n");
@@ -752,6 +781,7 @@ char *render_c(const kir_kernel *k) {
     live = st_calloc(2 * (size_t)(k->n ? k->n : 1), 1);   /* live, then laned */
     if (!live) return NULL;
     render_mark_live(k, live);
+    if (k->kind == KK_MATMUL) render_gemm_instance(&b, k);
     render_printf(&b, "// stitch kernel: %s\nvoid KNAME(const st_kargs *a) {\n", k->comment);
     if (k->kind == KK_MATMUL) {
         render_matmul(&b, k, live, live + (k->n ? k->n : 1));

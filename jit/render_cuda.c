@@ -654,7 +654,10 @@ static void render_phases(render_buf *b, const cu_ctx *c) {
     }
 }
 
-/* ---- matmul ---- */
+/* ---- matmul ----
+ * An operand may be stored in another float type than the matmul's (a cast folded into the
+ * loads: kir_matmul): each element is loaded to its own compute type and converted to the
+ * matmul's, as CAST converts it, so the tiles hold the cast operand's values. */
 static const char *mm_load(int dt) { return dt == ST_F16 ? "st_h2f" : dt == ST_BF16 ? "st_bf2f" : ""; }
 
 /* The store of output element (gm, gn) of batch z. With an epilogue (k->mm.epi) the element's
@@ -690,12 +693,13 @@ static void mm_store(render_buf *b, const cu_ctx *c, const char *st) {
 static void render_matmul(render_buf *b, const cu_ctx *c) {
     const kir_kernel *k = c->k;
     const kir_matmul *m = &k->mm;
-    const char *st = st_dtypes[m->dtype].ctype, *ld = mm_load(m->dtype);
+    int adt = k->buf_dtype[m->a_buf], bdt = k->buf_dtype[m->b_buf];
+    const char *st = st_dtypes[m->dtype].ctype, *lda = mm_load(adt), *ldb = mm_load(bdt);
     bool flt = st_is_float((st_dtype)m->dtype);
     const char *C = m->dtype == ST_F64 ? "double" : flt ? "float" : "uint64_t";
-    const char *cast = flt ? "" : "(uint64_t)";
     int nb = m->nbatch;
-    render_printf(b, "    const %s *A = p%d;\n    const %s *B = p%d;\n", st, m->a_buf, st, m->b_buf);
+    render_printf(b, "    const %s *A = p%d;\n    const %s *B = p%d;\n", st_dtypes[adt].ctype, m->a_buf,
+                  st_dtypes[bdt].ctype, m->b_buf);
     if (m->epi) hoisted(b, c);
     else render_printf(b, "    %s *O = p%d;\n", st, m->o_buf);
     render_printf(b, "    const int64_t M = i%d, N = i%d, K = i%d;\n", m->p_m, m->p_n, m->p_k);
@@ -724,11 +728,11 @@ static void render_matmul(render_buf *b, const cu_ctx *c) {
     render_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", MM_T * MM_KT, CU_BLOCK);
     render_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l >> 6, bn = l & 63;\n");
     render_printf(b, "                    const int64_t gm = m0 + am, gk = k0 + ak, gk2 = k0 + bk, gn = n0 + bn;\n");
-    render_printf(b, "                    As[ak][am] = gm < M && gk < K ? %s%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n",
-                  cast, ld, C);
+    render_printf(b, "                    As[ak][am] = gm < M && gk < K ? (%s)%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n",
+                  C, lda, C);
     render_printf(b, "                    Bs[bk][bn] = gk2 < K && gn < N ? "
-                     "%s%s(B[bo + gk2 * sbk + gn * %s]) : (%s)0;\n",
-                  cast, ld, m->b_unit ? "1" : "sbn", C);
+                     "(%s)%s(B[bo + gk2 * sbk + gn * %s]) : (%s)0;\n",
+                  C, ldb, m->b_unit ? "1" : "sbn", C);
     render_printf(b, "                }\n");
     render_printf(b, "                __syncthreads();\n");
     /* only the k < K of the tile: a padded zero would turn -0 into +0 and inf * 0 into NaN */

@@ -97,6 +97,8 @@ void st_cuda_allow_tf32(int on) { tf32 = on != 0; }
 bool cuda_mma_eligible(const kir_kernel *k, int sm) {
     if (k->kind != KK_MATMUL || sm < 80) return false;   /* m16n8k16 bf16 and tf32 need sm_80 */
     int dt = k->mm.dtype;
+    /* an operand stored in another type (a folded cast) takes the plain path, which converts */
+    if (k->buf_dtype[k->mm.a_buf] != dt || k->buf_dtype[k->mm.b_buf] != dt) return false;
     return dt == ST_F16 || dt == ST_BF16 || (dt == ST_F32 && cuda_tf32_allowed());
 }
 

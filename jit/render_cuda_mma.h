@@ -22,7 +22,8 @@ ST_INTERNAL void cuda_mm_store_plain(render_buf *b, const kir_kernel *k, const c
                                      const char *acc, int depth);
 
 /* Does matmul k get the tensor-core body on compute capability sm (major * 10 + minor; 0 =
- * unknown)? f16 and bf16 on sm >= 80; f32 only while tf32 is allowed; never f64 or integers. */
+ * unknown)? f16 and bf16 on sm >= 80; f32 only while tf32 is allowed; never f64 or integers,
+ * never an operand stored in another type (a folded cast: the plain body converts it). */
 ST_INTERNAL bool cuda_mma_eligible(const kir_kernel *k, int sm);
 /* The kernel body (between the signature's brace and the closing one) of an eligible matmul. */
 ST_INTERNAL void render_matmul_mma(render_buf *b, const kir_kernel *k, cuda_mm_store_fn store);

@@ -169,6 +169,8 @@ TEST(eligible) {
     st_cuda_allow_tf32(1);
     build_mm(&k, ST_F32, 0, 1);
     CHECK(cuda_mma_eligible(&k, 80) && !cuda_mma_eligible(&k, 75));
+    k.buf_dtype[0] = ST_F16;   /* a cast folded into A's loads (a prologue): the plain body */
+    CHECK(!cuda_mma_eligible(&k, 80));
     for (int i = 1; i < 5; i++) {
         build_mm(&k, no[i], 1, 1);
         CHECK_MSG(!cuda_mma_eligible(&k, 90), "%s eligible with tf32 on", st_dtypes[no[i]].name);

@@ -1,0 +1,311 @@
+/*
+ * test_prologue.c — matmul prologues (docs/fusion.md "matmul"): an operand that is a cast of a
+ * float value (x:float() @ w, or the promotion of f16 @ f32), possibly under views (transposes,
+ * broadcasts), is read by the GEMM in its own storage type and converted as it is packed, so the
+ * cast is never stored: one kernel where the cast used to take its own.
+ *
+ * Every graph is built eagerly (the reference interpreter: the cast stored, then the matmul) and
+ * lazily (JIT, st_set_jit_min(0)); its outputs are realized in one flush and compared element by
+ * element with tolerance 0 (the packers convert as CAST does, so the GEMM sums the very values
+ * the interpreter multiplies). Kernel counts come from st_stats; with the prologue kind off
+ * (fuse_set_flags) the cast takes its own kernel again. When libnvrtc loads, the check mode
+ * (ST_NVRTC_CHECK=1) compiles every kernel's CUDA rendering for sm_80 and sm_90 too (a failure
+ * makes the process exit non-zero).
+ */
+#include "runtime/internal.h"
+#include "fuser/fuser.h"
+#include "jit/nvrtc.h"
+#include "test.h"
+
+#include <ftw.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char cache_dir[256];
+
+enum { MAXOUT = 3 };
+typedef int (*build_fn)(st_tensor **in, st_tensor **out);   /* returns the number of outputs */
+
+/* Values with more mantissa bits than f16 keeps (so an f64 -> f32 cast rounds). */
+static st_tensor *input(st_dtype dt, int ndim, const int64_t *shape, unsigned seed) {
+    int64_t n = st_shape_numel(ndim, shape);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        double u = (double)(seed >> 8 & 0xffffff) / 16777216.0;
+        v[i] = (u * 4 - 2) * (1.0 + 0x1p-35);
+    }
+    st_tensor *f = st_from_data(ST_F64, ndim, shape, v);
+    free(v);
+    st_tensor *t = st_cast(f, dt);
+    st_release(f);
+    st_realize(1, &t);
+    return t;
+}
+
+static double *host(st_tensor *t) {
+    int64_t n = st_numel(t);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Builds fn eagerly and lazily, realizes the lazy outputs in one flush, compares bit for bit;
+ * returns the kernels that flush launched (-1 on a failure, already recorded). */
+static int check_graph(build_fn fn, st_tensor **in) {
+    st_tensor *ref[MAXOUT] = {0}, *out[MAXOUT] = {0};
+    st_set_eager(1);
+    int n = fn(in, ref);
+    st_set_eager(0);
+    int n2 = fn(in, out);
+    CHECK_EQ_INT(n2, n);
+    st_stats_t s0, s1;
+    st_stats(&s0);
+    st_status s = st_realize(n, out);
+    st_stats(&s1);
+    CHECK_MSG(s == ST_OK, "realize failed: %s", st_last_error());
+    for (int o = 0; o < n && s == ST_OK; o++) {
+        CHECK_EQ_INT(st_numel(out[o]), st_numel(ref[o]));
+        CHECK_EQ_INT(st_dtype_of(out[o]), st_dtype_of(ref[o]));
+        double *a = host(out[o]), *b = host(ref[o]);
+        CHECK(a && b);
+        for (int64_t i = 0; a && b && i < st_numel(out[o]) && !test_cur_failed; i++) {
+            CHECK_MSG(a[i] == b[i], "%.17g vs %.17g", a[i], b[i]);
+            if (test_cur_failed) printf("  (output %d, element %lld)\n", o, (long long)i);
+        }
+        free(a);
+        free(b);
+    }
+    for (int o = 0; o < n; o++) {
+        st_release(ref[o]);
+        st_release(out[o]);
+    }
+    return s == ST_OK ? (int)(s1.kernels_launched - s0.kernels_launched) : -1;
+}
+
+/* The same graph with the prologue kind off: the cast is stored by a kernel of its own. */
+static int check_unfused(build_fn fn, st_tensor **in) {
+    fuse_set_flags(FUSE_ALL & ~FUSE_MM_PROLOGUE);
+    int k = check_graph(fn, in);
+    fuse_set_flags(FUSE_ALL);
+    return k;
+}
+
+/* in[0] @ in[1], the dtypes promoted by st_matmul (a CAST of the narrower operand) */
+static int g_promote(st_tensor **in, st_tensor **out) {
+    out[0] = st_matmul(in[0], in[1]);
+    return 1;
+}
+/* in[0]:float() @ in[1] */
+static int g_cast_a(st_tensor **in, st_tensor **out) {
+    st_tensor *x = st_cast(in[0], ST_F32);
+    out[0] = st_matmul(x, in[1]);
+    st_release(x);
+    return 1;
+}
+/* in[0] @ in[1]:t():float(), in[1] (N, K): F.linear's weight, stored in f16 */
+static int g_cast_wt(st_tensor **in, st_tensor **out) {
+    st_tensor *t = st_transpose(in[1], 0, 1), *w = st_cast(t, ST_F32);
+    out[0] = st_matmul(in[0], w);
+    st_release(t);
+    st_release(w);
+    return 1;
+}
+/* the same with the view above the cast: in[0] @ in[1]:float():t() */
+static int g_cast_then_t(st_tensor **in, st_tensor **out) {
+    st_tensor *w = st_cast(in[1], ST_F32), *t = st_transpose(w, 0, 1);
+    out[0] = st_matmul(in[0], t);
+    st_release(t);
+    st_release(w);
+    return 1;
+}
+
+/* Runs fn on inputs of the given dtypes and shapes: 1 kernel, 2 with the prologue off. */
+static void case2(build_fn fn, st_dtype da, const int64_t *as, st_dtype db, const int64_t *bs, unsigned seed) {
+    st_tensor *in[2] = {input(da, 2, as, seed), input(db, 2, bs, seed + 1)};
+    CHECK_EQ_INT(check_graph(fn, in), 1);
+    CHECK_EQ_INT(check_unfused(fn, in), 2);
+    for (int i = 0; i < 2; i++) st_release(in[i]);
+}
+
+/* f16 @ f32 and bf16 @ f32 promote to f32, f32 @ f64 to f64, f16 @ f64 too. Sizes with edge
+ * micro-tiles, K over one k block (256 floats, 128 doubles) and M over one row block (192). */
+TEST(promoted_operands_are_one_kernel) {
+    const int64_t a1[2] = {37, 53}, b1[2] = {53, 29}, a2[2] = {200, 300}, b2[2] = {300, 70};
+    case2(g_promote, ST_F16, a1, ST_F32, b1, 1);
+    case2(g_promote, ST_F32, a1, ST_BF16, b1, 3);
+    case2(g_promote, ST_F16, a2, ST_F32, b2, 5);
+    case2(g_promote, ST_F32, a1, ST_F64, b1, 7);
+    case2(g_promote, ST_F64, a2, ST_F32, b2, 9);
+    case2(g_promote, ST_F16, a1, ST_F64, b1, 11);
+}
+
+/* x:float() @ w for x f16, bf16 and f64 (a rounding cast: the packer rounds as CAST does) */
+TEST(cast_operand_is_one_kernel) {
+    const int64_t as[2] = {45, 130}, bs[2] = {130, 66}, a2[2] = {200, 270}, b2[2] = {270, 33};
+    case2(g_cast_a, ST_F16, as, ST_F32, bs, 13);
+    case2(g_cast_a, ST_BF16, as, ST_F32, bs, 15);
+    case2(g_cast_a, ST_F64, as, ST_F32, bs, 17);
+    case2(g_cast_a, ST_F16, a2, ST_F32, b2, 19);
+    const int64_t a0[2] = {5, 0}, b0[2] = {0, 7};   /* K = 0: the unblocked loop writes zeros */
+    case2(g_cast_a, ST_F16, a0, ST_F32, b0, 20);
+}
+
+/* transposed cast operands, the transpose below and above the cast */
+TEST(transposed_cast_operand) {
+    const int64_t xs[2] = {41, 70}, ws[2] = {35, 70};
+    case2(g_cast_wt, ST_F32, xs, ST_F16, ws, 21);
+    case2(g_cast_then_t, ST_F32, xs, ST_BF16, ws, 23);
+    case2(g_cast_wt, ST_F32, xs, ST_F64, ws, 25);
+}
+
+/* (2, 3, M, K) f32 @ w (K, N) f16 broadcast over the batch and cast: one batched GEMM that
+ * reads w's one copy for every batch; and the batch of x cast from bf16 with a 2-D weight
+ * (the batch folds into the rows through a reshape of the cast). */
+static int g_batched(st_tensor **in, st_tensor **out) {
+    const int64_t ws[4] = {2, 3, 24, 19};
+    st_tensor *e = st_expand(in[1], 4, ws), *w = st_cast(e, ST_F32);
+    out[0] = st_matmul(in[0], w);
+    st_release(e);
+    st_release(w);
+    return 1;
+}
+TEST(batched_broadcast_cast) {
+    const int64_t xs[4] = {2, 3, 17, 24}, ws[2] = {24, 19};
+    st_tensor *in[2] = {input(ST_F32, 4, xs, 27), input(ST_F16, 2, ws, 28)};
+    CHECK_EQ_INT(check_graph(g_batched, in), 1);
+    CHECK_EQ_INT(check_unfused(g_batched, in), 2);
+    st_release(in[0]);
+    st_release(in[1]);
+    st_tensor *in2[2] = {input(ST_BF16, 4, xs, 29), input(ST_F32, 2, ws, 30)};
+    CHECK_EQ_INT(check_graph(g_cast_a, in2), 1);
+    CHECK_EQ_INT(check_unfused(g_cast_a, in2), 2);
+    st_release(in2[0]);
+    st_release(in2[1]);
+}
+
+/* gelu(x:float() @ w + b): prologue and epilogue in one kernel */
+static int g_prologue_epilogue(st_tensor **in, st_tensor **out) {
+    st_tensor *x = st_cast(in[0], ST_F32), *m = st_matmul(x, in[1]), *h = st_add(m, in[2]);
+    out[0] = st_gelu(h);
+    st_release(x);
+    st_release(m);
+    st_release(h);
+    return 1;
+}
+TEST(with_an_epilogue_one_kernel) {
+    const int64_t xs[2] = {37, 53}, ws[2] = {53, 29}, bs[1] = {29};
+    st_tensor *in[3] = {input(ST_F16, 2, xs, 31), input(ST_F32, 2, ws, 32), input(ST_F32, 1, bs, 33)};
+    CHECK_EQ_INT(check_graph(g_prologue_epilogue, in), 1);
+    CHECK_EQ_INT(check_unfused(g_prologue_epilogue, in), 2);
+    fuse_set_flags(FUSE_ALL & ~FUSE_MM_EPILOGUE);
+    CHECK_EQ_INT(check_graph(g_prologue_epilogue, in), 2);
+    fuse_set_flags(FUSE_ALL);
+    for (int i = 0; i < 3; i++) st_release(in[i]);
+}
+
+/* One cast read by two matmuls: both fold it, nothing stores it. A cast also read elementwise
+ * is computed where that consumer is; the matmul still reads the source. A cast that is an
+ * output is stored, and the matmul reads the stored cast. */
+static int g_shared(st_tensor **in, st_tensor **out) {
+    st_tensor *x = st_cast(in[0], ST_F32), *t = st_transpose(in[1], 0, 1);
+    out[0] = st_matmul(x, in[1]);
+    out[1] = st_matmul(t, x);   /* (K, M) @ (M, K): x as the right operand */
+    st_release(x);
+    st_release(t);
+    return 2;
+}
+static int g_also_exp(st_tensor **in, st_tensor **out) {
+    st_tensor *x = st_cast(in[0], ST_F32);
+    out[0] = st_matmul(x, in[1]);
+    out[1] = st_exp(x);
+    st_release(x);
+    return 2;
+}
+static int g_cast_is_output(st_tensor **in, st_tensor **out) {
+    out[0] = st_cast(in[0], ST_F32);
+    out[1] = st_matmul(out[0], in[1]);
+    return 2;
+}
+TEST(shared_and_stored_casts) {
+    const int64_t xs[2] = {30, 30};
+    st_tensor *in[2] = {input(ST_F16, 2, xs, 34), input(ST_F32, 2, xs, 35)};
+    CHECK_EQ_INT(check_graph(g_shared, in), 2);
+    CHECK(check_graph(g_also_exp, in) >= 2);
+    CHECK_EQ_INT(check_graph(g_cast_is_output, in), 2);
+    for (int i = 0; i < 2; i++) st_release(in[i]);
+}
+
+/* A cast of a computed value: the value is stored in its own (narrower) type and the GEMM
+ * converts it; two casts in a row round twice, so only the outer one is folded. */
+static int g_cast_of_sum(st_tensor **in, st_tensor **out) {
+    st_tensor *s = st_add(in[0], in[0]), *x = st_cast(s, ST_F32);
+    out[0] = st_matmul(x, in[1]);
+    st_release(s);
+    st_release(x);
+    return 1;
+}
+static int g_double_cast(st_tensor **in, st_tensor **out) {
+    st_tensor *h = st_cast(in[1], ST_F16), *w = st_cast(h, ST_F32);
+    out[0] = st_matmul(in[0], w);
+    st_release(h);
+    st_release(w);
+    return 1;
+}
+TEST(computed_and_twice_cast_sources) {
+    const int64_t xs[2] = {19, 40}, ws[2] = {40, 23};
+    st_tensor *in[2] = {input(ST_F16, 2, xs, 36), input(ST_F32, 2, ws, 37)};
+    CHECK_EQ_INT(check_graph(g_cast_of_sum, in), 2);
+    st_tensor *in2[2] = {input(ST_F32, 2, xs, 38), input(ST_F32, 2, ws, 39)};
+    CHECK_EQ_INT(check_graph(g_double_cast, in2), 2);
+    for (int i = 0; i < 2; i++) {
+        st_release(in[i]);
+        st_release(in2[i]);
+    }
+}
+
+/* Below the JIT threshold (and its kernel not cached yet: a dtype pair no test above uses) the
+ * matmul group runs through the interpreter, node by node (the folded cast evaluated there):
+ * one group, same values. */
+TEST(interpreter_tier) {
+    st_set_jit_min((int64_t)1 << 40);
+    const int64_t xs[2] = {9, 7}, ws[2] = {7, 5};
+    st_tensor *in[2] = {input(ST_BF16, 2, xs, 40), input(ST_F64, 2, ws, 41)};
+    st_stats_t s0, s1;
+    st_stats(&s0);
+    CHECK_EQ_INT(check_graph(g_promote, in), 1);
+    st_stats(&s1);
+    CHECK_EQ_INT(s1.interp_groups - s0.interp_groups, 1);
+    st_set_jit_min(0);
+    for (int i = 0; i < 2; i++) st_release(in[i]);
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb; (void)flag; (void)f;
+    return remove(p);
+}
+
+int main(void) {
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-prologue-XXXXXX");
+    if (!mkdtemp(cache_dir)) return 1;
+    setenv("ST_CACHE_DIR", cache_dir, 1);
+    if (nvrtc_load() == ST_OK) setenv("ST_NVRTC_CHECK", "1", 0);   /* CUDA renderings compiled too */
+    else printf("note: no libnvrtc (%s): CUDA renderings not compiled\n", st_last_error());
+    st_clear_error();
+    st_set_jit_min(0);
+    st_set_poison(1);
+    RUN(promoted_operands_are_one_kernel);
+    RUN(cast_operand_is_one_kernel);
+    RUN(transposed_cast_operand);
+    RUN(batched_broadcast_cast);
+    RUN(with_an_epilogue_one_kernel);
+    RUN(shared_and_stored_casts);
+    RUN(computed_and_twice_cast_sources);
+    RUN(interpreter_tier);
+    st_shutdown();
+    nftw(cache_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    TEST_MAIN_END();
+}
