@@ -532,15 +532,16 @@ static bool store_loop_ok(const body_ctx *c, int i, int e) {
  * A column reduction's outer loop runs over outputs o whose inner loops read element rr of o at
  * rr * nout + o: printed as written, every inner loop walks a column at the row stride (a cache
  * miss per element). Its iterations are independent, so the loop is printed interchanged: blocks
- * of COL_BLOCK adjacent outputs in parallel; in a block, each piece of the body (the straight
- * code between inner loops, and each inner loop) runs for the block's outputs in turn, an inner
- * loop as `for rr { for o in block { body } }`: every rr reads a contiguous slice, which
- * vectorizes. Values that cross pieces (accumulators, per-output values such as a mean) live in
- * per-block arrays `v<i>_a[COL_BLOCK]`. Each output still sees exactly its own sequence of
- * operations (only interleaved with other outputs'), so a sum adds its rows in order, serially,
- * as the interpreter does: the same bits whatever the thread count. Blocks of fewer than
- * COL_MIN outputs (`x:sum(1)` of an (n, 3) tensor) take the loop as written (partial lanes). */
-#define COL_BLOCK 64
+ * of adjacent outputs in parallel (the outputs split evenly over the threads, at most COL_BLOCK
+ * per block); in a block, each piece of the body (the straight code between inner loops, and
+ * each inner loop) runs for the block's outputs in turn, an inner loop as
+ * `for rr { for o in block { body } }`: every rr reads a contiguous slice, which vectorizes.
+ * Values that cross pieces (accumulators, per-output values such as a mean) live in per-block
+ * arrays `v<i>_a[COL_BLOCK]`. Each output still sees exactly its own sequence of operations (only
+ * interleaved with other outputs'), so a sum adds its rows in order, serially, as the
+ * interpreter does: the same bits whatever the thread count or block size. Loops of fewer than
+ * COL_MIN outputs (`x:sum(1)` of an (n, 3) tensor) run as written (partial lanes). */
+#define COL_BLOCK 256   /* most outputs per block (the arrays are on the stack) */
 #define COL_MIN 8
 
 /* Can the loop [i, e] be interchanged? Its body: straight-line code (no IF) and serial inner
@@ -651,17 +652,21 @@ static void render_col_loop(render_buf *b, body_ctx *c, int i, int e, int depth)
         }
     }
     render_indent(b, depth);
-    render_printf(b, "if (v%d >= %d) { /* column-blocked: %d outputs per block, rows outer */\n", L->a, COL_MIN,
-                  COL_BLOCK);
+    render_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
+    /* block size: the outputs split evenly over the threads (a multiple of 16, 16..COL_BLOCK):
+     * long contiguous slices per row; it never changes a result (each output is on its own) */
+    render_indent(b, depth + 1);
+    render_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_t < 16 ? 16 : "
+                     "v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16;\n",
+                  i, L->a, i, i, i, COL_BLOCK, COL_BLOCK, i);
     render_indent(b, depth + 1);
     render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
                   L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
     render_indent(b, depth + 1);
-    render_printf(b, "for (int64_t v%d_q = 0; v%d_q < (v%d + %d) / %d; v%d_q++) {\n", i, i, L->a, COL_BLOCK - 1,
-                  COL_BLOCK, i);
+    render_printf(b, "for (int64_t v%d_q = 0; v%d_q < (v%d + v%d_s - 1) / v%d_s; v%d_q++) {\n", i, i, L->a, i, i, i);
     render_indent(b, depth + 2);
-    render_printf(b, "const int64_t v%d_0 = v%d_q * %d, v%d_m = v%d - v%d_0 < %d ? v%d - v%d_0 : %d;\n", i, i,
-                  COL_BLOCK, i, L->a, i, COL_BLOCK, L->a, i, COL_BLOCK);
+    render_printf(b, "const int64_t v%d_0 = v%d_q * v%d_s, v%d_m = v%d - v%d_0 < v%d_s ? v%d - v%d_0 : v%d_s;\n", i, i,
+                  i, i, L->a, i, i, L->a, i, i);
     for (int p = i + 1; p < e; p++) {
         if (!xp[p]) continue;
         render_indent(b, depth + 2);
