@@ -14,7 +14,8 @@
  *         }
  *     }
  * Serial reduction loops are printed strip-mined over 16 partial accumulators (see "serial
- * reduction loops" below); a full reduction's row runs its inner loops in parallel.
+ * reduction loops" below); a full reduction's row runs its inner loops in parallel; a column
+ * reduction's loop (KIR_LOOP_COLS) is printed interchanged, rows outer ("column-blocked" below).
  * Invariant: the text depends only on the IR (never on parameter values), so equal structure
  * gives equal source and one cache entry. Math is never written here: ops print their prelude
  * macro, conversions print ST_CVT / st_h2f / st_f2h / st_bf2f / st_f2bf (one exception: a lane
