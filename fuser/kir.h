@@ -74,8 +74,12 @@ enum { KIR_MM_FLAT = 0, KIR_MM_ROW = 1, KIR_MM_COL = 2, KIR_MM_BATCH = 3 };
 /* KI_LOOP modes (imm). KIR_LOOP_ROW: the row loop of a full reduction (one row): it runs
  * serially and its loops over the row's elements run in parallel instead (reductions as blocks
  * of partial accumulators combined in a fixed order, element-wise store loops split) when the
- * work (b) is large enough. */
-enum { KIR_LOOP_SERIAL = 0, KIR_LOOP_PAR = 1, KIR_LOOP_ROW = 2 };
+ * work (b) is large enough. KIR_LOOP_COLS: a parallel loop (independent iterations, as PAR) over
+ * the outputs of a column reduction, whose adjacent iterations read adjacent elements in each of
+ * their inner loops; the C renderer may interchange it with its inner loops (blocks of
+ * iterations, each inner loop run for the whole block at once: see render_c.c), other renderers
+ * print it as PAR. */
+enum { KIR_LOOP_SERIAL = 0, KIR_LOOP_PAR = 1, KIR_LOOP_ROW = 2, KIR_LOOP_COLS = 3 };
 
 typedef enum kir_kind { KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW, KK_COUNT } kir_kind;
 

@@ -35,11 +35,13 @@ typedef struct lctx {
 /* The rows of a reduce group: every reduction of the group reduces the same axes of the same
  * input shape, so one outer loop over output elements o (the rows) serves them all. */
 typedef struct rows {
-    int scls, nred, o;
+    int scls, nred, nout, o;
     uint32_t axes;
-    bool suffix;
+    bool suffix;                /* the reduced dims are the last ones: row o is contiguous */
+    bool prefix;                /* the reduced dims are the first ones (column reductions): element
+                                 * rr of row o is at rr * nout + o */
     int nd, firstr;
-    int kept[ST_MAX_DIMS];      /* kept dims' indices (valid when !suffix), computed from o */
+    int kept[ST_MAX_DIMS];      /* kept dims' indices, computed from o */
 } rows;
 
 typedef struct lw {
@@ -131,6 +133,8 @@ static int numel_p(lw *w, int cls) {
     return iparam(w, P_NUMEL, cls, -1, st_shape_numel(w->cls[cls].ndim, w->cls[cls].shape));
 }
 static int cstride_p(lw *w, int cls, int d) {
+    /* the last dim's contiguous stride is always 1: a literal, so `p[i * s + j]` is unit-stride */
+    if (d == w->cls[cls].ndim - 1) return kir_iconst(&w->b, KT_I64, 1);
     int64_t cs[ST_MAX_DIMS];
     st_contig_strides(w->cls[cls].ndim, w->cls[cls].shape, cs);
     return iparam(w, P_CSTR, cls, d, cs[d]);
@@ -435,15 +439,14 @@ static void lower_pointwise(lw *w) {
     w->L->work = w->G->outs[0]->numel;
 }
 
-/* Input context of element rr of row o (inside the inner loop). */
+/* Input context of element rr of row o (inside the inner loop). The multi-index is given with
+ * the flat index (kept dims from o, reduced dims unravelled from rr; dead when nothing reads it),
+ * so a view inside the row indexes by it: a weight broadcast over the rows of a row reduction
+ * (layernorm's w[j] for x[i, j]) reads p[rr], without a division per element. */
 static lctx row_ctx(lw *w, const rows *R, int rr) {
     kir_builder *b = &w->b;
     lctx ic = ctx_flat(-1, R->scls);
     ic.row = 1;
-    if (R->suffix) {
-        ic.flat = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, R->o, R->nred), rr);
-        return ic;
-    }
     int rem = rr;
     for (int d = R->nd - 1; d >= 0; d--) {
         if (!(R->axes >> d & 1)) {
@@ -456,11 +459,17 @@ static lctx row_ctx(lw *w, const rows *R, int rr) {
             rem = kir_ibin(b, KI_IDIV, rem, sz);
         }
     }
-    int flat = kir_iconst(b, KT_I64, 0);
-    for (int d = 0; d < R->nd; d++)
-        flat = kir_ibin(b, KI_IADD, flat, kir_ibin(b, KI_IMUL, ic.midx[d], cstride_p(w, R->scls, d)));
-    ic.flat = flat;
     ic.has_midx = 1;
+    if (R->suffix) {
+        ic.flat = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, R->o, R->nred), rr);
+    } else if (R->prefix) {
+        ic.flat = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, rr, R->nout), R->o);
+    } else {
+        int flat = kir_iconst(b, KT_I64, 0);
+        for (int d = 0; d < R->nd; d++)
+            flat = kir_ibin(b, KI_IADD, flat, kir_ibin(b, KI_IMUL, ic.midx[d], cstride_p(w, R->scls, d)));
+        ic.flat = flat;
+    }
     return ic;
 }
 
@@ -601,17 +610,20 @@ static void lower_reduce(lw *w) {
             firstk = d;
         }
     }
-    R.suffix = true;
+    R.suffix = R.prefix = true;
     for (int d = first; d < R.nd; d++) R.suffix = R.suffix && (R.axes >> d & 1);
+    for (int d = firstk < 0 ? R.nd : firstk; d < R.nd; d++) R.prefix = R.prefix && !(R.axes >> d & 1);
     kir_builder *b = &w->b;
-    int nout = numel_p(w, ocls);
+    int nout = R.nout = numel_p(w, ocls);
     R.nred = iparam(w, P_NRED, R.scls, -1, nred_v);
-    /* a full reduction (every dim reduced: one row) parallelizes inside its row instead */
-    bool full = true;
-    for (int d = 0; d < R.nd; d++) full = full && (R.axes >> d & 1);
-    R.o = kir_loop(b, nout, kir_ibin(b, KI_IMUL, nout, R.nred), full && R.nd > 0 ? KIR_LOOP_ROW : KIR_LOOP_PAR);
+    /* a full reduction (every dim reduced: one row) parallelizes inside its row instead; a
+     * column reduction (reduced dims first, kept dims last) is printed column-blocked on the CPU
+     * (KIR_LOOP_COLS: rows outer, a block of adjacent outputs inner) */
+    bool full = firstk < 0;
+    int mode = full && R.nd > 0 ? KIR_LOOP_ROW : R.prefix && !R.suffix ? KIR_LOOP_COLS : KIR_LOOP_PAR;
+    R.o = kir_loop(b, nout, kir_ibin(b, KI_IMUL, nout, R.nred), mode);
     w->rows = &R;
-    if (!R.suffix) { /* the kept dims' indices depend only on o */
+    { /* the kept dims' indices depend only on o (dead unless a view reads them) */
         int rem = R.o;
         for (int d = R.nd - 1; d >= 0; d--) {
             if (R.axes >> d & 1) continue;

@@ -14,7 +14,8 @@
  *         }
  *     }
  * Serial reduction loops are printed strip-mined over 16 partial accumulators (see "serial
- * reduction loops" below); a full reduction's row runs its inner loops in parallel.
+ * reduction loops" below); a full reduction's row runs its inner loops in parallel; a column
+ * reduction's loop (KIR_LOOP_COLS) is printed interchanged, rows outer ("column-blocked" below).
  * Invariant: the text depends only on the IR (never on parameter values), so equal structure
  * gives equal source and one cache entry. Math is never written here: ops print their prelude
  * macro, conversions print ST_CVT / st_h2f / st_f2h / st_bf2f / st_f2bf (one exception: a lane
@@ -555,6 +556,191 @@ static bool store_loop_ok(const body_ctx *c, int i, int e) {
     return stores;
 }
 
+/* ---- column-blocked reduction loops (KIR_LOOP_COLS) ----
+ * A column reduction's outer loop runs over outputs o whose inner loops read element rr of o at
+ * rr * nout + o: printed as written, every inner loop walks a column at the row stride (a cache
+ * miss per element). Its iterations are independent, so the loop is printed interchanged: blocks
+ * of adjacent outputs in parallel (the outputs split evenly over the threads, at most COL_BLOCK
+ * per block); in a block, each piece of the body (the straight code between inner loops, and
+ * each inner loop) runs for the block's outputs in turn, an inner loop as
+ * `for rr { for o in block { body } }`: every rr reads a contiguous slice, which vectorizes.
+ * Values that cross pieces (accumulators, per-output values such as a mean) live in per-block
+ * arrays `v<i>_a[COL_BLOCK]`. Each output still sees exactly its own sequence of operations (only
+ * interleaved with other outputs'), so a sum adds its rows in order, serially, as the
+ * interpreter does: the same bits whatever the thread count or block size. Loops of fewer than
+ * COL_MIN outputs (`x:sum(1)` of an (n, 3) tensor) run as written (partial lanes). */
+#define COL_BLOCK 256   /* most outputs per block (the arrays are on the stack) */
+#define COL_MIN 8
+
+/* Can the loop [i, e] be interchanged? Its body: straight-line code (no IF) and serial inner
+ * loops with straight-line bodies and counts defined outside the loop. */
+static bool col_loop_ok(const body_ctx *c, int i, int e) {
+    const kir_kernel *k = c->k;
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &k->ins[j];
+        if (!c->live[j]) continue;
+        if (in->op == KI_IF || in->op == KI_ENDIF || in->op == KI_ENDLOOP) return false;
+        if (in->op != KI_LOOP) continue;
+        int e2 = render_loop_end(k, j);
+        if (in->imm != KIR_LOOP_SERIAL || e2 >= e || in->a >= i) return false;
+        for (int q = j + 1; q < e2; q++)
+            if (c->live[q] && (k->ins[q].op == KI_LOOP || k->ins[q].op == KI_IF || k->ins[q].op == KI_ENDIF ||
+                               k->ins[q].op == KI_ACC))
+                return false;
+        j = e2;
+    }
+    return true;
+}
+
+/* Is value p read by a live instruction in [from, to)? */
+static bool col_used(const body_ctx *c, int p, int from, int to) {
+    for (int q = from; q < to; q++) {
+        const kir_ins *in = &c->k->ins[q];
+        if (!c->live[q]) continue;
+        unsigned m = render_operand_mask(in);
+        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+        for (int j = 0; j < 4; j++)
+            if ((m >> j & 1) && ops[j] == p) return true;
+    }
+    return false;
+}
+
+/* Does the live range [from, to) update accumulator p? */
+static bool col_updates(const body_ctx *c, int p, int from, int to) {
+    for (int q = from; q < to; q++) {
+        const kir_ins *in = &c->k->ins[q];
+        if (c->live[q] && ((in->op == KI_ACCUPD && in->a == p) || (in->op == KI_ARGUPD && (in->a == p || in->b == p))))
+            return true;
+    }
+    return false;
+}
+
+/* One piece [from, to) of the loop at i, for output v<i>_0 + v<i>_l: the output index, the
+ * cross-piece values it reads (accumulators it updates are mutable and written back), the
+ * piece, then the values it defines for later pieces. xp[p]: value p crosses pieces. */
+static void col_piece(render_buf *b, body_ctx *c, int i, int e, const uint8_t *xp, int from, int to, int depth) {
+    const kir_kernel *k = c->k;
+    render_indent(b, depth);
+    render_printf(b, "for (int64_t v%d_l = 0; v%d_l < v%d_m; v%d_l++) {\n", i, i, i, i);
+    render_indent(b, depth + 1);
+    render_printf(b, "const int64_t v%d = v%d_0 + v%d_l;\n", i, i, i);
+    for (int p = i + 1; p < from; p++) {
+        if (!xp[p] || !col_used(c, p, from, to)) continue;
+        bool upd = col_updates(c, p, from, to);
+        render_indent(b, depth + 1);
+        render_printf(b, "%s%s v%d = v%d_a[v%d_l];\n", upd ? "" : "const ", kir_type_cname[k->ins[p].type], p, p, i);
+    }
+    render_range(b, c, from, to, depth + 1);
+    for (int p = i + 1; p < e; p++) {
+        bool mine = p >= from && p < to;
+        if (xp[p] && (mine || (p < from && col_used(c, p, from, to) && col_updates(c, p, from, to)))) {
+            render_indent(b, depth + 1);
+            render_printf(b, "v%d_a[v%d_l] = v%d;\n", p, i, p);
+        }
+    }
+    render_indent(b, depth);
+    render_printf(b, "}\n");
+}
+
+/* Prints the KIR_LOOP_COLS loop [i, e] column-blocked (see above); small loops as written. */
+static void render_col_loop(render_buf *b, body_ctx *c, int i, int e, int depth) {
+    const kir_kernel *k = c->k;
+    const kir_ins *L = &k->ins[i];
+    /* xp[p]: value p crosses pieces; piece[j]: the first instruction of j's piece (an inner
+     * loop, or a run of straight code) */
+    uint8_t *xp = st_calloc((size_t)k->n, 1);
+    int *piece = st_calloc((size_t)k->n, sizeof *piece);
+    if (!xp || !piece) {
+        st_free(xp);
+        st_free(piece);
+        b->oom = 1;
+        return;
+    }
+    for (int j = i + 1, start = i + 1; j < e; j++) {
+        if (k->ins[j].op == KI_LOOP) {
+            int e2 = render_loop_end(k, j);
+            for (int q = j; q <= e2; q++) piece[q] = j;
+            j = e2;
+            start = e2 + 1;
+        } else {
+            piece[j] = start;
+        }
+    }
+    for (int q = i + 1; q < e; q++) { /* values read in another piece than their own */
+        const kir_ins *in = &k->ins[q];
+        if (!c->live[q]) continue;
+        unsigned m = render_operand_mask(in);
+        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+        for (int j = 0; j < 4; j++) {
+            int p = ops[j];
+            if (!(m >> j & 1) || p <= i || p >= e) continue;
+            kir_opcode po = (kir_opcode)k->ins[p].op;
+            if (po == KI_IPARAM || po == KI_FPARAM || po == KI_ICONST || po == KI_FCONST) continue;
+            if (piece[p] != piece[q] && k->ins[piece[p]].op != KI_LOOP) xp[p] = 1; /* loop bodies' never do */
+        }
+    }
+    render_indent(b, depth);
+    render_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
+    /* block size: the outputs split evenly over the threads (a multiple of 16, 16..COL_BLOCK):
+     * long contiguous slices per row; it never changes a result (each output is on its own) */
+    render_indent(b, depth + 1);
+    render_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_t < 16 ? 16 : "
+                     "v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16;\n",
+                  i, L->a, i, i, i, COL_BLOCK, COL_BLOCK, i);
+    render_indent(b, depth + 1);
+    render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
+                  L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
+    render_indent(b, depth + 1);
+    render_printf(b, "for (int64_t v%d_q = 0; v%d_q < (v%d + v%d_s - 1) / v%d_s; v%d_q++) {\n", i, i, L->a, i, i, i);
+    render_indent(b, depth + 2);
+    render_printf(b, "const int64_t v%d_0 = v%d_q * v%d_s, v%d_m = v%d - v%d_0 < v%d_s ? v%d - v%d_0 : v%d_s;\n", i, i,
+                  i, i, L->a, i, i, L->a, i, i);
+    for (int p = i + 1; p < e; p++) {
+        if (!xp[p]) continue;
+        render_indent(b, depth + 2);
+        render_printf(b, "%s v%d_a[%d];\n", kir_type_cname[k->ins[p].type], p, COL_BLOCK);
+    }
+    for (int j = i + 1; j < e;) {
+        if (k->ins[j].op == KI_LOOP) { /* an inner loop: rows outer, the block's outputs inner */
+            int e2 = render_loop_end(k, j);
+            if (c->live[j]) {
+                render_indent(b, depth + 2);
+                render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
+                col_piece(b, c, i, e, xp, j + 1, e2, depth + 3);
+                render_indent(b, depth + 2);
+                render_printf(b, "}\n");
+            }
+            j = e2 + 1;
+        } else { /* straight code up to the next inner loop */
+            int to = j;
+            while (to < e && k->ins[to].op != KI_LOOP) to++;
+            bool any = false;
+            for (int q = j; q < to; q++) {
+                kir_opcode o = (kir_opcode)k->ins[q].op;
+                any |= c->live[q] && o != KI_IPARAM && o != KI_FPARAM && o != KI_ICONST && o != KI_FCONST;
+            }
+            if (any) col_piece(b, c, i, e, xp, j, to, depth + 2);
+            j = to;
+        }
+    }
+    render_indent(b, depth + 1);
+    render_printf(b, "}\n");
+    render_indent(b, depth);
+    render_printf(b, "} else {\n");
+    render_indent(b, depth + 1);
+    render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n", L->b >= 0 ? L->b : L->a,
+                  PAR_THRESHOLD);
+    render_indent(b, depth + 1);
+    render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, L->a, i);
+    render_range(b, c, i + 1, e, depth + 2);
+    render_indent(b, depth + 1);
+    render_printf(b, "}\n");
+    render_indent(b, depth);
+    render_printf(b, "}\n");
+    st_free(piece);
+    st_free(xp);
+}
+
 /* Prints the live instructions in [from, to) at the given depth (LOOP/IF bodies nest). */
 static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth) {
     const kir_kernel *k = c->k;
@@ -577,6 +763,12 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
                     render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
                                   c->split_work, RED_SPLIT_WORK);
                 }
+            } else if (in->imm == KIR_LOOP_COLS && !c->split && render_loop_end(k, i) < to &&
+                       col_loop_ok(c, i, render_loop_end(k, i))) {
+                int e = render_loop_end(k, i);
+                render_col_loop(b, c, i, e, depth);
+                i = e;
+                break;
             } else if (in->imm == KIR_LOOP_ROW && in->b >= 0 && !c->split) {
                 /* a full reduction's one row: serial here, parallel inside when the work is
                  * large (not a nested parallel region: that costs a thread team per call) */

@@ -1,0 +1,321 @@
+/*
+ * test_colred.c — column reductions (reduced dims first, kept dims last: a bias gradient, x:sum(1)
+ * in Lua) and broadcast reads in row kernels, as the C renderer prints them (jit/render_c.c,
+ * "column-blocked reduction loops"; fuser/lower.c row_ctx).
+ *
+ * Checked against the reference interpreter (st_set_eager(1)): sum/max/min/argmax/mean over dim 0
+ * for rows {1, 7, 5000} x columns {1, 3, 1000, 1023} in f32/f16/bf16/f64. A column-blocked sum adds
+ * each column's rows in order in double, as the interpreter does, so from COL_MIN (8) columns up
+ * the results are the interpreter's bits; fewer columns take the partial-lane loop (rounding).
+ * Stitched (var) and multi-output (layernorm-backward-like) column groups, 3-D shapes.
+ * Thread-count independence: child processes (forked before the runtime starts, since ST_THREADS
+ * and ST_DEBUG are read once) compute every case with 1, 2 and 3 threads; the bytes must match.
+ * Another child prints the kernel sources (ST_DEBUG=4): layernorm forward's row kernel reads its
+ * weight and bias without a division or modulo. Fresh ST_CACHE_DIR (mkdtemp), removed at the end.
+ */
+#include "runtime/internal.h"
+#include "trace/trace.h"
+#include "test.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char cache_dir[256];
+static char thr_file[3][300], src_file[300];
+
+static const int64_t ROWS[] = {1, 7, 5000}, COLS[] = {1, 3, 1000, 1023};
+static const st_dtype DTS[] = {ST_F32, ST_F16, ST_BF16, ST_F64};
+enum { OP_SUM, OP_MAX, OP_MIN, OP_ARGMAX, OP_MEAN, NOPS };
+static const char *const OPNAME[NOPS] = {"sum", "max", "min", "argmax", "mean"};
+
+static st_tensor *input(st_dtype dt, int ndim, const int64_t *shape, unsigned seed) {
+    int64_t n = st_shape_numel(ndim, shape);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        v[i] = ((double)(seed >> 8 & 0xffff) / 65536.0 * 4 - 2) / 3;   /* full f64 mantissas */
+    }
+    st_tensor *f = st_from_data(ST_F64, ndim, shape, v);
+    free(v);
+    st_tensor *t = st_cast(f, dt);
+    st_release(f);
+    st_realize(1, &t);
+    return t;
+}
+
+static double *host(st_tensor *t) {
+    int64_t n = st_numel(t);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static st_tensor *colop(st_tensor *x, int op) {
+    int ax = 0;
+    switch (op) {
+    case OP_SUM: return st_sum(x, 1, &ax, 0);
+    case OP_MAX: return st_max(x, 1, &ax, 0);
+    case OP_MIN: return st_min(x, 1, &ax, 0);
+    case OP_ARGMAX: return st_argmax(x, 0, 0);
+    default: return st_mean(x, 1, &ax, 0);
+    }
+}
+
+/* Realizes op(x) lazily (jit_min 0: compiled); NULL on failure. */
+static st_tensor *lazy(st_tensor *x, int op) {
+    st_set_eager(0);
+    st_tensor *y = colop(x, op);
+    if (y && st_realize(1, &y) != ST_OK) {
+        st_release(y);
+        return NULL;
+    }
+    return y;
+}
+
+/* |a - b| <= rel * (1 + |b|) elementwise; rel 0: the same values exactly. */
+static void compare(const char *what, st_tensor *out, st_tensor *ref, double rel) {
+    CHECK_MSG(out && ref, "%s: %s", what, st_last_error());
+    if (!out || !ref) return;
+    CHECK_EQ_INT(st_numel(out), st_numel(ref));
+    CHECK_EQ_INT(st_dtype_of(out), st_dtype_of(ref));
+    double *a = host(out), *b = host(ref);
+    CHECK(a && b);
+    for (int64_t i = 0; a && b && i < st_numel(out) && i < st_numel(ref); i++)
+        if (!(fabs(a[i] - b[i]) <= rel * (1 + fabs(b[i])))) {
+            TEST_FAILF("%s: element %lld: %.17g, interpreter %.17g", what, (long long)i, a[i], b[i]);
+            break;
+        }
+    free(a);
+    free(b);
+}
+
+TEST(column_reductions_match_interpreter) {
+    for (size_t r = 0; r < sizeof ROWS / sizeof *ROWS; r++)
+        for (size_t c = 0; c < sizeof COLS / sizeof *COLS; c++)
+            for (size_t d = 0; d < sizeof DTS / sizeof *DTS; d++) {
+                int64_t shape[2] = {ROWS[r], COLS[c]};
+                st_tensor *x = input(DTS[d], 2, shape, (unsigned)(r * 16 + c * 4 + d));
+                for (int op = 0; op < NOPS; op++) {
+                    char what[96];
+                    snprintf(what, sizeof what, "%s over dim 0 of (%lld, %lld) %s", OPNAME[op],
+                             (long long)shape[0], (long long)shape[1], st_dtypes[DTS[d]].name);
+                    st_set_eager(1);
+                    st_tensor *ref = colop(x, op);
+                    st_tensor *out = lazy(x, op);
+                    /* column-blocked (>= 8 columns) or short (< 32 rows): the interpreter's order */
+                    bool exact = COLS[c] >= 8 || ROWS[r] < 32 || op == OP_MAX || op == OP_MIN || op == OP_ARGMAX;
+                    bool half = DTS[d] == ST_F16 || DTS[d] == ST_BF16;
+                    compare(what, out, ref, exact ? 0 : half ? 1e-2 : DTS[d] == ST_F32 ? 1e-6 : 1e-12);
+                    st_release(ref);
+                    st_release(out);
+                }
+                st_release(x);
+            }
+}
+
+/* A stitched column reduction (var over dim 0: the second phase reads the column's mean), a
+ * multi-output group (layernorm backward's shape: two sibling column sums and an input-shaped
+ * output), and 3-D column reductions (over dims 0 and 1; over dim 0 keeping two dims). */
+TEST(stitched_multi_output_and_3d_column_groups) {
+    const int64_t s2[2] = {1001, 300};
+    st_tensor *x = input(ST_F64, 2, s2, 7), *dy = input(ST_F32, 2, s2, 8), *xf = input(ST_F32, 2, s2, 9);
+    int ax0 = 0;
+    for (int eager = 1; eager >= 0; eager--) {
+        st_set_eager(eager);
+        st_tensor *m = st_mean(x, 1, &ax0, 1), *dd = st_sub(x, m), *sq = st_mul(dd, dd);
+        st_tensor *v = st_sum(sq, 1, &ax0, 0);
+        st_tensor *pr = st_mul(dy, xf), *dw = st_sum(pr, 1, &ax0, 0), *db = st_sum(dy, 1, &ax0, 0);
+        st_tensor *t3 = st_mul_s(dy, 3), *dx = st_add(t3, xf);
+        st_tensor *outs[4] = {v, dw, db, dx};
+        st_stats_t s0, s1;
+        st_stats(&s0);
+        CHECK(st_realize(4, outs) == ST_OK);
+        st_stats(&s1);
+        static st_tensor *ref[4];
+        if (eager) {
+            for (int i = 0; i < 4; i++) ref[i] = st_retain(outs[i]);
+        } else {
+            CHECK_EQ_INT((int)(s1.kernels_launched - s0.kernels_launched), 2);   /* var; dw + db + dx */
+            compare("var over dim 0", v, ref[0], 0);
+            compare("sum(dy * x) over dim 0", dw, ref[1], 0);
+            compare("sum(dy) over dim 0", db, ref[2], 0);
+            compare("dy * 3 + x", dx, ref[3], 0);
+            for (int i = 0; i < 4; i++) st_release(ref[i]);
+        }
+        st_tensor *tmp[8] = {m, dd, sq, v, pr, dw, db, t3};
+        for (int i = 0; i < 8; i++) st_release(tmp[i]);
+        st_release(dx);
+    }
+    st_release(x);
+    st_release(dy);
+    st_release(xf);
+
+    const int64_t s3[3] = {5, 7, 33};
+    st_tensor *y = input(ST_F32, 3, s3, 11);
+    int ax01[2] = {0, 1};
+    for (int k = 0; k < 2; k++) {
+        st_set_eager(1);
+        st_tensor *ref = st_sum(y, k ? 1 : 2, ax01, 1);
+        st_set_eager(0);
+        st_tensor *out = st_sum(y, k ? 1 : 2, ax01, 1);
+        CHECK(st_realize(1, &out) == ST_OK);
+        compare(k ? "sum over dim 0 of (5, 7, 33)" : "sum over dims 0, 1 of (5, 7, 33)", out, ref, 0);
+        st_release(ref);
+        st_release(out);
+    }
+    st_release(y);
+}
+
+/* ---- children: the same cases on 1, 2 and 3 threads; kernel sources ---- */
+static void write_all(int fd, const void *p, size_t n) {
+    for (const char *c = p; n;) {
+        ssize_t w = write(fd, c, n);
+        if (w <= 0) _exit(3);
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+static void child_threads(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) _exit(2);
+    st_set_jit_min(0);
+    for (size_t r = 0; r < sizeof ROWS / sizeof *ROWS; r++)
+        for (size_t c = 0; c < sizeof COLS / sizeof *COLS; c++)
+            for (size_t d = 0; d < sizeof DTS / sizeof *DTS; d++) {
+                int64_t shape[2] = {ROWS[r], COLS[c]};
+                st_tensor *x = input(DTS[d], 2, shape, (unsigned)(r * 16 + c * 4 + d));
+                for (int op = 0; op < NOPS; op++) {
+                    st_tensor *y = lazy(x, op);
+                    double *v = y ? host(y) : NULL;
+                    if (!v) _exit(4);
+                    write_all(fd, v, (size_t)st_numel(y) * sizeof *v);
+                    free(v);
+                    st_release(y);
+                }
+                st_release(x);
+            }
+    close(fd);
+    _exit(0);
+}
+
+/* layernorm forward over rows of 1024 with a weight and a bias, sources on stderr */
+static void child_sources(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
+    st_set_jit_min(0);
+    const int64_t s[2] = {64, 1024}, sw[1] = {1024};
+    st_tensor *x = input(ST_F32, 2, s, 1), *w = input(ST_F32, 1, sw, 2), *b = input(ST_F32, 1, sw, 3);
+    int ax = 1;
+    st_tensor *m = st_mean(x, 1, &ax, 1), *d = st_sub(x, m), *sq = st_mul(d, d), *v = st_mean(sq, 1, &ax, 1);
+    st_tensor *ve = st_add_s(v, 1e-5), *rs = st_rsqrt(ve), *xh = st_mul(d, rs), *xw = st_mul(xh, w);
+    st_tensor *y = st_add(xw, b);
+    _exit(st_realize(1, &y) == ST_OK ? 0 : 5);
+}
+
+static int run_child(void (*fn)(const char *), const char *path, const char *env, const char *val) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        setenv(env, val, 1);
+        fn(path);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)len + 1);
+    *n = p ? fread(p, 1, (size_t)len, f) : 0;
+    if (p) p[*n] = 0;
+    fclose(f);
+    return p;
+}
+
+static int child_rc[4];
+
+TEST(thread_count_gives_identical_bits) {
+    for (int t = 0; t < 3; t++) CHECK_MSG(child_rc[t] == 0, "child with %d threads exited %d", t + 1, child_rc[t]);
+    size_t n[3] = {0, 0, 0};
+    char *p[3];
+    for (int t = 0; t < 3; t++) p[t] = slurp(thr_file[t], &n[t]);
+    CHECK(p[0] && p[1] && p[2] && n[0] > 0);
+    for (int t = 1; t < 3 && p[0] && p[t]; t++)
+        CHECK_MSG(n[t] == n[0] && !memcmp(p[0], p[t], n[0]), "%d threads differ from 1", t + 1);
+    for (int t = 0; t < 3; t++) free(p[t]);
+}
+
+/* The row kernel (four reductions over the rows, then y) reads w and b at the row's element: no
+ * division or modulo anywhere in it (the flat index's unravel used to be one per element). */
+TEST(row_kernel_reads_broadcast_without_division) {
+    CHECK_MSG(child_rc[3] == 0, "sources child exited %d", child_rc[3]);
+    size_t n = 0;
+    char *s = slurp(src_file, &n);
+    CHECK(s != NULL);
+    const char *k = s ? strstr(s, "reduce; out:") : NULL;
+    CHECK_MSG(k != NULL, "no reduce kernel in the sources");
+    if (k) {
+        const char *end = strstr(k, "\n}\n");
+        size_t len = end ? (size_t)(end - k) : strlen(k);
+        bool div = false;
+        for (size_t i = 0; i + 2 < len; i++)
+            div |= (k[i] == '%' && k[i + 1] == ' ' && k[i + 2] == 'v') || (k[i] == '/' && k[i + 1] == ' ' && k[i + 2] == 'v');
+        /* the partial-lane loop's own `v1 % 16` is a literal, not a `% v` */
+        CHECK_MSG(!div, "the row kernel divides by a size:\n%.*s", (int)len, k);
+    }
+    free(s);
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+int main(void) {
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-colred-XXXXXX");
+    if (!mkdtemp(cache_dir)) return 1;
+    setenv("ST_CACHE_DIR", cache_dir, 1);
+    setenv("ST_DEVICE", "cpu", 1);
+    /* children first: nothing of the runtime may have started in the parent */
+    for (int t = 0; t < 3; t++) {
+        char val[4];
+        snprintf(thr_file[t], sizeof thr_file[t], "%s/threads%d.bin", cache_dir, t + 1);
+        snprintf(val, sizeof val, "%d", t + 1);
+        child_rc[t] = run_child(child_threads, thr_file[t], "ST_THREADS", val);
+    }
+    snprintf(src_file, sizeof src_file, "%s/sources.txt", cache_dir);
+    setenv("ST_CACHE_DIR", cache_dir, 1);
+    {   /* a cache of its own, so every kernel is compiled (and printed) */
+        char sub[300];
+        snprintf(sub, sizeof sub, "%s/src", cache_dir);
+        mkdir(sub, 0700);
+        setenv("ST_CACHE_DIR", sub, 1);
+        child_rc[3] = run_child(child_sources, src_file, "ST_DEBUG", "4");
+        setenv("ST_CACHE_DIR", cache_dir, 1);
+    }
+    st_set_jit_min(0);
+    st_set_poison(1);
+    RUN(column_reductions_match_interpreter);
+    RUN(stitched_multi_output_and_3d_column_groups);
+    RUN(thread_count_gives_identical_bits);
+    RUN(row_kernel_reads_broadcast_without_division);
+    st_shutdown();
+    nftw(cache_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    TEST_MAIN_END();
+}
