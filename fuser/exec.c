@@ -228,6 +228,13 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
     return ST_OK;
 }
 
+/* Regions run by interp_execute because planning failed with ST_ERR_INTERNAL (a bug in the
+ * fuser, e.g. a cycle between groups). The fallback keeps the user's result; this count lets the
+ * fuzzer and tests treat every fallback as a failure. */
+static uint64_t plan_fallbacks;
+
+uint64_t fuse_plan_fallbacks(void) { return plan_fallbacks; }
+
 st_status fuse_execute(st_region *r) {
     exec_state e;
     memset(&e, 0, sizeof e);
@@ -255,6 +262,7 @@ st_status fuse_execute(st_region *r) {
     s = fuse_partition(r, &e.plan);
     if (s == ST_ERR_INTERNAL && !any_cuda) {
         /* a planning bug must not cost the user a result: run the region op by op */
+        plan_fallbacks++;
         if (st_rt.debug) fprintf(stderr, "stitch: fuser: %s; running the interpreter\n", st_last_error());
         fuse_plan_free(&e.plan);
         fuse_pkey_free(&key);

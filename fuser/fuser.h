@@ -103,6 +103,9 @@ ST_INTERNAL bool fuse_mm_cast_ok(st_dtype to, st_dtype from);
 
 /* partition.c: builds the plan (groups, materialization, order). */
 ST_INTERNAL st_status fuse_partition(st_region *r, fuse_plan *p);
+/* Regions that fell back to the interpreter because planning failed (ST_ERR_INTERNAL: a fuser
+ * bug such as a cycle between groups; results stay right). Tests count each as a failure. */
+ST_INTERNAL uint64_t fuse_plan_fallbacks(void);
 ST_INTERNAL void fuse_plan_free(fuse_plan *p);
 /* Calls fn(node, ud) for every node group g evaluates (its outputs, its anchor, and everything
  * inlined or free under them, stopping at loads), in region order. Returns fn's first non-OK. */

@@ -26,7 +26,9 @@
  * Then the cost model's one decision (store_kept_rows, cost.c): row values kept alive outside the
  * region are stored by the reduce group computing their rows when recomputing them would cost more.
  * Invariant: the group graph stays acyclic — a materialized node joins group g only if no path
- * leaves it through another group and comes back into g. Then groups are ordered topologically.
+ * leaves it through another group and comes back into g, where a path entering a group goes on
+ * from every node of it (a group may hold nodes no path connects). Then groups are ordered
+ * topologically.
  */
 #include "fuser.h"
 
@@ -407,19 +409,58 @@ static int add_red(fuse_plan *p, int gi, st_node *x) {
     return 0;
 }
 
-/* Would making x (materialized) part of group g close a cycle? True when some path leaves x
- * through a node of another group and reaches g again. */
-static bool creates_cycle(fuse_plan *p, const st_node *x, int g) {
+/* ---- reachability between groups ----
+ * A group may hold nodes no path connects (a materialized value joins a recent group, a sibling
+ * reduction joins another's loop), so following node paths is not enough: once a walk enters a
+ * group h, every node of h is a start (h runs as one kernel, after everything it loads and before
+ * everything that loads any of its values). The members of each placed group (positions after x,
+ * placed already) are bucketed once per walk, only when the walk enters a group. */
+static int *mem_off, *mem_nodes;   /* CSR of placed nodes by group; freed by fuse_plan_free */
+static int mem_cap_off, mem_cap_nodes;
+
+static int bucket_members(fuse_plan *p, int from) {
+    int n = p->r->n, ng = p->ngroups;
+    if (mem_cap_off < ng + 2) {
+        int *o = st_realloc(mem_off, (size_t)(ng + 2) * sizeof *o);
+        if (!o) return -1;
+        mem_off = o;
+        mem_cap_off = ng + 2;
+    }
+    if (mem_cap_nodes < n + 1) {
+        int *m = st_realloc(mem_nodes, (size_t)(n + 1) * sizeof *m);
+        if (!m) return -1;
+        mem_nodes = m;
+        mem_cap_nodes = n + 1;
+    }
+    memset(mem_off, 0, (size_t)(ng + 2) * sizeof *mem_off);
+    for (int i = from; i < n; i++) {
+        int t = p->r->nodes[i]->tag;
+        if (t >= 0) mem_off[t + 2]++;
+    }
+    for (int h = 0; h < ng; h++) mem_off[h + 2] += mem_off[h + 1];
+    for (int i = from; i < n; i++) {   /* mem_off[h + 1] is the fill cursor, ending at h's end */
+        int t = p->r->nodes[i]->tag;
+        if (t >= 0) mem_nodes[mem_off[t + 1]++] = i;
+    }
+    return 0;
+}
+
+/* Does a path from x reach a node of group g? With `left`, only a path that passes through a
+ * node of another group counts (x's consumers in g itself read x in g: no edge). Free nodes are
+ * walked through; entering group h continues from every node of h. */
+static bool reaches(fuse_plan *p, const st_node *x, int g, bool left_only) {
     uint32_t st0 = ++p->stamp_now, st1 = ++p->stamp_now;
+    uint8_t *entered = st_calloc((size_t)p->ngroups + 1, 1);
+    bool bucketed = false;
     int top = 0;
-    if (dfs_push(&top, x->pos, 0)) return true;
+    if (!entered || dfs_push(&top, x->pos, 0)) goto yes;
     while (top) {
         dfs_ent e = dfs_stack[--top];
         for (int k = p->cons_off[e.pos]; k < p->cons_off[e.pos + 1]; k++) {
             const st_node *c = p->r->nodes[p->cons[k]];
             bool free_c = fuse_is_free(p, c);
             if (!free_c && c->tag == g) {
-                if (e.left) return true;
+                if (e.left || !left_only) goto yes;
                 continue;
             }
             int left = e.left || !free_c;
@@ -427,11 +468,29 @@ static bool creates_cycle(fuse_plan *p, const st_node *x, int g) {
             /* a node seen with left=1 need not be revisited; left=0 visits are a subset */
             if (p->stamp[c->pos] == st1 || p->stamp[c->pos] == mark) continue;
             p->stamp[c->pos] = mark;
-            if (dfs_push(&top, c->pos, left)) return true;
+            if (dfs_push(&top, c->pos, left)) goto yes;
+            if (free_c || entered[c->tag]) continue;
+            entered[c->tag] = 1;
+            if (!bucketed && bucket_members(p, x->pos + 1)) goto yes;
+            bucketed = true;
+            for (int j = mem_off[c->tag]; j < mem_off[c->tag + 1]; j++) {
+                int m = mem_nodes[j];
+                if (p->stamp[m] == st1) continue;
+                p->stamp[m] = st1;
+                if (dfs_push(&top, m, 1)) goto yes;
+            }
         }
     }
+    st_free(entered);
     return false;
+yes: /* also on OOM: the caller then does not join (a new group is always acyclic) */
+    st_free(entered);
+    return true;
 }
+
+/* Would making x (materialized) part of group g close a cycle? True when some path leaves x
+ * through a group other than g and reaches g again (g would load what it must run before). */
+static bool creates_cycle(fuse_plan *p, const st_node *x, int g) { return reaches(p, x, g, true); }
 
 /* May a producer be computed inside its consumer group g (inlined, or as an extra output)?
  * Elementwise inlining is FUSE_INLINE; producers of a reduction FUSE_REDUCE. */
@@ -440,22 +499,7 @@ static bool may_join_consumer(const fuse_plan *p, int g) {
 }
 
 /* Does any path from x reach a node of group g (through any group or free node)? */
-static bool reaches_group(fuse_plan *p, const st_node *x, int g) {
-    uint32_t st = ++p->stamp_now;
-    int top = 0;
-    if (dfs_push(&top, x->pos, 0)) return true;
-    while (top) {
-        int pos = dfs_stack[--top].pos;
-        for (int k = p->cons_off[pos]; k < p->cons_off[pos + 1]; k++) {
-            const st_node *c = p->r->nodes[p->cons[k]];
-            if (!fuse_is_free(p, c) && c->tag == g) return true;
-            if (p->stamp[c->pos] == st) continue;
-            p->stamp[c->pos] = st;
-            if (dfs_push(&top, c->pos, 0)) return true;
-        }
-    }
-    return false;
-}
+static bool reaches_group(fuse_plan *p, const st_node *x, int g) { return reaches(p, x, g, false); }
 
 /* A reduce group reduction x can join as a sibling (FUSE_MULTI), or -1: same input shape and
  * axes (one loop over the same rows serves both: layernorm backward's weight and bias
@@ -733,6 +777,31 @@ static int store_kept_rows(fuse_plan *p) {
     return rc;
 }
 
+/* ST_DEBUG: the groups left when Kahn's algorithm stalls (each on or fed by a cycle), with
+ * their kind, anchor and outputs, and the edges between them (a planning bug's evidence); with
+ * ST_DEBUG & 2 also every region node (op, group, materialized, sources). */
+static void debug_cycle(const fuse_plan *p, const uint8_t *done, int ne, const int *eu, const int *eh) {
+    static const char *const kinds[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add",
+                                                     "setview", "horizontal"};
+    if (!st_rt.debug) return;
+    for (int g = 0; g < p->ngroups; g++) {
+        if (done[g]) continue;
+        const fuse_group *G = &p->groups[g];
+        fprintf(stderr, "stitch: cycle: group %d %s anchor %s#%d outs", g, kinds[G->kind],
+                G->anchor ? st_ops[G->anchor->op].name : "-", G->anchor ? G->anchor->pos : -1);
+        for (int i = 0; i < G->nouts; i++) fprintf(stderr, " %s#%d", st_ops[G->outs[i]->op].name, G->outs[i]->pos);
+        fputc('\n', stderr);
+    }
+    for (int i = 0; i < p->r->n && (st_rt.debug & 2); i++) {   /* ST_DEBUG=3: the region too */
+        const st_node *x = p->r->nodes[i];
+        fprintf(stderr, "stitch: cycle: node %d %s tag %d mat %d srcs", i, st_ops[x->op].name, x->tag, p->mat[i]);
+        for (int k = 0; k < x->nsrc; k++) fprintf(stderr, " %d", fuse_in_region(x->src[k]) ? x->src[k]->pos : -1);
+        fputc('\n', stderr);
+    }
+    for (int e = 0; e < ne; e++)
+        if (!done[eu[e]] && !done[eh[e]] && eu[e] != eh[e]) fprintf(stderr, "stitch: cycle: edge %d -> %d\n", eu[e], eh[e]);
+}
+
 static st_status order_groups(fuse_plan *p) {
     int ng = p->ngroups;
     int *indeg = st_calloc((size_t)ng + 1, sizeof *indeg);
@@ -785,6 +854,7 @@ static st_status order_groups(fuse_plan *p) {
         for (int g = ng - 1; g >= 0; g--)
             if (!done[g] && indeg[g] == 0) { pick = g; break; }
         if (pick < 0) {
+            debug_cycle(p, done, ne, eu, eh);
             s = st_error(ST_ERR_INTERNAL, "fuser: cycle between fusion groups");
             goto out;
         }
@@ -868,5 +938,9 @@ void fuse_plan_free(fuse_plan *p) {
     st_free(walk_buf);
     walk_buf = NULL;
     walk_cap = 0;
+    st_free(mem_off);
+    st_free(mem_nodes);
+    mem_off = mem_nodes = NULL;
+    mem_cap_off = mem_cap_nodes = 0;
     memset(p, 0, sizeof *p);
 }

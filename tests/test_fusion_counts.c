@@ -337,6 +337,34 @@ static int s_prologue(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
     return 2;
 }
 
+/* Two unrelated values in one group: t = x + sum(-x, 1) is stitched into the pointwise group
+ * that stores m = (x*2)*x (a recent group of the same shape), and m feeds a column sum sibling
+ * of sum(x*2, 0). With FUSE_REDUCE off, -x cannot be inlined into t's reduce group; it must not
+ * join the column-sum group either: that group loads m from t's group, which would load -x
+ * from it (a cycle that no node path shows: the fallback ran the region op by op). */
+static int s_cycle(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    int row = 1, col = 0;
+    st_tensor *a = K(st_mul_s(x, 2));
+    st_tensor *r = K(st_sum(K(st_neg(x)), 1, &row, 1));
+    o[0] = K(st_add(x, r));
+    o[1] = K(st_sum(K(st_mul(a, x)), 1, &col, 0));
+    o[2] = K(st_sum(a, 1, &col, 0));
+    return 3;
+}
+
+/* The same with pointwise groups only, FUSE_INLINE off: p = u + 2 starts a group, u = x*3 (read
+ * by p, not inlined) a second one, which c = -x + 1 joins (a recent group of its shape). -x may
+ * not be inlined into c's group and must not join p's: p's group loads u from c's group. */
+static int s_cycle_inline(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    st_tensor *nx = K(st_neg(x));
+    o[0] = K(st_add_s(nx, 1));
+    o[1] = K(st_mul_s(x, 3));
+    o[2] = K(st_add_s(o[1], 2));
+    return 3;
+}
+
 static void expect_switch(const char *name, unsigned kind, build_fn fn, int on, int off) {
     fuse_set_flags(FUSE_ALL);
     int a = run_pattern(fn, 0);
@@ -358,6 +386,22 @@ TEST(each_switch_changes_counts_not_values) {
     fuse_set_flags(FUSE_ALL);
     printf("  none: layernorm %d kernels\n", k);
     CHECK_MSG(k > 4, "ST_FUSE=none: layernorm in %d kernels", k);
+}
+
+/* With a kind off, every region is still planned (no cycle, so no op-by-op fallback). */
+TEST(switches_plan_without_cycles) {
+    unsigned kinds[] = {FUSE_INLINE, FUSE_REDUCE};
+    build_fn fns[] = {s_cycle_inline, s_cycle};
+    for (int i = 0; i < 2; i++) {
+        uint64_t fb = fuse_plan_fallbacks();
+        fuse_set_flags(FUSE_ALL & ~kinds[i]);
+        int k = run_pattern(fns[i], 0);
+        fuse_set_flags(FUSE_ALL);
+        printf("  kind %#x off: %d kernels, %llu planning fallbacks\n", kinds[i], k,
+               (unsigned long long)(fuse_plan_fallbacks() - fb));
+        CHECK_MSG(k > 0 && fuse_plan_fallbacks() == fb, "kind %#x off: %d kernels, %llu planning fallbacks",
+                  kinds[i], k, (unsigned long long)(fuse_plan_fallbacks() - fb));
+    }
 }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -384,6 +428,7 @@ int main(void) {
     RUN(kept_row_statistics_stored);
     RUN(training_step_counts);
     RUN(each_switch_changes_counts_not_values);
+    RUN(switches_plan_without_cycles);
     st_release(x_in);
     st_release(w_in);
     st_release(b_in);

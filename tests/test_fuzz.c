@@ -4,7 +4,9 @@
  * every kernel compiled, or the default jit_min: the interpreter tier of the fused plan), with
  * poisoned buffers; every live tensor is read back and compared with a per-dtype tolerance (NaN
  * must match NaN, Inf must match Inf). Graphs with an odd pool size are realized in two flushes
- * (a fixed half, then the rest), so the first flush has values kept alive outside it.
+ * (a fixed half, then the rest), so the first flush has values kept alive outside it. A fused
+ * region that fell back to the interpreter because its planning failed (fuse_plan_fallbacks: a
+ * cycle between groups) fails the graph too, though its values are right.
  *
  *   test_fuzz [--graphs N] [--seed S] [--jit-every K] [--max-ops M] [--verbose]
  *
@@ -21,6 +23,8 @@
  * bound proves it cannot overflow (signed overflow would be undefined behaviour).
  */
 #include "fuzz_util.h"
+#include "runtime/internal.h"
+#include "fuser/fuser.h"   /* fuse_plan_fallbacks: a planning bug hidden by the fallback fails */
 
 #include <stdio.h>
 
@@ -1214,8 +1218,15 @@ int main(int argc, char **argv) {
         st_set_eager(0);
         st_set_jit_min(jit ? 0 : 32768);
         if (device) st_set_default_device(device);
+        uint64_t fb0 = fuse_plan_fallbacks();
         if (!bad && run_graph(seed, &gb, &rb, why, sizeof why) != 0) bad = 1;
         else if (!bad && compare(&ra, &rb, &ga, &gb, why, sizeof why) != 0) bad = 1;
+        else if (!bad && fuse_plan_fallbacks() != fb0) {
+            /* right values, but the plan was invalid: the region ran op by op (ST_DEBUG=1 says why) */
+            snprintf(why, sizeof why, "%llu region(s) fell back to the interpreter after a planning error",
+                     (unsigned long long)(fuse_plan_fallbacks() - fb0));
+            bad = 1;
+        }
         if (!bad) {
             st_stats_t s;
             st_stats(&s);
