@@ -445,7 +445,7 @@ static int bucket_members(fuse_plan *p, int from) {
     return 0;
 }
 
-/* Does a path from x reach a node of group g? With `left`, only a path that passes through a
+/* Does a path from x reach a node of group g? With left_only, only a path that passes through a
  * node of another group counts (x's consumers in g itself read x in g: no edge). Free nodes are
  * walked through; entering group h continues from every node of h. */
 static bool reaches(fuse_plan *p, const st_node *x, int g, bool left_only) {
