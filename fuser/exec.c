@@ -263,7 +263,7 @@ st_status fuse_execute(st_region *r) {
     if (s == ST_ERR_INTERNAL && !any_cuda) {
         /* a planning bug must not cost the user a result: run the region op by op */
         plan_fallbacks++;
-        if (st_rt.debug) fprintf(stderr, "stitch: fuser: %s; running the interpreter\n", st_last_error());
+        if (st_rt.debug) fprintf(stderr, "stitch: %s; running the interpreter\n", st_last_error());
         fuse_plan_free(&e.plan);
         fuse_pkey_free(&key);
         for (int i = 0; i < r->n; i++) r->nodes[i]->tag = -1;
