@@ -22,12 +22,11 @@
  * With a real GPU (tests/gpu/run.sh) the same bodies run in-process; the fake's counters are then
  * not checked.
  */
-#include "test.h"
+#include "fuse_test_util.h"
 #include "fake_cuda.h"
 #include "fuser/fuser.h"
 #include "runtime/cuda.h"
 
-#include <ftw.h>
 
 enum { N = 64, C = 512, D = 32, MAXT = 8 };
 
@@ -46,14 +45,7 @@ static void drain(void) {
 
 /* A realized f32 input on the default device (values in [-2, 2), from seed). */
 static st_tensor *input(int ndim, const int64_t *shape, unsigned seed, int grad) {
-    int64_t n = st_shape_numel(ndim, shape);
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        v[i] = (float)((double)(seed >> 8 & 0xffff) / 65536.0 * 4 - 2);
-    }
-    st_tensor *t = K(st_from_data(ST_F32, ndim, shape, v));
-    free(v);
+    st_tensor *t = K(ft_f32_input(ndim, shape, seed));
     if (t && grad) st_set_requires_grad(t, 1);
     return t;
 }
@@ -302,13 +294,6 @@ static void child_body(void) {
     st_shutdown();
 }
 
-/* The cubin cache is a temp dir shared by both children (the second finds the first's cubins). */
-static char cache_dir[64];
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 static int has_gpu;
 static void run_part(const char *part) {
     setenv("ST_TEST_PART", part, 1);
@@ -320,12 +305,11 @@ TEST(cached_plans_launch_without_rendering) { run_part("cache"); }
 
 int main(int argc, char **argv) {
     fake_cuda_child(argc, argv, child_body);
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/st_cudacnt_XXXXXX");
-    if (!mkdtemp(cache_dir)) return 1;
-    setenv("ST_CACHE_DIR", cache_dir, 1);
+    /* the cubin cache: shared by both children (the second finds the first's cubins) */
+    if (!ft_cache_dir_create("/tmp/st_cudacnt_XXXXXX")) return 1;
     has_gpu = st_cuda_device_count() > 0;
     RUN(counts_on_cuda_equal_cpu);
     RUN(cached_plans_launch_without_rendering);
-    nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    ft_cache_dir_remove();
     TEST_MAIN_END();
 }
