@@ -1,9 +1,9 @@
 /*
  * fuse_test_util.h — helpers shared by the fuser's C tests (test_fuser.c, test_epilogue.c,
  * test_prologue.c, test_colred.c, test_plan_cache.c, test_fusion_counts.c, test_cuda_counts.c):
- * the tests' LCG, realized inputs from generated values, reading a tensor back as doubles, the
- * eager-versus-lazy comparison of a multi-output graph with the kernels of its flush, and a fresh
- * ST_CACHE_DIR (mkdtemp) removed at the end.
+ * the tests' LCG, realized inputs from generated values, a pool of intermediates, reading a
+ * tensor back as doubles, the eager-versus-lazy comparison of a multi-output graph with the
+ * kernels of its flush, and a fresh ST_CACHE_DIR (mkdtemp) removed at the end.
  *
  * Everything is static: each test program includes this once, after test.h (the checks record
  * their failures in the current test). Inputs are reproducible: a seed gives the same values in
@@ -54,6 +54,18 @@ static inline st_tensor *ft_f32_input(int ndim, const int64_t *shape, unsigned s
     st_tensor *t = st_from_data(ST_F32, ndim, shape, v);
     free(v);
     return t;
+}
+
+/* A pool of intermediates released together: a builder wraps every tensor it makes in K() (a
+ * short name, since nearly every line of a builder does), ft_drain releases them all. */
+static st_tensor *ft_pool[512];
+static int ft_npool;
+static inline st_tensor *K(st_tensor *t) {
+    if (t && ft_npool < (int)(sizeof ft_pool / sizeof ft_pool[0])) ft_pool[ft_npool++] = t;
+    return t;
+}
+static inline void ft_drain(void) {
+    while (ft_npool) st_release(ft_pool[--ft_npool]);
 }
 
 /* t's values as doubles (malloc'd; the caller frees); NULL when they cannot be read. */

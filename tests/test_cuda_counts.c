@@ -32,16 +32,7 @@ enum { N = 64, C = 512, D = 32, MAXT = 8 };
 
 static int fake;   /* the driver is tests/test_cuda_driver.c's fake: its counters are checked */
 
-/* ---- tensors: every intermediate goes to a pool released after each pattern ---- */
-static st_tensor *pool[512];
-static int npool;
-static st_tensor *K(st_tensor *t) {
-    if (t && npool < (int)(sizeof pool / sizeof pool[0])) pool[npool++] = t;
-    return t;
-}
-static void drain(void) {
-    while (npool) st_release(pool[--npool]);
-}
+/* ---- tensors: every intermediate goes to the pool (K, ft_drain) released after each pattern ---- */
 
 /* A realized f32 input on the default device (values in [-2, 2), from seed). */
 static st_tensor *input(int ndim, const int64_t *shape, unsigned seed, int grad) {
@@ -170,7 +161,7 @@ static int count_on(const char *device, int kind, int bwd) {
     if (fake && strcmp(device, "cpu")) /* every kernel reached cuLaunchKernel */
         CHECK_MSG(fake_cuda_stat("launches") - before_launches == k, "pattern %d: %d kernels, %d launches on the "
                   "driver", kind, k, fake_cuda_stat("launches") - before_launches);
-    drain();
+    ft_drain();
     return s == ST_OK ? k : -1;
 }
 
@@ -216,7 +207,7 @@ static st_status step(double lr) {
     st_status s = st_realize(1, &y);
     int n = adamw(out, lr, 10);
     if (s == ST_OK) s = st_realize(n, out);
-    drain();
+    ft_drain();
     return s;
 }
 
@@ -290,7 +281,7 @@ static void child_body(void) {
     const char *part = getenv("ST_TEST_PART");
     if (part && !strcmp(part, "cache")) cache_body();
     else counts_body();
-    drain();
+    ft_drain();
     st_shutdown();
 }
 

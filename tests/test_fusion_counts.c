@@ -19,16 +19,7 @@
 #include <stdlib.h>
 
 enum { N = 64, C = 512, MAXT = 8 };
-/* ---- tensors: every intermediate goes to a pool released at the end of a build ---- */
-static st_tensor *pool[512];
-static int npool;
-static st_tensor *K(st_tensor *t) {
-    if (t && npool < (int)(sizeof pool / sizeof pool[0])) pool[npool++] = t;
-    return t;
-}
-static void drain(void) {
-    while (npool) st_release(pool[--npool]);
-}
+/* ---- tensors: every intermediate goes to the pool (K, ft_drain) released at the end of a build ---- */
 
 static st_tensor *input(int ndim, const int64_t *shape, unsigned seed) {
     st_tensor *t = ft_f32_input(ndim, shape, seed);
@@ -201,7 +192,7 @@ static int run_pattern(build_fn fn, int grad) {
     row_stat = row_mean = NULL;
     int nref = fn(x, w, b, ref);
     for (int i = 0; i < nref; i++) st_retain(ref[i]);
-    drain();
+    ft_drain();
     st_set_eager(0);
     leaves(grad, &x, &w, &b);
     st_sync();
@@ -226,7 +217,7 @@ static int run_pattern(build_fn fn, int grad) {
         free(e);
     }
     for (int i = 0; i < nref; i++) st_release(ref[i]);
-    drain();
+    ft_drain();
     return s == ST_OK ? kernels : -1;
 }
 
