@@ -15,6 +15,7 @@
 #include "runtime/internal.h"
 #include "trace/trace.h"
 #include "test.h"
+#include "fuzz_util.h"
 
 #include <ftw.h>
 #include <stdbool.h>
@@ -70,13 +71,8 @@ static inline void ft_drain(void) {
 
 /* t's values as doubles (malloc'd; the caller frees); NULL when they cannot be read. */
 static inline double *ft_host(st_tensor *t) {
-    int64_t n = st_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
+    int64_t n;
+    return fu_read(t, &n);
 }
 
 /* Builds fn eagerly (the reference interpreter) and lazily, realizes the lazy outputs in one
