@@ -101,7 +101,7 @@ $(BUILD)/stitch: $(MAIN_OBJ) $(LUA_OBJ) $(BUILD)/libstitch.a
 $(BUILD)/stitch.so: $(LUA_OBJ) $(BUILD)/libstitch.a
 	$(CC) -shared $(LDSAN) -o $@ $(LUA_OBJ) $(BUILD)/libstitch.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libstitch.a tests/test.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libstitch.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libstitch.a $(LDSAN) $(LDLIBS)
 

@@ -294,16 +294,9 @@ static void hand_line(const char *name, const char *what, double bytes, timing t
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s RESULTS_FILE [--quick]\n", argv[0]);
-        return 2;
-    }
-    results = fopen(argv[1], "w");
-    if (!results) {
-        perror(argv[1]);
-        return 2;
-    }
-    if (argc > 2 && !strcmp(argv[2], "--quick")) iters = 3;
+    int quick, rc = open_results(argc, argv, &quick);
+    if (rc) return rc;
+    if (quick) iters = 3;
 
     const int64_t n = CHAIN_N;
     const double bytes_chain = 2.0 * (double)n * sizeof(float);

@@ -407,16 +407,9 @@ static void print_device(double init_ms) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s RESULTS_FILE [--quick]\n", argv[0]);
-        return 2;
-    }
-    results = fopen(argv[1], "w");
-    if (!results) {
-        perror(argv[1]);
-        return 2;
-    }
-    if (argc > 2 && !strcmp(argv[2], "--quick")) iters = 5;
+    int quick, rc = open_results(argc, argv, &quick);
+    if (rc) return rc;
+    if (quick) iters = 5;
 
     double t0 = now_s();
     if (st_set_default_device("cuda") != ST_OK) {

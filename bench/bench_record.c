@@ -69,16 +69,8 @@ static int run_chain(st_tensor *x, long ops, double *us, double *value) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s RESULTS_FILE [--quick]\n", argv[0]);
-        return 2;
-    }
-    results = fopen(argv[1], "w");
-    if (!results) {
-        perror(argv[1]);
-        return 2;
-    }
-    int quick = argc > 2 && !strcmp(argv[2], "--quick");
+    int quick, rc = open_results(argc, argv, &quick);
+    if (rc) return rc;
     long ops = quick ? 100000 : 1000000, chain_ops = quick ? 40000 : 200000;
     int reps = quick ? 1 : 3;
 

@@ -1,6 +1,7 @@
 /*
  * bench_util.h — what every C benchmark shares: the monotonic clock, best/median of a set of
- * timings, and the `key value` result lines that report.py reads. Header-only (static functions);
+ * timings, the command line (RESULTS_FILE [--quick]) and the `key value` result lines that
+ * report.py reads. Header-only (static functions);
  * a program defines `static FILE *results;` before including it.
  */
 #ifndef ST_BENCH_UTIL_H
@@ -8,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline double now_s(void) {
@@ -36,6 +38,22 @@ static inline timing summarize(double *t, int n) {
 static inline void put(const char *key, double v) {
     fprintf(results, "%s %.6g\n", key, v);
     fflush(results);
+}
+
+/* `prog RESULTS_FILE [--quick]`: opens the results file for writing and sets *quick. Returns 0, or
+ * 2 (main's exit status) after printing the usage or why the file did not open. */
+static inline int open_results(int argc, char **argv, int *quick) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s RESULTS_FILE [--quick]\n", argv[0]);
+        return 2;
+    }
+    results = fopen(argv[1], "w");
+    if (!results) {
+        perror(argv[1]);
+        return 2;
+    }
+    *quick = argc > 2 && !strcmp(argv[2], "--quick");
+    return 0;
 }
 
 #endif

@@ -35,6 +35,17 @@ ST_INTERNAL const char *render_accupd_fn(int64_t op);         /* combine macro o
 ST_INTERNAL void render_identity_literal(render_buf *b, int64_t op, kir_type t); /* its identity element */
 ST_INTERNAL void render_store_expr(render_buf *b, int dt, int v); /* v<v> converted to storage dtype dt */
 ST_INTERNAL void render_indent(render_buf *b, int depth);
+/* KI_ARGUPD in: keep the first index of the max (min), or of the first NaN; the accumulators
+ * are v<a><sfx> and v<b><sfx> (sfx "" in C; "_p" for a CUDA thread's partials). */
+ST_INTERNAL void render_argupd_line(render_buf *b, const kir_ins *in, const char *sfx);
+/* `const T v<i> = <expr>;` for pure instruction i, at depth (a line of its own). */
+ST_INTERNAL void render_value_line(render_buf *b, const kir_kernel *k, int i, int depth);
+/* A serial KI_LOOP at i: `for (int64_t v<i> = 0; v<i> < v<a>; v<i>++) {` at *depth, then one deeper. */
+ST_INTERNAL void render_loop_open(render_buf *b, const kir_kernel *k, int i, int *depth);
+/* Instruction i when it is neither a side effect nor a loop (each renderer prints those its own
+ * way): KI_IF opens a block and KI_ENDLOOP / KI_ENDIF close one (moving *depth); any other
+ * instruction is pure (render_value_line). */
+ST_INTERNAL void render_plain_ins(render_buf *b, const kir_kernel *k, int i, int *depth);
 
 /* The C source of k: an st_malloc'ed NUL-terminated string, or NULL (ST_ERR_OOM set). */
 ST_INTERNAL char *render_c(const kir_kernel *k);

@@ -155,6 +155,46 @@ void render_value_expr(render_buf *b, const kir_kernel *k, int i) {
 
 void render_indent(render_buf *b, int depth) { render_printf(b, "%*s", 4 * depth, ""); }
 
+void render_argupd_line(render_buf *b, const kir_ins *in, const char *sfx) {
+    const char *cmp = in->imm == ST_OP_RARGMAX ? ">" : "<";
+    render_printf(b,
+                  "if (v%d%s < 0 || (!(v%d%s != v%d%s) && (v%d %s v%d%s || v%d != v%d))) "
+                  "{ v%d%s = v%d; v%d%s = v%d; }\n",
+                  in->b, sfx, in->a, sfx, in->a, sfx, in->c, cmp, in->a, sfx, in->c, in->c, in->a, sfx, in->c, in->b,
+                  sfx, in->d);
+}
+
+void render_value_line(render_buf *b, const kir_kernel *k, int i, int depth) {
+    render_indent(b, depth);
+    render_printf(b, "const %s v%d = ", kir_type_cname[k->ins[i].type], i);
+    render_value_expr(b, k, i);
+    render_printf(b, ";\n");
+}
+
+void render_loop_open(render_buf *b, const kir_kernel *k, int i, int *depth) {
+    render_indent(b, *depth);
+    render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, k->ins[i].a, i);
+    ++*depth;
+}
+
+void render_plain_ins(render_buf *b, const kir_kernel *k, int i, int *depth) {
+    switch ((kir_opcode)k->ins[i].op) {
+    case KI_IF:
+        render_indent(b, *depth);
+        render_printf(b, "if (v%d) {\n", k->ins[i].a);
+        ++*depth;
+        break;
+    case KI_ENDLOOP: case KI_ENDIF:
+        --*depth;
+        render_indent(b, *depth);
+        render_printf(b, "}\n");
+        break;
+    default:
+        render_value_line(b, k, i, *depth);
+        break;
+    }
+}
+
 void render_store_expr(render_buf *b, int dt, int v) {
     if (dt == ST_F16) render_printf(b, "st_f2h(v%d)", v);
     else if (dt == ST_BF16) render_printf(b, "st_f2bf(v%d)", v);
@@ -287,6 +327,22 @@ static void render_matmul_float(render_buf *b, const kir_kernel *k) {
     render_printf(b, "    }\n");
 }
 
+/* The integer GEMM's inner part (both integer kernels: stored, and with an epilogue): for each
+ * tile of up to 256 columns of the output row, the sums in uint64_t (wrapping, never a signed
+ * overflow) in acc[0..nn); the caller's loop over the tile's columns follows. */
+static void render_int_tile_sums(render_buf *b, const kir_matmul *m, const char *st) {
+    render_printf(b, "        for (int64_t n0 = 0; n0 < N; n0 += 256) {\n");
+    render_printf(b, "            const int64_t nn = N - n0 < 256 ? N - n0 : 256;\n");
+    render_printf(b, "            uint64_t acc[256];\n");
+    render_printf(b, "            for (int64_t j = 0; j < nn; j++) acc[j] = 0;\n");
+    render_printf(b, "            for (int64_t k = 0; k < K; k++) {\n");
+    render_printf(b, "                const uint64_t av = (uint64_t)A[ao + k * sak];\n");
+    render_printf(b, "                const %s *bp = B + bo + k * sbk + n0 * sbn;\n", st);
+    render_printf(b, "                for (int64_t j = 0; j < nn; j++) acc[j] += av * (uint64_t)bp[%s];\n",
+                  m->b_unit ? "j" : "j * sbn");
+    render_printf(b, "            }\n");
+}
+
 static void render_matmul_int(render_buf *b, const kir_kernel *k) {
     const kir_matmul *m = &k->mm;
     const char *st = storage_ctype(m->dtype);
@@ -299,16 +355,7 @@ static void render_matmul_int(render_buf *b, const kir_kernel *k) {
     render_printf(b, "        int64_t ao = aoff + m * sam, bo = boff, t = bm / M;\n");
     render_batch_offsets(b, m, "t", "        ");
     render_printf(b, "        %s *orow = O + bm * N;\n", st);
-    render_printf(b, "        for (int64_t n0 = 0; n0 < N; n0 += 256) {\n");
-    render_printf(b, "            const int64_t nn = N - n0 < 256 ? N - n0 : 256;\n");
-    render_printf(b, "            uint64_t acc[256];\n");
-    render_printf(b, "            for (int64_t j = 0; j < nn; j++) acc[j] = 0;\n");
-    render_printf(b, "            for (int64_t k = 0; k < K; k++) {\n");
-    render_printf(b, "                const uint64_t av = (uint64_t)A[ao + k * sak];\n");
-    render_printf(b, "                const %s *bp = B + bo + k * sbk + n0 * sbn;\n", st);
-    render_printf(b, "                for (int64_t j = 0; j < nn; j++) acc[j] += av * (uint64_t)bp[%s];\n",
-                  m->b_unit ? "j" : "j * sbn");
-    render_printf(b, "            }\n");
+    render_int_tile_sums(b, m, st);
     render_printf(b, "            for (int64_t j = 0; j < nn; j++) orow[n0 + j] = (%s)(int64_t)acc[j];\n", st);
     render_printf(b, "        }\n    }\n");
 }
@@ -789,19 +836,7 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
                 render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
                               in->b >= 0 ? in->b : in->a, PAR_THRESHOLD);
             }
-            render_indent(b, depth);
-            render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, in->a, i);
-            depth++;
-            break;
-        case KI_IF:
-            render_indent(b, depth);
-            render_printf(b, "if (v%d) {\n", in->a);
-            depth++;
-            break;
-        case KI_ENDLOOP: case KI_ENDIF:
-            depth--;
-            render_indent(b, depth);
-            render_printf(b, "}\n");
+            render_loop_open(b, k, i, &depth);
             break;
         case KI_STORE:
             render_indent(b, depth);
@@ -827,22 +862,16 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
                 render_printf(b, "v%d = %s(v%d, v%d);\n", in->a, fn, in->a, in->b);
             break;
         }
-        case KI_ARGUPD: {
-            const char *cmp = in->imm == ST_OP_RARGMAX ? ">" : "<";
+        case KI_ARGUPD:
             render_indent(b, depth);
-            render_printf(b, "if (v%d < 0 || (!(v%d != v%d) && (v%d %s v%d || v%d != v%d))) { v%d = v%d; v%d = v%d; }\n",
-                          in->b, in->a, in->a, in->c, cmp, in->a, in->c, in->c, in->a, in->c, in->b, in->d);
+            render_argupd_line(b, in, "");
             break;
-        }
         case KI_SETERR:
             render_indent(b, depth);
             render_printf(b, "if (!v%d) __atomic_store_n(a->err, 1, __ATOMIC_RELAXED);\n", in->a);
             break;
-        default:
-            render_indent(b, depth);
-            render_printf(b, "const %s v%d = ", kir_type_cname[in->type], i);
-            render_value_expr(b, k, i);
-            render_printf(b, ";\n");
+        default:   /* KI_IF, KI_ENDLOOP, KI_ENDIF and the pure instructions */
+            render_plain_ins(b, k, i, &depth);
             break;
         }
     }
@@ -854,9 +883,7 @@ static void render_hoisted(render_buf *b, const kir_kernel *k, const uint8_t *li
         const kir_ins *in = &k->ins[i];
         if (!live[i] || !(in->op == KI_IPARAM || in->op == KI_FPARAM || in->op == KI_ICONST || in->op == KI_FCONST))
             continue;
-        render_printf(b, "    const %s v%d = ", kir_type_cname[in->type], i);
-        render_value_expr(b, k, i);
-        render_printf(b, ";\n");
+        render_value_line(b, k, i, 1);
     }
 }
 
@@ -941,16 +968,7 @@ static void render_matmul_int_epi(render_buf *b, const kir_kernel *k, const uint
     render_printf(b, "        const int64_t e_i = bm %% M, e_z = bm / M;\n");
     render_printf(b, "        int64_t ao = aoff + e_i * sam, bo = boff, t = e_z;\n");
     render_batch_offsets(b, m, "t", "        ");
-    render_printf(b, "        for (int64_t n0 = 0; n0 < N; n0 += 256) {\n");
-    render_printf(b, "            const int64_t nn = N - n0 < 256 ? N - n0 : 256;\n");
-    render_printf(b, "            uint64_t acc[256];\n");
-    render_printf(b, "            for (int64_t j = 0; j < nn; j++) acc[j] = 0;\n");
-    render_printf(b, "            for (int64_t k = 0; k < K; k++) {\n");
-    render_printf(b, "                const uint64_t av = (uint64_t)A[ao + k * sak];\n");
-    render_printf(b, "                const %s *bp = B + bo + k * sbk + n0 * sbn;\n", st);
-    render_printf(b, "                for (int64_t j = 0; j < nn; j++) acc[j] += av * (uint64_t)bp[%s];\n",
-                  m->b_unit ? "j" : "j * sbn");
-    render_printf(b, "            }\n");
+    render_int_tile_sums(b, m, st);
     render_printf(b, "            for (int64_t j = 0; j < nn; j++) {\n");
     render_printf(b, "                const int64_t e_j = n0 + j, e_flat = bm * N + e_j;\n");
     render_printf(b, "                const %s e_acc = (%s)(int64_t)acc[j];\n", st, st);

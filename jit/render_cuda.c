@@ -313,21 +313,9 @@ static void hoisted(render_buf *b, const cu_ctx *c) {
         } else if (in->op == KI_FPARAM) {
             render_printf(b, "    const %s v%d = f%lld;\n", T, i, (long long)in->imm);
         } else if (in->op == KI_ICONST || in->op == KI_FCONST) {
-            render_printf(b, "    const %s v%d = ", T, i);
-            render_value_expr(b, k, i);
-            render_printf(b, ";\n");
+            render_value_line(b, k, i, 1);
         }
     }
-}
-
-static void argupd_line(render_buf *b, const kir_ins *in, const char *sfx) {
-    const char *cmp = in->imm == ST_OP_RARGMAX ? ">" : "<";
-    /* render_c's line: the first index of the max, or of the first NaN */
-    render_printf(b,
-                  "if (v%d%s < 0 || (!(v%d%s != v%d%s) && (v%d %s v%d%s || v%d != v%d))) "
-                  "{ v%d%s = v%d; v%d%s = v%d; }\n",
-                  in->b, sfx, in->a, sfx, in->a, sfx, in->c, cmp, in->a, sfx, in->c, in->c, in->a, sfx, in->c, in->b,
-                  sfx, in->d);
 }
 
 static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int depth, where w);
@@ -503,19 +491,7 @@ static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int d
                 i = e;
                 break;
             }
-            render_indent(b, depth);
-            render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, in->a, i);
-            depth++;
-            break;
-        case KI_IF:
-            render_indent(b, depth);
-            render_printf(b, "if (v%d) {\n", in->a);
-            depth++;
-            break;
-        case KI_ENDLOOP: case KI_ENDIF:
-            depth--;
-            render_indent(b, depth);
-            render_printf(b, "}\n");
+            render_loop_open(b, k, i, &depth);
             break;
         case KI_STORE:
             render_indent(b, depth);
@@ -536,17 +512,14 @@ static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int d
             break;
         case KI_ARGUPD:
             render_indent(b, depth);
-            argupd_line(b, in, sfx);
+            render_argupd_line(b, in, sfx);
             break;
         case KI_SETERR:
             render_indent(b, depth);
             render_printf(b, "if (!v%d) *err = 1;\n", in->a);
             break;
-        default:
-            render_indent(b, depth);
-            render_printf(b, "const %s v%d = ", kir_type_cname[in->type], i);
-            render_value_expr(b, k, i);
-            render_printf(b, ";\n");
+        default:   /* KI_IF, KI_ENDLOOP, KI_ENDIF and the pure instructions */
+            render_plain_ins(b, k, i, &depth);
             break;
         }
     }

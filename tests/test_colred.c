@@ -13,19 +13,14 @@
  * Another child prints the kernel sources (ST_DEBUG=4): layernorm forward's row kernel reads its
  * weight and bias without a division or modulo. Fresh ST_CACHE_DIR (mkdtemp), removed at the end.
  */
-#include "runtime/internal.h"
-#include "trace/trace.h"
-#include "test.h"
+#include "fuse_test_util.h"
 
 #include <fcntl.h>
 #include <math.h>
 #include <sys/stat.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-static char cache_dir[256];
 static char thr_file[3][300], src_file[300];
 
 static const int64_t ROWS[] = {1, 7, 5000}, COLS[] = {1, 3, 1000, 1023};
@@ -33,29 +28,12 @@ static const st_dtype DTS[] = {ST_F32, ST_F16, ST_BF16, ST_F64};
 enum { OP_SUM, OP_MAX, OP_MIN, OP_ARGMAX, OP_MEAN, NOPS };
 static const char *const OPNAME[NOPS] = {"sum", "max", "min", "argmax", "mean"};
 
-static st_tensor *input(st_dtype dt, int ndim, const int64_t *shape, unsigned seed) {
-    int64_t n = st_shape_numel(ndim, shape);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        v[i] = ((double)(seed >> 8 & 0xffff) / 65536.0 * 4 - 2) / 3;   /* full f64 mantissas */
-    }
-    st_tensor *f = st_from_data(ST_F64, ndim, shape, v);
-    free(v);
-    st_tensor *t = st_cast(f, dt);
-    st_release(f);
-    st_realize(1, &t);
-    return t;
+static double value(unsigned *seed, st_dtype dt) {
+    (void)dt;
+    return (ft_rand16(seed) * 4 - 2) / 3;   /* full f64 mantissas */
 }
-
-static double *host(st_tensor *t) {
-    int64_t n = st_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
+static st_tensor *input(st_dtype dt, int ndim, const int64_t *shape, unsigned seed) {
+    return ft_input(dt, ndim, shape, seed, value);
 }
 
 static st_tensor *colop(st_tensor *x, int op) {
@@ -86,7 +64,7 @@ static void compare(const char *what, st_tensor *out, st_tensor *ref, double rel
     if (!out || !ref) return;
     CHECK_EQ_INT(st_numel(out), st_numel(ref));
     CHECK_EQ_INT(st_dtype_of(out), st_dtype_of(ref));
-    double *a = host(out), *b = host(ref);
+    double *a = ft_host(out), *b = ft_host(ref);
     CHECK(a && b);
     for (int64_t i = 0; a && b && i < st_numel(out) && i < st_numel(ref); i++)
         if (!(fabs(a[i] - b[i]) <= rel * (1 + fabs(b[i])))) {
@@ -195,7 +173,7 @@ static void child_threads(const char *path) {
                 st_tensor *x = input(DTS[d], 2, shape, (unsigned)(r * 16 + c * 4 + d));
                 for (int op = 0; op < NOPS; op++) {
                     st_tensor *y = lazy(x, op);
-                    double *v = y ? host(y) : NULL;
+                    double *v = y ? ft_host(y) : NULL;
                     if (!v) _exit(4);
                     write_all(fd, v, (size_t)st_numel(y) * sizeof *v);
                     free(v);
@@ -280,34 +258,25 @@ TEST(row_kernel_reads_broadcast_without_division) {
     free(s);
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 int main(void) {
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-colred-XXXXXX");
-    if (!mkdtemp(cache_dir)) return 1;
-    setenv("ST_CACHE_DIR", cache_dir, 1);
+    if (!ft_cache_dir_create("/tmp/stitch-colred-XXXXXX")) return 1;
     setenv("ST_DEVICE", "cpu", 1);
     /* children first: nothing of the runtime may have started in the parent */
     for (int t = 0; t < 3; t++) {
         char val[4];
-        snprintf(thr_file[t], sizeof thr_file[t], "%s/threads%d.bin", cache_dir, t + 1);
+        snprintf(thr_file[t], sizeof thr_file[t], "%s/threads%d.bin", ft_cache_dir, t + 1);
         snprintf(val, sizeof val, "%d", t + 1);
         child_rc[t] = run_child(child_threads, thr_file[t], "ST_THREADS", val);
     }
-    snprintf(src_file, sizeof src_file, "%s/sources.txt", cache_dir);
-    setenv("ST_CACHE_DIR", cache_dir, 1);
+    snprintf(src_file, sizeof src_file, "%s/sources.txt", ft_cache_dir);
+    setenv("ST_CACHE_DIR", ft_cache_dir, 1);
     {   /* a cache of its own, so every kernel is compiled (and printed) */
         char sub[300];
-        snprintf(sub, sizeof sub, "%s/src", cache_dir);
+        snprintf(sub, sizeof sub, "%s/src", ft_cache_dir);
         mkdir(sub, 0700);
         setenv("ST_CACHE_DIR", sub, 1);
         child_rc[3] = run_child(child_sources, src_file, "ST_DEBUG", "4");
-        setenv("ST_CACHE_DIR", cache_dir, 1);
+        setenv("ST_CACHE_DIR", ft_cache_dir, 1);
     }
     st_set_jit_min(0);
     st_set_poison(1);
@@ -316,6 +285,6 @@ int main(void) {
     RUN(thread_count_gives_identical_bits);
     RUN(row_kernel_reads_broadcast_without_division);
     st_shutdown();
-    nftw(cache_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    ft_cache_dir_remove();
     TEST_MAIN_END();
 }

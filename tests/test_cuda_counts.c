@@ -22,38 +22,21 @@
  * With a real GPU (tests/gpu/run.sh) the same bodies run in-process; the fake's counters are then
  * not checked.
  */
-#include "test.h"
+#include "fuse_test_util.h"
 #include "fake_cuda.h"
 #include "fuser/fuser.h"
 #include "runtime/cuda.h"
 
-#include <ftw.h>
 
 enum { N = 64, C = 512, D = 32, MAXT = 8 };
 
 static int fake;   /* the driver is tests/test_cuda_driver.c's fake: its counters are checked */
 
-/* ---- tensors: every intermediate goes to a pool released after each pattern ---- */
-static st_tensor *pool[512];
-static int npool;
-static st_tensor *K(st_tensor *t) {
-    if (t && npool < (int)(sizeof pool / sizeof pool[0])) pool[npool++] = t;
-    return t;
-}
-static void drain(void) {
-    while (npool) st_release(pool[--npool]);
-}
+/* ---- tensors: every intermediate goes to the pool (K, ft_drain) released after each pattern ---- */
 
 /* A realized f32 input on the default device (values in [-2, 2), from seed). */
 static st_tensor *input(int ndim, const int64_t *shape, unsigned seed, int grad) {
-    int64_t n = st_shape_numel(ndim, shape);
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        v[i] = (float)((double)(seed >> 8 & 0xffff) / 65536.0 * 4 - 2);
-    }
-    st_tensor *t = K(st_from_data(ST_F32, ndim, shape, v));
-    free(v);
+    st_tensor *t = K(ft_f32_input(ndim, shape, seed));
     if (t && grad) st_set_requires_grad(t, 1);
     return t;
 }
@@ -178,7 +161,7 @@ static int count_on(const char *device, int kind, int bwd) {
     if (fake && strcmp(device, "cpu")) /* every kernel reached cuLaunchKernel */
         CHECK_MSG(fake_cuda_stat("launches") - before_launches == k, "pattern %d: %d kernels, %d launches on the "
                   "driver", kind, k, fake_cuda_stat("launches") - before_launches);
-    drain();
+    ft_drain();
     return s == ST_OK ? k : -1;
 }
 
@@ -224,7 +207,7 @@ static st_status step(double lr) {
     st_status s = st_realize(1, &y);
     int n = adamw(out, lr, 10);
     if (s == ST_OK) s = st_realize(n, out);
-    drain();
+    ft_drain();
     return s;
 }
 
@@ -298,15 +281,8 @@ static void child_body(void) {
     const char *part = getenv("ST_TEST_PART");
     if (part && !strcmp(part, "cache")) cache_body();
     else counts_body();
-    drain();
+    ft_drain();
     st_shutdown();
-}
-
-/* The cubin cache is a temp dir shared by both children (the second finds the first's cubins). */
-static char cache_dir[64];
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
 }
 
 static int has_gpu;
@@ -320,12 +296,11 @@ TEST(cached_plans_launch_without_rendering) { run_part("cache"); }
 
 int main(int argc, char **argv) {
     fake_cuda_child(argc, argv, child_body);
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/st_cudacnt_XXXXXX");
-    if (!mkdtemp(cache_dir)) return 1;
-    setenv("ST_CACHE_DIR", cache_dir, 1);
+    /* the cubin cache: shared by both children (the second finds the first's cubins) */
+    if (!ft_cache_dir_create("/tmp/st_cudacnt_XXXXXX")) return 1;
     has_gpu = st_cuda_device_count() > 0;
     RUN(counts_on_cuda_equal_cpu);
     RUN(cached_plans_launch_without_rendering);
-    nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    ft_cache_dir_remove();
     TEST_MAIN_END();
 }

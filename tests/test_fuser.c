@@ -8,42 +8,19 @@
  * come from st_stats (kernels_launched of the one flush that realizes the result). The JIT uses a
  * fresh ST_CACHE_DIR (mkdtemp), removed at the end.
  */
-#include "runtime/internal.h"
 #include "fuser/fuser.h"
-#include "test.h"
+#include "fuse_test_util.h"
 
-#include <ftw.h>
 #include <stdlib.h>
-#include <unistd.h>
-
-static char cache_dir[256];
 
 typedef st_tensor *(*build_fn)(st_tensor **in);
 
-static st_tensor *input(st_dtype dt, int ndim, const int64_t *shape, unsigned seed) {
-    int64_t n = st_shape_numel(ndim, shape);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        double u = (double)(seed >> 8 & 0xffff) / 65536.0;
-        v[i] = dt == ST_BOOL ? (u > 0.5) : st_is_int(dt) ? (double)(int)(u * 20 - 10) : u * 4 - 2;
-    }
-    st_tensor *f = st_from_data(ST_F64, ndim, shape, v);
-    free(v);
-    st_tensor *t = st_cast(f, dt);
-    st_release(f);
-    st_realize(1, &t);
-    return t;
+static double value(unsigned *seed, st_dtype dt) {
+    double u = ft_rand16(seed);
+    return dt == ST_BOOL ? (u > 0.5) : st_is_int(dt) ? (double)(int)(u * 20 - 10) : u * 4 - 2;
 }
-
-static double *host(st_tensor *t) {
-    int64_t n = st_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
+static st_tensor *input(st_dtype dt, int ndim, const int64_t *shape, unsigned seed) {
+    return ft_input(dt, ndim, shape, seed, value);
 }
 
 /* Builds fn lazily (JIT) and eagerly; checks shapes and values; returns the kernels the lazy
@@ -71,7 +48,7 @@ static int check_graph(build_fn fn, int nin, st_tensor **in, double tol) {
     CHECK_EQ_INT(st_ndim(out), st_ndim(ref));
     CHECK_EQ_INT(st_numel(out), st_numel(ref));
     CHECK_EQ_INT(st_dtype_of(out), st_dtype_of(ref));
-    double *a = host(out), *b = host(ref);
+    double *a = ft_host(out), *b = ft_host(ref);
     if (a && b && st_numel(out) == st_numel(ref)) {
         for (int64_t i = 0; i < st_numel(out); i++) {
             CHECK_NEAR(a[i], b[i], tol);
@@ -214,7 +191,7 @@ TEST(multi_output_one_kernel) {
     CHECK(st_realize(2, ts) == ST_OK);
     st_stats(&s1);
     CHECK_EQ_INT(s1.kernels_launched - s0.kernels_launched, 1);
-    double *xv = host(x), *av = host(a), *bv = host(b);
+    double *xv = ft_host(x), *av = ft_host(a), *bv = ft_host(b);
     for (int i = 0; xv && av && bv && i < 4 * 8 * 16; i++) {
         CHECK_NEAR(av[i], xv[i] * 2, 1e-6);
         CHECK_NEAR(bv[i], exp(xv[i]), 1e-5);
@@ -384,7 +361,7 @@ TEST(setview_inplace_slice) {
     st_tensor *sl = st_slice(x, 0, 1, 3, 1);
     CHECK(st_fill_(sl, 7) == ST_OK);
     st_release(sl);
-    double *v = host(x), *r = host(in[0]);
+    double *v = ft_host(x), *r = ft_host(in[0]);
     for (int i = 0; v && r && i < 6 * 16; i++) CHECK_NEAR(v[i], (i >= 16 && i < 48) ? 7 : r[i], 1e-6);
     free(v);
     free(r);
@@ -412,7 +389,7 @@ TEST(scalar_change_does_not_recompile) {
     st_stats(&s1);
     CHECK_EQ_INT(s1.kernels_compiled - s0.kernels_compiled, 0);
     CHECK_EQ_INT(s1.kernels_launched - s0.kernels_launched, 1);
-    double *xv = host(x), *zv = host(z);
+    double *xv = ft_host(x), *zv = ft_host(z);
     for (int i = 0; xv && zv && i < 4 * 8 * 16; i++) CHECK_NEAR(zv[i], (float)((float)xv[i] * 0.7f) + 2.0f, 1e-6);
     free(xv);
     free(zv);
@@ -612,7 +589,7 @@ TEST(reductions_on_partial_accumulators) {
     for (int k = 0; k < 2; k++) {
         int ax = 1;
         st_tensor *m = k ? st_min(xf, 1, &ax, 0) : st_max(xf, 1, &ax, 0);
-        double *mv = m && st_realize(1, &m) == ST_OK ? host(m) : NULL;
+        double *mv = m && st_realize(1, &m) == ST_OK ? ft_host(m) : NULL;
         CHECK(mv != NULL);
         for (int r = 0; mv && r < 4; r++) CHECK_MSG((r == 1 || r == 3) == isnan(mv[r]), "row %d: %g", r, mv[r]);
         if (mv) CHECK_NEAR(mv[0], k ? -50 : 50, 0);
@@ -779,15 +756,8 @@ TEST(out_of_memory_and_interrupt) {
     st_release(x);
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f) {
-    (void)sb; (void)flag; (void)f;
-    return remove(p);
-}
-
 int main(void) {
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-fuser-XXXXXX");
-    if (!mkdtemp(cache_dir)) return 1;
-    setenv("ST_CACHE_DIR", cache_dir, 1);
+    if (!ft_cache_dir_create("/tmp/stitch-fuser-XXXXXX")) return 1;
     st_set_jit_min(0);
     st_set_poison(1);
     RUN(reduce_with_producers_is_one_kernel);
@@ -814,6 +784,6 @@ int main(void) {
     RUN(interpreter_tier);
     RUN(out_of_memory_and_interrupt);
     st_shutdown();
-    nftw(cache_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    ft_cache_dir_remove();
     TEST_MAIN_END();
 }

@@ -13,37 +13,16 @@
  * Switches: each fusion kind turned off (fuse_set_flags) changes the count of an example built
  * for it and never its values.
  */
-#include "runtime/internal.h"
 #include "fuser/fuser.h"
-#include "test.h"
+#include "fuse_test_util.h"
 
-#include <ftw.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 enum { N = 64, C = 512, MAXT = 8 };
-static char cache_dir[256];
-
-/* ---- tensors: every intermediate goes to a pool released at the end of a build ---- */
-static st_tensor *pool[512];
-static int npool;
-static st_tensor *K(st_tensor *t) {
-    if (t && npool < (int)(sizeof pool / sizeof pool[0])) pool[npool++] = t;
-    return t;
-}
-static void drain(void) {
-    while (npool) st_release(pool[--npool]);
-}
+/* ---- tensors: every intermediate goes to the pool (K, ft_drain) released at the end of a build ---- */
 
 static st_tensor *input(int ndim, const int64_t *shape, unsigned seed) {
-    int64_t n = st_shape_numel(ndim, shape);
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        v[i] = (float)((double)(seed >> 8 & 0xffff) / 65536.0 * 4 - 2);
-    }
-    st_tensor *t = st_from_data(ST_F32, ndim, shape, v);
-    free(v);
+    st_tensor *t = ft_f32_input(ndim, shape, seed);
     st_realize(1, &t);
     return t;
 }
@@ -193,16 +172,6 @@ static int t_layernorm(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) 
     return step_grads(mm_loss(layernorm(x, w, b), x), x, w, b, o);
 }
 
-static double *host(st_tensor *t) {
-    int64_t n = st_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
-}
-
 /* Fresh leaves (copies of the inputs; requires_grad when grad is set), so gradients never
  * accumulate between the eager and the lazy run. */
 static void leaves(int grad, st_tensor **x, st_tensor **w, st_tensor **b) {
@@ -223,7 +192,7 @@ static int run_pattern(build_fn fn, int grad) {
     row_stat = row_mean = NULL;
     int nref = fn(x, w, b, ref);
     for (int i = 0; i < nref; i++) st_retain(ref[i]);
-    drain();
+    ft_drain();
     st_set_eager(0);
     leaves(grad, &x, &w, &b);
     st_sync();
@@ -238,7 +207,7 @@ static int run_pattern(build_fn fn, int grad) {
     CHECK_MSG(s == ST_OK && nout == nref, "build/realize failed (%d vs %d outputs): %s", nout, nref, st_last_error());
     for (int i = 0; i < nout && i < nref && s == ST_OK; i++) {
         CHECK_EQ_INT(st_numel(out[i]), st_numel(ref[i]));
-        double *a = host(out[i]), *e = host(ref[i]);
+        double *a = ft_host(out[i]), *e = ft_host(ref[i]);
         for (int64_t j = 0; a && e && j < st_numel(out[i]) && !test_cur_failed; j++) {
             CHECK_NEAR(a[j], e[j], 1e-4);
             if (test_cur_failed) printf("  (output %d, element %lld)\n", i, (long long)j);
@@ -248,7 +217,7 @@ static int run_pattern(build_fn fn, int grad) {
         free(e);
     }
     for (int i = 0; i < nref; i++) st_release(ref[i]);
-    drain();
+    ft_drain();
     return s == ST_OK ? kernels : -1;
 }
 
@@ -404,15 +373,8 @@ TEST(switches_plan_without_cycles) {
     }
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 int main(void) {
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/st_fcounts_XXXXXX");
-    if (!mkdtemp(cache_dir)) return 1;
-    setenv("ST_CACHE_DIR", cache_dir, 1);
+    if (!ft_cache_dir_create("/tmp/st_fcounts_XXXXXX")) return 1;
     st_set_jit_min(0);
     st_set_poison(1);
     x_in = input(2, (int64_t[]){N, C}, 1);
@@ -435,6 +397,6 @@ int main(void) {
     st_release(tgt);
     st_release(idx);
     st_shutdown();
-    nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    ft_cache_dir_remove();
     TEST_MAIN_END();
 }

@@ -7,43 +7,21 @@
  * checked against the same graph built with st_set_eager(1) (the reference interpreter). Counts
  * come from st_stats deltas around the lazy flush. The JIT uses a fresh ST_CACHE_DIR.
  */
-#include "runtime/internal.h"
 #include "runtime/tensor.h"
 #include "fuser/fuser.h"
-#include "test.h"
+#include "fuse_test_util.h"
 
-#include <ftw.h>
 #include <stdlib.h>
-#include <unistd.h>
-
-static char cache_dir[256];
 
 static st_tensor *input(int64_t rows, int64_t cols, unsigned seed) {
-    int64_t n = rows * cols, shape[2] = {rows, cols};
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        v[i] = (float)((seed >> 8 & 0xffff) / 65536.0 * 4 - 2);
-    }
-    st_tensor *t = st_from_data(ST_F32, 2, shape, v);
-    free(v);
+    st_tensor *t = ft_f32_input(2, (int64_t[]){rows, cols}, seed);
     st_realize(1, &t);
     return t;
 }
 
-static double *host(st_tensor *t) {
-    int64_t n = st_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
-}
-
 static void check_same(st_tensor *got, st_tensor *want, double tol) {
     CHECK_EQ_INT(st_numel(got), st_numel(want));
-    double *g = host(got), *w = host(want);
+    double *g = ft_host(got), *w = ft_host(want);
     CHECK(g && w);
     for (int64_t i = 0; g && w && i < st_numel(got); i++) CHECK_NEAR(g[i], w[i], tol);
     free(g);
@@ -115,7 +93,7 @@ TEST(repeat_with_new_scalars_and_data_plans_nothing) {
     CHECK_EQ_INT(b.compiled, 0);
     CHECK_EQ_INT(b.launched, a.launched);
     /* the RAND node got a new seed on the hit: other noise (x1 = x2 would not matter: x differs) */
-    double *v1 = host(n1), *v2 = host(n2), *xa = host(x1), *xb = host(x2);
+    double *v1 = ft_host(n1), *v2 = ft_host(n2), *xa = ft_host(x1), *xb = ft_host(x2);
     int differ = 0;
     for (int i = 0; v1 && v2 && xa && xb && i < 48 * 200; i++) differ += v1[i] / xa[i] != v2[i] / xb[i];
     CHECK(differ > 48 * 200 / 2);
@@ -181,10 +159,10 @@ static delta setview_run(st_tensor *v, double s, int shared, int *in_place) {
     CHECK(st_realize(1, &x) == ST_OK);
     delta d = end();
     *in_place = x->storage->node->buf->data == before;
-    double *xv = host(x), *x0v = host(x0), *vv = host(v);
+    double *xv = ft_host(x), *x0v = ft_host(x0), *vv = ft_host(v);
     double *x0w = NULL;   /* x0 as it was made: input() again */
     st_tensor *x0again = input(6, 40, 9);
-    x0w = host(x0again);
+    x0w = ft_host(x0again);
     st_release(x0again);
     for (int i = 0; xv && x0v && vv && x0w && i < 6 * 40; i++) {
         CHECK_NEAR(xv[i], (i >= 40 && i < 120) ? (double)(float)(vv[i - 40] * s) : x0w[i], 1e-6);
@@ -277,15 +255,8 @@ TEST(disabled_cache_plans_every_flush) {
     st_release(x);
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f) {
-    (void)sb; (void)flag; (void)f;
-    return remove(p);
-}
-
 int main(void) {
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-plan-XXXXXX");
-    if (!mkdtemp(cache_dir)) return 1;
-    setenv("ST_CACHE_DIR", cache_dir, 1);
+    if (!ft_cache_dir_create("/tmp/stitch-plan-XXXXXX")) return 1;
     st_set_jit_min(0);
     st_set_poison(1);
     fuse_pcache_set_enabled(true);
@@ -296,6 +267,6 @@ int main(void) {
     RUN(kept_row_value_is_part_of_the_key);
     RUN(disabled_cache_plans_every_flush);
     st_shutdown();
-    nftw(cache_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    ft_cache_dir_remove();
     TEST_MAIN_END();
 }

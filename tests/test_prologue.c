@@ -12,79 +12,26 @@
  * (ST_NVRTC_CHECK=1) compiles every kernel's CUDA rendering for sm_80 and sm_90 too (a failure
  * makes the process exit non-zero).
  */
-#include "runtime/internal.h"
 #include "fuser/fuser.h"
 #include "jit/nvrtc.h"
-#include "test.h"
+#include "fuse_test_util.h"
 
-#include <ftw.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-static char cache_dir[256];
-
-enum { MAXOUT = 3 };
-typedef int (*build_fn)(st_tensor **in, st_tensor **out);   /* returns the number of outputs */
+typedef ft_build_fn build_fn;
 
 /* Values with more mantissa bits than f16 keeps (so an f64 -> f32 cast rounds). */
-static st_tensor *input(st_dtype dt, int ndim, const int64_t *shape, unsigned seed) {
-    int64_t n = st_shape_numel(ndim, shape);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        double u = (double)(seed >> 8 & 0xffffff) / 16777216.0;
-        v[i] = (u * 4 - 2) * (1.0 + 0x1p-35);
-    }
-    st_tensor *f = st_from_data(ST_F64, ndim, shape, v);
-    free(v);
-    st_tensor *t = st_cast(f, dt);
-    st_release(f);
-    st_realize(1, &t);
-    return t;
+static double value(unsigned *seed, st_dtype dt) {
+    (void)dt;
+    return (ft_rand24(seed) * 4 - 2) * (1.0 + 0x1p-35);
 }
-
-static double *host(st_tensor *t) {
-    int64_t n = st_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (st_to_host(t, ST_F64, v, (size_t)n * sizeof *v) != ST_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
+static st_tensor *input(st_dtype dt, int ndim, const int64_t *shape, unsigned seed) {
+    return ft_input(dt, ndim, shape, seed, value);
 }
 
 /* Builds fn eagerly and lazily, realizes the lazy outputs in one flush, compares bit for bit;
  * returns the kernels that flush launched (-1 on a failure, already recorded). */
-static int check_graph(build_fn fn, st_tensor **in) {
-    st_tensor *ref[MAXOUT] = {0}, *out[MAXOUT] = {0};
-    st_set_eager(1);
-    int n = fn(in, ref);
-    st_set_eager(0);
-    int n2 = fn(in, out);
-    CHECK_EQ_INT(n2, n);
-    st_stats_t s0, s1;
-    st_stats(&s0);
-    st_status s = st_realize(n, out);
-    st_stats(&s1);
-    CHECK_MSG(s == ST_OK, "realize failed: %s", st_last_error());
-    for (int o = 0; o < n && s == ST_OK; o++) {
-        CHECK_EQ_INT(st_numel(out[o]), st_numel(ref[o]));
-        CHECK_EQ_INT(st_dtype_of(out[o]), st_dtype_of(ref[o]));
-        double *a = host(out[o]), *b = host(ref[o]);
-        CHECK(a && b);
-        for (int64_t i = 0; a && b && i < st_numel(out[o]) && !test_cur_failed; i++) {
-            CHECK_MSG(a[i] == b[i], "%.17g vs %.17g", a[i], b[i]);
-            if (test_cur_failed) printf("  (output %d, element %lld)\n", o, (long long)i);
-        }
-        free(a);
-        free(b);
-    }
-    for (int o = 0; o < n; o++) {
-        st_release(ref[o]);
-        st_release(out[o]);
-    }
-    return s == ST_OK ? (int)(s1.kernels_launched - s0.kernels_launched) : -1;
-}
+static int check_graph(build_fn fn, st_tensor **in) { return ft_check_flush(fn, in, 0, true); }
 
 /* The same graph with the prologue kind off: the cast is stored by a kernel of its own. */
 static int check_unfused(build_fn fn, st_tensor **in) {
@@ -283,15 +230,8 @@ TEST(interpreter_tier) {
     for (int i = 0; i < 2; i++) st_release(in[i]);
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f) {
-    (void)sb; (void)flag; (void)f;
-    return remove(p);
-}
-
 int main(void) {
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/stitch-prologue-XXXXXX");
-    if (!mkdtemp(cache_dir)) return 1;
-    setenv("ST_CACHE_DIR", cache_dir, 1);
+    if (!ft_cache_dir_create("/tmp/stitch-prologue-XXXXXX")) return 1;
     if (nvrtc_load() == ST_OK) setenv("ST_NVRTC_CHECK", "1", 0);   /* CUDA renderings compiled too */
     else printf("note: no libnvrtc (%s): CUDA renderings not compiled\n", st_last_error());
     st_clear_error();
@@ -306,6 +246,6 @@ int main(void) {
     RUN(computed_and_twice_cast_sources);
     RUN(interpreter_tier);
     st_shutdown();
-    nftw(cache_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    ft_cache_dir_remove();
     TEST_MAIN_END();
 }
