@@ -146,7 +146,8 @@ ST_INTERNAL int64_t st_shape_numel(int ndim, const int64_t *shape);
 /* A flushed region: the unrealized nodes reachable from the targets, in topological order (srcs
  * before consumers; node->pos is the index). Targets carry NODE_TARGET. Every node's `uses` counts
  * its consumers inside the region; a node with consumers outside the region keeps them through its
- * refcount (refcnt > uses means someone else holds it). */
+ * refcount. While a flush runs it holds one reference to every region node (trace/flush.c), so
+ * "someone else holds it" is refcnt > uses + 1 (fuser/fuser.h fuse_kept), not refcnt > uses. */
 typedef struct st_region {
     st_node **nodes;
     int n;
