@@ -37,7 +37,7 @@ ifeq ($(PORTABLE),1)
 EDITLIB := -Wl,-Bstatic -ledit -ltinfo -lbsd -lmd -Wl,-Bdynamic
 endif
 
-CORE_SRC := $(wildcard runtime/*.c trace/*.c fuser/*.c jit/*.c)
+CORE_SRC := $(wildcard base/*.c device/*.c trace/*.c ir/*.c jit/*.c fuser/*.c runtime/*.c io/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/prelude_src.o
 LUA_SRC  := $(filter-out lua_frontend/main.c,$(wildcard lua_frontend/*.c))
 LUA_LIB  := $(sort $(wildcard lua_frontend/lib/*.lua))
@@ -71,7 +71,7 @@ $(BUILD)/obj/%.o: %.c | deps
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 # The prelude is compiled into the runtime (interpreter) and embedded as text for the JIT.
-$(BUILD)/gen/prelude_src.c: jit/prelude.h tools/embed.sh
+$(BUILD)/gen/prelude_src.c: base/opmath.h tools/embed.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed.sh st_prelude_src $< > $@
 $(BUILD)/obj/gen/prelude_src.o: $(BUILD)/gen/prelude_src.c

@@ -25,7 +25,7 @@
  * input realized beforehand), and each result is checked against the hand-written loop.
  */
 #include "stitch.h"
-#include "jit/prelude.h"
+#include "base/opmath.h"
 
 #include <math.h>
 #include <pthread.h>

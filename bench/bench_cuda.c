@@ -39,7 +39,7 @@
  * extra result per case is checked on the host against a double-precision reference.
  */
 #include "stitch.h"
-#include "runtime/cuda.h"
+#include "device/cuda.h"
 
 #include <ftw.h>
 #include <math.h>

@@ -22,7 +22,7 @@
  * Invariant: everything here reads the plan and node structure only; the one refcnt read is in
  * partition.c and its bit is in the plan cache key (fuse_row_value says for which nodes).
  */
-#include "fuser.h"
+#include "fuser/fuser.h"
 
 bool fuse_cost_store_wins(int64_t write_bytes, int64_t reread_bytes) {
     return reread_bytes + FUSE_COST_LAUNCH_BYTES >= (int64_t)FUSE_COST_K * write_bytes;

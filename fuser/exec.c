@@ -16,9 +16,9 @@
  * Invariant: on failure every buffer this call gave to a node is released and the node's buf
  * reset to NULL; temporaries never outlive their group.
  */
-#include "fuser.h"
-#include "../jit/render.h"
-#include "../jit/nvrtc.h"
+#include "fuser/fuser.h"
+#include "jit/render.h"
+#include "jit/nvrtc.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -17,11 +17,11 @@
  * Kernel ABI (jit/render.h): buffers, then every int parameter (long long), every float parameter
  * (double), the device error flag, the threads-per-row count.
  */
-#include "fuser.h"
-#include "../jit/render.h"
-#include "../jit/nvrtc.h"
-#include "../jit/compile.h"
-#include "../runtime/cuda.h"
+#include "fuser/fuser.h"
+#include "jit/render.h"
+#include "jit/nvrtc.h"
+#include "jit/compile.h"
+#include "device/cuda.h"
 
 #define MAX_DEVS 64
 

@@ -9,7 +9,7 @@
  * Invariant: results never depend on the flags (tests run the fuzzer with kinds switched off);
  * only kernels and bytes moved do. fuse_set_flags overrides the environment (tests, benches).
  */
-#include "fuser.h"
+#include "fuser/fuser.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,8 +15,8 @@
 #ifndef ST_FUSER_H
 #define ST_FUSER_H
 
-#include "kir.h"
-#include "../jit/jit.h"
+#include "ir/kir.h"
+#include "jit/jit.h"
 
 typedef enum fuse_group_kind {
     FG_POINTWISE, FG_REDUCE, FG_MATMUL, FG_SCATTER, FG_SETVIEW,

@@ -16,7 +16,7 @@
  * group and srcs, every kernel's name: never data or constant values) was not written before,
  * so a training loop's repeated flushes add nothing; at most GRAPH_MAX_FILES files.
  */
-#include "fuser.h"
+#include "fuser/fuser.h"
 
 #include <errno.h>
 #include <spawn.h>

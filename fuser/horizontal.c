@@ -16,7 +16,7 @@
  * Invariant: a member is in exactly one batch, never in plan->order; a batch's outs are its
  * members' outs, in member order.
  */
-#include "fuser.h"
+#include "fuser/fuser.h"
 
 #define HZ_MAX_SLOTS KIR_MAX_BUFS
 /* CUDA kernel parameters are limited to 4 KB: buffers, int and float parameters are 8 bytes each

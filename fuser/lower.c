@@ -12,7 +12,7 @@
  * enter as parameters, keyed by their meaning (which node, which dim, which shape class), never
  * by their value; the source depends only on the group's structure and dtypes.
  */
-#include "fuser.h"
+#include "fuser/fuser.h"
 
 #include <math.h>
 

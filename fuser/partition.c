@@ -30,7 +30,7 @@
  * from every node of it (a group may hold nodes no path connects). Then groups are ordered
  * topologically.
  */
-#include "fuser.h"
+#include "fuser/fuser.h"
 
 static bool is_anchor(const st_node *n) {
     st_op_kind k = st_ops[n->op].kind;

@@ -22,8 +22,8 @@
  * hold function pointers into the JIT's loaded objects, valid until jit_shutdown: st_shutdown
  * frees this cache first.
  */
-#include "fuser.h"
-#include "../jit/compile.h"
+#include "fuser/fuser.h"
+#include "jit/compile.h"
 
 #include <stdlib.h>
 

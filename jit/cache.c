@@ -28,7 +28,7 @@
  * fails verification (parse, self-checksum, size, content checksum, dlopen, dlsym) is removed and
  * counts as a miss, so the kernel is recompiled: a corrupt cache can cost time, never correctness.
  */
-#include "compile.h"
+#include "jit/compile.h"
 
 #include <dlfcn.h>
 #include <errno.h>

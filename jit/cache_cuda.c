@@ -17,7 +17,7 @@
  * corrupt cache costs time, never correctness. Disk writes are best effort (a read-only cache dir
  * only means recompiling next time).
  */
-#include "nvrtc.h"
+#include "jit/nvrtc.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,7 +11,7 @@
  *  - Files that other processes may read (the .so) appear only by rename(), complete. Files that
  *    only this process touches (the source, the log) have unique mkstemp names.
  */
-#include "compile.h"
+#include "jit/compile.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,7 @@
 #ifndef ST_JIT_COMPILE_H
 #define ST_JIT_COMPILE_H
 
-#include "jit.h"
+#include "jit/jit.h"
 
 /* 128-bit hash (non-cryptographic; keys and checksums, not security). seed chains segments:
  * hash(b, hash(a, s)) depends on both a and b and on where the boundary is, because each call

@@ -19,7 +19,7 @@
 #ifndef ST_JIT_H
 #define ST_JIT_H
 
-#include "../runtime/internal.h"
+#include "base/base.h"
 
 typedef struct st_kargs {
     void *const *bufs;      /* buffer base pointers, in the order the kernel declares */

@@ -11,7 +11,7 @@
  *    check mode may compile two architectures in two threads; NVRTC programs are independent.
  *  - A failing unit is kept under <cache dir>/failed/ with its log, and the error names both.
  */
-#include "nvrtc.h"
+#include "jit/nvrtc.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

@@ -13,8 +13,8 @@
 #ifndef ST_JIT_NVRTC_H
 #define ST_JIT_NVRTC_H
 
-#include "compile.h"
-#include "../fuser/kir.h"
+#include "jit/compile.h"
+#include "ir/kir.h"
 
 /* Loads libnvrtc once per process and resolves its functions. Search: ST_NVRTC_PATH (a file, or a
  * directory holding libnvrtc.so*) when set, and then nothing else; otherwise the sonames

@@ -20,8 +20,8 @@
  * into false compile failures; a renderer that runs out of memory skips the kernel (counted, not
  * failed). It touches no st_stats_g counter. Only the process that started the check reports (a forked child that exits does not compile its parent's queue again).
  */
-#include "nvrtc.h"
-#include "render.h"
+#include "jit/nvrtc.h"
+#include "jit/render.h"
 
 #include <errno.h>
 #include <fcntl.h>

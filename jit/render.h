@@ -10,7 +10,7 @@
 #ifndef ST_RENDER_H
 #define ST_RENDER_H
 
-#include "../fuser/kir.h"
+#include "ir/kir.h"
 
 /* A growable string; oom is sticky (later appends do nothing). */
 typedef struct render_buf {

@@ -21,7 +21,7 @@
  * macro, conversions print ST_CVT / st_h2f / st_f2h / st_bf2f / st_f2bf (one exception: a lane
  * update of max/min spells st_max_op's NaN rule without its branch, so it vectorizes).
  */
-#include "render.h"
+#include "jit/render.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -68,8 +68,8 @@
  * int32_t (the IR types them int64, so the renderer would retype them); and a cache entry per
  * variant, chosen per launch.
  */
-#include "render.h"
-#include "render_cuda_mma.h"
+#include "jit/render.h"
+#include "jit/render_cuda_mma.h"
 
 #define CU_BLOCK 256        /* threads per block: flat, row and matmul kernels */
 #define CU_BLOCK_BIG 1024   /* a full reduction's one row; single-block phases */

@@ -36,7 +36,7 @@
  * but a +0, which the sum starting at +0 already has: -0 cannot result either way, as on the CPU).
  * k steps wholly past K are skipped.
  */
-#include "render_cuda_mma.h"
+#include "jit/render_cuda_mma.h"
 
 #include <stdlib.h>
 

@@ -11,7 +11,7 @@
 #ifndef ST_RENDER_CUDA_MMA_H
 #define ST_RENDER_CUDA_MMA_H
 
-#include "render.h"
+#include "jit/render.h"
 
 /* Prints the statements that store the f32 value `acc` at output (row, col) of the current batch
  * entry, at indent depth. Called inside `if (row < M && col < N)`; in scope: O (output pointer),

@@ -14,7 +14,7 @@
  * never makes an unrelated tensor require grad. Versions are immutable, so in-place ops on non-leaf
  * tensors differentiate like any other op (SETVIEW has a rule).
  */
-#include "tensor.h"
+#include "runtime/tensor.h"
 
 int st_grad_mode = 1;
 

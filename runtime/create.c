@@ -6,7 +6,7 @@
  * the next numel counters of the global Philox stream (seed, offset), so their numbers depend only
  * on the seed and the order of random calls — never on fusion or the device.
  */
-#include "tensor.h"
+#include "runtime/tensor.h"
 #include <math.h>
 
 static int check_shape(const char *op, int ndim, const int64_t *shape) {

@@ -12,9 +12,9 @@
  * device -> host waits for the stream, as a sync point does). Unbound values (fills, random
  * tensors: ST_DEV_ANY) are computed directly on the target instead of being copied.
  */
-#include "tensor.h"
-#include "cuda.h"
-#include "../trace/trace.h"
+#include "runtime/tensor.h"
+#include "device/cuda.h"
+#include "trace/trace.h"
 
 #include <errno.h>
 

@@ -23,7 +23,7 @@
  * Hadamard product stays a fusable pointwise op). A single operand is summed. The last term is
  * permuted to the output order.
  */
-#include "tensor.h"
+#include "runtime/tensor.h"
 
 #define EIN_LETTERS 52
 #define EIN_LABELS (EIN_LETTERS + ST_MAX_DIMS)

@@ -6,7 +6,7 @@
  * into one pointwise kernel with its consumers. In-place ops compute the new value lazily and install
  * it as a new version of the storage (st_tensor_write).
  */
-#include "tensor.h"
+#include "runtime/tensor.h"
 
 static int check(const char *op, const st_tensor *t) {
     if (!t) st_error(ST_ERR_ARG, "%s: NULL tensor argument", op);

@@ -5,7 +5,7 @@
  * and type promotion, and records nodes; nothing is computed here. Invariant: elementwise nodes get
  * srcs of the node's shape and one common dtype (docs/api.md has the promotion rules).
  */
-#include "tensor.h"
+#include "runtime/tensor.h"
 #include <math.h>
 
 /* ---- shapes ---- */

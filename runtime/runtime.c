@@ -4,11 +4,11 @@
  * Environment (read once, at the first call into the runtime): ST_EAGER, ST_DEBUG, ST_POISON,
  * ST_JIT_MIN, ST_TRACE_MAX. The setters override them at run time.
  */
-#include "internal.h"
+#include "base/base.h"
 #include "trace/trace.h"
 #include "jit/jit.h"
 #include "jit/nvrtc.h"
-#include "cuda.h"
+#include "device/cuda.h"
 #include "fuser/fuser.h"
 #include <time.h>
 

@@ -6,7 +6,7 @@
  * itself when the whole base is written, else SETVIEW(old, value)). Nodes that captured the old
  * version keep it, which gives eager semantics without read/write races inside the trace.
  */
-#include "tensor.h"
+#include "runtime/tensor.h"
 
 static st_storage live_head = {0, NULL, NULL, &live_head, &live_head};
 

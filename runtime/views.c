@@ -3,7 +3,7 @@
  * contiguous, clone. Views share the source's storage (writes through one are seen by all); only
  * reshape copies, and only when strides cannot express the new shape (PyTorch's rule).
  */
-#include "tensor.h"
+#include "runtime/tensor.h"
 
 static int check(const char *op, const st_tensor *t) {
     if (!t) st_error(ST_ERR_ARG, "%s: NULL tensor argument", op);

@@ -12,7 +12,7 @@
 #ifndef ST_FUSE_TEST_UTIL_H
 #define ST_FUSE_TEST_UTIL_H
 
-#include "runtime/internal.h"
+#include "base/base.h"
 #include "trace/trace.h"
 #include "test.h"
 #include "fuzz_util.h"

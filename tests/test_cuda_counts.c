@@ -25,7 +25,7 @@
 #include "fuse_test_util.h"
 #include "fake_cuda.h"
 #include "fuser/fuser.h"
-#include "runtime/cuda.h"
+#include "device/cuda.h"
 
 
 enum { N = 64, C = 512, D = 32, MAXT = 8 };

@@ -276,7 +276,7 @@ API(cuGetErrorString, (int e, const char **s)) { (void)e; *s = NULL; return 1; }
 #else
 /* ------------------------------------------------------------------------------------------- */
 #include "test.h"
-#include "runtime/cuda.h"
+#include "device/cuda.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

@@ -14,7 +14,7 @@
  *    every point leave the allocator and the backend consistent.
  */
 #include "test.h"
-#include "runtime/devalloc.h"
+#include "device/devalloc.h"
 
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)

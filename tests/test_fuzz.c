@@ -23,7 +23,7 @@
  * bound proves it cannot overflow (signed overflow would be undefined behaviour).
  */
 #include "fuzz_util.h"
-#include "runtime/internal.h"
+#include "base/base.h"
 #include "fuser/fuser.h"   /* fuse_plan_fallbacks: a planning bug hidden by the fallback fails */
 
 #include <stdio.h>

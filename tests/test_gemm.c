@@ -14,7 +14,7 @@
  * Every tensor a test makes is released before it returns.
  */
 #include "test.h"
-#include "jit/prelude.h"   /* after stitch.h: its op macros (st_exp, ...) would rename API declarations */
+#include "base/opmath.h"   /* after stitch.h: its op macros (st_exp, ...) would rename API declarations */
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * open with "  subgraph cluster_gN {" and close with "  }", nodes are "ID [label=...", edges
  * "A -> B".
  */
-#include "runtime/internal.h"
+#include "base/base.h"
 #include "fuser/fuser.h"
 #include "test.h"
 

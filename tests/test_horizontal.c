@@ -8,7 +8,7 @@
  * the C and CUDA text, and — when libnvrtc loads — that the CUDA kernel compiles for sm_80 and
  * sm_90 after the prelude. The Lua side (tests/lua/test_horizontal.lua) checks values and launches.
  */
-#include "runtime/internal.h"
+#include "base/base.h"
 #include "jit/jit.h"
 #include "jit/render.h"
 #include "jit/nvrtc.h"

@@ -7,9 +7,9 @@
  * several axis sets, batched matmul, gather/scatter_add (with the out-of-range error), setview,
  * masked views, buffer release in multi-node regions, failure cleanup and interrupts.
  */
-#include "runtime/internal.h"
+#include "base/base.h"
 #include "trace/trace.h"
-#include "jit/prelude.h"
+#include "base/opmath.h"
 #include "test.h"
 
 /* ---- helpers ---- */

@@ -6,7 +6,7 @@
  * Every run uses a fresh ST_CACHE_DIR (mkdtemp), removed at the end. The test kernels are
  * written against the real ABI (st_kargs, emitted by the JIT) and the real prelude.
  */
-#include "runtime/internal.h"
+#include "base/base.h"
 #include "jit/jit.h"
 #include "test.h"
 

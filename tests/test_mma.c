@@ -14,7 +14,7 @@
  *    Shapes and strides are kernel parameters, not part of the source.
  * Nothing here runs a kernel: the numerics need a GPU (tests/gpu/run.sh).
  */
-#include "runtime/internal.h"
+#include "base/base.h"
 #include "jit/render_cuda_mma.h"
 #include "jit/nvrtc.h"
 #include "test.h"

@@ -8,7 +8,7 @@
  * mode reports at exit, so its tests run it in a forked child and read the child's exit status,
  * stderr and ST_NVRTC_CHECK_LOG line.
  */
-#include "runtime/internal.h"
+#include "base/base.h"
 #include "jit/nvrtc.h"
 #include "test.h"
 

@@ -12,7 +12,7 @@
  *  - when libnvrtc can be loaded (dlopen; skipped with a message otherwise): every kernel above,
  *    after the prelude, compiles for sm_80 and sm_90 with --fmad=false.
  */
-#include "runtime/internal.h"
+#include "base/base.h"
 #include "jit/jit.h"
 #include "jit/render.h"
 #include "jit/nvrtc.h"

@@ -12,8 +12,8 @@
  * (accuracy over speed); float matmuls run the prelude's GEMM (compute-type accumulation), the
  * same code as the JIT's matmul kernels, so the two agree bit for bit.
  */
-#include "trace.h"
-#include "jit/prelude.h"
+#include "trace/trace.h"
+#include "base/opmath.h"
 
 /* ---- compute types ---- */
 typedef enum { CT_F32, CT_F64, CT_I32, CT_I64, CT_U8 } ctype;
@@ -217,7 +217,7 @@ typedef void (*ew3_fn)(ctype ct, const uint8_t *c, const void *a, const void *b,
         EW_SWITCH(EW3_LOOP, FN)                                                                 \
     }
 #define X(NAME, KIND, NSRC, STR, FN, DIFF) DEF_##KIND(NAME, FN)
-#include "ops.def"
+#include "trace/ops.def"
 #undef X
 
 #define TAB_NONE(NAME)
@@ -253,17 +253,17 @@ typedef void (*ew3_fn)(ctype ct, const uint8_t *c, const void *a, const void *b,
 
 static const ew1_fn ew1_table[ST_OP_COUNT] = {
 #define X(NAME, KIND, NSRC, STR, FN, DIFF) T1_##KIND(NAME)
-#include "ops.def"
+#include "trace/ops.def"
 #undef X
 };
 static const ew2_fn ew2_table[ST_OP_COUNT] = {
 #define X(NAME, KIND, NSRC, STR, FN, DIFF) T2_##KIND(NAME)
-#include "ops.def"
+#include "trace/ops.def"
 #undef X
 };
 static const ew3_fn ew3_table[ST_OP_COUNT] = {
 #define X(NAME, KIND, NSRC, STR, FN, DIFF) T3_##KIND(NAME)
-#include "ops.def"
+#include "trace/ops.def"
 #undef X
 };
 

@@ -5,11 +5,11 @@
  * million nodes; recursion would overflow the C stack). Freed nodes go to a free list, so recording
  * an op costs one list pop in the steady state.
  */
-#include "trace.h"
+#include "trace/trace.h"
 
 const st_op_info st_ops[ST_OP_COUNT] = {
 #define X(NAME, KIND, NSRC, STR, FN, DIFF) [ST_OP_##NAME] = {STR, #FN, KIND, NSRC, DIFF},
-#include "ops.def"
+#include "trace/ops.def"
 #undef X
 };
 

@@ -9,7 +9,7 @@
 #ifndef ST_TRACE_H
 #define ST_TRACE_H
 
-#include "../runtime/internal.h"
+#include "base/base.h"
 
 typedef enum st_op_kind {
     OPK_SOURCE, OPK_MOVEMENT, OPK_UNARY, OPK_BINARY, OPK_TERNARY, OPK_REDUCE, OPK_MATMUL,
@@ -18,7 +18,7 @@ typedef enum st_op_kind {
 
 typedef enum st_op {
 #define X(NAME, KIND, NSRC, STR, FN, DIFF) ST_OP_##NAME,
-#include "ops.def"
+#include "trace/ops.def"
 #undef X
     ST_OP_COUNT
 } st_op;

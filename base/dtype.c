@@ -5,8 +5,8 @@
  * category, and inside a category the higher rank (i32 < i64; f16, bf16 < f32 < f64; f16 with bf16
  * gives f32). Host conversions use the prelude's f16/bf16 code so host and kernels round alike.
  */
-#include "internal.h"
-#include "jit/prelude.h"
+#include "base/base.h"
+#include "base/opmath.h"
 #include <strings.h>
 
 const st_dtype_traits st_dtypes[ST_DTYPE_COUNT] = {

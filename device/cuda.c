@@ -15,8 +15,8 @@
  * a launch does not pay for cuCtxSetCurrent (code that changes the context behind our back, in
  * the same thread, is not supported).
  */
-#include "cuda.h"
-#include "devalloc.h"
+#include "device/cuda.h"
+#include "device/devalloc.h"
 #include <dlfcn.h>
 #include <link.h>
 

@@ -6,8 +6,8 @@
  * are scope-free (the renderers hoist them to the top of the kernel), so each semantic parameter
  * gets exactly one slot.
  */
-#include "kir.h"
-#include "../jit/render.h"   /* render_operand_mask: which fields are value operands */
+#include "ir/kir.h"
+#include "jit/render.h"   /* render_operand_mask: which fields are value operands */
 
 const char *const kir_type_cname[KT_COUNT] = {
     [KT_VOID] = "void", [KT_U8] = "uint8_t", [KT_I32] = "int32_t", [KT_I64] = "int64_t",

@@ -6,7 +6,7 @@
  * Invariants: in_use = sum of live sizes, cached = sum of free-list sizes, reserved = in_use +
  * cached = bytes the backend holds for us; raw_allocs - raw_frees = number of records.
  */
-#include "devalloc.h"
+#include "device/devalloc.h"
 #include <inttypes.h>
 
 /* uthash allocates through st_malloc and never exits: a failed add is rolled back and flagged. */

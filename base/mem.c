@@ -9,8 +9,8 @@
  * step; fresh pages cost a page fault each, more than the kernel that writes them), and large
  * blocks are 2 MiB aligned and asked for transparent huge pages.
  */
-#include "internal.h"
-#include "cuda.h"
+#include "base/base.h"
+#include "device/cuda.h"
 #include <sys/mman.h>
 
 static int64_t fail_countdown;              /* 0: off; 1: fail the next allocation */

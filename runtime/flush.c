@@ -6,7 +6,7 @@
  * collector running inside an allocation cannot free it); after a successful flush every target is
  * a realized BUFFER node, and so is every node the executor chose to materialize.
  */
-#include "trace.h"
+#include "trace/trace.h"
 
 static uint64_t flush_epoch;
 

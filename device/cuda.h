@@ -16,7 +16,7 @@
 #ifndef ST_CUDA_H
 #define ST_CUDA_H
 
-#include "internal.h"
+#include "base/base.h"
 #include <stdint.h>
 
 typedef uint64_t st_devptr;

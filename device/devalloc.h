@@ -21,7 +21,7 @@
 #ifndef ST_DEVALLOC_H
 #define ST_DEVALLOC_H
 
-#include "internal.h"
+#include "base/base.h"
 #include <stdint.h>
 
 #define DEVALLOC_SMALL_ROUND ((size_t)512)

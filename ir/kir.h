@@ -20,7 +20,7 @@
 #ifndef ST_KIR_H
 #define ST_KIR_H
 
-#include "../trace/trace.h"
+#include "trace/trace.h"
 
 /* Compute types of SSA values (C types: uint8_t int32_t int64_t float double). */
 typedef enum kir_type { KT_VOID, KT_U8, KT_I32, KT_I64, KT_F32, KT_F64, KT_COUNT } kir_type;

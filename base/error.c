@@ -4,7 +4,7 @@
  * Invariant: every failing public call leaves a non-empty message naming what was wrong; a
  * successful call does not clear an earlier message (callers check return values, not the message).
  */
-#include "internal.h"
+#include "base/base.h"
 #include <stdarg.h>
 
 static _Thread_local st_status err_status;
