@@ -1,19 +1,20 @@
 /*
- * internal.h — internal runtime declarations (not part of the public API).
+ * base.h — internal: the bottom layer. What every other layer uses and that uses nothing above it.
  *
- * dtype traits, errors, memory, statistics and global runtime state. Everything declared here is
- * hidden from libstitch.so's export table (ST_INTERNAL).
+ * base/ owns: errors (error.c), host memory and its out-of-memory hooks (mem.c), dtypes (dtype.c),
+ * the settings read from the environment, every one of them, and the runtime flags (settings.c),
+ * statistics and the clock (stats.c), shape arithmetic (shape.c), hashing (hash.c), the one string
+ * builder and the one growable-array helper (buf.c), whole-file reads and atomic writes (file.c),
+ * shutdown hooks (hooks.c), uthash's configuration (uthash_cfg.h) and the math of every op
+ * (opmath.h: compiled into the library for the interpreter, embedded as text into every kernel).
  *
- * Ownership model, in one paragraph: a public st_tensor is a handle = (storage, strided view).
- * A storage owns the current *version* of its data as a trace node (st_node) of the storage's base
- * shape. Reading a tensor reads VIEW(storage->node); an in-place write replaces storage->node by a
- * new node (the op's result, or SETVIEW(old, value) for a strided region), so every view of the
- * storage sees the write and nodes stay immutable values (no read/write race inside the trace).
- * Nodes are refcounted: held by consumer nodes (src), storages, tensors' cached view nodes and
- * flushes. A realized node has op ST_OP_BUFFER and a contiguous buffer of its shape and dtype.
+ * Invariant: nothing here includes or calls a header of another layer; a higher layer that base
+ * must reach (shutdown, out-of-memory trimming) registers a hook. Everything declared here is
+ * hidden from libstitch.so's export table (ST_INTERNAL), except the public functions of stitch.h
+ * that base implements (st_last_error, st_dtype_name, st_shape_str, ...).
  */
-#ifndef ST_INTERNAL_H
-#define ST_INTERNAL_H
+#ifndef ST_BASE_H
+#define ST_BASE_H
 
 #include "stitch.h"
 #include <stdbool.h>
@@ -34,7 +35,7 @@
     } while (0)
 ST_INTERNAL _Noreturn void st_assert_fail(const char *what, const char *file, int line);
 
-/* ---- dtypes: one traits table ---- */
+/* ---- dtypes: one traits table (dtype.c) ---- */
 typedef enum { ST_CAT_BOOL = 0, ST_CAT_INT = 1, ST_CAT_FLOAT = 2 } st_category;
 typedef struct st_dtype_traits {
     const char *name;       /* "f32" */
@@ -47,61 +48,132 @@ typedef struct st_dtype_traits {
 ST_INTERNAL extern const st_dtype_traits st_dtypes[ST_DTYPE_COUNT];
 static inline bool st_is_float(st_dtype dt) { return st_dtypes[dt].cat == ST_CAT_FLOAT; }
 static inline bool st_is_int(st_dtype dt) { return st_dtypes[dt].cat == ST_CAT_INT; }
-/* Host-side conversions used by the runtime and the interpreter (same rounding as prelude.h). */
+/* Host-side conversions used by the runtime and the interpreter (same rounding as opmath.h). */
 ST_INTERNAL double st_load_f64(st_dtype dt, const void *base, int64_t i);
 ST_INTERNAL int64_t st_load_i64(st_dtype dt, const void *base, int64_t i);
 ST_INTERNAL void st_store_f64(st_dtype dt, void *base, int64_t i, double v);
 ST_INTERNAL void st_store_i64(st_dtype dt, void *base, int64_t i, int64_t v);
 
-/* ---- errors: a thread-local status + message ---- */
+/* ---- errors: a thread-local status + message (error.c) ---- */
 /* Sets the error (printf-style) and returns status, for `return st_error(...)`. */
 ST_INTERNAL st_status st_error(st_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* ---- memory: one allocation hook for runtime, uthash and (through lua_Alloc) Lua ---- */
-/* Host allocations for runtime objects; NULL with ST_ERR_OOM set on failure (after the OOM
- * handler was given one chance to free memory). st_debug_fail_alloc makes these fail on demand. */
+/* ---- host memory: one allocation hook for every layer, uthash and (through lua_Alloc) Lua ----
+ * NULL with ST_ERR_OOM set on failure, after the trim hooks (caches of freed blocks) and then the
+ * host's OOM handler (st_set_oom_handler; Lua: a full GC) were each given a chance to free memory.
+ * st_debug_fail_alloc makes these fail on demand. (mem.c) */
 ST_INTERNAL void *st_malloc(size_t n);
 ST_INTERNAL void *st_calloc(size_t n, size_t size);
 ST_INTERNAL void *st_realloc(void *p, size_t n);
 ST_INTERNAL void st_free(void *p);
 ST_INTERNAL char *st_strdup(const char *s);
+/* For allocators above base with their own memory (tensor data blocks, device memory): true when
+ * the debug countdown says this allocation must fail; the retry protocol around a failure (trim
+ * hooks, then the host's handler); the allocation observer (st_set_alloc_observer). */
+ST_INTERNAL bool base_injected_failure(void);
+ST_INTERNAL void *base_alloc_retry(size_t n, void *(*fn)(void *arg, size_t n), void *arg);
+ST_INTERNAL int st_call_oom_handler(size_t bytes);   /* the host's handler: non-zero = retry */
+ST_INTERNAL void base_observe_alloc(int64_t delta_bytes);
+/* A trim hook frees what a cache holds (the CPU device's cache of data blocks): the first thing
+ * tried when an allocation fails, and run by st_empty_cache. Registering twice is a no-op. */
+ST_INTERNAL void base_on_trim(void (*fn)(void));
+ST_INTERNAL void base_trim(void);
 
-/* Devices as numbers: ST_DEV_CPU, or 1 + a CUDA ordinal; ST_DEV_ANY: not bound (trace/trace.h). */
-enum { ST_DEV_ANY = -1, ST_DEV_CPU = 0 };
-ST_INTERNAL int st_default_dev(void);   /* resolved once (runtime/device.c) */
+/* ---- settings: every environment variable stitch reads, named once (settings.c) ---- */
+typedef enum st_setting {
+    SET_EAGER, SET_DEBUG, SET_POISON, SET_JIT_MIN, SET_TRACE_MAX, SET_DEVICE, SET_THREADS, SET_FUSE,
+    SET_PLAN_CACHE, SET_GRAPH, SET_CC, SET_CACHE_DIR, SET_CUDA_LIB, SET_NVRTC_PATH, SET_NVRTC_CHECK,
+    SET_NVRTC_CHECK_LOG, SET_TF32,
+    /* the system's, read where stitch looks for files and tools */
+    SET_XDG_CACHE_HOME, SET_HOME, SET_PATH, SET_CUDA_PATH, SET_CUDA_HOME,
+    SET_COUNT
+} st_setting;
+/* The variable's name ("ST_EAGER") and its value now (NULL when unset or empty). Settings that
+ * may be re-read (ST_CC after the compiler is reset, ST_GRAPH) are read through base_env each time;
+ * the flags below are read once. */
+ST_INTERNAL const char *base_env_name(st_setting s);
+ST_INTERNAL const char *base_env(st_setting s);
+/* An integer setting: dflt when unset; when malformed or outside [lo, hi], dflt and *bad set (the
+ * caller says so where a user will see it; a setting must never fail a run). */
+ST_INTERNAL int64_t base_env_int(st_setting s, int64_t dflt, int64_t lo, int64_t hi, int *bad);
 
-/* Tensor data buffers: refcounted, 64-byte aligned, counted in bytes_in_use. */
-typedef struct st_buffer {
-    int32_t refcnt;
-    int32_t device;     /* ST_DEV_CPU (0), or 1 + the CUDA ordinal */
-    size_t nbytes;
-    void *data;
-} st_buffer;
-ST_INTERNAL st_buffer *st_buffer_new(size_t nbytes); /* poisoned when poisoning is on */
-/* A buffer on device dev (ST_DEV_CPU, or 1 + a CUDA ordinal: data is then a device pointer). */
-ST_INTERNAL st_buffer *st_buffer_new_on(int dev, size_t nbytes);
-ST_INTERNAL void st_buffer_release(st_buffer *b);
-ST_INTERNAL void st_mem_trim(void);   /* free the cache of released data blocks */
-/* Give the host's OOM handler (st_set_oom_handler; Lua: a full GC) its chance to free memory;
- * non-zero when it asks for a retry. Used by the device allocator before it reports OOM. */
-ST_INTERNAL int st_call_oom_handler(size_t bytes);
-static inline st_buffer *st_buffer_retain(st_buffer *b) { b->refcnt++; return b; }
-
-/* ---- statistics and global state ---- */
-ST_INTERNAL extern st_stats_t st_stats_g;
+/* The runtime flags: read from the environment once (st_runtime_init, idempotent; every entry
+ * point that depends on them calls it), overridden by the st_set_* functions. */
 typedef struct st_runtime {
     int eager;            /* ST_EAGER */
     int debug;            /* ST_DEBUG flags */
     int poison;           /* ST_POISON */
     int64_t jit_min;      /* ST_JIT_MIN */
     int64_t trace_max;    /* pending nodes before an automatic flush (ST_TRACE_MAX) */
-    volatile int interrupted;
-    uint64_t rng_seed, rng_offset;
+    volatile int interrupted;   /* st_interrupt: running work stops at its next safe point */
     int inited;
 } st_runtime;
 ST_INTERNAL extern st_runtime st_rt;
-ST_INTERNAL void st_runtime_init(void);   /* idempotent; reads the environment */
+ST_INTERNAL void st_runtime_init(void);
+
+/* ---- statistics and the clock (stats.c) ---- */
+ST_INTERNAL extern st_stats_t st_stats_g;
 ST_INTERNAL double st_now_ms(void);       /* monotonic clock */
+
+/* ---- shapes (shape.c; st_shape_str is public) ---- */
+ST_INTERNAL int64_t st_shape_numel(int ndim, const int64_t *shape);
+/* Contiguous strides of a shape, in elements. */
+ST_INTERNAL void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Do these strides lay the shape out in C order (size-1 dims ignored)? */
+ST_INTERNAL int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides);
+
+/* ---- hashing (hash.c): 128 bits, non-cryptographic (keys and checksums, not security). seed
+ * chains segments: hash(b, hash(a, s)) depends on both a and b and on where the boundary is,
+ * because each call mixes in its length. ---- */
+typedef struct base_hash { uint64_t h[2]; } base_hash;
+ST_INTERNAL base_hash base_hash128(const void *data, size_t n, base_hash seed);
+ST_INTERNAL void base_hash_hex(base_hash k, char out[33]);   /* 32 lowercase hex digits + NUL */
+
+/* ---- the string builder (buf.c) ----
+ * Appends text or bytes to a growable NUL-terminated buffer. oom is sticky: after a failed growth
+ * every later append does nothing, so a caller checks once at the end. raw: grow with the C
+ * library (malloc), not st_realloc — for code that must not meet st_debug_fail_alloc's injected
+ * failures or call the OOM handler (NVRTC's check mode). s is freed with st_free either way. */
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+    int raw;
+} sbuf;
+ST_INTERNAL void sbuf_put(sbuf *b, const void *data, size_t n);
+ST_INTERNAL void sbuf_puts(sbuf *b, const char *s);
+ST_INTERNAL void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The text, handed over to the caller (who st_frees it), and b reset; NULL when b->oom (ST_ERR_OOM
+ * set unless raw). */
+ST_INTERNAL char *sbuf_take(sbuf *b);
+ST_INTERNAL void sbuf_free(sbuf *b);
+
+/* ---- the growable array (buf.c) ----
+ * BASE_GROW(arr, cap, n, first): makes room for n elements in arr, a pointer to an st_malloc'ed
+ * array of cap elements (an int; arr may be NULL with cap 0), doubling the capacity from `first`.
+ * Evaluates to ST_OK, or ST_ERR_OOM with arr and cap unchanged (still valid). */
+ST_INTERNAL st_status base_grow_(void *arrp, int *cap, int64_t n, size_t elem, int first);
+#define BASE_GROW(arr, cap, n, first)                                                           \
+    ((int64_t)(n) <= (int64_t)(cap) ? ST_OK : base_grow_(&(arr), &(cap), (int64_t)(n), sizeof *(arr), (first)))
+
+/* ---- files (file.c): no st_error; -1 with errno set on failure ---- */
+ST_INTERNAL int base_mkdir_p(const char *path);   /* mkdir -p */
+ST_INTERNAL int base_write_all(int fd, const void *data, size_t n);   /* write(2) until done */
+/* Writes data to a temp file in dir and renames it to dir/name, so that a concurrent reader sees
+ * the old file or the whole new one, never a part. */
+ST_INTERNAL int base_write_atomic(const char *dir, const char *name, const void *data, size_t n);
+/* The whole of a regular file (opened without blocking: a FIFO or device is refused with EINVAL),
+ * st_malloc'ed into *data (NUL-terminated, *n bytes without the NUL). -2 when out of memory. */
+ST_INTERNAL int base_read_file(const char *path, char **data, size_t *n);
+
+/* ---- hooks (hooks.c) ----
+ * A layer that keeps caches registers a shutdown hook the first time it fills one; st_shutdown
+ * runs them from the highest layer down (level: BASE_LEVEL_*), so a plan cache that holds kernels
+ * is freed before the kernel cache that unloads them. Registering the same function again is a
+ * no-op. */
+enum { BASE_LEVEL_DEVICE = 1, BASE_LEVEL_JIT = 4, BASE_LEVEL_FUSER = 5 };
+ST_INTERNAL void base_on_shutdown(int level, void (*fn)(void));
+ST_INTERNAL void base_shutdown(void);
 
 #endif

@@ -17,17 +17,11 @@
  */
 #include "device/cuda.h"
 #include "device/devalloc.h"
+#include "device/device.h"
 #include <dlfcn.h>
 #include <link.h>
 
-/* uthash allocates through st_malloc and never exits: a failed add is rolled back and flagged. */
-static int cuda_hash_oom;
-#define uthash_malloc(sz) st_malloc(sz)
-#define uthash_free(ptr, sz) st_free(ptr)
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) do { (void)(obj); cuda_hash_oom = 1; } while (0)
-#define uthash_fatal(msg) do { cuda_hash_oom = 1; } while (0)
-#include <uthash.h>
+#include "base/uthash_cfg.h"
 
 /* ---- the driver API subset (values from /usr/local/cuda/include/cuda.h) ---- */
 typedef int CUresult;
@@ -124,6 +118,8 @@ typedef struct cuda_dev {
     cu_mod *mods;
     char label[16];           /* "cuda:0" */
     cuda_device_info info;
+    dev_info dinfo;           /* the same, as the device interface says it */
+    st_devptr err_flag;       /* one int, for kernels that report index errors (0: not yet) */
 } cuda_dev;
 
 static struct {
@@ -194,15 +190,15 @@ static st_status cu_fail(const char *call, CUresult r) {
 
 /* dlopens the driver; NULL with drv.reason set. */
 static void *open_driver(void) {
-    const char *env = getenv("ST_CUDA_LIB");
-    if (env && *env) {
+    const char *env = base_env(SET_CUDA_LIB);
+    if (env) {
         void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
         if (!h) snprintf(drv.reason, sizeof drv.reason, "no CUDA driver found (%s; the path came from ST_CUDA_LIB)", dlerror());
         return h;
     }
     char compat[512] = "";
-    const char *cuda_path = getenv("CUDA_PATH");
-    if (cuda_path && *cuda_path) snprintf(compat, sizeof compat, "%s/compat/libcuda.so.1", cuda_path);
+    const char *cuda_path = base_env(SET_CUDA_PATH);
+    if (cuda_path) snprintf(compat, sizeof compat, "%s/compat/libcuda.so.1", cuda_path);
     const char *const paths[] = {"libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1",
                                  "/usr/lib/wsl/lib/libcuda.so.1", compat, "/usr/local/cuda/compat/libcuda.so.1"};
     char first[512] = "", tried[1024] = "";
@@ -270,11 +266,11 @@ static int probe_driver(void) {
     drv.lib = open_driver();
     if (!drv.lib) return 0;
     struct link_map *lm = NULL;
-    const char *env = getenv("ST_CUDA_LIB");
+    const char *env = base_env(SET_CUDA_LIB);
     if (dlinfo(drv.lib, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name)
         snprintf(drv.path, sizeof drv.path, "%s", lm->l_name);
     else
-        snprintf(drv.path, sizeof drv.path, "%s", env && *env ? env : "libcuda.so.1");
+        snprintf(drv.path, sizeof drv.path, "%s", env ? env : "libcuda.so.1");
     if (!resolve_api()) {
         memset(&cu, 0, sizeof cu);
         dlclose(drv.lib);   /* nothing of it ran yet */
@@ -397,7 +393,10 @@ static st_status acquire_dev(cuda_dev *d, int ordinal) {
                            .name = "CUDA", .label = d->label};
     d->alloc = devalloc_new(&be);
     if (!d->alloc) return ST_ERR_OOM;
+    d->dinfo = (dev_info){d->info.name, d->info.cc_major * 10 + d->info.cc_minor, d->info.sm_count,
+                          d->info.max_threads, d->info.total_mem};
     d->ready = 1;
+    base_on_shutdown(BASE_LEVEL_DEVICE, cuda_shutdown);
     return ST_OK;
 }
 
@@ -560,9 +559,9 @@ static st_status load_module(cuda_dev *d, const void *cubin, size_t n, cu_mod **
                         error_words(r, w, sizeof w), n, d->label, d->info.name, d->info.cc_major, d->info.cc_minor);
     }
     m->cubin = cubin;
-    cuda_hash_oom = 0;
+    base_hash_oom = 0;
     HASH_ADD_PTR(d->mods, cubin, m);
-    if (cuda_hash_oom) {
+    if (base_hash_oom) {
         cu.cuModuleUnload(m->mod);
         st_free(m);
         return ST_ERR_OOM;
@@ -585,9 +584,9 @@ static st_status find_function(cu_mod *m, const char *name, cu_fn **out) {
         return ST_ERR_OOM;
     }
     f->fn = fn;
-    cuda_hash_oom = 0;
+    base_hash_oom = 0;
     HASH_ADD_KEYPTR(hh, m->fns, f->name, strlen(f->name), f);
-    if (cuda_hash_oom) {
+    if (base_hash_oom) {
         st_free(f->name);
         st_free(f);
         return ST_ERR_OOM;
@@ -641,9 +640,105 @@ void cuda_shutdown(void) {
         if (!d->ready || make_current(d) != CUDA_SUCCESS) continue;
         cu.cuCtxSynchronize();
         unload_modules(d);
+        if (d->err_flag) devalloc_free(d->alloc, d->err_flag);
+        d->err_flag = 0;
         devalloc_empty_cache(d->alloc);
         devalloc_stats s;
         devalloc_get_stats(d->alloc, &s);
         if (s.in_use == 0) release_dev(d);
     }
 }
+
+/* ---- the device interface (device/device.h) ---- */
+
+static const dev_info *ops_info(int ord) {
+    cuda_dev *d = get_dev(ord);
+    return d ? &d->dinfo : NULL;
+}
+
+static st_status ops_alloc(int ord, size_t n, void **ptr) {
+    st_devptr p = 0;
+    st_status s = cuda_mem_alloc(ord, n, &p);
+    *ptr = (void *)(uintptr_t)p;
+    return s;
+}
+
+static void ops_free(int ord, void *ptr, size_t n) {
+    (void)n;
+    cuda_mem_free(ord, (st_devptr)(uintptr_t)ptr);
+}
+
+static st_status ops_copy_in(int ord, void *dst, const void *src, size_t n) {
+    return cuda_copy_htod(ord, (st_devptr)(uintptr_t)dst, src, n);
+}
+
+static st_status ops_copy_out(int ord, void *dst, const void *src, size_t n) {
+    return cuda_copy_dtoh(ord, dst, (st_devptr)(uintptr_t)src, n);
+}
+
+static st_status ops_copy(int ord, void *dst, const void *src, size_t n) {
+    return cuda_copy_dtod(ord, (st_devptr)(uintptr_t)dst, (st_devptr)(uintptr_t)src, n);
+}
+
+/* The kernel ABI (jit/render.h): every buffer (a device pointer), every int parameter (long
+ * long), every float parameter (double), the device error flag, the threads-per-row count. A
+ * kernel that can report an index error gets the flag cleared before and read back after (so
+ * that launch waits for the device). */
+static st_status ops_launch(int ord, const dev_call *c, int *err) {
+    *err = 0;
+    cuda_dev *d = get_dev(ord);
+    if (!d) return st_last_status();
+    st_status s;
+    if (c->check && !d->err_flag && (s = devalloc_alloc(d->alloc, sizeof(int), &d->err_flag)) != ST_OK) return s;
+    int zero = 0;
+    if (c->check && (s = cuda_copy_htod(ord, d->err_flag, &zero, sizeof zero)) != ST_OK) return s;
+    int np = c->nbufs + c->nints + c->nflts + 2;
+    void **params = st_malloc((size_t)np * sizeof *params);
+    st_devptr *ptrs = st_malloc((size_t)(c->nbufs ? c->nbufs : 1) * sizeof *ptrs);
+    if (!params || !ptrs) {
+        st_free(params);
+        st_free(ptrs);
+        return st_last_status();
+    }
+    int p = 0;
+    for (int i = 0; i < c->nbufs; i++) {
+        ptrs[i] = (st_devptr)(uintptr_t)c->bufs[i];
+        params[p++] = &ptrs[i];
+    }
+    for (int i = 0; i < c->nints; i++) params[p++] = (void *)(uintptr_t)&c->ints[i];   /* int64_t == long long */
+    for (int i = 0; i < c->nflts; i++) params[p++] = (void *)(uintptr_t)&c->flts[i];
+    st_devptr ep = d->err_flag;
+    int rt = c->rt;
+    params[p++] = &ep;
+    params[p++] = &rt;
+    s = cuda_launch(ord, c->fn, c->grid, c->block, 0, params);
+    st_free(params);
+    st_free(ptrs);
+    if (s == ST_OK && c->check) {
+        int flag = 0;
+        s = cuda_copy_dtoh(ord, &flag, d->err_flag, sizeof flag);
+        *err = flag;
+    }
+    return s;
+}
+
+const st_device_ops dev_cuda_ops = {
+    .kind = "cuda",
+    .target = DEV_TARGET_CUDA,
+    .host_memory = false,
+    .count = cuda_probe,
+    .unavailable = cuda_unavailable_reason,
+    .info = ops_info,
+    .alloc = ops_alloc,
+    .free = ops_free,
+    .copy_in = ops_copy_in,
+    .copy_out = ops_copy_out,
+    .copy = ops_copy,
+    .synchronize = cuda_synchronize,
+    .load_function = cuda_module_function,
+    .generation = cuda_module_generation,
+    .launch = ops_launch,
+    .mem_stats = cuda_mem_stats,
+    .reset_peak = cuda_mem_reset_peak,
+    .empty_cache = cuda_empty_cache,
+};

@@ -9,14 +9,7 @@
 #include "device/devalloc.h"
 #include <inttypes.h>
 
-/* uthash allocates through st_malloc and never exits: a failed add is rolled back and flagged. */
-static int dev_hash_oom;
-#define uthash_malloc(sz) st_malloc(sz)
-#define uthash_free(ptr, sz) st_free(ptr)
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) do { (void)(obj); dev_hash_oom = 1; } while (0)
-#define uthash_fatal(msg) do { dev_hash_oom = 1; } while (0)
-#include <uthash.h>
+#include "base/uthash_cfg.h"
 
 typedef struct devblock {
     uint64_t ptr;
@@ -174,9 +167,9 @@ st_status devalloc_alloc(devalloc *a, size_t n, uint64_t *out) {
         st_status s = fresh_block(a, n, cls, &b);
         if (s != ST_OK) return s;
     }
-    dev_hash_oom = 0;
+    base_hash_oom = 0;
     HASH_ADD(hh, a->live, ptr, sizeof b->ptr, b);
-    if (dev_hash_oom) {
+    if (base_hash_oom) {
         raw_free(a, b);
         return st_error(ST_ERR_OOM, "out of host memory while tracking a %s block on %s", a->name, a->label);
     }
@@ -199,9 +192,9 @@ void devalloc_free(devalloc *a, uint64_t p) {
         c = st_calloc(1, sizeof *c);
         if (c) {
             c->size = b->size;
-            dev_hash_oom = 0;
+            base_hash_oom = 0;
             HASH_ADD(hh, a->classes, size, sizeof c->size, c);
-            if (dev_hash_oom) {
+            if (base_hash_oom) {
                 st_free(c);
                 c = NULL;
             }

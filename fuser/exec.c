@@ -31,16 +31,10 @@ static int nthreads(void) {
     static int n;
     if (!n) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
-        int dflt = c > 0 ? (int)c : 1;
-        const char *env = getenv("ST_THREADS");
-        n = dflt;
-        if (env && *env) {
-            char *end;
-            errno = 0;
-            long v = strtol(env, &end, 10);
-            if (errno == 0 && *end == '\0' && v > 0 && v <= 4096) n = (int)v;
-            else if (st_rt.debug) fprintf(stderr, "stitch: ignoring ST_THREADS=%s (want a positive integer)\n", env);
-        }
+        int bad;
+        n = (int)base_env_int(SET_THREADS, c > 0 ? c : 1, 1, 4096, &bad);
+        if (bad && st_rt.debug)
+            fprintf(stderr, "stitch: ignoring ST_THREADS=%s (want a positive integer)\n", base_env(SET_THREADS));
     }
     return n;
 }
@@ -166,7 +160,7 @@ static void debug_kernel_line(const st_region *r, const fuse_pgroup *pg, size_t 
     char sh[128];
     fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  %s%s\n", pg->L.name, kind_names[pg->kind],
             st_shape_str(o->ndim, o->shape, sh, sizeof sh), bytes, (st_now_ms() - t0) * 1e3,
-            pg->dev > ST_DEV_CPU ? "cuda" : "jit", pg->L.inplace ? " (in place)" : "");
+            dev_target_of(pg->dev) == DEV_TARGET_CUDA ? "cuda" : "jit", pg->L.inplace ? " (in place)" : "");
 }
 
 /* One compiled group of a plan-cache entry: a CPU kernel, or a CUDA launch (compiled by NVRTC
@@ -178,13 +172,15 @@ static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *
     if (s != ST_OK) return s;
     double t0 = st_now_ms();
     int err = 0;
-    if (pg->dev > ST_DEV_CPU) {
-        if ((s = exec_cuda_launch(&pg->L, pg->dev - 1, pg->cuda, bufs, &err)) != ST_OK) return s;
+    if (dev_target_of(pg->dev) == DEV_TARGET_CUDA) {
+        if ((s = exec_cuda_launch(&pg->L, pg->dev, pg->cuda, bufs, &err)) != ST_OK) return s;
     } else {
-        int32_t kerr = 0;
-        st_kargs a = {bufs, pg->L.ints, pg->L.flts, &kerr, nthreads()};
-        pg->fn(&a);
-        err = kerr != 0;
+        int ord;
+        const st_device_ops *o = dev_ops(pg->dev, &ord);
+        dev_call c = {.bufs = bufs, .ints = pg->L.ints, .flts = pg->L.flts, .nbufs = pg->L.k.nbufs,
+                      .nints = pg->L.k.nints, .nflts = pg->L.k.nflts, .nthreads = nthreads()};
+        memcpy(&c.fn, &pg->fn, sizeof pg->fn);
+        if ((s = o->launch(ord, &c, &err)) != ST_OK) return s;
     }
     debug_kernel_line(r, pg, bytes, t0);
     if (err)
@@ -258,7 +254,7 @@ st_status fuse_execute(st_region *r) {
     }
 
     int any_cuda = 0;
-    for (int i = 0; i < r->n; i++) any_cuda |= r->nodes[i]->rdev > ST_DEV_CPU;
+    for (int i = 0; i < r->n; i++) any_cuda |= !dev_host_memory(r->nodes[i]->rdev);
     s = fuse_partition(r, &e.plan);
     if (s == ST_ERR_INTERNAL && !any_cuda) {
         /* a planning bug must not cost the user a result: run the region op by op */
@@ -292,7 +288,7 @@ st_status fuse_execute(st_region *r) {
         s = G->kind == FG_HORIZONTAL ? fuse_lower_horizontal(&e.plan, g, &e.launch[g])
                                      : fuse_lower(&e.plan, g, &e.launch[g]);
         if (s == ST_ERR_OOM) goto done;
-        if (s != ST_OK && group_dev(&e, g) > ST_DEV_CPU) { /* no interpreter next to a GPU's memory */
+        if (s != ST_OK && !dev_host_memory(group_dev(&e, g))) { /* no interpreter next to a GPU's memory */
             s = st_error(ST_ERR_DEVICE, "cuda: %s (this group has no GPU kernel yet; run it on the cpu)",
                          st_last_error());
             goto done;
@@ -307,7 +303,7 @@ st_status fuse_execute(st_region *r) {
         }
         if (jit_nvrtc_check_enabled()) /* CI: CUDA codegen checked without a GPU (reported at exit) */
             jit_nvrtc_check(&e.launch[g].k, e.launch[g].name);
-        if (group_dev(&e, g) > ST_DEV_CPU) continue;   /* compiled by NVRTC when it runs */
+        if (dev_target_of(group_dev(&e, g)) != DEV_TARGET_C) continue;   /* compiled by NVRTC when it runs */
         if (!(e.src[g] = render_c(&e.launch[g].k))) {
             s = st_last_status();
             goto done;
@@ -342,7 +338,7 @@ st_status fuse_execute(st_region *r) {
     if (fuse_graph_wanted()) fuse_graph_emit(&e.plan, e.launch, use_jit); /* ST_GRAPH, st_graph */
 
     /* run: groups without a CPU kernel or a GPU go to the interpreter; a plan with none is cached */
-    for (int g = 0; g < ng; g++) interp[g] = group_dev(&e, g) <= ST_DEV_CPU && !fns[g];
+    for (int g = 0; g < ng; g++) interp[g] = dev_target_of(group_dev(&e, g)) == DEV_TARGET_C && !fns[g];
     bool cacheable;
     if (!(pe = fuse_pentry_new(&e.plan, e.launch, fns, interp, &key, &cacheable))) {
         s = st_last_status();

@@ -55,7 +55,7 @@ unsigned fuse_parse_flags(const char *spec) {
 
 unsigned fuse_flags(void) {
     if (!flags_read) {
-        flags = fuse_parse_flags(getenv("ST_FUSE"));
+        flags = fuse_parse_flags(base_env(SET_FUSE));
         flags_read = 1;
     }
     return flags;

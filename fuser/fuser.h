@@ -18,6 +18,10 @@
 #include "ir/kir.h"
 #include "jit/jit.h"
 
+/* Partition the region, lower, compile and launch it (exec.c). The executor contract of
+ * interp_execute (trace/trace.h). */
+ST_INTERNAL st_status fuse_execute(st_region *r);
+
 typedef enum fuse_group_kind {
     FG_POINTWISE, FG_REDUCE, FG_MATMUL, FG_SCATTER, FG_SETVIEW,
     FG_HORIZONTAL,            /* independent groups launched as one kernel (horizontal.c) */
@@ -166,19 +170,18 @@ ST_INTERNAL void fuse_launch_free(fuse_launch *l);
  * concatenated (kir_append) into one launch. Fails like fuse_lower when a member does. */
 ST_INTERNAL st_status fuse_lower_horizontal(fuse_plan *p, int g, fuse_launch *out);
 
-/* What a launch of one lowered group needs beyond its IR and arguments: its CUfunction and launch
- * geometry on a device (exec_cuda.c). A plan-cache group owns one, filled at its first launch, so
- * later launches neither render nor hash the kernel; it notices modules unloaded since
- * (cuda_module_generation) and resolves the function again. */
+/* What a launch of one lowered group needs beyond its IR and arguments: its function and launch
+ * geometry on a device of the CUDA target (exec_cuda.c). A plan-cache group owns one, filled at
+ * its first launch, so later launches neither render nor hash the kernel; it notices modules
+ * unloaded since (the device's generation) and resolves the function again. */
 typedef struct exec_cuda_fn exec_cuda_fn;
 ST_INTERNAL exec_cuda_fn *exec_cuda_fn_new(void);       /* empty (NULL with ST_ERR_OOM) */
 ST_INTERNAL void exec_cuda_fn_free(exec_cuda_fn *f);    /* NULL is a no-op */
-/* Runs lowered group L on CUDA device ord (fuser/exec_cuda.c): bufs are the slots' device
- * pointers; *err is set when the kernel reported an index out of range. cache: L's slot (NULL:
- * resolved for this launch only); it must always be used with the same L and ord. */
-ST_INTERNAL st_status exec_cuda_launch(const fuse_launch *L, int ord, exec_cuda_fn *cache, void *const *bufs,
+/* Runs lowered group L on device dev (of the CUDA target; fuser/exec_cuda.c): bufs are the slots'
+ * device pointers; *err is set when the kernel reported an index out of range. cache: L's slot
+ * (NULL: resolved for this launch only); it must always be used with the same L and dev. */
+ST_INTERNAL st_status exec_cuda_launch(const fuse_launch *L, int dev, exec_cuda_fn *cache, void *const *bufs,
                                        int *err);
-ST_INTERNAL void exec_cuda_shutdown(void);   /* frees the per-device error flags */
 /* Tests: CUDA sources rendered for launches so far (each costs a render and a hash). */
 ST_INTERNAL uint64_t exec_cuda_renders(void);
 
@@ -189,6 +192,12 @@ ST_INTERNAL bool fuse_graph_wanted(void);
 /* Writes the lowered plan (launch[g] for every group; use_jit: the CPU tier decision) where
  * wanted. Never fails the flush: problems are a stderr note (ST_GRAPH) or st_graph's error. */
 ST_INTERNAL void fuse_graph_emit(fuse_plan *p, const fuse_launch *launch, int use_jit);
+/* st_graph (runtime/graph.c): the next plan emitted is written to f (begin; ST_ERR_ARG while
+ * another one is waiting; f NULL: only that check); end stops waiting and says what happened: 0 nothing was planned, 1
+ * written, -1 out of memory while writing. svg: `dot -Tsvg` next to path when dot is on PATH. */
+ST_INTERNAL st_status fuse_graph_begin(FILE *f);
+ST_INTERNAL int fuse_graph_end(void);
+ST_INTERNAL void fuse_graph_svg(const char *path);
 /* Tests: behave as if ST_GRAPH=path (NULL: off), forgetting the graphs written so far. */
 ST_INTERNAL void fuse_graph_set_auto(const char *path);
 /* ---- end graph.c ---- */

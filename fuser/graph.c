@@ -1,6 +1,6 @@
 /*
  * graph.c — fusion graphs: a flushed region's plan written in Graphviz dot (docs/fusion.md,
- * "Seeing the plan"), for ST_GRAPH=path and st_graph().
+ * "Seeing the plan"), for ST_GRAPH=path and st_graph() (runtime/graph.c).
  *
  * The picture: one `subgraph cluster_gN` per group (kernel kN), labelled with its step in the
  * execution order, kernel name, kind, domain, device and tier; inside, the nodes the group
@@ -46,9 +46,9 @@ static struct {
 static void auto_init(void) {
     if (autog.inited) return;
     autog.inited = 1;
-    const char *env = getenv("ST_GRAPH");
-    if (env && *env) autog.path = st_strdup(env);   /* OOM: ST_GRAPH is simply off */
-    if (env && *env && !autog.path) st_clear_error();
+    const char *env = base_env(SET_GRAPH);
+    if (env) autog.path = st_strdup(env);   /* OOM: ST_GRAPH is simply off */
+    if (env && !autog.path) st_clear_error();
 }
 
 void fuse_graph_set_auto(const char *path) {
@@ -186,7 +186,7 @@ static void put_node(FILE *f, const fuse_plan *p, const inputs *in, const st_nod
     if (fuse_in_region(x) && p->mat[x->pos]) put_esc(f, x->flags & NODE_TARGET ? "\n[result]" : "\n[stored]");
     if (!fuse_in_region(x)) {
         char dev[24];
-        if (x->buf && x->buf->device != ST_DEV_CPU) fprintf(f, " on %s", st_dev_name(x->buf->device, dev, sizeof dev));
+        if (x->buf && !dev_host_memory(x->buf->device)) fprintf(f, " on %s", st_dev_name(x->buf->device, dev, sizeof dev));
         fputs("\", shape=box, style=\"rounded,filled\", fillcolor=\"#e8e8e8\"];\n", f);
     } else if (x->tag < 0) {
         fputs("\", style=dashed];\n", f);
@@ -205,7 +205,7 @@ static void group_label(fuse_plan *p, const fuse_launch *launch, int use_jit, in
     int d = G->outs[0]->rdev;
     if (launch[g].name[0]) snprintf(name, sizeof name, "%s", launch[g].name);
     else snprintf(name, sizeof name, "k%d", g);
-    const char *tier = d > ST_DEV_CPU ? "cuda" : G->interp ? "interpreter (not lowered)"
+    const char *tier = dev_target_of(d) == DEV_TARGET_CUDA ? "cuda" : G->interp ? "interpreter (not lowered)"
                      : use_jit ? "jit" : "interpreter (small region)";
     if (G->kind == FG_REDUCE)
         snprintf(dom, sizeof dom, "rows %s -> %s", st_shape_str(a->src[0]->ndim, a->src[0]->shape, rows, sizeof rows),
@@ -372,27 +372,16 @@ void fuse_graph_emit(fuse_plan *p, const fuse_launch *launch, int use_jit) {
     if (autog.path && !autog.noted) emit_auto(p, launch, use_jit);
 }
 
-st_status st_graph(const char *path, int n, st_tensor *const *ts) {
-    st_runtime_init();
-    if (!path || !*path) return st_error(ST_ERR_ARG, "graph: no file name given");
-    if (n < 0 || (n > 0 && !ts)) return st_error(ST_ERR_ARG, "graph: %d tensors given (want n >= 0 and a list)", n);
+st_status fuse_graph_begin(FILE *f) {
     if (oneshot.f) return st_error(ST_ERR_ARG, "graph: called while another st_graph is writing");
-    FILE *f = fopen(path, "w");
-    if (!f) return st_error(ST_ERR_IO, "graph: cannot write '%s': %s", path, strerror(errno));
-    uint64_t flushes0 = st_stats_g.flushes;
     oneshot.f = f;
     oneshot.written = 0;
-    st_status s = n ? st_realize(n, ts) : st_sync();
-    oneshot.f = NULL;
-    if (!oneshot.written)
-        fprintf(f, "// stitch fusion plan: none: %s\ndigraph stitch {\n}\n",
-                st_stats_g.flushes == flushes0 ? "nothing was pending (no flush ran)"
-                                               : "the flush ran without the fuser (eager mode or an interpreter fallback)");
-    int bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (s != ST_OK) return s;   /* the flush's error wins; what was planned is in the file */
-    if (oneshot.written < 0) return st_error(ST_ERR_OOM, "graph: out of memory writing '%s'", path);
-    if (bad) return st_error(ST_ERR_IO, "graph: writing '%s' failed: %s", path, strerror(errno));
-    write_svg(path);
     return ST_OK;
 }
+
+int fuse_graph_end(void) {
+    oneshot.f = NULL;
+    return oneshot.written;
+}
+
+void fuse_graph_svg(const char *path) { write_svg(path); }

@@ -165,7 +165,7 @@ static int form_batches(fuse_plan *p, hz_info *info, int ng0) {
             if (used[g] || !batchable(p, g) || info[g].level != info[a].level || p->groups[g].outs[0]->rdev != dev)
                 continue;
             if (slots + info[g].slots > HZ_MAX_SLOTS) continue;
-            if (dev > ST_DEV_CPU && args + info[g].args > HZ_CUDA_ARGS) continue;
+            if (dev_target_of(dev) == DEV_TARGET_CUDA && args + info[g].args > HZ_CUDA_ARGS) continue;
             slots += info[g].slots;
             args += info[g].args;
             m[n++] = g;
@@ -239,7 +239,7 @@ st_status fuse_horizontal(fuse_plan *p) {
         if ((s = fuse_group_nodes(p, g, collect, &E)) != ST_OK) goto out;
         info[g].unit = g;
         info[g].slots = E.nseen + p->groups[g].nouts;
-        if (batchable(p, g) && p->groups[g].outs[0]->rdev > ST_DEV_CPU) info[g].args = cuda_args(p, g);
+        if (batchable(p, g) && dev_target_of(p->groups[g].outs[0]->rdev) == DEV_TARGET_CUDA) info[g].args = cuda_args(p, g);
     }
     /* outgoing edges per group (CSR) */
     out_to = st_malloc(((size_t)E.n + 1) * sizeof *out_to);

@@ -38,7 +38,7 @@ static struct {
 
 bool fuse_pcache_enabled(void) {
     if (C.enabled < 0) {
-        const char *e = getenv("ST_PLAN_CACHE");
+        const char *e = base_env(SET_PLAN_CACHE);
         C.enabled = !(e && e[0] == '0' && e[1] == '\0');
     }
     return C.enabled;
@@ -133,7 +133,7 @@ st_status fuse_pkey_build(const st_region *r, fuse_pkey *k) {
             ok = fuse_in_region(x->src[s]) ? put_i64(k, x->src[s]->pos) : put_ext(k, x->src[s]);
     }
     if (!ok) return st_last_status();
-    jit_key h = jit_hash128(k->bytes, k->len, (jit_key){{0, 0}});
+    base_hash h = base_hash128(k->bytes, k->len, (base_hash){{0, 0}});
     k->hash = h.h[0] ^ h.h[1];
     return ST_OK;
 }
@@ -179,7 +179,7 @@ static bool fill_group(fuse_pgroup *pg, const fuse_plan *p, int g, fuse_launch *
     if (!(pg->outs = st_malloc((size_t)G->nouts * sizeof *pg->outs))) return false;
     for (int i = 0; i < G->nouts; i++) pg->outs[i] = G->outs[i]->pos;
     if (interp) return true;
-    if (pg->dev > ST_DEV_CPU && !(pg->cuda = exec_cuda_fn_new())) return false;
+    if (dev_target_of(pg->dev) == DEV_TARGET_CUDA && !(pg->cuda = exec_cuda_fn_new())) return false;
     for (int i = 0; i < L->k.nbufs; i++) pg->bind[i] = bind_of(L->buf_node[i], k);
     int64_t iv;
     double fv;
@@ -274,6 +274,7 @@ static void remove_entry(fuse_pentry *e) {
 }
 
 st_status fuse_pcache_insert(fuse_pentry *e, const fuse_pkey *k) {
+    base_on_shutdown(BASE_LEVEL_FUSER, fuse_pcache_shutdown);
     if (!(e->key = st_malloc(k->len ? k->len : 1))) {
         fuse_pentry_free(e);
         return st_last_status();

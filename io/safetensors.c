@@ -461,53 +461,20 @@ static const jval *jget(const jval *o, const char *key) {
  * Save
  * ---------------------------------------------------------------------------------------------- */
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = st_realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_fmt(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_fmt(sbuf *b, const char *fmt, ...) {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    sb_put(b, tmp, (size_t)k);
-}
 /* A JSON string literal; s is valid UTF-8 (checked by the caller), passed through unescaped. */
 static void sb_json_str(sbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
+    sbuf_put(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"') sb_put(b, "\\\"", 2);
-        else if (c == '\\') sb_put(b, "\\\\", 2);
-        else if (c == '\n') sb_put(b, "\\n", 2);
-        else if (c == '\t') sb_put(b, "\\t", 2);
-        else if (c == '\r') sb_put(b, "\\r", 2);
-        else if (c < 0x20) sb_fmt(b, "\\u%04x", c);
-        else sb_put(b, (const char *)&c, 1);
+        if (c == '"') sbuf_put(b, "\\\"", 2);
+        else if (c == '\\') sbuf_put(b, "\\\\", 2);
+        else if (c == '\n') sbuf_put(b, "\\n", 2);
+        else if (c == '\t') sbuf_put(b, "\\t", 2);
+        else if (c == '\r') sbuf_put(b, "\\r", 2);
+        else if (c < 0x20) sbuf_printf(b, "\\u%04x", c);
+        else sbuf_put(b, (const char *)&c, 1);
     }
-    sb_put(b, "\"", 1);
+    sbuf_put(b, "\"", 1);
 }
 
 typedef struct {
@@ -554,7 +521,7 @@ static st_status check_names(const char *path, const char *what, int n, const ch
 /* Builds the padded JSON header for entries e[0..n) (offsets assigned here) into *hb. */
 static st_status build_header(sbuf *hb, int n, save_entry *e, int nmeta, const char *const *keys,
                               const char *const *values) {
-    sb_str(hb, "{");
+    sbuf_puts(hb, "{");
     int first = 1;
     if (nmeta > 0) {
         /* Sorted by key so the same checkpoint gives the same bytes. */
@@ -567,14 +534,14 @@ static st_status build_header(sbuf *hb, int n, save_entry *e, int nmeta, const c
                 order[j] = order[j - 1];
                 order[j - 1] = t;
             }
-        sb_str(hb, "\"__metadata__\":{");
+        sbuf_puts(hb, "\"__metadata__\":{");
         for (int k = 0; k < nmeta; k++) {
-            if (k) sb_str(hb, ",");
+            if (k) sbuf_puts(hb, ",");
             sb_json_str(hb, keys[order[k]]);
-            sb_str(hb, ":");
+            sbuf_puts(hb, ":");
             sb_json_str(hb, values[order[k]]);
         }
-        sb_str(hb, "}");
+        sbuf_puts(hb, "}");
         st_free(order);
         first = 0;
     }
@@ -585,19 +552,19 @@ static st_status build_header(sbuf *hb, int n, save_entry *e, int nmeta, const c
         st_shape(e[k].t, shape);
         e[k].begin = off;
         off += e[k].nbytes;
-        if (!first) sb_str(hb, ",");
+        if (!first) sbuf_puts(hb, ",");
         first = 0;
         sb_json_str(hb, e[k].name);
-        sb_fmt(hb, ":{\"dtype\":\"%s\",\"shape\":[", e[k].dtype);
+        sbuf_printf(hb, ":{\"dtype\":\"%s\",\"shape\":[", e[k].dtype);
         for (int d = 0; d < nd; d++) {
-            if (d) sb_str(hb, ",");
-            sb_fmt(hb, "%lld", (long long)shape[d]);
+            if (d) sbuf_puts(hb, ",");
+            sbuf_printf(hb, "%lld", (long long)shape[d]);
         }
-        sb_fmt(hb, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)e[k].begin,
+        sbuf_printf(hb, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)e[k].begin,
                (unsigned long long)(e[k].begin + e[k].nbytes));
     }
-    sb_str(hb, "}");
-    while (!hb->oom && hb->n % 8) sb_put(hb, " ", 1);
+    sbuf_puts(hb, "}");
+    while (!hb->oom && hb->n % 8) sbuf_put(hb, " ", 1);
     return hb->oom ? ST_ERR_OOM : ST_OK;
 }
 
@@ -694,21 +661,21 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
     sbuf hb = {0};
     s = build_header(&hb, n, e, nmeta, keys, values);
     if (s != ST_OK) {
-        st_free(hb.p);
+        st_free(hb.s);
         st_free(e);
         return s;
     }
     char *tmp = NULL;
     FILE *f = open_temp(path, &tmp);
     if (!f) {
-        st_free(hb.p);
+        st_free(hb.s);
         st_free(e);
         return st_last_status();
     }
     unsigned char len8[8];
     for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)hb.n >> (8 * k));
     s = ST_OK;
-    if (!write_all(f, len8, 8) || !write_all(f, hb.p, hb.n))
+    if (!write_all(f, len8, 8) || !write_all(f, hb.s, hb.n))
         s = st_error(ST_ERR_IO, "save: %s: write failed: %s", path, strerror(errno));
     for (int k = 0; k < n && s == ST_OK; k++) {
         if (!e[k].nbytes) continue;
@@ -730,7 +697,7 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
     if (s != ST_OK) unlink(tmp);
     else sync_dir(path);
     st_free(tmp);
-    st_free(hb.p);
+    st_free(hb.s);
     st_free(e);
     return s;
 }

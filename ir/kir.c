@@ -7,7 +7,6 @@
  * gets exactly one slot.
  */
 #include "ir/kir.h"
-#include "jit/render.h"   /* render_operand_mask: which fields are value operands */
 
 const char *const kir_type_cname[KT_COUNT] = {
     [KT_VOID] = "void", [KT_U8] = "uint8_t", [KT_I32] = "int32_t", [KT_I64] = "int64_t",
@@ -273,7 +272,7 @@ st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map
     }
     for (int i = 0; i < src->n; i++) {
         kir_ins in = src->ins[i];
-        unsigned m = render_operand_mask(&in);
+        unsigned m = kir_operand_mask(&in);
         int32_t *ops[4] = {&in.a, &in.b, &in.c, &in.d};
         for (int j = 0; j < 4; j++)
             if ((m >> j & 1) && *ops[j] >= 0) *ops[j] += base;
@@ -287,3 +286,42 @@ st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map
     dst->nflts += src->nflts;
     return ST_OK;
 }
+
+/* Which of a, b, c, d are value operands (bits 0..3). */
+unsigned kir_operand_mask(const kir_ins *in) {
+    switch ((kir_opcode)in->op) {
+    case KI_IPARAM: case KI_FPARAM: case KI_ICONST: case KI_FCONST: case KI_ENDLOOP: case KI_ENDIF:
+    case KI_MMACC: case KI_MMIDX:
+        return 0;
+    case KI_LOOP: return in->b >= 0 ? 3u : 1u;
+    case KI_IF: case KI_CVT: case KI_ROUND: case KI_ACC: case KI_SETERR: return 1u;
+    case KI_LOAD: return 2u;
+    case KI_STORE: return 6u;
+    case KI_ACCUPD: return 3u;
+    case KI_ARGUPD: return 15u;
+    case KI_RAND: return in->sop == ST_OP_RAND_INT ? 15u : 3u;
+    case KI_SEL: return 7u;
+    case KI_OP: return (1u << st_ops[in->sop].nsrc) - 1;
+    default: return 3u; /* integer binaries */
+    }
+}
+
+/* ---- evaluating integer IR on the host ---- */
+static int64_t eval_rec(const kir_kernel *k, int id, const int64_t *ints, int depth) {
+    if (id < 0 || id >= k->n || depth > 64) return -1;
+    const kir_ins *in = &k->ins[id];
+    if (in->op == KI_IPARAM) return in->imm >= 0 && in->imm < k->nints ? ints[in->imm] : -1;
+    if (in->op == KI_ICONST) return in->imm;
+    if (in->op < KI_IADD || in->op > KI_IMOD) return -1;
+    int64_t x = eval_rec(k, in->a, ints, depth + 1), y = eval_rec(k, in->b, ints, depth + 1);
+    if (x < 0 || y < 0) return -1;   /* sizes and counts are never negative */
+    switch ((kir_opcode)in->op) {
+    case KI_IADD: return (int64_t)((uint64_t)x + (uint64_t)y);
+    case KI_ISUB: return x - y;
+    case KI_IMUL: return (int64_t)((uint64_t)x * (uint64_t)y);
+    case KI_IDIV: return y ? x / y : -1;
+    default: return y ? x % y : -1;
+    }
+}
+
+int64_t kir_eval_int(const kir_kernel *k, int id, const int64_t *ints) { return eval_rec(k, id, ints, 0); }

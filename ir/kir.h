@@ -158,6 +158,12 @@ ST_INTERNAL void kir_memo_put(kir_builder *b, uint64_t k0, uint64_t k1, uint64_t
  * appended. ST_ERR_INTERNAL past KIR_MAX_PARTS parts, ST_ERR_OOM. */
 ST_INTERNAL st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map);
 
+/* Which of a, b, c, d of an instruction are value operands (bits 0..3). */
+ST_INTERNAL unsigned kir_operand_mask(const kir_ins *in);
+
+/* Value of integer IR value id given the kernel's int parameters; -1 if id is not an expression of params/consts. */
+ST_INTERNAL int64_t kir_eval_int(const kir_kernel *k, int id, const int64_t *ints);
+
 /* Shorthands. */
 ST_INTERNAL int kir_iconst(kir_builder *b, kir_type t, int64_t v);
 ST_INTERNAL int kir_fconst(kir_builder *b, kir_type t, double v);

@@ -1,7 +1,7 @@
 /*
  * cache.c — the kernel caches: source -> callable function, in memory and on disk.
  *
- * Key of a kernel = jit_hash128(source, seeded by ctx), ctx = hash(compiler identity, flag list,
+ * Key of a kernel = base_hash128(source, seeded by ctx), ctx = hash(compiler identity, flag list,
  * prelude text), computed once after (re)initialization. The symbol of a kernel is st_k_<key hex>
  * (the JIT defines KNAME to it right before the source), so one key names one function everywhere.
  *
@@ -39,16 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* uthash must allocate through st_malloc and must never exit(): with HASH_NONFATAL_OOM a failed
- * allocation rolls the add back and calls uthash_nonfatal_oom, which we record and turn into
- * ST_ERR_OOM (st_malloc has already set the message). */
-static int jit_hash_oom;
-#define uthash_malloc(sz) st_malloc(sz)
-#define uthash_free(ptr, sz) st_free(ptr)
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) do { (void)(obj); jit_hash_oom = 1; } while (0)
-#define uthash_fatal(msg) do { jit_hash_oom = 1; } while (0)
-#include <uthash.h>
+#include "base/uthash_cfg.h"
 
 #define JIT_K_MAGIC "stitch-kernel-v1"
 #define JIT_NAME_MAX 128
@@ -62,7 +53,7 @@ typedef struct jit_obj {
 } jit_obj;
 
 typedef struct jit_entry {
-    jit_key key;
+    base_hash key;
     st_kernel_fn fn;
     jit_obj *obj;            /* borrowed from the object list */
     UT_hash_handle hh;
@@ -71,7 +62,7 @@ typedef struct jit_entry {
 static struct {
     int ready;        /* dir and ctx valid */
     char *dir;        /* cache dir, owned */
-    jit_key ctx;      /* seed of every kernel key */
+    base_hash ctx;      /* seed of every kernel key */
     jit_entry *table; /* memory cache */
     jit_obj *objs;    /* loaded shared objects */
 } J;
@@ -83,15 +74,15 @@ static struct {
 static st_status init_dir(void) {
     if (J.dir) return ST_OK;
     char buf[4096];
-    const char *e = getenv("ST_CACHE_DIR"), *src = "ST_CACHE_DIR";
+    const char *e = base_env(SET_CACHE_DIR), *src = "ST_CACHE_DIR";
     int n;
-    if (e && *e) {
+    if (e) {
         n = snprintf(buf, sizeof buf, "%s", e);
-    } else if ((e = getenv("XDG_CACHE_HOME")) && *e) {
+    } else if ((e = base_env(SET_XDG_CACHE_HOME))) {
         n = snprintf(buf, sizeof buf, "%s/stitch", e);
         src = "XDG_CACHE_HOME";
     } else {
-        e = getenv("HOME");
+        e = base_env(SET_HOME);
         if (!e || !*e) {
             struct passwd *pw = getpwuid(getuid());
             e = pw ? pw->pw_dir : NULL;
@@ -105,7 +96,7 @@ static st_status init_dir(void) {
         return st_error(ST_ERR_IO, "kernel cache directory path too long (from %s)", src);
     /* Trailing slashes make no difference but would show up in every message. */
     while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
-    if (jit_mkdir_p(buf) != 0)
+    if (base_mkdir_p(buf) != 0)
         return st_error(ST_ERR_IO, "cannot create the kernel cache directory %s (from %s): %s", buf, src,
                         strerror(errno));
     J.dir = st_strdup(buf);
@@ -118,14 +109,15 @@ static st_status ensure_init(void) {
     if (s == ST_OK) s = jit_compiler_init();
     if (s != ST_OK) return s;
     static const char tag[] = "stitch-jit-key-v1";
-    jit_key k = {{0, 0}};
+    base_hash k = {{0, 0}};
     const char *id = jit_compiler_identity(), *flags = jit_compile_flags();
-    k = jit_hash128(tag, sizeof tag, k);
-    k = jit_hash128(id, strlen(id), k);
-    k = jit_hash128(flags, strlen(flags), k);
-    k = jit_hash128(st_prelude_src, strlen(st_prelude_src), k);
+    k = base_hash128(tag, sizeof tag, k);
+    k = base_hash128(id, strlen(id), k);
+    k = base_hash128(flags, strlen(flags), k);
+    k = base_hash128(st_prelude_src, strlen(st_prelude_src), k);
     J.ctx = k;
     J.ready = 1;
+    base_on_shutdown(BASE_LEVEL_JIT, jit_shutdown);
     return ST_OK;
 }
 
@@ -133,8 +125,8 @@ const char *jit_cache_dir(void) {
     return init_dir() == ST_OK ? J.dir : NULL;
 }
 
-static inline jit_key kernel_key(const char *source) {
-    return jit_hash128(source, strlen(source), J.ctx);
+static inline base_hash kernel_key(const char *source) {
+    return base_hash128(source, strlen(source), J.ctx);
 }
 
 /* ---- loaded objects ---- */
@@ -153,25 +145,13 @@ static jit_obj *find_obj(const char *name) {
 
 /* Reads the whole file at path: its size and checksum. 0 on success. */
 static int file_sum(const char *path, uint64_t *size, uint64_t *sum) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return -1; }
-    size_t n = (size_t)st.st_size, got = 0;
-    char *buf = st_malloc(n ? n : 1);
-    if (!buf) { close(fd); return -1; }
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    jit_key z = {{0, 0}};
-    *size = got;
-    *sum = jit_hash128(buf, got, z).h[0];
+    char *buf;
+    size_t n;
+    if (base_read_file(path, &buf, &n) != 0) return -1;
+    *size = n;
+    *sum = base_hash128(buf, n, (base_hash){{0, 0}}).h[0];
     st_free(buf);
-    return got == n ? 0 : -1;
+    return 0;
 }
 
 /* The OpenMP runtime (libgomp, or libomp under clang) comes in as a dependency of the first kernel
@@ -227,25 +207,25 @@ static st_kernel_fn obj_sym(jit_obj *o, const char *hex) {
 }
 
 /* Adds key -> fn to the memory cache. ST_ERR_OOM on failure. */
-static st_status mem_insert(jit_key key, st_kernel_fn fn, jit_obj *o) {
+static st_status mem_insert(base_hash key, st_kernel_fn fn, jit_obj *o) {
     jit_entry *e = st_malloc(sizeof *e);
     if (!e) return ST_ERR_OOM;
     memset(e, 0, sizeof *e);
     e->key = key;
     e->fn = fn;
     e->obj = o;
-    jit_hash_oom = 0;
-    HASH_ADD(hh, J.table, key, sizeof(jit_key), e);
-    if (jit_hash_oom) {
+    base_hash_oom = 0;
+    HASH_ADD(hh, J.table, key, sizeof(base_hash), e);
+    if (base_hash_oom) {
         st_free(e);
         return st_error(ST_ERR_OOM, "out of memory growing the kernel cache");
     }
     return ST_OK;
 }
 
-static jit_entry *mem_find(jit_key key) {
+static jit_entry *mem_find(base_hash key) {
     jit_entry *e = NULL;
-    HASH_FIND(hh, J.table, &key, sizeof(jit_key), e);
+    HASH_FIND(hh, J.table, &key, sizeof(base_hash), e);
     return e;
 }
 
@@ -262,8 +242,8 @@ static int valid_so_name(const char *s) {
 }
 
 static uint64_t line_sum(const char *s, size_t n) {
-    jit_key z = {{0x6b, 0}};
-    return jit_hash128(s, n, z).h[0];
+    base_hash z = {{0x6b, 0}};
+    return base_hash128(s, n, z).h[0];
 }
 
 /* Writes <hex>.k pointing at the verified object o. Best effort: a kernel that cannot be indexed
@@ -273,13 +253,13 @@ static void write_index(const char *hex, const jit_obj *o) {
     int n = snprintf(line, sizeof line, JIT_K_MAGIC " %s %s %" PRIu64 " %016" PRIx64, hex, o->name, o->size, o->sum);
     snprintf(line + n, sizeof line - (size_t)n, " %016" PRIx64 "\n", line_sum(line, (size_t)n));
     snprintf(name, sizeof name, "%s.k", hex);
-    if (jit_write_atomic(J.dir, name, line, strlen(line)) != 0 && (st_rt.debug & 1))
+    if (base_write_atomic(J.dir, name, line, strlen(line)) != 0 && (st_rt.debug & 1))
         fprintf(stderr, "stitch: cannot write the kernel index %s/%s: %s\n", J.dir, name, strerror(errno));
 }
 
 /* Loads the kernel with this key from disk, verifying the index and the object; removes what is
  * corrupt. Returns NULL on a miss (no error set). */
-static st_kernel_fn disk_load(jit_key key, const char *hex) {
+static st_kernel_fn disk_load(base_hash key, const char *hex) {
     char kname[48], kpath[4200], spath[4200], line[513];
     snprintf(kname, sizeof kname, "%s.k", hex);
     path_of(kpath, sizeof kpath, kname);
@@ -358,7 +338,7 @@ st_kernel_fn jit_lookup(const char *source, int allow_disk) {
     if (!J.ready && !allow_disk) return NULL;
     if (!J.ready && ensure_init() != ST_OK) return NULL;
     if (!J.table && !allow_disk) return NULL;
-    jit_key key = kernel_key(source);
+    base_hash key = kernel_key(source);
     jit_entry *e = mem_find(key);
     if (e) {
         st_stats_g.cache_hits_memory++;
@@ -366,7 +346,7 @@ st_kernel_fn jit_lookup(const char *source, int allow_disk) {
     }
     if (!allow_disk) return NULL;
     char hex[33];
-    jit_key_hex(key, hex);
+    base_hash_hex(key, hex);
     st_kernel_fn fn = disk_load(key, hex);
     if (fn) st_stats_g.cache_hits_disk++;
     return fn;
@@ -390,62 +370,43 @@ _Static_assert(offsetof(st_kargs, bufs) == 0 && offsetof(st_kargs, ints) == size
                    sizeof(st_kargs) == 5 * sizeof(void *),
                "st_kargs in jit.h changed: update jit_kargs_src in jit/cache.c");
 
-/* A growable text buffer for the translation unit. */
-typedef struct tu_buf { char *p; size_t n, cap; int oom; } tu_buf;
-
-static void tu_put(tu_buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = st_realloc(b->p, cap);
-        if (!p) { b->oom = 1; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-static void tu_puts(tu_buf *b, const char *s) { tu_put(b, s, strlen(s)); }
-
 /* Builds the TU (prelude once, then each kernel between #define KNAME / #undef KNAME), compiles
  * it with one compiler call, loads it and indexes every kernel in memory and on disk. */
-static st_status compile_missing(int m, const int *idx, const jit_key *keys, const char *const *sources,
+static st_status compile_missing(int m, const int *idx, const base_hash *keys, const char *const *sources,
                                  const char *const *hints) {
     char hex[33], line[256];
-    jit_key bkey = jit_hash128(keys, 0, J.ctx);
-    for (int j = 0; j < m; j++) bkey = jit_hash128(&keys[idx[j]], sizeof(jit_key), bkey);
+    base_hash bkey = base_hash128(keys, 0, J.ctx);
+    for (int j = 0; j < m; j++) bkey = base_hash128(&keys[idx[j]], sizeof(base_hash), bkey);
     char btag[33];
-    jit_key_hex(bkey, btag);
+    base_hash_hex(bkey, btag);
 
-    tu_buf b = {0};
+    sbuf b = {0};
     snprintf(line, sizeof line, "/* stitch kernel batch %s: %d kernel%s */\n", btag, m, m == 1 ? "" : "s");
-    tu_puts(&b, line);
-    tu_puts(&b, st_prelude_src);
-    tu_puts(&b, jit_kargs_src);
+    sbuf_puts(&b, line);
+    sbuf_puts(&b, st_prelude_src);
+    sbuf_puts(&b, jit_kargs_src);
     for (int j = 0; j < m; j++) {
         int i = idx[j];
-        jit_key_hex(keys[i], hex);
+        base_hash_hex(keys[i], hex);
         char hint[64] = "";
         if (hints && hints[i]) jit_comment_ident(hints[i], hint, sizeof hint);
         snprintf(line, sizeof line, "\n/* ---- kernel %d/%d%s%s ---- */\n#define KNAME st_k_%s\n", j + 1, m,
                  hint[0] ? ": " : "", hint, hex);
-        tu_puts(&b, line);
+        sbuf_puts(&b, line);
         const char *src = sources[i];
         size_t sl = strlen(src);
-        tu_put(&b, src, sl);
-        tu_puts(&b, sl && src[sl - 1] == '\n' ? "#undef KNAME\n" : "\n#undef KNAME\n");
+        sbuf_put(&b, src, sl);
+        sbuf_puts(&b, sl && src[sl - 1] == '\n' ? "#undef KNAME\n" : "\n#undef KNAME\n");
         if (st_rt.debug & 4)
             fprintf(stderr, "stitch: kernel st_k_%s%s%s:\n%s%s", hex, hint[0] ? " " : "", hint, src,
                     sl && src[sl - 1] == '\n' ? "" : "\n");
     }
-    if (b.oom) { st_free(b.p); return ST_ERR_OOM; }
+    if (b.oom) { sbuf_free(&b); return ST_ERR_OOM; }
 
     char so[JIT_NAME_MAX];
     double ms = 0;
-    st_status s = jit_compile_batch(J.dir, btag, b.p, b.n, so, sizeof so, &ms);
-    st_free(b.p);
+    st_status s = jit_compile_batch(J.dir, btag, b.s, b.n, so, sizeof so, &ms);
+    sbuf_free(&b);
     st_stats_g.compile_calls++;
     st_stats_g.compile_ms += ms;
     if (st_rt.debug & 1)
@@ -468,7 +429,7 @@ static st_status compile_missing(int m, const int *idx, const jit_key *keys, con
     }
     for (int j = 0; j < m; j++) {
         int i = idx[j];
-        jit_key_hex(keys[i], hex);
+        base_hash_hex(keys[i], hex);
         st_kernel_fn fn = obj_sym(o, hex);
         if (!fn)
             return st_error(ST_ERR_COMPILE, "kernel %d of batch %s (%s) defines no function KNAME (st_k_%s)", j + 1,
@@ -489,7 +450,7 @@ st_status jit_get_kernels(int n, const char *const *sources, const char *const *
     st_status s = ensure_init();
     if (s != ST_OK) return s;
 
-    jit_key *keys = st_malloc((size_t)n * sizeof *keys);
+    base_hash *keys = st_malloc((size_t)n * sizeof *keys);
     int *idx = st_malloc((size_t)n * sizeof *idx);
     if (!keys || !idx) {
         st_free(keys);
@@ -509,9 +470,9 @@ st_status jit_get_kernels(int n, const char *const *sources, const char *const *
         }
         /* The same source twice in one call: compile it once. */
         int dup = 0;
-        for (int j = 0; j < m && !dup; j++) dup = !memcmp(&keys[idx[j]], &keys[i], sizeof(jit_key));
+        for (int j = 0; j < m && !dup; j++) dup = !memcmp(&keys[idx[j]], &keys[i], sizeof(base_hash));
         if (dup) continue;
-        jit_key_hex(keys[i], hex);
+        base_hash_hex(keys[i], hex);
         out[i] = disk_load(keys[i], hex);
         if (out[i]) {
             st_stats_g.cache_hits_disk++;

@@ -52,95 +52,6 @@ static struct {
     char *identity;
 } cc;
 
-/* ---- hashing ---- */
-
-static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-/* A 64-bit finalizer with full avalanche (the widely used splitmix64 constants). */
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-/* Two lanes with different multipliers and rotations see every 8-byte word; the tail is packed
- * into one more word; the length and both lanes are mixed at the end. */
-jit_key jit_hash128(const void *data, size_t n, jit_key seed) {
-    const unsigned char *p = data;
-    const uint64_t P1 = 0x9e3779b97f4a7c15ULL, P2 = 0xd6e8feb86659fd93ULL;
-    uint64_t a = seed.h[0] ^ 0x243f6a8885a308d3ULL, b = seed.h[1] ^ 0x13198a2e03707344ULL;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        a = rotl64((a ^ w) * P1, 29);
-        b = rotl64((b + rotl64(w, 21)) * P2, 33) ^ a;
-    }
-    uint64_t w = 0;
-    for (size_t j = 0; i + j < n; j++) w |= (uint64_t)p[i + j] << (8 * j);
-    a = rotl64((a ^ w) * P1, 29);
-    b = rotl64((b + rotl64(w, 21)) * P2, 33) ^ a;
-    jit_key k;
-    k.h[0] = mix64(a ^ mix64(b + (uint64_t)n));
-    k.h[1] = mix64(b ^ mix64(k.h[0] + 0x452821e638d01377ULL));
-    return k;
-}
-
-void jit_key_hex(jit_key k, char out[33]) {
-    snprintf(out, 33, "%016llx%016llx", (unsigned long long)k.h[0], (unsigned long long)k.h[1]);
-}
-
-/* ---- files ---- */
-
-int jit_mkdir_p(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) { errno = ENAMETOOLONG; return -1; }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-        buf[i] = c;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
-    return 0;
-}
-
-static int write_all(int fd, const void *data, size_t n) {
-    const char *p = data;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-int jit_write_atomic(const char *dir, const char *name, const void *data, size_t n) {
-    char tmp[4096], dst[4096];
-    if (snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir) >= (int)sizeof tmp ||
-        snprintf(dst, sizeof dst, "%s/%s", dir, name) >= (int)sizeof dst)
-        return -1;
-    int fd = mkstemp(tmp);
-    if (fd < 0) return -1;
-    /* mkstemp makes 0600 files; cache entries are ordinary files (the umask applies). */
-    mode_t um = umask(0);
-    umask(um);
-    (void)fchmod(fd, 0666 & ~um);
-    int bad = write_all(fd, data, n);
-    if (close(fd) != 0) bad = -1;
-    if (bad == 0 && rename(tmp, dst) != 0) bad = -1;
-    if (bad != 0) unlink(tmp);
-    return bad;
-}
-
 /* ---- spawning (no shell) ---- */
 
 /* Starts argv[0] (a path) with stdin from /dev/null and stdout+stderr on out_fd. Returns 0 and
@@ -213,8 +124,8 @@ static char *resolve_exe(const char *name) {
         free(r); /* realpath allocated it with malloc */
         return s;
     }
-    const char *path = getenv("PATH");
-    if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+    const char *path = base_env(SET_PATH);
+    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
     while (*path) {
         const char *end = strchr(path, ':');
         size_t len = end ? (size_t)(end - path) : strlen(path);
@@ -258,8 +169,8 @@ void jit_compiler_shutdown(void) {
 st_status jit_compiler_init(void) {
     if (cc.ready) return ST_OK;
     jit_compiler_shutdown();
-    const char *env = getenv("ST_CC");
-    if (!env || !*env) env = "cc";
+    const char *env = base_env(SET_CC);
+    if (!env) env = "cc";
     cc.words = st_strdup(env);
     if (!cc.words) return ST_ERR_OOM;
     char *first = NULL;
@@ -370,7 +281,7 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *text, 
     if (s != ST_OK) return s;
     char fdir[4096], src[4096], logp[4096], tmp[4096], dst[4096];
     snprintf(fdir, sizeof fdir, "%s/failed", dir);
-    if (jit_mkdir_p(fdir) != 0)
+    if (base_mkdir_p(fdir) != 0)
         return st_error(ST_ERR_IO, "cannot create the kernel cache directory %s: %s", fdir, strerror(errno));
 
     /* Source: unique name, only this process reads it. The compiler reports errors against this
@@ -382,7 +293,7 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *text, 
     mode_t um = umask(0);
     umask(um);
     (void)fchmod(sfd, 0666 & ~um); /* a file for the user to read, not a private temp */
-    int bad = write_all(sfd, text, n);
+    int bad = base_write_all(sfd, text, n);
     if (close(sfd) != 0) bad = -1;
     if (bad) {
         s = st_error(ST_ERR_IO, "cannot write the kernel source %s: %s", src, strerror(errno));

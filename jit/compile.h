@@ -1,6 +1,6 @@
 /*
  * compile.h — internal to jit/: the C compiler driver (compile.c) used by the kernel caches
- * (cache.c), plus the hash both use for keys and checksums.
+ * (cache.c).
  *
  * Split of responsibilities: compile.c knows the compiler (ST_CC, its identity, the fixed flag
  * list, spawning it without a shell, temp files and logs); cache.c knows keys, the in-memory table,
@@ -10,14 +10,6 @@
 #define ST_JIT_COMPILE_H
 
 #include "jit/jit.h"
-
-/* 128-bit hash (non-cryptographic; keys and checksums, not security). seed chains segments:
- * hash(b, hash(a, s)) depends on both a and b and on where the boundary is, because each call
- * mixes in its length. */
-typedef struct jit_key { uint64_t h[2]; } jit_key;
-ST_INTERNAL jit_key jit_hash128(const void *data, size_t n, jit_key seed);
-/* 32 lowercase hex digits + NUL. */
-ST_INTERNAL void jit_key_hex(jit_key k, char out[33]);
 
 /* Resolves ST_CC (default "cc"; may carry extra words, split on blanks, no quoting), runs
  * `<cc> --version` once (no shell) and builds the identity string: resolved path, extra words,
@@ -43,11 +35,5 @@ ST_INTERNAL st_status jit_compile_batch(const char *dir, const char *tag, const 
 /* s with every non-identifier character replaced by '_' into out[cap] (truncated): safe inside a
  * C comment of a generated translation unit (no "*" "/" surprises). */
 ST_INTERNAL void jit_comment_ident(const char *s, char *out, size_t cap);
-
-/* mkdir -p. 0 on success, else -1 with errno set (no st_error). */
-ST_INTERNAL int jit_mkdir_p(const char *path);
-/* Writes data to a temp file in dir and renames it to dir/name, so that a concurrent reader sees
- * the old file or the whole new one, never a part. 0 on success, -1 on failure (no st_error). */
-ST_INTERNAL int jit_write_atomic(const char *dir, const char *name, const void *data, size_t n);
 
 #endif

@@ -5,7 +5,7 @@
  *     void NAME(const st_kargs *a);
  * where NAME is the macro KNAME, defined by the JIT right before the kernel's source (so the same
  * source always gets the same symbol: st_k_<hash of the key>). The source may use everything in
- * jit/prelude.h (prepended once per compilation unit) and OpenMP pragmas.
+ * base/opmath.h (prepended once per compilation unit) and OpenMP pragmas.
  * The JIT also defines st_kargs (this header's layout) after the prelude, guarded by
  * ST_KARGS_DEFINED; kernel sources must not define it. Kernels of one batch share a translation
  * unit: a kernel's own helpers must have KNAME-unique names (or live in the prelude).
@@ -19,17 +19,9 @@
 #ifndef ST_JIT_H
 #define ST_JIT_H
 
-#include "base/base.h"
+#include "device/device.h"
 
-typedef struct st_kargs {
-    void *const *bufs;      /* buffer base pointers, in the order the kernel declares */
-    const int64_t *ints;    /* integer parameters: sizes, strides, offsets, seeds */
-    const double *flts;     /* float parameters: user scalars */
-    int32_t *err;           /* a kernel sets *err non-zero on a runtime error (index out of range) */
-    int nthreads;           /* threads the kernel may use (>= 1) */
-} st_kargs;
-
-typedef void (*st_kernel_fn)(const st_kargs *a);
+/* st_kargs and st_kernel_fn, the C target's kernel ABI, are the CPU device's (device/device.h). */
 
 /* Get a callable function for each of n kernel sources (each defines KNAME). kname_hint[i] is a
  * readable name for logs ("add_exp_sum"), may be NULL. On success out[i] is set for every i and the
@@ -45,7 +37,7 @@ ST_INTERNAL void jit_shutdown(void);
 /* The cache directory in use (created on demand). */
 ST_INTERNAL const char *jit_cache_dir(void);
 
-/* The prelude text (jit/prelude.h embedded at build time). */
+/* The prelude text (base/opmath.h embedded at build time). */
 ST_INTERNAL extern const char st_prelude_src[];
 
 #endif

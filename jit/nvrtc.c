@@ -169,11 +169,11 @@ st_status nvrtc_search(const char *nvrtc_path, void **handle, char *found, size_
     static const char *const sonames[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
     for (size_t i = 0; i < sizeof sonames / sizeof sonames[0]; i++)
         if ((*handle = try_open(sonames[i], &t, found, cap))) return ST_OK;
-    const char *envs[] = {"CUDA_PATH", "CUDA_HOME"};
+    const st_setting envs[] = {SET_CUDA_PATH, SET_CUDA_HOME};
     char dir[4096];
     for (int i = 0; i < 2; i++) {
-        const char *e = getenv(envs[i]);
-        if (!e || !*e) continue;
+        const char *e = base_env(envs[i]);
+        if (!e) continue;
         snprintf(dir, sizeof dir, "%s/lib64", e);
         if ((*handle = try_dir(dir, &t, found, cap))) return ST_OK;
     }
@@ -219,7 +219,7 @@ st_status nvrtc_load(void) {
     if (L.state == 1) return ST_OK;
     if (L.state == -1) return st_error(ST_ERR_DEVICE, "%s", L.msg);
     void *h = NULL;
-    st_status s = nvrtc_search(getenv("ST_NVRTC_PATH"), &h, L.path, sizeof L.path);
+    st_status s = nvrtc_search(base_env(SET_NVRTC_PATH), &h, L.path, sizeof L.path);
     if (s == ST_OK) {
         const char *missing = resolve(h);
         if (missing) {
@@ -258,49 +258,23 @@ const char *nvrtc_result_name(int rc) {
 
 /* ---- translation units ---- */
 
-typedef struct unit_buf { char *p; size_t n, cap; int oom; void *(*alloc)(size_t); } unit_buf;
-
-static void unit_put(unit_buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 16384;
-        while (cap < b->n + n + 1) cap *= 2;
-        /* Grown by copying: alloc has no realloc partner (st_malloc or malloc). */
-        char *p = b->alloc(cap);
-        if (!p) { b->oom = 1; return; }
-        if (b->n) memcpy(p, b->p, b->n);
-        free(b->p);
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-static void unit_puts(unit_buf *b, const char *s) { unit_put(b, s, strlen(s)); }
-
-char *nvrtc_unit(int n, const char *const *srcs, const char *const *knames, const char *const *hints,
-                 void *(*alloc)(size_t)) {
-    unit_buf b = {.alloc = alloc};
+char *nvrtc_unit(int n, const char *const *srcs, const char *const *knames, const char *const *hints, int raw) {
+    sbuf b = {.raw = raw};
     char line[320];
     snprintf(line, sizeof line, "/* stitch CUDA unit: %d kernel%s */\n", n, n == 1 ? "" : "s");
-    unit_puts(&b, line);
-    unit_puts(&b, st_prelude_src);
+    sbuf_puts(&b, line);
+    sbuf_puts(&b, st_prelude_src);
     for (int i = 0; i < n; i++) {
         char hint[64] = "";
         if (hints && hints[i]) jit_comment_ident(hints[i], hint, sizeof hint);
         snprintf(line, sizeof line, "\n/* ---- kernel %d/%d%s%s ---- */\n#define KNAME %s\n", i + 1, n,
                  hint[0] ? ": " : "", hint, knames[i]);
-        unit_puts(&b, line);
+        sbuf_puts(&b, line);
         size_t sl = strlen(srcs[i]);
-        unit_put(&b, srcs[i], sl);
-        unit_puts(&b, sl && srcs[i][sl - 1] == '\n' ? "#undef KNAME\n" : "\n#undef KNAME\n");
+        sbuf_put(&b, srcs[i], sl);
+        sbuf_puts(&b, sl && srcs[i][sl - 1] == '\n' ? "#undef KNAME\n" : "\n#undef KNAME\n");
     }
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    return sbuf_take(&b);
 }
 
 /* ---- compiling ---- */
@@ -355,20 +329,20 @@ int nvrtc_save_failed(const char *unit, const char *log, const char *tag, char *
     if (!dir) return -1;
     char fdir[4096], logname[4200];
     snprintf(fdir, sizeof fdir, "%s/failed", dir);
-    if (jit_mkdir_p(fdir) != 0) return -1;
+    if (base_mkdir_p(fdir) != 0) return -1;
     if ((size_t)snprintf(path, cap, "%s/%s-XXXXXX.cu", fdir, tag) >= cap) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    /* mkstemps reserves a unique name; jit_write_atomic then replaces the empty file whole. */
+    /* mkstemps reserves a unique name; base_write_atomic then replaces the empty file whole. */
     int fd = mkstemps(path, 3);
     if (fd < 0) return -1;
     close(fd);
     const char *base = strrchr(path, '/') + 1;
     size_t bl = strlen(base);
     snprintf(logname, sizeof logname, "%.*s.log", (int)(bl - 3), base);
-    if (jit_write_atomic(fdir, base, unit, strlen(unit)) != 0 ||
-        jit_write_atomic(fdir, logname, log ? log : "", log ? strlen(log) : 0) != 0) {
+    if (base_write_atomic(fdir, base, unit, strlen(unit)) != 0 ||
+        base_write_atomic(fdir, logname, log ? log : "", log ? strlen(log) : 0) != 0) {
         int e = errno;
         unlink(path);
         errno = e;

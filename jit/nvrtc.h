@@ -35,11 +35,11 @@ ST_INTERNAL const char *nvrtc_library_path(void);
 ST_INTERNAL const char *nvrtc_options(void);
 
 /* The translation unit for n kernels: prelude, then each srcs[i] between #define KNAME knames[i]
- * and #undef KNAME (hints[i], if hints and hints[i], names it in a comment). alloc is st_malloc or
- * malloc (the check mode must not meet the injected failures of st_debug_fail_alloc); the result
- * is freed with free()/st_free. NULL when out of memory (no error set when alloc is malloc). */
+ * and #undef KNAME (hints[i], if hints and hints[i], names it in a comment). raw: built with the C
+ * library's allocator (the check mode must not meet the injected failures of st_debug_fail_alloc)
+ * rather than st_malloc. Freed with st_free; NULL when out of memory (ST_ERR_OOM set unless raw). */
 ST_INTERNAL char *nvrtc_unit(int n, const char *const *srcs, const char *const *knames, const char *const *hints,
-                             void *(*alloc)(size_t));
+                             int raw);
 
 /* One NVRTC compilation of unit for arch, usable from any thread: no st_error, no st_malloc, no
  * counters. Returns the nvrtcResult (0 on success; -1 when libnvrtc is not loaded or arch is not
@@ -70,7 +70,7 @@ ST_INTERNAL st_status nvrtc_compile(const char *src, const char *arch, const cha
  * are updated. kname: the KNAME #defined before the source (the function's name in the cubin).
  * key_out may be NULL. */
 ST_INTERNAL st_status jit_cubin_get(const char *src, const char *kname, const char *arch, const void **cubin,
-                                    size_t *n, jit_key *key_out);
+                                    size_t *n, base_hash *key_out);
 /* Frees the memory cache (every cubin handed out). Disk entries stay. */
 ST_INTERNAL void jit_cubin_shutdown(void);
 

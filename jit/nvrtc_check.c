@@ -45,7 +45,7 @@
 #define CHECK_NARCH 2
 static const char *const check_arch[CHECK_NARCH] = {"sm_80", "sm_90"};
 
-typedef struct check_seen { jit_key key; UT_hash_handle hh; } check_seen;
+typedef struct check_seen { base_hash key; UT_hash_handle hh; } check_seen;
 
 typedef struct check_item {
     char *src;       /* malloc'ed */
@@ -88,8 +88,8 @@ static void start(void) {
 
 int jit_nvrtc_check_enabled(void) {
     if (C.enabled < 0) {
-        const char *e = getenv("ST_NVRTC_CHECK");
-        C.enabled = e && *e && strcmp(e, "0") != 0;
+        const char *e = base_env(SET_NVRTC_CHECK);
+        C.enabled = e && strcmp(e, "0") != 0;
         /* Started now, so that a program generating no kernel still reports its "0 kernels". */
         if (C.enabled) start();
     }
@@ -130,7 +130,7 @@ static int bisect(const char *arch, unsigned char *bad) {
     for (int i = 0; i < C.nq; i++) {
         const check_item *it = &C.q[i];
         const char *src = it->src, *kname = it->kname, *hint = it->name;
-        char *unit = nvrtc_unit(1, &src, &kname, &hint, malloc);
+        char *unit = nvrtc_unit(1, &src, &kname, &hint, 1);
         if (!unit) {
             fprintf(stderr, "nvrtc-check: out of memory building the unit of %s\n", it->name);
             bad[i] = 1, nbad++;
@@ -176,7 +176,7 @@ static void flush_queue(void) {
     char *unit = NULL;
     if (srcs && knames && hints && bad) {
         for (int i = 0; i < n; i++) srcs[i] = C.q[i].src, knames[i] = C.q[i].kname, hints[i] = C.q[i].name;
-        unit = nvrtc_unit(n, srcs, knames, hints, malloc);
+        unit = nvrtc_unit(n, srcs, knames, hints, 1);
     }
     if (!unit) {
         fprintf(stderr, "nvrtc-check: out of memory building a unit of %d kernels\n", n);
@@ -227,8 +227,8 @@ static void flush_queue(void) {
 
 void jit_nvrtc_check_source(const char *src, const char *name) {
     start();
-    jit_key seed = {{0x6e767274ULL, 0}};
-    jit_key key = jit_hash128(src, strlen(src), seed);
+    base_hash seed = {{0x6e767274ULL, 0}};
+    base_hash key = base_hash128(src, strlen(src), seed);
     check_seen *s = NULL;
     HASH_FIND(hh, C.seen, &key, sizeof key, s);
     if (s) return;
@@ -253,7 +253,7 @@ void jit_nvrtc_check_source(const char *src, const char *name) {
     it->src = copy;
     snprintf(it->name, sizeof it->name, "%s", name && *name ? name : "kernel");
     char hex[33];
-    jit_key_hex(key, hex);
+    base_hash_hex(key, hex);
     snprintf(it->kname, sizeof it->kname, "st_k_%s", hex);
     C.qbytes += strlen(src);
     if (C.nq >= CHECK_BATCH || C.qbytes >= CHECK_BYTES) flush_queue();
@@ -303,8 +303,8 @@ static void check_at_exit(void) {
             C.failed, C.ms / 1000);
     if (C.skipped) fprintf(stderr, ", %llu not checked (out of memory)", C.skipped);
     fputc('\n', stderr);
-    const char *logp = getenv("ST_NVRTC_CHECK_LOG");
-    if (logp && *logp) {
+    const char *logp = base_env(SET_NVRTC_CHECK_LOG);
+    if (logp) {
         /* O_APPEND: the lines of test programs running side by side do not interleave. */
         int fd = open(logp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0 || dprintf(fd, "%llu %llu\n", C.compiled, C.failed) < 0)

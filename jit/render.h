@@ -12,40 +12,31 @@
 
 #include "ir/kir.h"
 
-/* A growable string; oom is sticky (later appends do nothing). */
-typedef struct render_buf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} render_buf;
-ST_INTERNAL void render_printf(render_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* Appends the right-hand side of pure instruction i of k (a C expression of the instruction's
  * type, with operands named v<id> and buffers p<slot>). Shared by the C and CUDA renderers. */
-ST_INTERNAL void render_value_expr(render_buf *b, const kir_kernel *k, int i);
+ST_INTERNAL void render_value_expr(sbuf *b, const kir_kernel *k, int i);
 
 /* Marks the instructions whose values reach a side effect (dead code is not printed, so
  * lowering may emit freely). live has k->n entries. */
 ST_INTERNAL void render_mark_live(const kir_kernel *k, uint8_t *live);
 
 /* Small pieces both renderers print the same way (defined in render_c.c). */
-ST_INTERNAL unsigned render_operand_mask(const kir_ins *in);   /* which of a, b, c, d are values (bits 0..3) */
 ST_INTERNAL int render_loop_end(const kir_kernel *k, int i);   /* the KI_ENDLOOP of the KI_LOOP at i */
 ST_INTERNAL const char *render_accupd_fn(int64_t op);         /* combine macro of RSUM/RPROD/RMAX/RMIN */
-ST_INTERNAL void render_identity_literal(render_buf *b, int64_t op, kir_type t); /* its identity element */
-ST_INTERNAL void render_store_expr(render_buf *b, int dt, int v); /* v<v> converted to storage dtype dt */
-ST_INTERNAL void render_indent(render_buf *b, int depth);
+ST_INTERNAL void render_identity_literal(sbuf *b, int64_t op, kir_type t); /* its identity element */
+ST_INTERNAL void render_store_expr(sbuf *b, int dt, int v); /* v<v> converted to storage dtype dt */
+ST_INTERNAL void render_indent(sbuf *b, int depth);
 /* KI_ARGUPD in: keep the first index of the max (min), or of the first NaN; the accumulators
  * are v<a><sfx> and v<b><sfx> (sfx "" in C; "_p" for a CUDA thread's partials). */
-ST_INTERNAL void render_argupd_line(render_buf *b, const kir_ins *in, const char *sfx);
+ST_INTERNAL void render_argupd_line(sbuf *b, const kir_ins *in, const char *sfx);
 /* `const T v<i> = <expr>;` for pure instruction i, at depth (a line of its own). */
-ST_INTERNAL void render_value_line(render_buf *b, const kir_kernel *k, int i, int depth);
+ST_INTERNAL void render_value_line(sbuf *b, const kir_kernel *k, int i, int depth);
 /* A serial KI_LOOP at i: `for (int64_t v<i> = 0; v<i> < v<a>; v<i>++) {` at *depth, then one deeper. */
-ST_INTERNAL void render_loop_open(render_buf *b, const kir_kernel *k, int i, int *depth);
+ST_INTERNAL void render_loop_open(sbuf *b, const kir_kernel *k, int i, int *depth);
 /* Instruction i when it is neither a side effect nor a loop (each renderer prints those its own
  * way): KI_IF opens a block and KI_ENDLOOP / KI_ENDIF close one (moving *depth); any other
  * instruction is pure (render_value_line). */
-ST_INTERNAL void render_plain_ins(render_buf *b, const kir_kernel *k, int i, int *depth);
+ST_INTERNAL void render_plain_ins(sbuf *b, const kir_kernel *k, int i, int *depth);
 
 /* The C source of k: an st_malloc'ed NUL-terminated string, or NULL (ST_ERR_OOM set). */
 ST_INTERNAL char *render_c(const kir_kernel *k);
@@ -74,8 +65,6 @@ typedef struct cuda_launch_desc {
  * (unknown: no architecture-specific instruction). */
 ST_INTERNAL char *render_cuda(const kir_kernel *k, cuda_launch_desc *d);
 ST_INTERNAL char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d);
-/* Value of integer IR value id given the kernel's int parameters; -1 if id is not an expression of params/consts. */
-ST_INTERNAL int64_t kir_eval_int(const kir_kernel *k, int id, const int64_t *ints);
 /* Grid and block for one launch; *extra_arg receives the value of the trailing `int rt` parameter
  * (threads per row, CL_ROWS) or 0. sm_count: the device's multiprocessors (caps grid-stride grids). */
 ST_INTERNAL void cuda_launch_dims(const kir_kernel *k, const cuda_launch_desc *d, const int64_t *ints,

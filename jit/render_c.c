@@ -28,50 +28,7 @@
 
 #define PAR_THRESHOLD 32768   /* elements of work below which a kernel runs on one thread */
 
-void render_printf(render_buf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->n;
-        int w = b->s ? vsnprintf(b->s + b->n, room, fmt, ap) : -1;
-        va_end(ap);
-        if (w >= 0 && (size_t)w < room) {
-            b->n += (size_t)w;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (w >= 0 && cap - b->n <= (size_t)w) cap *= 2;
-        char *p = st_realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-}
-
 static const char *storage_ctype(int dt) { return st_dtypes[dt].ctype; }
-
-/* Which of a, b, c, d are value operands (bits 0..3). */
-unsigned render_operand_mask(const kir_ins *in) {
-    switch ((kir_opcode)in->op) {
-    case KI_IPARAM: case KI_FPARAM: case KI_ICONST: case KI_FCONST: case KI_ENDLOOP: case KI_ENDIF:
-    case KI_MMACC: case KI_MMIDX:
-        return 0;
-    case KI_LOOP: return in->b >= 0 ? 3u : 1u;
-    case KI_IF: case KI_CVT: case KI_ROUND: case KI_ACC: case KI_SETERR: return 1u;
-    case KI_LOAD: return 2u;
-    case KI_STORE: return 6u;
-    case KI_ACCUPD: return 3u;
-    case KI_ARGUPD: return 15u;
-    case KI_RAND: return in->sop == ST_OP_RAND_INT ? 15u : 3u;
-    case KI_SEL: return 7u;
-    case KI_OP: return (1u << st_ops[in->sop].nsrc) - 1;
-    default: return 3u; /* integer binaries */
-    }
-}
 
 void render_mark_live(const kir_kernel *k, uint8_t *live) {
     for (int i = 0; i < k->n; i++) {
@@ -83,111 +40,111 @@ void render_mark_live(const kir_kernel *k, uint8_t *live) {
     for (int i = k->n - 1; i >= 0; i--) {
         if (!live[i]) continue;
         const kir_ins *in = &k->ins[i];
-        unsigned m = render_operand_mask(in);
+        unsigned m = kir_operand_mask(in);
         const int32_t ops[4] = {in->a, in->b, in->c, in->d};
         for (int j = 0; j < 4; j++)
             if ((m >> j & 1) && ops[j] >= 0) live[ops[j]] = 1;
     }
 }
 
-static void int_literal(render_buf *b, kir_type t, int64_t v) {
-    if (v == INT64_MIN) render_printf(b, "((%s)(-9223372036854775807LL - 1))", kir_type_cname[t]);
-    else render_printf(b, "((%s)%lldLL)", kir_type_cname[t], (long long)v);
+static void int_literal(sbuf *b, kir_type t, int64_t v) {
+    if (v == INT64_MIN) sbuf_printf(b, "((%s)(-9223372036854775807LL - 1))", kir_type_cname[t]);
+    else sbuf_printf(b, "((%s)%lldLL)", kir_type_cname[t], (long long)v);
 }
 
-void render_value_expr(render_buf *b, const kir_kernel *k, int i) {
+void render_value_expr(sbuf *b, const kir_kernel *k, int i) {
     const kir_ins *in = &k->ins[i];
     const char *T = kir_type_cname[in->type];
     switch ((kir_opcode)in->op) {
-    case KI_IPARAM: render_printf(b, "a->ints[%lld]", (long long)in->imm); break;
-    case KI_FPARAM: render_printf(b, "a->flts[%lld]", (long long)in->imm); break;
+    case KI_IPARAM: sbuf_printf(b, "a->ints[%lld]", (long long)in->imm); break;
+    case KI_FPARAM: sbuf_printf(b, "a->flts[%lld]", (long long)in->imm); break;
     case KI_ICONST: int_literal(b, (kir_type)in->type, in->imm); break;
     case KI_FCONST:
-        if (isinf(in->fimm)) render_printf(b, "((%s)%sINFINITY)", T, in->fimm < 0 ? "-" : "");
-        else render_printf(b, "((%s)%.17g)", T, in->fimm);
+        if (isinf(in->fimm)) sbuf_printf(b, "((%s)%sINFINITY)", T, in->fimm < 0 ? "-" : "");
+        else sbuf_printf(b, "((%s)%.17g)", T, in->fimm);
         break;
-    case KI_IADD: render_printf(b, "v%d + v%d", in->a, in->b); break;
-    case KI_ISUB: render_printf(b, "v%d - v%d", in->a, in->b); break;
-    case KI_IMUL: render_printf(b, "v%d * v%d", in->a, in->b); break;
-    case KI_IDIV: render_printf(b, "v%d / v%d", in->a, in->b); break;
-    case KI_IMOD: render_printf(b, "v%d %% v%d", in->a, in->b); break;
-    case KI_ILT: render_printf(b, "(uint8_t)(v%d < v%d)", in->a, in->b); break;
-    case KI_ILE: render_printf(b, "(uint8_t)(v%d <= v%d)", in->a, in->b); break;
-    case KI_LAND: render_printf(b, "(uint8_t)(v%d & v%d)", in->a, in->b); break;
-    case KI_SEL: render_printf(b, "v%d ? v%d : v%d", in->a, in->b, in->c); break;
+    case KI_IADD: sbuf_printf(b, "v%d + v%d", in->a, in->b); break;
+    case KI_ISUB: sbuf_printf(b, "v%d - v%d", in->a, in->b); break;
+    case KI_IMUL: sbuf_printf(b, "v%d * v%d", in->a, in->b); break;
+    case KI_IDIV: sbuf_printf(b, "v%d / v%d", in->a, in->b); break;
+    case KI_IMOD: sbuf_printf(b, "v%d %% v%d", in->a, in->b); break;
+    case KI_ILT: sbuf_printf(b, "(uint8_t)(v%d < v%d)", in->a, in->b); break;
+    case KI_ILE: sbuf_printf(b, "(uint8_t)(v%d <= v%d)", in->a, in->b); break;
+    case KI_LAND: sbuf_printf(b, "(uint8_t)(v%d & v%d)", in->a, in->b); break;
+    case KI_SEL: sbuf_printf(b, "v%d ? v%d : v%d", in->a, in->b, in->c); break;
     case KI_LOAD:
-        if (in->imm == ST_F16) render_printf(b, "st_h2f(p%d[v%d])", in->a, in->b);
-        else if (in->imm == ST_BF16) render_printf(b, "st_bf2f(p%d[v%d])", in->a, in->b);
-        else render_printf(b, "p%d[v%d]", in->a, in->b);
+        if (in->imm == ST_F16) sbuf_printf(b, "st_h2f(p%d[v%d])", in->a, in->b);
+        else if (in->imm == ST_BF16) sbuf_printf(b, "st_bf2f(p%d[v%d])", in->a, in->b);
+        else sbuf_printf(b, "p%d[v%d]", in->a, in->b);
         break;
     case KI_OP: {
         const st_op_info *oi = &st_ops[in->sop];
-        render_printf(b, "%s(v%d", oi->fn, in->a);
-        if (oi->nsrc > 1) render_printf(b, ", v%d", in->b);
-        if (oi->nsrc > 2) render_printf(b, ", v%d", in->c);
-        render_printf(b, ")");
+        sbuf_printf(b, "%s(v%d", oi->fn, in->a);
+      if (oi->nsrc > 1) sbuf_printf(b, ", v%d", in->b);
+      if (oi->nsrc > 2) sbuf_printf(b, ", v%d", in->c);
+      sbuf_printf(b, ")");
         break;
     }
-    case KI_CVT: render_printf(b, "ST_CVT(%s, v%d)", T, in->a); break;
+    case KI_CVT: sbuf_printf(b, "ST_CVT(%s, v%d)", T, in->a); break;
     case KI_ROUND:
-        if (in->imm == ST_BF16) render_printf(b, "st_bf2f(st_f2bf(v%d))", in->a);
-        else render_printf(b, "st_h2f(st_f2h(v%d))", in->a);
+        if (in->imm == ST_BF16) sbuf_printf(b, "st_bf2f(st_f2bf(v%d))", in->a);
+        else sbuf_printf(b, "st_h2f(st_f2h(v%d))", in->a);
         break;
     case KI_RAND:
         if (in->sop == ST_OP_RAND_INT)
-            render_printf(b, "st_rand_int((uint64_t)v%d, (uint64_t)v%d, v%d, v%d)", in->a, in->b, in->c, in->d);
+            sbuf_printf(b, "st_rand_int((uint64_t)v%d, (uint64_t)v%d, v%d, v%d)", in->a, in->b, in->c, in->d);
         else
-            render_printf(b, "st_rand_%s_%s((uint64_t)v%d, (uint64_t)v%d)",
-                          in->sop == ST_OP_RAND_N ? "normal" : "uniform", in->type == KT_F64 ? "f64" : "f32",
-                          in->a, in->b);
+            sbuf_printf(b, "st_rand_%s_%s((uint64_t)v%d, (uint64_t)v%d)",
+                        in->sop == ST_OP_RAND_N ? "normal" : "uniform", in->type == KT_F64 ? "f64" : "f32",
+                        in->a, in->b);
         break;
-    case KI_MMACC: render_printf(b, "e_acc"); break;   /* the renderers' epilogue loops define these */
+    case KI_MMACC: sbuf_printf(b, "e_acc"); break;   /* the renderers' epilogue loops define these */
     case KI_MMIDX: {
         static const char *const names[] = {"e_flat", "e_i", "e_j", "e_z"};
-        render_printf(b, "%s", in->imm >= KIR_MM_FLAT && in->imm <= KIR_MM_BATCH ? names[in->imm] : "0");
+        sbuf_printf(b, "%s", in->imm >= KIR_MM_FLAT && in->imm <= KIR_MM_BATCH ? names[in->imm] : "0");
         break;
     }
     default:
-        render_printf(b, "0 /* bad opcode %d */", in->op);
+        sbuf_printf(b, "0 /* bad opcode %d */", in->op);
         break;
     }
 }
 
-void render_indent(render_buf *b, int depth) { render_printf(b, "%*s", 4 * depth, ""); }
+void render_indent(sbuf *b, int depth) { sbuf_printf(b, "%*s", 4 * depth, ""); }
 
-void render_argupd_line(render_buf *b, const kir_ins *in, const char *sfx) {
+void render_argupd_line(sbuf *b, const kir_ins *in, const char *sfx) {
     const char *cmp = in->imm == ST_OP_RARGMAX ? ">" : "<";
-    render_printf(b,
-                  "if (v%d%s < 0 || (!(v%d%s != v%d%s) && (v%d %s v%d%s || v%d != v%d))) "
-                  "{ v%d%s = v%d; v%d%s = v%d; }\n",
-                  in->b, sfx, in->a, sfx, in->a, sfx, in->c, cmp, in->a, sfx, in->c, in->c, in->a, sfx, in->c, in->b,
-                  sfx, in->d);
+    sbuf_printf(b,
+                "if (v%d%s < 0 || (!(v%d%s != v%d%s) && (v%d %s v%d%s || v%d != v%d))) "
+                "{ v%d%s = v%d; v%d%s = v%d; }\n",
+                in->b, sfx, in->a, sfx, in->a, sfx, in->c, cmp, in->a, sfx, in->c, in->c, in->a, sfx, in->c, in->b,
+                sfx, in->d);
 }
 
-void render_value_line(render_buf *b, const kir_kernel *k, int i, int depth) {
+void render_value_line(sbuf *b, const kir_kernel *k, int i, int depth) {
     render_indent(b, depth);
-    render_printf(b, "const %s v%d = ", kir_type_cname[k->ins[i].type], i);
+    sbuf_printf(b, "const %s v%d = ", kir_type_cname[k->ins[i].type], i);
     render_value_expr(b, k, i);
-    render_printf(b, ";\n");
+    sbuf_printf(b, ";\n");
 }
 
-void render_loop_open(render_buf *b, const kir_kernel *k, int i, int *depth) {
+void render_loop_open(sbuf *b, const kir_kernel *k, int i, int *depth) {
     render_indent(b, *depth);
-    render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, k->ins[i].a, i);
+    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, k->ins[i].a, i);
     ++*depth;
 }
 
-void render_plain_ins(render_buf *b, const kir_kernel *k, int i, int *depth) {
+void render_plain_ins(sbuf *b, const kir_kernel *k, int i, int *depth) {
     switch ((kir_opcode)k->ins[i].op) {
     case KI_IF:
         render_indent(b, *depth);
-        render_printf(b, "if (v%d) {\n", k->ins[i].a);
+        sbuf_printf(b, "if (v%d) {\n", k->ins[i].a);
         ++*depth;
         break;
     case KI_ENDLOOP: case KI_ENDIF:
         --*depth;
         render_indent(b, *depth);
-        render_printf(b, "}\n");
+        sbuf_printf(b, "}\n");
         break;
     default:
         render_value_line(b, k, i, *depth);
@@ -195,24 +152,24 @@ void render_plain_ins(render_buf *b, const kir_kernel *k, int i, int *depth) {
     }
 }
 
-void render_store_expr(render_buf *b, int dt, int v) {
-    if (dt == ST_F16) render_printf(b, "st_f2h(v%d)", v);
-    else if (dt == ST_BF16) render_printf(b, "st_f2bf(v%d)", v);
-    else if (dt == ST_BOOL) render_printf(b, "(uint8_t)(v%d != 0)", v);
-    else render_printf(b, "v%d", v);
+void render_store_expr(sbuf *b, int dt, int v) {
+    if (dt == ST_F16) sbuf_printf(b, "st_f2h(v%d)", v);
+    else if (dt == ST_BF16) sbuf_printf(b, "st_f2bf(v%d)", v);
+    else if (dt == ST_BOOL) sbuf_printf(b, "(uint8_t)(v%d != 0)", v);
+    else sbuf_printf(b, "v%d", v);
 }
 
 /* Pointwise, reduce and matmul-epilogue kernels write only fresh buffers that they do not read,
  * so every pointer is restrict: without it GCC must check each pair of pointers for overlap at run time and gives
  * up vectorizing past 10 checks (an Adam update has 7 buffers). Scatter and SETVIEW kernels may
  * write into their input's buffer: no restrict there. */
-static void render_buffers(render_buf *b, const kir_kernel *k) {
+static void render_buffers(sbuf *b, const kir_kernel *k) {
     const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE || (k->kind == KK_MATMUL && k->mm.epi)
                     ? "restrict " : "";
     for (int s = 0; s < k->nbufs; s++) {
         const char *ct = storage_ctype(k->buf_dtype[s]);
         const char *q = k->buf_out[s] ? "" : "const ";
-        render_printf(b, "    %s%s *%sp%d = (%s%s *)a->bufs[%d];\n", q, ct, r, s, q, ct, s);
+        sbuf_printf(b, "    %s%s *%sp%d = (%s%s *)a->bufs[%d];\n", q, ct, r, s, q, ct, s);
     }
 }
 
@@ -261,103 +218,103 @@ static void gemm_fn_sfx(const kir_kernel *k, char *out, size_t n) {
 
 /* A float matmul with mixed operands instantiates its GEMM, once per translation unit (the
  * kernels of a batch share one). */
-static void render_gemm_instance(render_buf *b, const kir_kernel *k) {
+static void render_gemm_instance(sbuf *b, const kir_kernel *k) {
     const kir_matmul *m = &k->mm;
     char sfx[32];
     if (!st_is_float((st_dtype)m->dtype)) return;
     gemm_fn_sfx(k, sfx, sizeof sfx);
     if (!strcmp(sfx, gemm_sfx(m->dtype))) return;
-    render_printf(b, "#ifndef ST_GEMM_HAVE_%s\n#define ST_GEMM_HAVE_%s\n", sfx, sfx);
-    render_printf(b, "ST_GEMM_MIXED(%s, %s, %s)\n#endif\n", gemm_sfx(m->dtype), gemm_sfx(k->buf_dtype[m->a_buf]),
-                  gemm_sfx(k->buf_dtype[m->b_buf]));
+    sbuf_printf(b, "#ifndef ST_GEMM_HAVE_%s\n#define ST_GEMM_HAVE_%s\n", sfx, sfx);
+    sbuf_printf(b, "ST_GEMM_MIXED(%s, %s, %s)\n#endif\n", gemm_sfx(m->dtype), gemm_sfx(k->buf_dtype[m->a_buf]),
+                gemm_sfx(k->buf_dtype[m->b_buf]));
 }
 
 /* The operands (each of its own storage type), sizes, row/column strides and the batch count NB. */
-static void render_matmul_head(render_buf *b, const kir_kernel *k) {
+static void render_matmul_head(sbuf *b, const kir_kernel *k) {
     const kir_matmul *m = &k->mm;
     const char *st = storage_ctype(m->dtype);
     const char *sa = storage_ctype(k->buf_dtype[m->a_buf]), *sb = storage_ctype(k->buf_dtype[m->b_buf]);
     int nb = m->nbatch;
-    render_printf(b, "    const %s *A = (const %s *)a->bufs[%d];\n", sa, sa, m->a_buf);
-    render_printf(b, "    const %s *B = (const %s *)a->bufs[%d];\n", sb, sb, m->b_buf);
-    if (m->o_buf >= 0) render_printf(b, "    %s *O = (%s *)a->bufs[%d];\n", st, st, m->o_buf);
-    render_printf(b, "    const int64_t M = a->ints[%d], N = a->ints[%d], K = a->ints[%d];\n", m->p_m, m->p_n, m->p_k);
-    render_printf(b, "    const int64_t sam = a->ints[%d], sak = a->ints[%d], aoff = a->ints[%d];\n",
-                  m->p_astr + nb, m->p_astr + nb + 1, m->p_aoff);
-    render_printf(b, "    const int64_t sbk = a->ints[%d], sbn = a->ints[%d], boff = a->ints[%d];\n",
-                  m->p_bstr + nb, m->p_bstr + nb + 1, m->p_boff);
-    render_printf(b, "    int64_t NB = 1;\n");
-    for (int d = 0; d < nb; d++) render_printf(b, "    NB *= a->ints[%d];\n", m->p_bsize + d);
+    sbuf_printf(b, "    const %s *A = (const %s *)a->bufs[%d];\n", sa, sa, m->a_buf);
+    sbuf_printf(b, "    const %s *B = (const %s *)a->bufs[%d];\n", sb, sb, m->b_buf);
+    if (m->o_buf >= 0) sbuf_printf(b, "    %s *O = (%s *)a->bufs[%d];\n", st, st, m->o_buf);
+    sbuf_printf(b, "    const int64_t M = a->ints[%d], N = a->ints[%d], K = a->ints[%d];\n", m->p_m, m->p_n, m->p_k);
+    sbuf_printf(b, "    const int64_t sam = a->ints[%d], sak = a->ints[%d], aoff = a->ints[%d];\n",
+                m->p_astr + nb, m->p_astr + nb + 1, m->p_aoff);
+    sbuf_printf(b, "    const int64_t sbk = a->ints[%d], sbn = a->ints[%d], boff = a->ints[%d];\n",
+                m->p_bstr + nb, m->p_bstr + nb + 1, m->p_boff);
+    sbuf_printf(b, "    int64_t NB = 1;\n");
+    for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= a->ints[%d];\n", m->p_bsize + d);
 }
 
 /* Statements turning batch index `var` (destroyed) into element offsets ao, bo (declared before). */
-static void render_batch_offsets(render_buf *b, const kir_matmul *m, const char *var, const char *ind) {
+static void render_batch_offsets(sbuf *b, const kir_matmul *m, const char *var, const char *ind) {
     for (int d = m->nbatch - 1; d >= 0; d--) {
-        render_printf(b, "%s{ const int64_t i = %s %% a->ints[%d]; %s /= a->ints[%d];\n", ind, var,
-                      m->p_bsize + d, var, m->p_bsize + d);
-        render_printf(b, "%s  ao += i * a->ints[%d]; bo += i * a->ints[%d]; }\n", ind, m->p_astr + d,
-                      m->p_bstr + d);
+        sbuf_printf(b, "%s{ const int64_t i = %s %% a->ints[%d]; %s /= a->ints[%d];\n", ind, var,
+                    m->p_bsize + d, var, m->p_bsize + d);
+        sbuf_printf(b, "%s  ao += i * a->ints[%d]; bo += i * a->ints[%d]; }\n", ind, m->p_astr + d,
+                    m->p_bstr + d);
     }
-    render_printf(b, "%s(void)%s;\n", ind, var);
+    sbuf_printf(b, "%s(void)%s;\n", ind, var);
 }
 
-static void render_matmul_float(render_buf *b, const kir_kernel *k) {
+static void render_matmul_float(sbuf *b, const kir_kernel *k) {
     const kir_matmul *m = &k->mm;
     const char *dt = gemm_dt_name(m->dtype);
     char sfx[32];
     gemm_fn_sfx(k, sfx, sizeof sfx);
     render_matmul_head(b, k);
-    render_printf(b, "    const int par = a->nthreads > 1 && NB * M * N * K > %d;\n", MM_PAR_WORK);
-    render_printf(b, "    const int nt = par ? a->nthreads : 1;\n");
-    render_printf(b, "    int64_t mb, nb;\n");
-    render_printf(b, "    const int64_t T = st_gemm_plan(%s, M, N, NB >= nt ? 1 : nt, &mb, &nb);\n", dt);
-    render_printf(b, "    const size_t wsz = st_gemm_ws_bytes(%s, mb, nb, K);\n", dt);
-    render_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n");
-    render_printf(b, "    {\n");
-    render_printf(b, "        void *ws = malloc(wsz);   /* NULL: the unblocked loop, same bits */\n");
-    render_printf(b, "        #pragma omp for schedule(static)\n");
-    render_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
-    render_printf(b, "            int64_t ao = aoff, bo = boff, r = t / T;\n");
+    sbuf_printf(b, "    const int par = a->nthreads > 1 && NB * M * N * K > %d;\n", MM_PAR_WORK);
+    sbuf_printf(b, "    const int nt = par ? a->nthreads : 1;\n");
+    sbuf_printf(b, "    int64_t mb, nb;\n");
+    sbuf_printf(b, "    const int64_t T = st_gemm_plan(%s, M, N, NB >= nt ? 1 : nt, &mb, &nb);\n", dt);
+    sbuf_printf(b, "    const size_t wsz = st_gemm_ws_bytes(%s, mb, nb, K);\n", dt);
+    sbuf_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n");
+    sbuf_printf(b, "    {\n");
+    sbuf_printf(b, "        void *ws = malloc(wsz);   /* NULL: the unblocked loop, same bits */\n");
+    sbuf_printf(b, "        #pragma omp for schedule(static)\n");
+    sbuf_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
+    sbuf_printf(b, "            int64_t ao = aoff, bo = boff, r = t / T;\n");
     render_batch_offsets(b, m, "r", "            ");
-    render_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn,\n", dt);
-    render_printf(b, "                               O + t / T * M * N, N};\n");
-    render_printf(b, "            st_gemm_task_%s(&g, t %% T, mb, nb, ws);\n", sfx);
-    render_printf(b, "        }\n");
-    render_printf(b, "        free(ws);\n");
-    render_printf(b, "    }\n");
+    sbuf_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn,\n", dt);
+    sbuf_printf(b, "                               O + t / T * M * N, N};\n");
+    sbuf_printf(b, "            st_gemm_task_%s(&g, t %% T, mb, nb, ws);\n", sfx);
+    sbuf_printf(b, "        }\n");
+    sbuf_printf(b, "        free(ws);\n");
+    sbuf_printf(b, "    }\n");
 }
 
 /* The integer GEMM's inner part (both integer kernels: stored, and with an epilogue): for each
  * tile of up to 256 columns of the output row, the sums in uint64_t (wrapping, never a signed
  * overflow) in acc[0..nn); the caller's loop over the tile's columns follows. */
-static void render_int_tile_sums(render_buf *b, const kir_matmul *m, const char *st) {
-    render_printf(b, "        for (int64_t n0 = 0; n0 < N; n0 += 256) {\n");
-    render_printf(b, "            const int64_t nn = N - n0 < 256 ? N - n0 : 256;\n");
-    render_printf(b, "            uint64_t acc[256];\n");
-    render_printf(b, "            for (int64_t j = 0; j < nn; j++) acc[j] = 0;\n");
-    render_printf(b, "            for (int64_t k = 0; k < K; k++) {\n");
-    render_printf(b, "                const uint64_t av = (uint64_t)A[ao + k * sak];\n");
-    render_printf(b, "                const %s *bp = B + bo + k * sbk + n0 * sbn;\n", st);
-    render_printf(b, "                for (int64_t j = 0; j < nn; j++) acc[j] += av * (uint64_t)bp[%s];\n",
-                  m->b_unit ? "j" : "j * sbn");
-    render_printf(b, "            }\n");
+static void render_int_tile_sums(sbuf *b, const kir_matmul *m, const char *st) {
+    sbuf_printf(b, "        for (int64_t n0 = 0; n0 < N; n0 += 256) {\n");
+    sbuf_printf(b, "            const int64_t nn = N - n0 < 256 ? N - n0 : 256;\n");
+    sbuf_printf(b, "            uint64_t acc[256];\n");
+    sbuf_printf(b, "            for (int64_t j = 0; j < nn; j++) acc[j] = 0;\n");
+    sbuf_printf(b, "            for (int64_t k = 0; k < K; k++) {\n");
+    sbuf_printf(b, "                const uint64_t av = (uint64_t)A[ao + k * sak];\n");
+    sbuf_printf(b, "                const %s *bp = B + bo + k * sbk + n0 * sbn;\n", st);
+    sbuf_printf(b, "                for (int64_t j = 0; j < nn; j++) acc[j] += av * (uint64_t)bp[%s];\n",
+                m->b_unit ? "j" : "j * sbn");
+    sbuf_printf(b, "            }\n");
 }
 
-static void render_matmul_int(render_buf *b, const kir_kernel *k) {
+static void render_matmul_int(sbuf *b, const kir_kernel *k) {
     const kir_matmul *m = &k->mm;
     const char *st = storage_ctype(m->dtype);
     render_matmul_head(b, k);
-    render_printf(b, "    (void)sbn;\n");
-    render_printf(b, "    #pragma omp parallel for if (NB * M * N * K > %d) num_threads(a->nthreads)\n",
-                  PAR_THRESHOLD);
-    render_printf(b, "    for (int64_t bm = 0; bm < NB * M; bm++) {\n");
-    render_printf(b, "        const int64_t m = bm %% M;\n");
-    render_printf(b, "        int64_t ao = aoff + m * sam, bo = boff, t = bm / M;\n");
+    sbuf_printf(b, "    (void)sbn;\n");
+    sbuf_printf(b, "    #pragma omp parallel for if (NB * M * N * K > %d) num_threads(a->nthreads)\n",
+                PAR_THRESHOLD);
+    sbuf_printf(b, "    for (int64_t bm = 0; bm < NB * M; bm++) {\n");
+    sbuf_printf(b, "        const int64_t m = bm %% M;\n");
+    sbuf_printf(b, "        int64_t ao = aoff + m * sam, bo = boff, t = bm / M;\n");
     render_batch_offsets(b, m, "t", "        ");
-    render_printf(b, "        %s *orow = O + bm * N;\n", st);
+    sbuf_printf(b, "        %s *orow = O + bm * N;\n", st);
     render_int_tile_sums(b, m, st);
-    render_printf(b, "            for (int64_t j = 0; j < nn; j++) orow[n0 + j] = (%s)(int64_t)acc[j];\n", st);
-    render_printf(b, "        }\n    }\n");
+    sbuf_printf(b, "            for (int64_t j = 0; j < nn; j++) orow[n0 + j] = (%s)(int64_t)acc[j];\n", st);
+    sbuf_printf(b, "        }\n    }\n");
 }
 
 
@@ -423,7 +380,7 @@ static bool lane_loop_ok(const body_ctx *c, int i, int e) {
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &k->ins[j];
         if (!c->live[j]) continue;
-        unsigned m = render_operand_mask(in);
+        unsigned m = kir_operand_mask(in);
         const int32_t ops[4] = {in->a, in->b, in->c, in->d};
         for (int q = 0; q < 4; q++) {
             if (!(m >> q & 1) || ops[q] < 0 || k->ins[ops[q]].op != KI_ACC) continue;
@@ -441,12 +398,12 @@ const char *render_accupd_fn(int64_t op) {
 }
 
 /* The identity element of a combine, as a C literal of type t. */
-void render_identity_literal(render_buf *b, int64_t op, kir_type t) {
+void render_identity_literal(sbuf *b, int64_t op, kir_type t) {
     bool flt = t == KT_F32 || t == KT_F64, mx = op == ST_OP_RMAX;
     if (op == ST_OP_RSUM || op == ST_OP_RPROD) {
         int_literal(b, t, op == ST_OP_RPROD);
     } else if (flt) {
-        render_printf(b, "((%s)%sINFINITY)", kir_type_cname[t], mx ? "-" : "");
+        sbuf_printf(b, "((%s)%sINFINITY)", kir_type_cname[t], mx ? "-" : "");
     } else if (t == KT_I32) {
         int_literal(b, t, mx ? INT32_MIN : INT32_MAX);
     } else if (t == KT_I64) {
@@ -456,12 +413,12 @@ void render_identity_literal(render_buf *b, int64_t op, kir_type t) {
     }
 }
 
-static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth);
+static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth);
 
 /* Prints, for every accumulator the loop [i, e] updates: RED_LANES lanes at identity, the chunk
  * loop `for (v<i>_c = c0; v<i>_c < c1; v<i>_c += RED_LANES)` with the body lane-wise, then the
  * fixed-order pairwise combine; the result of each accumulator is left in its lane 0. */
-static void render_lanes(render_buf *b, body_ctx *c, int i, int e, int depth, const char *c0, const char *c1) {
+static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const char *c0, const char *c1) {
     const kir_kernel *k = c->k;
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &k->ins[j];
@@ -469,41 +426,41 @@ static void render_lanes(render_buf *b, body_ctx *c, int i, int e, int depth, co
         c->laned[in->a] = 1;
         kir_type t = (kir_type)k->ins[in->a].type;
         render_indent(b, depth);
-        render_printf(b, "%s v%d_l[%d];\n", kir_type_cname[t], in->a, RED_LANES);
+        sbuf_printf(b, "%s v%d_l[%d];\n", kir_type_cname[t], in->a, RED_LANES);
         render_indent(b, depth);
-        render_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_l[l_] = ", RED_LANES, in->a);
+        sbuf_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_l[l_] = ", RED_LANES, in->a);
         render_identity_literal(b, in->imm, t);
-        render_printf(b, ";\n");
+        sbuf_printf(b, ";\n");
     }
     render_indent(b, depth);
-    render_printf(b, "for (int64_t v%d_c = %s; v%d_c < %s; v%d_c += %d) {\n", i, c0, i, c1, i, RED_LANES);
+    sbuf_printf(b, "for (int64_t v%d_c = %s; v%d_c < %s; v%d_c += %d) {\n", i, c0, i, c1, i, RED_LANES);
     /* kept as a loop: the loop vectorizer if-converts max/min selects; fully unrolled first,
      * only the basic-block vectorizer would see it, and it leaves them as branches */
     render_indent(b, depth + 1);
-    render_printf(b, "_Pragma(\"GCC unroll 1\") for (int l_ = 0; l_ < %d; l_++) {\n", RED_LANES);
+    sbuf_printf(b, "_Pragma(\"GCC unroll 1\") for (int l_ = 0; l_ < %d; l_++) {\n", RED_LANES);
     render_indent(b, depth + 2);
-    render_printf(b, "const int64_t v%d = v%d_c + l_;\n", i, i);
+    sbuf_printf(b, "const int64_t v%d = v%d_c + l_;\n", i, i);
     render_range(b, c, i + 1, e, depth + 2);
     render_indent(b, depth + 1);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
     render_indent(b, depth);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &k->ins[j];
         if (!c->live[j] || in->op != KI_ACCUPD || !c->laned[in->a]) continue;
         c->laned[in->a] = 0;
         const char *fn = render_accupd_fn(in->imm);
         render_indent(b, depth);
-        render_printf(b, "for (int s_ = %d; s_ > 0; s_ >>= 1)\n", RED_LANES / 2);
+        sbuf_printf(b, "for (int s_ = %d; s_ > 0; s_ >>= 1)\n", RED_LANES / 2);
         render_indent(b, depth + 1);
-        render_printf(b, "for (int l_ = 0; l_ < s_; l_++) v%d_l[l_] = %s(v%d_l[l_], v%d_l[l_ + s_]);\n", in->a, fn,
-                      in->a, in->a);
+        sbuf_printf(b, "for (int l_ = 0; l_ < s_; l_++) v%d_l[l_] = %s(v%d_l[l_], v%d_l[l_ + s_]);\n", in->a, fn,
+                    in->a, in->a);
     }
 }
 
 /* Calls fn(acc, update) for each distinct accumulator the loop [i, e] updates. */
-static void each_acc(render_buf *b, body_ctx *c, int i, int e, int depth,
-                     void (*fn)(render_buf *b, const kir_kernel *k, const kir_ins *upd, int depth, int loop)) {
+static void each_acc(sbuf *b, body_ctx *c, int i, int e, int depth,
+                     void (*fn)(sbuf *b, const kir_kernel *k, const kir_ins *upd, int depth, int loop)) {
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &c->k->ins[j];
         if (!c->live[j] || in->op != KI_ACCUPD) continue;
@@ -513,78 +470,78 @@ static void each_acc(render_buf *b, body_ctx *c, int i, int e, int depth,
         if (!dup) fn(b, c->k, in, depth, i);
     }
 }
-static void acc_from_lane0(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
+static void acc_from_lane0(sbuf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
     (void)k;
     (void)loop;
     render_indent(b, depth);
-    render_printf(b, "v%d = %s(v%d, v%d_l[0]);\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
+    sbuf_printf(b, "v%d = %s(v%d, v%d_l[0]);\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
 }
-static void block_decl(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
+static void block_decl(sbuf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
     (void)loop;
     render_indent(b, depth);
-    render_printf(b, "%s v%d_b[%d];\n", kir_type_cname[k->ins[u->a].type], u->a, RED_BLOCKS);
+    sbuf_printf(b, "%s v%d_b[%d];\n", kir_type_cname[k->ins[u->a].type], u->a, RED_BLOCKS);
 }
-static void block_store(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
+static void block_store(sbuf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
     (void)k;
     render_indent(b, depth);
-    render_printf(b, "v%d_b[v%d_q] = v%d_l[0];\n", u->a, loop, u->a);
+    sbuf_printf(b, "v%d_b[v%d_q] = v%d_l[0];\n", u->a, loop, u->a);
 }
-static void block_combine(render_buf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
+static void block_combine(sbuf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
     (void)k;
     render_indent(b, depth);
-    render_printf(b, "for (int64_t q_ = 0; q_ < v%d_nb; q_++) v%d = %s(v%d, v%d_b[q_]);\n", loop, u->a,
-                  render_accupd_fn(u->imm), u->a, u->a);
+    sbuf_printf(b, "for (int64_t q_ = 0; q_ < v%d_nb; q_++) v%d = %s(v%d, v%d_b[q_]);\n", loop, u->a,
+                render_accupd_fn(u->imm), u->a, u->a);
 }
 
 /* Prints the serial reduction loop [i, e] strip-mined into RED_LANES lanes (see above). In the
  * one row of a full reduction (c->split), the chunks are also cut into up to RED_BLOCKS
  * contiguous blocks, a function of the row length only, reduced in parallel and combined in
  * block order: the result does not depend on the thread count. */
-static void render_lane_loop(render_buf *b, body_ctx *c, int i, int e, int depth) {
+static void render_lane_loop(sbuf *b, body_ctx *c, int i, int e, int depth) {
     const kir_kernel *k = c->k;
     const kir_ins *L = &k->ins[i];
     char n[32], c0[96], c1[96];
     snprintf(n, sizeof n, "v%d_n", i);
     render_indent(b, depth);
-    render_printf(b, "{ /* %d partial accumulators (independent chains), fixed-order combine, tail */\n",
-                  RED_LANES);
+    sbuf_printf(b, "{ /* %d partial accumulators (independent chains), fixed-order combine, tail */\n",
+                RED_LANES);
     depth++;
     render_indent(b, depth);
-    render_printf(b, "const int64_t v%d_n = v%d >= %d ? v%d - v%d %% %d : 0;\n", i, L->a, RED_MIN, L->a, L->a,
-                  RED_LANES);
+    sbuf_printf(b, "const int64_t v%d_n = v%d >= %d ? v%d - v%d %% %d : 0;\n", i, L->a, RED_MIN, L->a, L->a,
+                RED_LANES);
     render_indent(b, depth);
-    render_printf(b, "if (v%d_n) {\n", i);
+    sbuf_printf(b, "if (v%d_n) {\n", i);
     if (c->split) { /* blocks of chunks in parallel, combined in block order */
         render_indent(b, depth + 1);
-        render_printf(b, "const int64_t v%d_k = v%d_n / %d, v%d_nb = v%d_k < %d ? v%d_k : %d;\n", i, i, RED_LANES, i, i,
-                      RED_BLOCKS, i, RED_BLOCKS);
+        sbuf_printf(b, "const int64_t v%d_k = v%d_n / %d, v%d_nb = v%d_k < %d ? v%d_k : %d;\n", i, i, RED_LANES, i, i,
+                    RED_BLOCKS, i, RED_BLOCKS);
         each_acc(b, c, i, e, depth + 1, block_decl);
         render_indent(b, depth + 1);
-        render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
-                      c->split_work, RED_SPLIT_WORK);
+        sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
+                    c->split_work, RED_SPLIT_WORK);
         render_indent(b, depth + 1);
-        render_printf(b, "for (int64_t v%d_q = 0; v%d_q < v%d_nb; v%d_q++) {\n", i, i, i, i);
+        sbuf_printf(b, "for (int64_t v%d_q = 0; v%d_q < v%d_nb; v%d_q++) {\n", i, i, i, i);
         snprintf(c0, sizeof c0, "v%d_k * v%d_q / v%d_nb * %d", i, i, i, RED_LANES);
         snprintf(c1, sizeof c1, "v%d_k * (v%d_q + 1) / v%d_nb * %d", i, i, i, RED_LANES);
         render_lanes(b, c, i, e, depth + 2, c0, c1);
         each_acc(b, c, i, e, depth + 2, block_store);
         render_indent(b, depth + 1);
-        render_printf(b, "}\n");
+        sbuf_printf(b, "}\n");
         each_acc(b, c, i, e, depth + 1, block_combine);
     } else {
         render_lanes(b, c, i, e, depth + 1, "0", n);
         each_acc(b, c, i, e, depth + 1, acc_from_lane0);
     }
     render_indent(b, depth);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
     render_indent(b, depth);
-    render_printf(b, "for (int64_t v%d = v%d_n; v%d < v%d; v%d++) {\n", i, i, i, L->a, i);
+    sbuf_printf(b, "for (int64_t v%d = v%d_n; v%d < v%d; v%d++) {\n", i, i, i, L->a, i);
     render_range(b, c, i + 1, e, depth + 1);
     render_indent(b, depth);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
     depth--;
     render_indent(b, depth);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
 }
 
 /* A serial loop that only stores (a reduce kernel's loop over the row's elements for its
@@ -644,7 +601,7 @@ static bool col_used(const body_ctx *c, int p, int from, int to) {
     for (int q = from; q < to; q++) {
         const kir_ins *in = &c->k->ins[q];
         if (!c->live[q]) continue;
-        unsigned m = render_operand_mask(in);
+        unsigned m = kir_operand_mask(in);
         const int32_t ops[4] = {in->a, in->b, in->c, in->d};
         for (int j = 0; j < 4; j++)
             if ((m >> j & 1) && ops[j] == p) return true;
@@ -665,32 +622,32 @@ static bool col_updates(const body_ctx *c, int p, int from, int to) {
 /* One piece [from, to) of the loop at i, for output v<i>_0 + v<i>_l: the output index, the
  * cross-piece values it reads (accumulators it updates are mutable and written back), the
  * piece, then the values it defines for later pieces. xp[p]: value p crosses pieces. */
-static void col_piece(render_buf *b, body_ctx *c, int i, int e, const uint8_t *xp, int from, int to, int depth) {
+static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, int from, int to, int depth) {
     const kir_kernel *k = c->k;
     render_indent(b, depth);
-    render_printf(b, "for (int64_t v%d_l = 0; v%d_l < v%d_m; v%d_l++) {\n", i, i, i, i);
+    sbuf_printf(b, "for (int64_t v%d_l = 0; v%d_l < v%d_m; v%d_l++) {\n", i, i, i, i);
     render_indent(b, depth + 1);
-    render_printf(b, "const int64_t v%d = v%d_0 + v%d_l;\n", i, i, i);
+    sbuf_printf(b, "const int64_t v%d = v%d_0 + v%d_l;\n", i, i, i);
     for (int p = i + 1; p < from; p++) {
         if (!xp[p] || !col_used(c, p, from, to)) continue;
         bool upd = col_updates(c, p, from, to);
         render_indent(b, depth + 1);
-        render_printf(b, "%s%s v%d = v%d_a[v%d_l];\n", upd ? "" : "const ", kir_type_cname[k->ins[p].type], p, p, i);
+        sbuf_printf(b, "%s%s v%d = v%d_a[v%d_l];\n", upd ? "" : "const ", kir_type_cname[k->ins[p].type], p, p, i);
     }
     render_range(b, c, from, to, depth + 1);
     for (int p = i + 1; p < e; p++) {
         bool mine = p >= from && p < to;
         if (xp[p] && (mine || (p < from && col_used(c, p, from, to) && col_updates(c, p, from, to)))) {
             render_indent(b, depth + 1);
-            render_printf(b, "v%d_a[v%d_l] = v%d;\n", p, i, p);
+            sbuf_printf(b, "v%d_a[v%d_l] = v%d;\n", p, i, p);
         }
     }
     render_indent(b, depth);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
 }
 
 /* Prints the KIR_LOOP_COLS loop [i, e] column-blocked (see above); small loops as written. */
-static void render_col_loop(render_buf *b, body_ctx *c, int i, int e, int depth) {
+static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth) {
     const kir_kernel *k = c->k;
     const kir_ins *L = &k->ins[i];
     /* xp[p]: value p crosses pieces; piece[j]: the first instruction of j's piece (an inner
@@ -716,7 +673,7 @@ static void render_col_loop(render_buf *b, body_ctx *c, int i, int e, int depth)
     for (int q = i + 1; q < e; q++) { /* values read in another piece than their own */
         const kir_ins *in = &k->ins[q];
         if (!c->live[q]) continue;
-        unsigned m = render_operand_mask(in);
+        unsigned m = kir_operand_mask(in);
         const int32_t ops[4] = {in->a, in->b, in->c, in->d};
         for (int j = 0; j < 4; j++) {
             int p = ops[j];
@@ -727,35 +684,35 @@ static void render_col_loop(render_buf *b, body_ctx *c, int i, int e, int depth)
         }
     }
     render_indent(b, depth);
-    render_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
+    sbuf_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
     /* block size: the outputs split evenly over the threads (a multiple of 16, 16..COL_BLOCK):
      * long contiguous slices per row; it never changes a result (each output is on its own) */
     render_indent(b, depth + 1);
-    render_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_t < 16 ? 16 : "
-                     "v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16;\n",
-                  i, L->a, i, i, i, COL_BLOCK, COL_BLOCK, i);
+    sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_t < 16 ? 16 : "
+                   "v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16;\n",
+                i, L->a, i, i, i, COL_BLOCK, COL_BLOCK, i);
     render_indent(b, depth + 1);
-    render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
-                  L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
+    sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
+                L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
     render_indent(b, depth + 1);
-    render_printf(b, "for (int64_t v%d_q = 0; v%d_q < (v%d + v%d_s - 1) / v%d_s; v%d_q++) {\n", i, i, L->a, i, i, i);
+    sbuf_printf(b, "for (int64_t v%d_q = 0; v%d_q < (v%d + v%d_s - 1) / v%d_s; v%d_q++) {\n", i, i, L->a, i, i, i);
     render_indent(b, depth + 2);
-    render_printf(b, "const int64_t v%d_0 = v%d_q * v%d_s, v%d_m = v%d - v%d_0 < v%d_s ? v%d - v%d_0 : v%d_s;\n", i, i,
-                  i, i, L->a, i, i, L->a, i, i);
+    sbuf_printf(b, "const int64_t v%d_0 = v%d_q * v%d_s, v%d_m = v%d - v%d_0 < v%d_s ? v%d - v%d_0 : v%d_s;\n", i, i,
+                i, i, L->a, i, i, L->a, i, i);
     for (int p = i + 1; p < e; p++) {
         if (!xp[p]) continue;
         render_indent(b, depth + 2);
-        render_printf(b, "%s v%d_a[%d];\n", kir_type_cname[k->ins[p].type], p, COL_BLOCK);
+        sbuf_printf(b, "%s v%d_a[%d];\n", kir_type_cname[k->ins[p].type], p, COL_BLOCK);
     }
     for (int j = i + 1; j < e;) {
         if (k->ins[j].op == KI_LOOP) { /* an inner loop: rows outer, the block's outputs inner */
             int e2 = render_loop_end(k, j);
             if (c->live[j]) {
                 render_indent(b, depth + 2);
-                render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
+                sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
                 col_piece(b, c, i, e, xp, j + 1, e2, depth + 3);
                 render_indent(b, depth + 2);
-                render_printf(b, "}\n");
+                sbuf_printf(b, "}\n");
             }
             j = e2 + 1;
         } else { /* straight code up to the next inner loop */
@@ -771,25 +728,25 @@ static void render_col_loop(render_buf *b, body_ctx *c, int i, int e, int depth)
         }
     }
     render_indent(b, depth + 1);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
     render_indent(b, depth);
-    render_printf(b, "} else {\n");
+    sbuf_printf(b, "} else {\n");
     render_indent(b, depth + 1);
-    render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n", L->b >= 0 ? L->b : L->a,
-                  PAR_THRESHOLD);
+    sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n", L->b >= 0 ? L->b : L->a,
+                PAR_THRESHOLD);
     render_indent(b, depth + 1);
-    render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, L->a, i);
+    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, L->a, i);
     render_range(b, c, i + 1, e, depth + 2);
     render_indent(b, depth + 1);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
     render_indent(b, depth);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
     st_free(piece);
     st_free(xp);
 }
 
 /* Prints the live instructions in [from, to) at the given depth (LOOP/IF bodies nest). */
-static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth) {
+static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
     const kir_kernel *k = c->k;
     for (int i = from; i < to; i++) {
         const kir_ins *in = &k->ins[i];
@@ -807,8 +764,8 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
                 }
                 if (e < to && c->split && store_loop_ok(c, i, e)) {
                     render_indent(b, depth);
-                    render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
-                                  c->split_work, RED_SPLIT_WORK);
+                    sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
+                                c->split_work, RED_SPLIT_WORK);
                 }
             } else if (in->imm == KIR_LOOP_COLS && !c->split && render_loop_end(k, i) < to &&
                        col_loop_ok(c, i, render_loop_end(k, i))) {
@@ -821,32 +778,32 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
                  * large (not a nested parallel region: that costs a thread team per call) */
                 int e = render_loop_end(k, i);
                 render_indent(b, depth);
-                render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) { /* one row: parallel inside */\n", i, i,
-                              in->a, i);
+                sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) { /* one row: parallel inside */\n", i, i,
+                            in->a, i);
                 c->split = 1;
                 c->split_work = in->b;
                 render_range(b, c, i + 1, e, depth + 1);
                 c->split = 0;
                 render_indent(b, depth);
-                render_printf(b, "}\n");
+                sbuf_printf(b, "}\n");
                 i = e;
                 break;
             } else {
                 render_indent(b, depth);
-                render_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
-                              in->b >= 0 ? in->b : in->a, PAR_THRESHOLD);
+                sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
+                            in->b >= 0 ? in->b : in->a, PAR_THRESHOLD);
             }
             render_loop_open(b, k, i, &depth);
             break;
         case KI_STORE:
             render_indent(b, depth);
-            render_printf(b, "p%d[v%d] = ", in->a, in->b);
+            sbuf_printf(b, "p%d[v%d] = ", in->a, in->b);
             render_store_expr(b, (int)in->imm, in->c);
-            render_printf(b, ";\n");
+            sbuf_printf(b, ";\n");
             break;
         case KI_ACC:
             render_indent(b, depth);
-            render_printf(b, "%s v%d = v%d;\n", kir_type_cname[in->type], i, in->a);
+            sbuf_printf(b, "%s v%d = v%d;\n", kir_type_cname[in->type], i, in->a);
             break;
         case KI_ACCUPD: {
             const char *fn = render_accupd_fn(in->imm);
@@ -854,12 +811,12 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
             if (c->laned[in->a] && (in->imm == ST_OP_RMAX || in->imm == ST_OP_RMIN))
                 /* st_max_op's semantics (NaN in either operand wins) without the short-circuit
                  * `||`, which GCC keeps as a branch: `|` lets it become a compare + blend */
-                render_printf(b, "v%d_l[l_] = ((v%d_l[l_] != v%d_l[l_]) | (v%d_l[l_] %s v%d)) ? v%d_l[l_] : v%d;\n",
-                              in->a, in->a, in->a, in->a, in->imm == ST_OP_RMAX ? ">" : "<", in->b, in->a, in->b);
+                sbuf_printf(b, "v%d_l[l_] = ((v%d_l[l_] != v%d_l[l_]) | (v%d_l[l_] %s v%d)) ? v%d_l[l_] : v%d;\n",
+                            in->a, in->a, in->a, in->a, in->imm == ST_OP_RMAX ? ">" : "<", in->b, in->a, in->b);
             else if (c->laned[in->a])
-                render_printf(b, "v%d_l[l_] = %s(v%d_l[l_], v%d);\n", in->a, fn, in->a, in->b);
+                sbuf_printf(b, "v%d_l[l_] = %s(v%d_l[l_], v%d);\n", in->a, fn, in->a, in->b);
             else
-                render_printf(b, "v%d = %s(v%d, v%d);\n", in->a, fn, in->a, in->b);
+                sbuf_printf(b, "v%d = %s(v%d, v%d);\n", in->a, fn, in->a, in->b);
             break;
         }
         case KI_ARGUPD:
@@ -868,7 +825,7 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
             break;
         case KI_SETERR:
             render_indent(b, depth);
-            render_printf(b, "if (!v%d) __atomic_store_n(a->err, 1, __ATOMIC_RELAXED);\n", in->a);
+            sbuf_printf(b, "if (!v%d) __atomic_store_n(a->err, 1, __ATOMIC_RELAXED);\n", in->a);
             break;
         default:   /* KI_IF, KI_ENDLOOP, KI_ENDIF and the pure instructions */
             render_plain_ins(b, k, i, &depth);
@@ -878,7 +835,7 @@ static void render_range(render_buf *b, body_ctx *c, int from, int to, int depth
 }
 
 /* Parameters and literals, at the top of the function. */
-static void render_hoisted(render_buf *b, const kir_kernel *k, const uint8_t *live) {
+static void render_hoisted(sbuf *b, const kir_kernel *k, const uint8_t *live) {
     for (int i = 0; i < k->n; i++) {
         const kir_ins *in = &k->ins[i];
         if (!live[i] || !(in->op == KI_IPARAM || in->op == KI_FPARAM || in->op == KI_ICONST || in->op == KI_FCONST))
@@ -887,7 +844,7 @@ static void render_hoisted(render_buf *b, const kir_kernel *k, const uint8_t *li
     }
 }
 
-static void render_body(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
+static void render_body(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
     render_hoisted(b, k, live);
     body_ctx c = {k, live, laned, 0, -1};
     render_range(b, &c, 0, k->n, 1);
@@ -901,15 +858,15 @@ static void render_body(render_buf *b, const kir_kernel *k, const uint8_t *live,
  * e_z and e_flat bound. Without scratch (malloc failed) the tiles are 1 x 64 on the stack and
  * the unblocked loop fills them: the same bits. The sums are st_gemm_task's, so the epilogue
  * reads exactly what the unfused matmul would have stored. */
-static void render_epilogue_body(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned,
+static void render_epilogue_body(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned,
                                  int depth) {
     body_ctx c = {k, live, laned, 0, -1};
     render_indent(b, depth);
-    render_printf(b, "(void)e_acc; (void)e_i; (void)e_j; (void)e_z; (void)e_flat;\n");
+    sbuf_printf(b, "(void)e_acc; (void)e_i; (void)e_j; (void)e_z; (void)e_flat;\n");
     render_range(b, &c, 0, k->n, depth);
 }
 
-static void render_matmul_float_epi(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
+static void render_matmul_float_epi(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
     const kir_matmul *m = &k->mm;
     const char *dt = gemm_dt_name(m->dtype), *st = storage_ctype(m->dtype);
     const char *ct = m->dtype == ST_F64 ? "double" : "float";
@@ -919,65 +876,65 @@ static void render_matmul_float_epi(render_buf *b, const kir_kernel *k, const ui
     render_matmul_head(b, k);
     render_buffers(b, k);
     render_hoisted(b, k, live);
-    render_printf(b, "    const int par = a->nthreads > 1 && NB * M * N * K > %d;\n", MM_PAR_WORK);
-    render_printf(b, "    const int nt = par ? a->nthreads : 1;\n");
-    render_printf(b, "    int64_t mb, nb;\n");
-    render_printf(b, "    const int64_t T = st_gemm_plan(%s, M, N, NB >= nt ? 1 : nt, &mb, &nb);\n", dt);
-    render_printf(b, "    const int64_t TC = st_gemm_tile_cols(%s);\n", dt);
-    render_printf(b, "    const size_t wsz = st_gemm_ws_bytes(%s, mb, nb, K);\n", dt);
-    render_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n");
-    render_printf(b, "    {\n");
-    render_printf(b, "        char *ws = malloc(wsz + (size_t)(mb * TC) * sizeof(%s));\n", st);
-    render_printf(b, "        %s tile1[64];   /* no scratch: 1 x 64 tiles, the unblocked loop */\n", st);
-    render_printf(b, "        %s *tile = ws ? (%s *)(ws + wsz) : tile1;\n", st, st);
-    render_printf(b, "        #pragma omp for schedule(static)\n");
-    render_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
-    render_printf(b, "            int64_t ao = aoff, bo = boff, r = t / T, i0, i1, j0, j1;\n");
+    sbuf_printf(b, "    const int par = a->nthreads > 1 && NB * M * N * K > %d;\n", MM_PAR_WORK);
+    sbuf_printf(b, "    const int nt = par ? a->nthreads : 1;\n");
+    sbuf_printf(b, "    int64_t mb, nb;\n");
+    sbuf_printf(b, "    const int64_t T = st_gemm_plan(%s, M, N, NB >= nt ? 1 : nt, &mb, &nb);\n", dt);
+    sbuf_printf(b, "    const int64_t TC = st_gemm_tile_cols(%s);\n", dt);
+    sbuf_printf(b, "    const size_t wsz = st_gemm_ws_bytes(%s, mb, nb, K);\n", dt);
+    sbuf_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n");
+    sbuf_printf(b, "    {\n");
+    sbuf_printf(b, "        char *ws = malloc(wsz + (size_t)(mb * TC) * sizeof(%s));\n", st);
+    sbuf_printf(b, "        %s tile1[64];   /* no scratch: 1 x 64 tiles, the unblocked loop */\n", st);
+    sbuf_printf(b, "        %s *tile = ws ? (%s *)(ws + wsz) : tile1;\n", st, st);
+    sbuf_printf(b, "        #pragma omp for schedule(static)\n");
+    sbuf_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
+    sbuf_printf(b, "            int64_t ao = aoff, bo = boff, r = t / T, i0, i1, j0, j1;\n");
     render_batch_offsets(b, m, "r", "            ");
-    render_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn, NULL, 0};\n", dt);
-    render_printf(b, "            const int64_t e_z = t / T, rs = ws ? mb : 1, cs = ws ? TC : 64;\n");
-    render_printf(b, "            st_gemm_range(&g, t %% T, mb, nb, &i0, &i1, &j0, &j1);\n");
-    render_printf(b, "            for (int64_t r0 = i0; r0 < i1; r0 += rs)\n");
-    render_printf(b, "                for (int64_t c0 = j0; c0 < j1; c0 += cs) {\n");
-    render_printf(b, "                    const int64_t r1 = r0 + rs < i1 ? r0 + rs : i1, c1 = c0 + cs < j1 ? c0 + cs : j1;\n");
-    render_printf(b, "                    st_gemm_tile_%s(&g, r0, r1, c0, c1, ws, tile);\n", sfx);
-    render_printf(b, "                    for (int64_t e_i = r0; e_i < r1; e_i++) {\n");
-    render_printf(b, "                        const %s *trow = tile + (e_i - r0) * (c1 - c0);\n", st);
-    render_printf(b, "                        for (int64_t e_j = c0; e_j < c1; e_j++) {\n");
-    render_printf(b, "                            const %s e_acc = %s(trow[e_j - c0]);\n", ct, ld);
-    render_printf(b, "                            const int64_t e_flat = (e_z * M + e_i) * N + e_j;\n");
+    sbuf_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn, NULL, 0};\n", dt);
+    sbuf_printf(b, "            const int64_t e_z = t / T, rs = ws ? mb : 1, cs = ws ? TC : 64;\n");
+    sbuf_printf(b, "            st_gemm_range(&g, t %% T, mb, nb, &i0, &i1, &j0, &j1);\n");
+    sbuf_printf(b, "            for (int64_t r0 = i0; r0 < i1; r0 += rs)\n");
+    sbuf_printf(b, "                for (int64_t c0 = j0; c0 < j1; c0 += cs) {\n");
+    sbuf_printf(b, "                    const int64_t r1 = r0 + rs < i1 ? r0 + rs : i1, c1 = c0 + cs < j1 ? c0 + cs : j1;\n");
+    sbuf_printf(b, "                    st_gemm_tile_%s(&g, r0, r1, c0, c1, ws, tile);\n", sfx);
+    sbuf_printf(b, "                    for (int64_t e_i = r0; e_i < r1; e_i++) {\n");
+    sbuf_printf(b, "                        const %s *trow = tile + (e_i - r0) * (c1 - c0);\n", st);
+    sbuf_printf(b, "                        for (int64_t e_j = c0; e_j < c1; e_j++) {\n");
+    sbuf_printf(b, "                            const %s e_acc = %s(trow[e_j - c0]);\n", ct, ld);
+    sbuf_printf(b, "                            const int64_t e_flat = (e_z * M + e_i) * N + e_j;\n");
     render_epilogue_body(b, k, live, laned, 7);
-    render_printf(b, "                        }\n");
-    render_printf(b, "                    }\n");
-    render_printf(b, "                }\n");
-    render_printf(b, "        }\n");
-    render_printf(b, "        free(ws);\n");
-    render_printf(b, "    }\n");
+    sbuf_printf(b, "                        }\n");
+    sbuf_printf(b, "                    }\n");
+    sbuf_printf(b, "                }\n");
+    sbuf_printf(b, "        }\n");
+    sbuf_printf(b, "        free(ws);\n");
+    sbuf_printf(b, "    }\n");
 }
 
 /* Integer matmuls: render_matmul_int's row loop, the epilogue where it stores. */
-static void render_matmul_int_epi(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
+static void render_matmul_int_epi(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
     const kir_matmul *m = &k->mm;
     const char *st = storage_ctype(m->dtype);
     render_matmul_head(b, k);
     render_buffers(b, k);
     render_hoisted(b, k, live);
-    render_printf(b, "    (void)sbn;\n");
-    render_printf(b, "    #pragma omp parallel for if (NB * M * N * K > %d) num_threads(a->nthreads)\n", PAR_THRESHOLD);
-    render_printf(b, "    for (int64_t bm = 0; bm < NB * M; bm++) {\n");
-    render_printf(b, "        const int64_t e_i = bm %% M, e_z = bm / M;\n");
-    render_printf(b, "        int64_t ao = aoff + e_i * sam, bo = boff, t = e_z;\n");
+    sbuf_printf(b, "    (void)sbn;\n");
+    sbuf_printf(b, "    #pragma omp parallel for if (NB * M * N * K > %d) num_threads(a->nthreads)\n", PAR_THRESHOLD);
+    sbuf_printf(b, "    for (int64_t bm = 0; bm < NB * M; bm++) {\n");
+    sbuf_printf(b, "        const int64_t e_i = bm %% M, e_z = bm / M;\n");
+    sbuf_printf(b, "        int64_t ao = aoff + e_i * sam, bo = boff, t = e_z;\n");
     render_batch_offsets(b, m, "t", "        ");
     render_int_tile_sums(b, m, st);
-    render_printf(b, "            for (int64_t j = 0; j < nn; j++) {\n");
-    render_printf(b, "                const int64_t e_j = n0 + j, e_flat = bm * N + e_j;\n");
-    render_printf(b, "                const %s e_acc = (%s)(int64_t)acc[j];\n", st, st);
+    sbuf_printf(b, "            for (int64_t j = 0; j < nn; j++) {\n");
+    sbuf_printf(b, "                const int64_t e_j = n0 + j, e_flat = bm * N + e_j;\n");
+    sbuf_printf(b, "                const %s e_acc = (%s)(int64_t)acc[j];\n", st, st);
     render_epilogue_body(b, k, live, laned, 4);
-    render_printf(b, "            }\n");
-    render_printf(b, "        }\n    }\n");
+    sbuf_printf(b, "            }\n");
+    sbuf_printf(b, "        }\n    }\n");
 }
 
-static void render_matmul(render_buf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
+static void render_matmul(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
     bool flt = st_is_float((st_dtype)k->mm.dtype);
     if (k->mm.epi && flt) render_matmul_float_epi(b, k, live, laned);
     else if (k->mm.epi) render_matmul_int_epi(b, k, live, laned);
@@ -986,20 +943,20 @@ static void render_matmul(render_buf *b, const kir_kernel *k, const uint8_t *liv
 }
 
 char *render_c(const kir_kernel *k) {
-    render_buf b = {0};
+    sbuf b = {0};
     uint8_t *live = NULL;
     live = st_calloc(2 * (size_t)(k->n ? k->n : 1), 1);   /* live, then laned */
     if (!live) return NULL;
     render_mark_live(k, live);
     if (k->kind == KK_MATMUL) render_gemm_instance(&b, k);
-    render_printf(&b, "// stitch kernel: %s\nvoid KNAME(const st_kargs *a) {\n", k->comment);
+    sbuf_printf(&b, "// stitch kernel: %s\nvoid KNAME(const st_kargs *a) {\n", k->comment);
     if (k->kind == KK_MATMUL) {
         render_matmul(&b, k, live, live + (k->n ? k->n : 1));
     } else {
         render_buffers(&b, k);
         render_body(&b, k, live, live + (k->n ? k->n : 1));
     }
-    render_printf(&b, "}\n");
+    sbuf_printf(&b, "}\n");
     st_free(live);
     if (b.oom) {
         st_free(b.s);

@@ -87,26 +87,6 @@ typedef struct cu_ctx {
     int block;
 } cu_ctx;
 
-/* ---- evaluating integer IR on the host ---- */
-static int64_t eval_rec(const kir_kernel *k, int id, const int64_t *ints, int depth) {
-    if (id < 0 || id >= k->n || depth > 64) return -1;
-    const kir_ins *in = &k->ins[id];
-    if (in->op == KI_IPARAM) return in->imm >= 0 && in->imm < k->nints ? ints[in->imm] : -1;
-    if (in->op == KI_ICONST) return in->imm;
-    if (in->op < KI_IADD || in->op > KI_IMOD) return -1;
-    int64_t x = eval_rec(k, in->a, ints, depth + 1), y = eval_rec(k, in->b, ints, depth + 1);
-    if (x < 0 || y < 0) return -1;   /* sizes and counts are never negative */
-    switch ((kir_opcode)in->op) {
-    case KI_IADD: return (int64_t)((uint64_t)x + (uint64_t)y);
-    case KI_ISUB: return x - y;
-    case KI_IMUL: return (int64_t)((uint64_t)x * (uint64_t)y);
-    case KI_IDIV: return y ? x / y : -1;
-    default: return y ? x % y : -1;
-    }
-}
-
-int64_t kir_eval_int(const kir_kernel *k, int id, const int64_t *ints) { return eval_rec(k, id, ints, 0); }
-
 /* ---- IR scans ---- */
 static void mark_loaded(const kir_kernel *k, uint8_t *loaded) {
     memset(loaded, 0, KIR_MAX_BUFS);
@@ -159,7 +139,7 @@ static bool split_ok(const cu_ctx *c, int i, int e) {
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &k->ins[j];
         if (!c->live[j]) continue;
-        unsigned m = render_operand_mask(in);
+        unsigned m = kir_operand_mask(in);
         const int32_t ops[4] = {in->a, in->b, in->c, in->d};
         for (int q = 0; q < 4; q++) {
             if (!(m >> q & 1) || ops[q] < 0 || k->ins[ops[q]].op != KI_ACC) continue;
@@ -302,23 +282,23 @@ static void plan(const cu_ctx *c, cuda_launch_desc *d, int *outer) {
 }
 
 /* ---- statements ---- */
-static void hoisted(render_buf *b, const cu_ctx *c) {
+static void hoisted(sbuf *b, const cu_ctx *c) {
     const kir_kernel *k = c->k;
     for (int i = 0; i < k->n; i++) {
         const kir_ins *in = &k->ins[i];
         if (!c->live[i]) continue;
         const char *T = kir_type_cname[in->type];
         if (in->op == KI_IPARAM) {
-            render_printf(b, "    const %s v%d = i%lld;\n", T, i, (long long)in->imm);
+            sbuf_printf(b, "    const %s v%d = i%lld;\n", T, i, (long long)in->imm);
         } else if (in->op == KI_FPARAM) {
-            render_printf(b, "    const %s v%d = f%lld;\n", T, i, (long long)in->imm);
+            sbuf_printf(b, "    const %s v%d = f%lld;\n", T, i, (long long)in->imm);
         } else if (in->op == KI_ICONST || in->op == KI_FCONST) {
             render_value_line(b, k, i, 1);
         }
     }
 }
 
-static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int depth, where w);
+static void render_range(sbuf *b, const cu_ctx *c, int from, int to, int depth, where w);
 
 /* Does loop [i, e] store into a buffer the kernel also loads? */
 static bool stores_loaded(const cu_ctx *c, int i, int e) {
@@ -328,8 +308,8 @@ static bool stores_loaded(const cu_ctx *c, int i, int e) {
 }
 
 /* Calls fn for each distinct accumulator update (ACCUPD, or ARGUPD pair) of loop [i, e]. */
-static void each_update(render_buf *b, const cu_ctx *c, int i, int e, int depth,
-                        void (*fn)(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth)) {
+static void each_update(sbuf *b, const cu_ctx *c, int i, int e, int depth,
+                        void (*fn)(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth)) {
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &c->k->ins[j];
         if (!c->live[j] || (in->op != KI_ACCUPD && in->op != KI_ARGUPD)) continue;
@@ -343,130 +323,130 @@ static void each_update(render_buf *b, const cu_ctx *c, int i, int e, int depth,
 static const char *acc_type(const cu_ctx *c, int acc) { return kir_type_cname[c->k->ins[acc].type]; }
 static int arg_max(const kir_ins *u) { return u->imm == ST_OP_RARGMAX; }
 
-static void partial_decl(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+static void partial_decl(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     render_indent(b, depth);
     if (u->op == KI_ARGUPD) {
-        render_printf(b, "%s v%d_p = (%s)0;\n", acc_type(c, u->a), u->a, acc_type(c, u->a));
+        sbuf_printf(b, "%s v%d_p = (%s)0;\n", acc_type(c, u->a), u->a, acc_type(c, u->a));
         render_indent(b, depth);
-        render_printf(b, "int64_t v%d_p = -1;\n", u->b);
+        sbuf_printf(b, "int64_t v%d_p = -1;\n", u->b);
         return;
     }
-    render_printf(b, "%s v%d_p = ", acc_type(c, u->a), u->a);
+    sbuf_printf(b, "%s v%d_p = ", acc_type(c, u->a), u->a);
     render_identity_literal(b, u->imm, (kir_type)c->k->ins[u->a].type);
-    render_printf(b, ";\n");
+    sbuf_printf(b, ";\n");
 }
-static void warp_combine(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+static void warp_combine(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     (void)c;
     render_indent(b, depth);
     if (u->op == KI_ARGUPD)
-        render_printf(b, "st_arg_merge_(&v%d_p, &v%d_p, st_shfl_xor_(v%d_p, o_), st_shfl_xor_(v%d_p, o_), %d);\n", u->a,
-                      u->b, u->a, u->b, arg_max(u));
+        sbuf_printf(b, "st_arg_merge_(&v%d_p, &v%d_p, st_shfl_xor_(v%d_p, o_), st_shfl_xor_(v%d_p, o_), %d);\n", u->a,
+                    u->b, u->a, u->b, arg_max(u));
     else
-        render_printf(b, "v%d_p = %s(v%d_p, st_shfl_xor_(v%d_p, o_));\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
+        sbuf_printf(b, "v%d_p = %s(v%d_p, st_shfl_xor_(v%d_p, o_));\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
 }
-static void smem_write(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+static void smem_write(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     int nw = c->block / 32;
     render_indent(b, depth);
-    render_printf(b, "__shared__ %s v%d_s[%d];\n", acc_type(c, u->a), u->a, nw);
+    sbuf_printf(b, "__shared__ %s v%d_s[%d];\n", acc_type(c, u->a), u->a, nw);
     if (u->op == KI_ARGUPD) {
         render_indent(b, depth);
-        render_printf(b, "__shared__ int64_t v%d_s[%d];\n", u->b, nw);
+        sbuf_printf(b, "__shared__ int64_t v%d_s[%d];\n", u->b, nw);
         render_indent(b, depth);
-        render_printf(b, "if ((threadIdx.x & 31) == 0) "
-                         "{ v%d_s[threadIdx.x >> 5] = v%d_p; v%d_s[threadIdx.x >> 5] = v%d_p; }\n",
-                      u->a, u->a, u->b, u->b);
+        sbuf_printf(b, "if ((threadIdx.x & 31) == 0) "
+                       "{ v%d_s[threadIdx.x >> 5] = v%d_p; v%d_s[threadIdx.x >> 5] = v%d_p; }\n",
+                    u->a, u->a, u->b, u->b);
         return;
     }
     render_indent(b, depth);
-    render_printf(b, "if ((threadIdx.x & 31) == 0) v%d_s[threadIdx.x >> 5] = v%d_p;\n", u->a, u->a);
+    sbuf_printf(b, "if ((threadIdx.x & 31) == 0) v%d_s[threadIdx.x >> 5] = v%d_p;\n", u->a, u->a);
 }
-static void smem_combine(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+static void smem_combine(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     (void)c;
     render_indent(b, depth);
     if (u->op == KI_ARGUPD) {
-        render_printf(b, "v%d_p = v%d_s[0]; v%d_p = v%d_s[0];\n", u->a, u->a, u->b, u->b);
+        sbuf_printf(b, "v%d_p = v%d_s[0]; v%d_p = v%d_s[0];\n", u->a, u->a, u->b, u->b);
         render_indent(b, depth);
-        render_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) "
-                         "st_arg_merge_(&v%d_p, &v%d_p, v%d_s[w_], v%d_s[w_], %d);\n",
-                      u->a, u->b, u->a, u->b, arg_max(u));
+        sbuf_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) "
+                       "st_arg_merge_(&v%d_p, &v%d_p, v%d_s[w_], v%d_s[w_], %d);\n",
+                    u->a, u->b, u->a, u->b, arg_max(u));
         return;
     }
-    render_printf(b, "v%d_p = v%d_s[0];\n", u->a, u->a);
+    sbuf_printf(b, "v%d_p = v%d_s[0];\n", u->a, u->a);
     render_indent(b, depth);
-    render_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) v%d_p = %s(v%d_p, v%d_s[w_]);\n", u->a,
-                  render_accupd_fn(u->imm), u->a, u->a);
+    sbuf_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) v%d_p = %s(v%d_p, v%d_s[w_]);\n", u->a,
+                render_accupd_fn(u->imm), u->a, u->a);
 }
-static void lane0_broadcast(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+static void lane0_broadcast(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     (void)c;
     render_indent(b, depth);
     if (u->op == KI_ARGUPD)
-        render_printf(b, "v%d_p = st_shfl0_(v%d_p); v%d_p = st_shfl0_(v%d_p);\n", u->a, u->a, u->b, u->b);
+        sbuf_printf(b, "v%d_p = st_shfl0_(v%d_p); v%d_p = st_shfl0_(v%d_p);\n", u->a, u->a, u->b, u->b);
     else
-        render_printf(b, "v%d_p = st_shfl0_(v%d_p);\n", u->a, u->a);
+        sbuf_printf(b, "v%d_p = st_shfl0_(v%d_p);\n", u->a, u->a);
 }
-static void acc_merge(render_buf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+static void acc_merge(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     (void)c;
     render_indent(b, depth);
     if (u->op == KI_ARGUPD)
-        render_printf(b, "st_arg_merge_(&v%d, &v%d, v%d_p, v%d_p, %d);\n", u->a, u->b, u->a, u->b, arg_max(u));
+        sbuf_printf(b, "st_arg_merge_(&v%d, &v%d, v%d_p, v%d_p, %d);\n", u->a, u->b, u->a, u->b, arg_max(u));
     else
-        render_printf(b, "v%d = %s(v%d, v%d_p);\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
+        sbuf_printf(b, "v%d = %s(v%d, v%d_p);\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
 }
 
 /* A row's inner loop [i, e] split over its rt threads, partials combined in a fixed order and
  * broadcast (see the header). Coop kernels only (rt >= 32) when it updates accumulators. */
-static void split_loop(render_buf *b, const cu_ctx *c, int i, int e, int depth) {
+static void split_loop(sbuf *b, const cu_ctx *c, int i, int e, int depth) {
     const kir_ins *L = &c->k->ins[i];
     bool accs = false;
     for (int j = i + 1; j < e; j++)
         accs |= c->live[j] && (c->k->ins[j].op == KI_ACCUPD || c->k->ins[j].op == KI_ARGUPD);
     render_indent(b, depth);
-    render_printf(b, "{ /* split over the row's threads */\n");
+    sbuf_printf(b, "{ /* split over the row's threads */\n");
     each_update(b, c, i, e, depth + 1, partial_decl);
     render_indent(b, depth + 1);
-    render_printf(b, "for (int64_t v%d = r_lane; v%d < v%d; v%d += rt) {\n", i, i, L->a, i);
+    sbuf_printf(b, "for (int64_t v%d = r_lane; v%d < v%d; v%d += rt) {\n", i, i, L->a, i);
     render_range(b, c, i + 1, e, depth + 2, W_SPLIT);
     render_indent(b, depth + 1);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
     if (accs) {
         render_indent(b, depth + 1);
-        render_printf(b, "for (int o_ = 16; o_ > 0; o_ >>= 1) { /* warp butterfly */\n");
+        sbuf_printf(b, "for (int o_ = 16; o_ > 0; o_ >>= 1) { /* warp butterfly */\n");
         each_update(b, c, i, e, depth + 2, warp_combine);
         render_indent(b, depth + 1);
-        render_printf(b, "}\n");
+        sbuf_printf(b, "}\n");
         render_indent(b, depth + 1);
-        render_printf(b, "if (rt > 32) { /* a row per block: warps' partials in warp order */\n");
+        sbuf_printf(b, "if (rt > 32) { /* a row per block: warps' partials in warp order */\n");
         each_update(b, c, i, e, depth + 2, smem_write);
         render_indent(b, depth + 2);
-        render_printf(b, "__syncthreads();\n");
+        sbuf_printf(b, "__syncthreads();\n");
         each_update(b, c, i, e, depth + 2, smem_combine);
         render_indent(b, depth + 2);
-        render_printf(b, "__syncthreads();\n");
+        sbuf_printf(b, "__syncthreads();\n");
         render_indent(b, depth + 1);
-        render_printf(b, "} else {\n");
+        sbuf_printf(b, "} else {\n");
         each_update(b, c, i, e, depth + 2, lane0_broadcast);
         render_indent(b, depth + 1);
-        render_printf(b, "}\n");
+        sbuf_printf(b, "}\n");
         each_update(b, c, i, e, depth + 1, acc_merge);
     }
     if (stores_loaded(c, i, e)) { /* later loops of the row read what other threads stored */
         render_indent(b, depth + 1);
-        render_printf(b, "ST_ROW_SYNC(rt);\n");
+        sbuf_printf(b, "ST_ROW_SYNC(rt);\n");
     }
     render_indent(b, depth);
-    render_printf(b, "}\n");
+    sbuf_printf(b, "}\n");
 }
 
-static void store_stmt(render_buf *b, const kir_ins *in) {
-    render_printf(b, "p%d[v%d] = ", in->a, in->b);
+static void store_stmt(sbuf *b, const kir_ins *in) {
+    sbuf_printf(b, "p%d[v%d] = ", in->a, in->b);
     render_store_expr(b, (int)in->imm, in->c);
-    render_printf(b, ";\n");
+    sbuf_printf(b, ";\n");
 }
 
 /* Prints the live instructions in [from, to). W_SERIAL: as C does; W_ROW: the row level of a
  * CL_ROWS kernel (stores by the row's thread 0, loops split or redundant); W_SPLIT: the body of a
  * split loop (accumulators are the thread's partials v<acc>_p). */
-static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int depth, where w) {
+static void render_range(sbuf *b, const cu_ctx *c, int from, int to, int depth, where w) {
     const kir_kernel *k = c->k;
     const char *sfx = w == W_SPLIT ? "_p" : "";
     for (int i = from; i < to; i++) {
@@ -482,11 +462,11 @@ static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int d
                     split_loop(b, c, i, e, depth);
                 } else { /* redundant: every thread of the row runs it whole */
                     render_indent(b, depth);
-                    render_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) { /* on every thread of the row */\n", i,
-                                  i, in->a, i);
+                    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) { /* on every thread of the row */\n", i,
+                                i, in->a, i);
                     render_range(b, c, i + 1, e, depth + 1, W_SERIAL);
                     render_indent(b, depth);
-                    render_printf(b, "}\n");
+                    sbuf_printf(b, "}\n");
                 }
                 i = e;
                 break;
@@ -495,20 +475,20 @@ static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int d
             break;
         case KI_STORE:
             render_indent(b, depth);
-            if (w == W_ROW) render_printf(b, "if (r_lane == 0) ");
+            if (w == W_ROW) sbuf_printf(b, "if (r_lane == 0) ");
             store_stmt(b, in);
             if (w == W_ROW && c->loaded[in->a]) {
                 render_indent(b, depth);
-                render_printf(b, "ST_ROW_SYNC(rt);\n");
+                sbuf_printf(b, "ST_ROW_SYNC(rt);\n");
             }
             break;
         case KI_ACC:
             render_indent(b, depth);
-            render_printf(b, "%s v%d = v%d;\n", kir_type_cname[in->type], i, in->a);
+            sbuf_printf(b, "%s v%d = v%d;\n", kir_type_cname[in->type], i, in->a);
             break;
         case KI_ACCUPD:
             render_indent(b, depth);
-            render_printf(b, "v%d%s = %s(v%d%s, v%d);\n", in->a, sfx, render_accupd_fn(in->imm), in->a, sfx, in->b);
+            sbuf_printf(b, "v%d%s = %s(v%d%s, v%d);\n", in->a, sfx, render_accupd_fn(in->imm), in->a, sfx, in->b);
             break;
         case KI_ARGUPD:
             render_indent(b, depth);
@@ -516,7 +496,7 @@ static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int d
             break;
         case KI_SETERR:
             render_indent(b, depth);
-            render_printf(b, "if (!v%d) *err = 1;\n", in->a);
+            sbuf_printf(b, "if (!v%d) *err = 1;\n", in->a);
             break;
         default:   /* KI_IF, KI_ENDLOOP, KI_ENDIF and the pure instructions */
             render_plain_ins(b, k, i, &depth);
@@ -526,57 +506,57 @@ static void render_range(render_buf *b, const cu_ctx *c, int from, int to, int d
 }
 
 /* ---- kernel shapes ---- */
-static void render_flat(render_buf *b, const cu_ctx *c, int t) {
+static void render_flat(sbuf *b, const cu_ctx *c, int t) {
     int e = render_loop_end(c->k, t);
     render_range(b, c, 0, t, 1, W_SERIAL);
-    render_printf(b, "    for (int64_t v%d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v%d < v%d;\n", t, t,
-                  c->k->ins[t].a);
-    render_printf(b, "         v%d += (int64_t)gridDim.x * blockDim.x) {\n", t);
+    sbuf_printf(b, "    for (int64_t v%d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v%d < v%d;\n", t, t,
+                c->k->ins[t].a);
+  sbuf_printf(b, "         v%d += (int64_t)gridDim.x * blockDim.x) {\n", t);
     render_range(b, c, t + 1, e, 2, W_SERIAL);
-    render_printf(b, "    }\n");
+    sbuf_printf(b, "    }\n");
     render_range(b, c, e + 1, c->k->n, 1, W_SERIAL);
 }
 
-static void render_rows(render_buf *b, const cu_ctx *c, int t) {
+static void render_rows(sbuf *b, const cu_ctx *c, int t) {
     int e = render_loop_end(c->k, t);
     render_range(b, c, 0, t, 1, W_SERIAL);
-    render_printf(b, "    const int r_lane = (int)(threadIdx.x %% (unsigned)rt);   /* thread within its row */\n");
-    render_printf(b, "    const int64_t r_blk = blockDim.x / (unsigned)rt;           /* rows per block */\n");
-    render_printf(b, "    for (int64_t v%d = (int64_t)blockIdx.x * r_blk + threadIdx.x / (unsigned)rt; v%d < v%d;\n", t,
-                  t, c->k->ins[t].a);
-    render_printf(b, "         v%d += (int64_t)gridDim.x * r_blk) {\n", t);
+    sbuf_printf(b, "    const int r_lane = (int)(threadIdx.x %% (unsigned)rt);   /* thread within its row */\n");
+    sbuf_printf(b, "    const int64_t r_blk = blockDim.x / (unsigned)rt;           /* rows per block */\n");
+    sbuf_printf(b, "    for (int64_t v%d = (int64_t)blockIdx.x * r_blk + threadIdx.x / (unsigned)rt; v%d < v%d;\n", t,
+                t, c->k->ins[t].a);
+  sbuf_printf(b, "         v%d += (int64_t)gridDim.x * r_blk) {\n", t);
     render_range(b, c, t + 1, e, 2, W_ROW);
-    render_printf(b, "    }\n");
+    sbuf_printf(b, "    }\n");
     render_range(b, c, e + 1, c->k->n, 1, W_SERIAL);
 }
 
 /* Block-range dispatch over the parts (see CL_HORIZONTAL in the header): hb_ is the block's
  * index within the part being tested, nb_ that part's block count. */
-static void render_horizontal(render_buf *b, const cu_ctx *c, const cuda_launch_desc *d) {
+static void render_horizontal(sbuf *b, const cu_ctx *c, const cuda_launch_desc *d) {
     const kir_kernel *k = c->k;
-    render_printf(b, "    long long hb_ = blockIdx.x;   /* block index within the current part */\n");
+    sbuf_printf(b, "    long long hb_ = blockIdx.x;   /* block index within the current part */\n");
     for (int p = 0; p < k->nparts; p++) {
         int from, to, t = d->part_count[p] >= 0 ? part_loop(c, p) : -1;
         part_range(k, p, &from, &to);
-        render_printf(b, "    { /* part %d */\n", p);
+        sbuf_printf(b, "    { /* part %d */\n", p);
         if (t < 0) {
-            render_printf(b, "    if (hb_ == 0 && threadIdx.x == 0) {\n");
+            sbuf_printf(b, "    if (hb_ == 0 && threadIdx.x == 0) {\n");
             render_range(b, c, from, to, 2, W_SERIAL);
-            render_printf(b, "    }\n    hb_ -= 1;\n    }\n");
+            sbuf_printf(b, "    }\n    hb_ -= 1;\n    }\n");
             continue;
         }
         int e = render_loop_end(k, t);
         render_range(b, c, from, t, 1, W_SERIAL);
-        render_printf(b, "    const long long nb_ = v%d <= 0 ? 0 : (v%d + %d) / %d < %d ? (v%d + %d) / %d : %d;\n", k->ins[t].a,
-                      k->ins[t].a, CU_BLOCK - 1, CU_BLOCK, HZ_PART_BLOCKS, k->ins[t].a, CU_BLOCK - 1, CU_BLOCK,
-                      HZ_PART_BLOCKS);
-        render_printf(b, "    if (hb_ >= 0 && hb_ < nb_) {\n");
-        render_printf(b, "    for (int64_t v%d = hb_ * blockDim.x + threadIdx.x; v%d < v%d; v%d += nb_ * blockDim.x) {\n",
-                      t, t, k->ins[t].a, t);
+        sbuf_printf(b, "    const long long nb_ = v%d <= 0 ? 0 : (v%d + %d) / %d < %d ? (v%d + %d) / %d : %d;\n", k->ins[t].a,
+                    k->ins[t].a, CU_BLOCK - 1, CU_BLOCK, HZ_PART_BLOCKS, k->ins[t].a, CU_BLOCK - 1, CU_BLOCK,
+                    HZ_PART_BLOCKS);
+        sbuf_printf(b, "    if (hb_ >= 0 && hb_ < nb_) {\n");
+        sbuf_printf(b, "    for (int64_t v%d = hb_ * blockDim.x + threadIdx.x; v%d < v%d; v%d += nb_ * blockDim.x) {\n",
+                    t, t, k->ins[t].a, t);
         render_range(b, c, t + 1, e, 2, W_SERIAL);
-        render_printf(b, "    }\n");
+        sbuf_printf(b, "    }\n");
         render_range(b, c, e + 1, to, 1, W_SERIAL);
-        render_printf(b, "    }\n    hb_ -= nb_;\n    }\n");
+        sbuf_printf(b, "    }\n    hb_ -= nb_;\n    }\n");
     }
 }
 
@@ -597,7 +577,7 @@ static int64_t horizontal_blocks(const kir_kernel *k, const cuda_launch_desc *d,
 }
 
 /* One block: parallel loops split over its threads, the rest on thread 0, barriers between. */
-static void render_phases(render_buf *b, const cu_ctx *c) {
+static void render_phases(sbuf *b, const cu_ctx *c) {
     const kir_kernel *k = c->k;
     for (int i = 0; i < k->n; i++) {
         const kir_ins *in = &k->ins[i];
@@ -605,22 +585,22 @@ static void render_phases(render_buf *b, const cu_ctx *c) {
         if (in->op == KI_LOOP) {
             int e = render_loop_end(k, i);
             if (in->imm != KIR_LOOP_SERIAL) {
-                render_printf(b, "    for (int64_t v%d = threadIdx.x; v%d < v%d; v%d += blockDim.x) {\n", i, i,
-                              in->a, i);
+                sbuf_printf(b, "    for (int64_t v%d = threadIdx.x; v%d < v%d; v%d += blockDim.x) {\n", i, i,
+                            in->a, i);
                 render_range(b, c, i + 1, e, 2, W_SERIAL);
-                render_printf(b, "    }\n");
+                sbuf_printf(b, "    }\n");
             } else {
-                render_printf(b, "    if (threadIdx.x == 0) { /* serial: in order, on one thread */\n");
-                render_printf(b, "        for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, in->a, i);
+                sbuf_printf(b, "    if (threadIdx.x == 0) { /* serial: in order, on one thread */\n");
+                sbuf_printf(b, "        for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, in->a, i);
                 render_range(b, c, i + 1, e, 3, W_SERIAL);
-                render_printf(b, "        }\n    }\n");
+                sbuf_printf(b, "        }\n    }\n");
             }
-            render_printf(b, "    __syncthreads();\n");
+            sbuf_printf(b, "    __syncthreads();\n");
             i = e;
         } else if (in->op == KI_STORE || in->op == KI_SETERR) {
-            render_printf(b, "    if (threadIdx.x == 0) {\n");
+            sbuf_printf(b, "    if (threadIdx.x == 0) {\n");
             render_range(b, c, i, i + 1, 2, W_SERIAL);
-            render_printf(b, "    }\n    __syncthreads();\n");
+            sbuf_printf(b, "    }\n    __syncthreads();\n");
         } else {
             render_range(b, c, i, i + 1, 1, W_SERIAL);
         }
@@ -637,33 +617,33 @@ static const char *mm_load(int dt) { return dt == ST_F16 ? "st_h2f" : dt == ST_B
  * value, rounded to the storage dtype as the unfused store would round it, feeds the epilogue's
  * straight-line code from the register (e_acc, e_i, e_j, e_z, e_flat bound as render_c binds
  * them); the epilogue's STOREs are the kernel's writes. */
-static void mm_store(render_buf *b, const cu_ctx *c, const char *st) {
+static void mm_store(sbuf *b, const cu_ctx *c, const char *st) {
     const kir_matmul *m = &c->k->mm;
     bool flt = st_is_float((st_dtype)m->dtype);
     const char *ind = "                    ";
     if (!m->epi) {
         if (m->dtype == ST_F16 || m->dtype == ST_BF16)
-            render_printf(b, "%sif (gm < M && gn < N) O[z * M * N + gm * N + gn] = %s(acc[i][j]);\n", ind,
-                          m->dtype == ST_F16 ? "st_f2h" : "st_f2bf");
+            sbuf_printf(b, "%sif (gm < M && gn < N) O[z * M * N + gm * N + gn] = %s(acc[i][j]);\n", ind,
+                        m->dtype == ST_F16 ? "st_f2h" : "st_f2bf");
         else if (flt)
-            render_printf(b, "%sif (gm < M && gn < N) O[z * M * N + gm * N + gn] = acc[i][j];\n", ind);
+            sbuf_printf(b, "%sif (gm < M && gn < N) O[z * M * N + gm * N + gn] = acc[i][j];\n", ind);
         else
-            render_printf(b, "%sif (gm < M && gn < N) O[z * M * N + gm * N + gn] = (%s)(int64_t)acc[i][j];\n", ind,
-                          st);
+            sbuf_printf(b, "%sif (gm < M && gn < N) O[z * M * N + gm * N + gn] = (%s)(int64_t)acc[i][j];\n", ind,
+                        st);
         return;
     }
-    render_printf(b, "%sif (gm < M && gn < N) {\n", ind);
-    if (m->dtype == ST_F16) render_printf(b, "%s    const float e_acc = st_h2f(st_f2h(acc[i][j]));\n", ind);
-    else if (m->dtype == ST_BF16) render_printf(b, "%s    const float e_acc = st_bf2f(st_f2bf(acc[i][j]));\n", ind);
-    else if (flt) render_printf(b, "%s    const %s e_acc = acc[i][j];\n", ind, st);
-    else render_printf(b, "%s    const %s e_acc = (%s)(int64_t)acc[i][j];\n", ind, st, st);
-    render_printf(b, "%s    const int64_t e_i = gm, e_j = gn, e_z = z, e_flat = (z * M + gm) * N + gn;\n", ind);
-    render_printf(b, "%s    (void)e_acc; (void)e_i; (void)e_j; (void)e_z; (void)e_flat;\n", ind);
+    sbuf_printf(b, "%sif (gm < M && gn < N) {\n", ind);
+    if (m->dtype == ST_F16) sbuf_printf(b, "%s    const float e_acc = st_h2f(st_f2h(acc[i][j]));\n", ind);
+    else if (m->dtype == ST_BF16) sbuf_printf(b, "%s    const float e_acc = st_bf2f(st_f2bf(acc[i][j]));\n", ind);
+    else if (flt) sbuf_printf(b, "%s    const %s e_acc = acc[i][j];\n", ind, st);
+    else sbuf_printf(b, "%s    const %s e_acc = (%s)(int64_t)acc[i][j];\n", ind, st, st);
+    sbuf_printf(b, "%s    const int64_t e_i = gm, e_j = gn, e_z = z, e_flat = (z * M + gm) * N + gn;\n", ind);
+    sbuf_printf(b, "%s    (void)e_acc; (void)e_i; (void)e_j; (void)e_z; (void)e_flat;\n", ind);
     render_range(b, c, 0, c->k->n, 6, W_SERIAL);
-    render_printf(b, "%s}\n", ind);
+    sbuf_printf(b, "%s}\n", ind);
 }
 
-static void render_matmul(render_buf *b, const cu_ctx *c) {
+static void render_matmul(sbuf *b, const cu_ctx *c) {
     const kir_kernel *k = c->k;
     const kir_matmul *m = &k->mm;
     int adt = k->buf_dtype[m->a_buf], bdt = k->buf_dtype[m->b_buf];
@@ -671,82 +651,82 @@ static void render_matmul(render_buf *b, const cu_ctx *c) {
     bool flt = st_is_float((st_dtype)m->dtype);
     const char *C = m->dtype == ST_F64 ? "double" : flt ? "float" : "uint64_t";
     int nb = m->nbatch;
-    render_printf(b, "    const %s *A = p%d;\n    const %s *B = p%d;\n", st_dtypes[adt].ctype, m->a_buf,
-                  st_dtypes[bdt].ctype, m->b_buf);
+    sbuf_printf(b, "    const %s *A = p%d;\n    const %s *B = p%d;\n", st_dtypes[adt].ctype, m->a_buf,
+                st_dtypes[bdt].ctype, m->b_buf);
     if (m->epi) hoisted(b, c);
-    else render_printf(b, "    %s *O = p%d;\n", st, m->o_buf);
-    render_printf(b, "    const int64_t M = i%d, N = i%d, K = i%d;\n", m->p_m, m->p_n, m->p_k);
-    render_printf(b, "    const int64_t sam = i%d, sak = i%d, aoff = i%d;\n", m->p_astr + nb, m->p_astr + nb + 1,
-                  m->p_aoff);
-    render_printf(b, "    const int64_t sbk = i%d, sbn = i%d, boff = i%d;\n", m->p_bstr + nb, m->p_bstr + nb + 1,
-                  m->p_boff);
-    render_printf(b, "    int64_t NB = 1;\n");
-    for (int d = 0; d < nb; d++) render_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
-    render_printf(b, "    __shared__ %s As[%d][%d + 1], Bs[%d][%d];   /* k-major tiles; As padded */\n",
-                  C, MM_KT, MM_T, MM_KT, MM_T);
-    render_printf(b, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
-    render_printf(b, "    const int64_t mt = (M + %d) / %d;\n", MM_T - 1, MM_T);
-    render_printf(b, "    for (int64_t z = blockIdx.z; z < NB; z += gridDim.z) {\n");
-    render_printf(b, "        int64_t ao = aoff, bo = boff;\n");
-    if (nb) render_printf(b, "        int64_t r = z;\n");
+    else sbuf_printf(b, "    %s *O = p%d;\n", st, m->o_buf);
+    sbuf_printf(b, "    const int64_t M = i%d, N = i%d, K = i%d;\n", m->p_m, m->p_n, m->p_k);
+    sbuf_printf(b, "    const int64_t sam = i%d, sak = i%d, aoff = i%d;\n", m->p_astr + nb, m->p_astr + nb + 1,
+                m->p_aoff);
+    sbuf_printf(b, "    const int64_t sbk = i%d, sbn = i%d, boff = i%d;\n", m->p_bstr + nb, m->p_bstr + nb + 1,
+                m->p_boff);
+    sbuf_printf(b, "    int64_t NB = 1;\n");
+    for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
+    sbuf_printf(b, "    __shared__ %s As[%d][%d + 1], Bs[%d][%d];   /* k-major tiles; As padded */\n",
+                C, MM_KT, MM_T, MM_KT, MM_T);
+    sbuf_printf(b, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
+    sbuf_printf(b, "    const int64_t mt = (M + %d) / %d;\n", MM_T - 1, MM_T);
+    sbuf_printf(b, "    for (int64_t z = blockIdx.z; z < NB; z += gridDim.z) {\n");
+    sbuf_printf(b, "        int64_t ao = aoff, bo = boff;\n");
+    if (nb) sbuf_printf(b, "        int64_t r = z;\n");
     for (int d = nb - 1; d >= 0; d--)
-        render_printf(b, "        { const int64_t i = r %% i%d; r /= i%d; ao += i * i%d; bo += i * i%d; }\n",
-                      m->p_bsize + d, m->p_bsize + d, m->p_astr + d, m->p_bstr + d);
-    render_printf(b, "        for (int64_t by = blockIdx.y; by < mt; by += gridDim.y) {\n");
-    render_printf(b, "            const int64_t m0 = by * %d, n0 = (int64_t)blockIdx.x * %d;\n", MM_T, MM_T);
-    render_printf(b, "            %s acc[4][4];\n", C);
-    render_printf(b, "            for (int i = 0; i < 4; i++)\n");
-    render_printf(b, "                for (int j = 0; j < 4; j++) acc[i][j] = 0;\n");
-    render_printf(b, "            for (int64_t k0 = 0; k0 < K; k0 += %d) {\n", MM_KT);
-    render_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", MM_T * MM_KT, CU_BLOCK);
-    render_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l >> 6, bn = l & 63;\n");
-    render_printf(b, "                    const int64_t gm = m0 + am, gk = k0 + ak, gk2 = k0 + bk, gn = n0 + bn;\n");
-    render_printf(b, "                    As[ak][am] = gm < M && gk < K ? (%s)%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n",
-                  C, lda, C);
-    render_printf(b, "                    Bs[bk][bn] = gk2 < K && gn < N ? "
-                     "(%s)%s(B[bo + gk2 * sbk + gn * %s]) : (%s)0;\n",
-                  C, ldb, m->b_unit ? "1" : "sbn", C);
-    render_printf(b, "                }\n");
-    render_printf(b, "                __syncthreads();\n");
+        sbuf_printf(b, "        { const int64_t i = r %% i%d; r /= i%d; ao += i * i%d; bo += i * i%d; }\n",
+                    m->p_bsize + d, m->p_bsize + d, m->p_astr + d, m->p_bstr + d);
+    sbuf_printf(b, "        for (int64_t by = blockIdx.y; by < mt; by += gridDim.y) {\n");
+    sbuf_printf(b, "            const int64_t m0 = by * %d, n0 = (int64_t)blockIdx.x * %d;\n", MM_T, MM_T);
+    sbuf_printf(b, "            %s acc[4][4];\n", C);
+    sbuf_printf(b, "            for (int i = 0; i < 4; i++)\n");
+    sbuf_printf(b, "                for (int j = 0; j < 4; j++) acc[i][j] = 0;\n");
+    sbuf_printf(b, "            for (int64_t k0 = 0; k0 < K; k0 += %d) {\n", MM_KT);
+    sbuf_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", MM_T * MM_KT, CU_BLOCK);
+    sbuf_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l >> 6, bn = l & 63;\n");
+    sbuf_printf(b, "                    const int64_t gm = m0 + am, gk = k0 + ak, gk2 = k0 + bk, gn = n0 + bn;\n");
+    sbuf_printf(b, "                    As[ak][am] = gm < M && gk < K ? (%s)%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n",
+                C, lda, C);
+    sbuf_printf(b, "                    Bs[bk][bn] = gk2 < K && gn < N ? "
+                   "(%s)%s(B[bo + gk2 * sbk + gn * %s]) : (%s)0;\n",
+                C, ldb, m->b_unit ? "1" : "sbn", C);
+    sbuf_printf(b, "                }\n");
+    sbuf_printf(b, "                __syncthreads();\n");
     /* only the k < K of the tile: a padded zero would turn -0 into +0 and inf * 0 into NaN */
-    render_printf(b, "                const int kn = K - k0 < %d ? (int)(K - k0) : %d;\n", MM_KT, MM_KT);
-    render_printf(b, "                for (int kk = 0; kk < kn; kk++) {\n");
-    render_printf(b, "                    %s a[4], bv[4];\n", C);
-    render_printf(b, "                    for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];\n");
-    render_printf(b, "                    for (int j = 0; j < 4; j++) bv[j] = Bs[kk][tx + 16 * j];\n");
-    render_printf(b, "                    for (int i = 0; i < 4; i++)\n");
-    render_printf(b, "                        for (int j = 0; j < 4; j++) acc[i][j] = acc[i][j] + a[i] * bv[j];\n");
-    render_printf(b, "                }\n");
-    render_printf(b, "                __syncthreads();\n");
-    render_printf(b, "            }\n");
-    render_printf(b, "            for (int i = 0; i < 4; i++)\n");
-    render_printf(b, "                for (int j = 0; j < 4; j++) {\n");
-    render_printf(b, "                    const int64_t gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;\n");
+    sbuf_printf(b, "                const int kn = K - k0 < %d ? (int)(K - k0) : %d;\n", MM_KT, MM_KT);
+    sbuf_printf(b, "                for (int kk = 0; kk < kn; kk++) {\n");
+    sbuf_printf(b, "                    %s a[4], bv[4];\n", C);
+    sbuf_printf(b, "                    for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];\n");
+    sbuf_printf(b, "                    for (int j = 0; j < 4; j++) bv[j] = Bs[kk][tx + 16 * j];\n");
+    sbuf_printf(b, "                    for (int i = 0; i < 4; i++)\n");
+    sbuf_printf(b, "                        for (int j = 0; j < 4; j++) acc[i][j] = acc[i][j] + a[i] * bv[j];\n");
+    sbuf_printf(b, "                }\n");
+    sbuf_printf(b, "                __syncthreads();\n");
+    sbuf_printf(b, "            }\n");
+    sbuf_printf(b, "            for (int i = 0; i < 4; i++)\n");
+    sbuf_printf(b, "                for (int j = 0; j < 4; j++) {\n");
+    sbuf_printf(b, "                    const int64_t gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;\n");
     mm_store(b, c, st);
-    render_printf(b, "                }\n");
-    render_printf(b, "        }\n");
-    render_printf(b, "    }\n");
+    sbuf_printf(b, "                }\n");
+    sbuf_printf(b, "        }\n");
+    sbuf_printf(b, "    }\n");
 }
 
 /* ---- the function ---- */
-static void render_signature(render_buf *b, const kir_kernel *k, const cuda_launch_desc *d) {
+static void render_signature(sbuf *b, const kir_kernel *k, const cuda_launch_desc *d) {
     static const char *modes[] = {"flat", "rows", "matmul", "single block", "horizontal"};
     const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE ? "__restrict__ " : "";
-    render_printf(b, "// stitch kernel: %s; launch: %s\n", k->comment, modes[d->mode]);
-    render_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) KNAME(", d->block);
-    for (int s = 0; s < k->nbufs; s++) {
-        const char *q = k->buf_out[s] ? "" : "const ";
-        render_printf(b, "%s%s *%sp%d, ", q, st_dtypes[k->buf_dtype[s]].ctype, r, s);
-    }
-    for (int i = 0; i < k->nints; i++) render_printf(b, "long long i%d, ", i);
-    for (int i = 0; i < k->nflts; i++) render_printf(b, "double f%d, ", i);
-    render_printf(b, "int *err, int rt) {\n");
+    sbuf_printf(b, "// stitch kernel: %s; launch: %s\n", k->comment, modes[d->mode]);
+    sbuf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) KNAME(", d->block);
+  for (int s = 0; s < k->nbufs; s++) {
+      const char *q = k->buf_out[s] ? "" : "const ";
+      sbuf_printf(b, "%s%s *%sp%d, ", q, st_dtypes[k->buf_dtype[s]].ctype, r, s);
+  }
+  for (int i = 0; i < k->nints; i++) sbuf_printf(b, "long long i%d, ", i);
+  for (int i = 0; i < k->nflts; i++) sbuf_printf(b, "double f%d, ", i);
+  sbuf_printf(b, "int *err, int rt) {\n");
 }
 
 char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) { return render_cuda_sm(k, 0, d); }
 
 char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d) {
-    render_buf b = {0};
+    sbuf b = {0};
     uint8_t *live = st_calloc(k->n ? (size_t)k->n : 1, 1);
     if (!live) return NULL;
     cu_ctx c = {k, live, {0}, 0};
@@ -770,7 +750,7 @@ char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d) {
         else render_phases(&b, &c);
         break;
     }
-    render_printf(&b, "}\n");
+    sbuf_printf(&b, "}\n");
     st_free(live);
     if (b.oom) {
         st_free(b.s);

@@ -86,7 +86,7 @@ static int tf32 = -1;   /* -1: ST_TF32 not read yet */
 
 bool cuda_tf32_allowed(void) {
     if (tf32 < 0) {
-        const char *e = getenv("ST_TF32");
+        const char *e = base_env(SET_TF32);
         tf32 = e && !strcmp(e, "1");
     }
     return tf32 == 1;
@@ -102,135 +102,135 @@ bool cuda_mma_eligible(const kir_kernel *k, int sm) {
     return dt == ST_F16 || dt == ST_BF16 || (dt == ST_F32 && cuda_tf32_allowed());
 }
 
-void cuda_mm_store_plain(render_buf *b, const kir_kernel *k, const char *row, const char *col, const char *acc,
+void cuda_mm_store_plain(sbuf *b, const kir_kernel *k, const char *row, const char *col, const char *acc,
                          int depth) {
     int dt = k->mm.dtype;
     const char *cv = dt == ST_F16 ? "st_f2h" : dt == ST_BF16 ? "st_f2bf" : "";
     render_indent(b, depth);
-    render_printf(b, "O[z * M * N + %s * N + %s] = %s(%s);\n", row, col, cv, acc);
+    sbuf_printf(b, "O[z * M * N + %s * N + %s] = %s(%s);\n", row, col, cv, acc);
 }
 
 /* ---- the body ---- */
-static void header(render_buf *b, const kir_kernel *k, const cuda_mma_shape *s) {
+static void header(sbuf *b, const kir_kernel *k, const cuda_mma_shape *s) {
     const kir_matmul *m = &k->mm;
     const char *st = st_dtypes[m->dtype].ctype;
     int nb = m->nbatch;
-    render_printf(b, "    /* tensor cores: %s (layouts: jit/render_cuda_mma.c) */\n", s->ptx);
-    render_printf(b, "    const %s *A = p%d;\n    const %s *B = p%d;\n    %s *O = p%d;\n", st, m->a_buf, st, m->b_buf,
-                  st, m->o_buf);
-    render_printf(b, "    const int64_t M = i%d, N = i%d, K = i%d;\n", m->p_m, m->p_n, m->p_k);
-    render_printf(b, "    const int64_t sam = i%d, sak = i%d, aoff = i%d;\n", m->p_astr + nb, m->p_astr + nb + 1,
-                  m->p_aoff);
-    if (m->b_unit) render_printf(b, "    const int64_t sbk = i%d, sbn = 1, boff = i%d;\n", m->p_bstr + nb, m->p_boff);
-    else render_printf(b, "    const int64_t sbk = i%d, sbn = i%d, boff = i%d;\n", m->p_bstr + nb, m->p_bstr + nb + 1,
-                       m->p_boff);
-    render_printf(b, "    int64_t NB = 1;\n");
-    for (int d = 0; d < nb; d++) render_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
+    sbuf_printf(b, "    /* tensor cores: %s (layouts: jit/render_cuda_mma.c) */\n", s->ptx);
+    sbuf_printf(b, "    const %s *A = p%d;\n    const %s *B = p%d;\n    %s *O = p%d;\n", st, m->a_buf, st, m->b_buf,
+                st, m->o_buf);
+    sbuf_printf(b, "    const int64_t M = i%d, N = i%d, K = i%d;\n", m->p_m, m->p_n, m->p_k);
+    sbuf_printf(b, "    const int64_t sam = i%d, sak = i%d, aoff = i%d;\n", m->p_astr + nb, m->p_astr + nb + 1,
+                m->p_aoff);
+    if (m->b_unit) sbuf_printf(b, "    const int64_t sbk = i%d, sbn = 1, boff = i%d;\n", m->p_bstr + nb, m->p_boff);
+    else sbuf_printf(b, "    const int64_t sbk = i%d, sbn = i%d, boff = i%d;\n", m->p_bstr + nb, m->p_bstr + nb + 1,
+                     m->p_boff);
+    sbuf_printf(b, "    int64_t NB = 1;\n");
+    for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
 }
 
 /* Global -> shared: element l of each tile, in the order of the operand's unit-stride dimension. */
-static void load_tiles(render_buf *b, bool tf) {
-    render_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", MMA_T * MMA_KT, MMA_THREADS);
-    render_printf(b, "                    const int am = a_mf ? l %% %d : l / %d, ak = a_mf ? l / %d : l %% %d;\n",
-                  MMA_T, MMA_KT, MMA_T, MMA_KT);
-    render_printf(b, "                    const int bn = b_kf ? l / %d : l %% %d, bk = b_kf ? l %% %d : l / %d;\n",
-                  MMA_KT, MMA_T, MMA_KT, MMA_T);
-    render_printf(b, "                    const int64_t gm = m0 + am, gka = k0 + ak, gn = n0 + bn, gkb = k0 + bk;\n");
+static void load_tiles(sbuf *b, bool tf) {
+    sbuf_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", MMA_T * MMA_KT, MMA_THREADS);
+    sbuf_printf(b, "                    const int am = a_mf ? l %% %d : l / %d, ak = a_mf ? l / %d : l %% %d;\n",
+                MMA_T, MMA_KT, MMA_T, MMA_KT);
+    sbuf_printf(b, "                    const int bn = b_kf ? l / %d : l %% %d, bk = b_kf ? l %% %d : l / %d;\n",
+                MMA_KT, MMA_T, MMA_KT, MMA_T);
+    sbuf_printf(b, "                    const int64_t gm = m0 + am, gka = k0 + ak, gn = n0 + bn, gkb = k0 + bk;\n");
     if (!tf) {
-        render_printf(b, "                    As[am][ak] = gm < M && gka < K ? A[ao + gm * sam + gka * sak] : "
-                         "(uint16_t)0;\n");
-        render_printf(b, "                    Bs[bn][bk] = gkb < K && gn < N ? B[bo + gkb * sbk + gn * sbn] : "
-                         "(uint16_t)0;\n");
+        sbuf_printf(b, "                    As[am][ak] = gm < M && gka < K ? A[ao + gm * sam + gka * sak] : "
+                       "(uint16_t)0;\n");
+        sbuf_printf(b, "                    Bs[bn][bk] = gkb < K && gn < N ? B[bo + gkb * sbk + gn * sbn] : "
+                       "(uint16_t)0;\n");
     } else {
-        render_printf(b, "                    const float av = gm < M && gka < K ? A[ao + gm * sam + gka * sak] : "
-                         "0.0f;\n");
-        render_printf(b, "                    const float bv = gkb < K && gn < N ? B[bo + gkb * sbk + gn * sbn] : "
-                         "0.0f;\n");
-        render_printf(b, "                    uint32_t at, bt;\n");
-        render_printf(b, "                    asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(at) : \"f\"(av));\n");
-        render_printf(b, "                    asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(bt) : \"f\"(bv));\n");
-        render_printf(b, "                    As[am][ak] = at;\n                    Bs[bn][bk] = bt;\n");
+        sbuf_printf(b, "                    const float av = gm < M && gka < K ? A[ao + gm * sam + gka * sak] : "
+                       "0.0f;\n");
+        sbuf_printf(b, "                    const float bv = gkb < K && gn < N ? B[bo + gkb * sbk + gn * sbn] : "
+                       "0.0f;\n");
+        sbuf_printf(b, "                    uint32_t at, bt;\n");
+        sbuf_printf(b, "                    asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(at) : \"f\"(av));\n");
+        sbuf_printf(b, "                    asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(bt) : \"f\"(bv));\n");
+        sbuf_printf(b, "                    As[am][ak] = at;\n                    Bs[bn][bk] = bt;\n");
     }
-    render_printf(b, "                }\n");
+    sbuf_printf(b, "                }\n");
 }
 
 /* One k step: fragments from shared memory (offsets from the shape table), then the mma tiles. */
-static void k_step(render_buf *b, const cuda_mma_shape *s, bool tf) {
+static void k_step(sbuf *b, const cuda_mma_shape *s, bool tf) {
     /* a 32-bit register: two consecutive halves (4-byte aligned: even k, even row length) or a word */
     const char *ld = tf ? "" : "*(const uint32_t *)&";
-    render_printf(b, "                for (int ks = 0; ks < kn; ks += %d) {   /* steps wholly past K: skipped */\n",
-                  s->kstep);
-    render_printf(b, "                    uint32_t af[%d][4], bf[%d][2];\n", CUDA_MMA_MI, CUDA_MMA_NI);
-    render_printf(b, "#pragma unroll\n                    for (int i = 0; i < %d; i++) {\n", CUDA_MMA_MI);
-    render_printf(b, "                        const int r = wm + 16 * i + g, c = ks + %d * t;\n", s->tk);
+    sbuf_printf(b, "                for (int ks = 0; ks < kn; ks += %d) {   /* steps wholly past K: skipped */\n",
+                s->kstep);
+    sbuf_printf(b, "                    uint32_t af[%d][4], bf[%d][2];\n", CUDA_MMA_MI, CUDA_MMA_NI);
+    sbuf_printf(b, "#pragma unroll\n                    for (int i = 0; i < %d; i++) {\n", CUDA_MMA_MI);
+    sbuf_printf(b, "                        const int r = wm + 16 * i + g, c = ks + %d * t;\n", s->tk);
     for (int r = 0; r < 4; r++)
-        render_printf(b, "                        af[i][%d] = %sAs[r + %d][c + %d];\n", r, ld, s->a_off[r][0],
-                      s->a_off[r][1]);
-    render_printf(b, "                    }\n");
-    render_printf(b, "#pragma unroll\n                    for (int j = 0; j < %d; j++) {\n", CUDA_MMA_NI);
-    render_printf(b, "                        const int n = wn + 8 * j + g, c = ks + %d * t;\n", s->tk);
+        sbuf_printf(b, "                        af[i][%d] = %sAs[r + %d][c + %d];\n", r, ld, s->a_off[r][0],
+                    s->a_off[r][1]);
+    sbuf_printf(b, "                    }\n");
+    sbuf_printf(b, "#pragma unroll\n                    for (int j = 0; j < %d; j++) {\n", CUDA_MMA_NI);
+    sbuf_printf(b, "                        const int n = wn + 8 * j + g, c = ks + %d * t;\n", s->tk);
     for (int r = 0; r < 2; r++)
-        render_printf(b, "                        bf[j][%d] = %sBs[n + %d][c + %d];\n", r, ld, s->b_off[r][1],
-                      s->b_off[r][0]);
-    render_printf(b, "                    }\n");
-    render_printf(b, "#pragma unroll\n                    for (int i = 0; i < %d; i++)\n", CUDA_MMA_MI);
-    render_printf(b, "#pragma unroll\n                        for (int j = 0; j < %d; j++)\n", CUDA_MMA_NI);
-    render_printf(b, "                            asm(\"%s {%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
-                     "{%%0, %%1, %%2, %%3};\"\n", s->ptx);
-    render_printf(b, "                                : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), \"+f\"(acc[i][j][2]), "
-                     "\"+f\"(acc[i][j][3])\n");
-    render_printf(b, "                                : \"r\"(af[i][0]), \"r\"(af[i][1]), \"r\"(af[i][2]), \"r\"(af[i][3]), "
-                     "\"r\"(bf[j][0]), \"r\"(bf[j][1]));\n");
-    render_printf(b, "                }\n");
+        sbuf_printf(b, "                        bf[j][%d] = %sBs[n + %d][c + %d];\n", r, ld, s->b_off[r][1],
+                    s->b_off[r][0]);
+    sbuf_printf(b, "                    }\n");
+    sbuf_printf(b, "#pragma unroll\n                    for (int i = 0; i < %d; i++)\n", CUDA_MMA_MI);
+    sbuf_printf(b, "#pragma unroll\n                        for (int j = 0; j < %d; j++)\n", CUDA_MMA_NI);
+    sbuf_printf(b, "                            asm(\"%s {%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
+                   "{%%0, %%1, %%2, %%3};\"\n", s->ptx);
+  sbuf_printf(b, "                                : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), \"+f\"(acc[i][j][2]), "
+                   "\"+f\"(acc[i][j][3])\n");
+  sbuf_printf(b, "                                : \"r\"(af[i][0]), \"r\"(af[i][1]), \"r\"(af[i][2]), \"r\"(af[i][3]), "
+                   "\"r\"(bf[j][0]), \"r\"(bf[j][1]));\n");
+    sbuf_printf(b, "                }\n");
 }
 
 /* Every accumulator to its output (cuda_mma_out_elem's mapping), through store. */
-static void store_all(render_buf *b, const kir_kernel *k, cuda_mm_store_fn store) {
-    render_printf(b, "#pragma unroll\n            for (int i = 0; i < %d; i++)\n", CUDA_MMA_MI);
-    render_printf(b, "#pragma unroll\n                for (int j = 0; j < %d; j++)\n", CUDA_MMA_NI);
-    render_printf(b, "#pragma unroll\n                    for (int e = 0; e < 4; e++) {\n");
-    render_printf(b, "                        const int64_t gm = m0 + wm + 16 * i + g + 8 * (e >> 1), "
-                     "gn = n0 + wn + 8 * j + 2 * t + (e & 1);\n");
-    render_printf(b, "                        if (gm < M && gn < N) {\n");
+static void store_all(sbuf *b, const kir_kernel *k, cuda_mm_store_fn store) {
+    sbuf_printf(b, "#pragma unroll\n            for (int i = 0; i < %d; i++)\n", CUDA_MMA_MI);
+    sbuf_printf(b, "#pragma unroll\n                for (int j = 0; j < %d; j++)\n", CUDA_MMA_NI);
+    sbuf_printf(b, "#pragma unroll\n                    for (int e = 0; e < 4; e++) {\n");
+    sbuf_printf(b, "                        const int64_t gm = m0 + wm + 16 * i + g + 8 * (e >> 1), "
+                   "gn = n0 + wn + 8 * j + 2 * t + (e & 1);\n");
+    sbuf_printf(b, "                        if (gm < M && gn < N) {\n");
     store(b, k, "gm", "gn", "acc[i][j][e]", 7);
-    render_printf(b, "                        }\n");
-    render_printf(b, "                    }\n");
+    sbuf_printf(b, "                        }\n");
+    sbuf_printf(b, "                    }\n");
 }
 
-void render_matmul_mma(render_buf *b, const kir_kernel *k, cuda_mm_store_fn store) {
+void render_matmul_mma(sbuf *b, const kir_kernel *k, cuda_mm_store_fn store) {
     const kir_matmul *m = &k->mm;
     const cuda_mma_shape *s = cuda_mma_shape_of(m->dtype);
     if (!s) return;   /* not eligible: the caller checked cuda_mma_eligible */
     bool tf = m->dtype == ST_F32;
     int nb = m->nbatch, row = MMA_KT + (tf ? 4 : 8);
     header(b, k, s);
-    render_printf(b, "    __shared__ __align__(16) %s As[%d][%d], Bs[%d][%d];   /* [m][k], [n][k]; rows padded */\n",
-                  tf ? "uint32_t" : "uint16_t", MMA_T, row, MMA_T, row);
-    render_printf(b, "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n");
-    render_printf(b, "    const int wm = (warp / %d) * %d, wn = (warp %% %d) * %d;   /* the warp's %dx%d */\n", MMA_WN,
-                  MMA_WTM, MMA_WN, MMA_WTN, MMA_WTM, MMA_WTN);
-    render_printf(b, "    const bool a_mf = sak != 1 && sam == 1, b_kf = sbn != 1 && sbk == 1;   /* unit-stride dim */\n");
-    render_printf(b, "    const int64_t mt = (M + %d) / %d;\n", MMA_T - 1, MMA_T);
-    render_printf(b, "    for (int64_t z = blockIdx.z; z < NB; z += gridDim.z) {\n");
-    render_printf(b, "        int64_t ao = aoff, bo = boff;\n");
-    if (nb) render_printf(b, "        int64_t zr = z;\n");
+    sbuf_printf(b, "    __shared__ __align__(16) %s As[%d][%d], Bs[%d][%d];   /* [m][k], [n][k]; rows padded */\n",
+                tf ? "uint32_t" : "uint16_t", MMA_T, row, MMA_T, row);
+    sbuf_printf(b, "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n");
+    sbuf_printf(b, "    const int wm = (warp / %d) * %d, wn = (warp %% %d) * %d;   /* the warp's %dx%d */\n", MMA_WN,
+                MMA_WTM, MMA_WN, MMA_WTN, MMA_WTM, MMA_WTN);
+    sbuf_printf(b, "    const bool a_mf = sak != 1 && sam == 1, b_kf = sbn != 1 && sbk == 1;   /* unit-stride dim */\n");
+    sbuf_printf(b, "    const int64_t mt = (M + %d) / %d;\n", MMA_T - 1, MMA_T);
+    sbuf_printf(b, "    for (int64_t z = blockIdx.z; z < NB; z += gridDim.z) {\n");
+    sbuf_printf(b, "        int64_t ao = aoff, bo = boff;\n");
+    if (nb) sbuf_printf(b, "        int64_t zr = z;\n");
     for (int d = nb - 1; d >= 0; d--)
-        render_printf(b, "        { const int64_t zi = zr %% i%d; zr /= i%d; ao += zi * i%d; bo += zi * i%d; }\n",
-                      m->p_bsize + d, m->p_bsize + d, m->p_astr + d, m->p_bstr + d);
-    render_printf(b, "        for (int64_t by = blockIdx.y; by < mt; by += gridDim.y) {\n");
-    render_printf(b, "            const int64_t m0 = by * %d, n0 = (int64_t)blockIdx.x * %d;\n", MMA_T, MMA_T);
-    render_printf(b, "            float acc[%d][%d][4];\n", CUDA_MMA_MI, CUDA_MMA_NI);
-    render_printf(b, "#pragma unroll\n            for (int i = 0; i < %d; i++)\n", CUDA_MMA_MI);
-    render_printf(b, "#pragma unroll\n                for (int j = 0; j < %d; j++)\n", CUDA_MMA_NI);
-    render_printf(b, "#pragma unroll\n                    for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;\n");
-    render_printf(b, "            for (int64_t k0 = 0; k0 < K; k0 += %d) {\n", MMA_KT);
+        sbuf_printf(b, "        { const int64_t zi = zr %% i%d; zr /= i%d; ao += zi * i%d; bo += zi * i%d; }\n",
+                    m->p_bsize + d, m->p_bsize + d, m->p_astr + d, m->p_bstr + d);
+    sbuf_printf(b, "        for (int64_t by = blockIdx.y; by < mt; by += gridDim.y) {\n");
+    sbuf_printf(b, "            const int64_t m0 = by * %d, n0 = (int64_t)blockIdx.x * %d;\n", MMA_T, MMA_T);
+    sbuf_printf(b, "            float acc[%d][%d][4];\n", CUDA_MMA_MI, CUDA_MMA_NI);
+    sbuf_printf(b, "#pragma unroll\n            for (int i = 0; i < %d; i++)\n", CUDA_MMA_MI);
+    sbuf_printf(b, "#pragma unroll\n                for (int j = 0; j < %d; j++)\n", CUDA_MMA_NI);
+    sbuf_printf(b, "#pragma unroll\n                    for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;\n");
+    sbuf_printf(b, "            for (int64_t k0 = 0; k0 < K; k0 += %d) {\n", MMA_KT);
     load_tiles(b, tf);
-    render_printf(b, "                __syncthreads();\n");
-    render_printf(b, "                const int kn = K - k0 < %d ? (int)(K - k0) : %d;\n", MMA_KT, MMA_KT);
+    sbuf_printf(b, "                __syncthreads();\n");
+    sbuf_printf(b, "                const int kn = K - k0 < %d ? (int)(K - k0) : %d;\n", MMA_KT, MMA_KT);
     k_step(b, s, tf);
-    render_printf(b, "                __syncthreads();\n");
-    render_printf(b, "            }\n");
+    sbuf_printf(b, "                __syncthreads();\n");
+    sbuf_printf(b, "            }\n");
     store_all(b, k, store);
-    render_printf(b, "        }\n");
-    render_printf(b, "    }\n");
+    sbuf_printf(b, "        }\n");
+    sbuf_printf(b, "    }\n");
 }

@@ -16,9 +16,9 @@
 /* Prints the statements that store the f32 value `acc` at output (row, col) of the current batch
  * entry, at indent depth. Called inside `if (row < M && col < N)`; in scope: O (output pointer),
  * M, N, z (batch index), all int64 but acc. The plain store rounds to the storage dtype. */
-typedef void (*cuda_mm_store_fn)(render_buf *b, const kir_kernel *k, const char *row, const char *col, const char *acc,
+typedef void (*cuda_mm_store_fn)(sbuf *b, const kir_kernel *k, const char *row, const char *col, const char *acc,
                                  int depth);
-ST_INTERNAL void cuda_mm_store_plain(render_buf *b, const kir_kernel *k, const char *row, const char *col,
+ST_INTERNAL void cuda_mm_store_plain(sbuf *b, const kir_kernel *k, const char *row, const char *col,
                                      const char *acc, int depth);
 
 /* Does matmul k get the tensor-core body on compute capability sm (major * 10 + minor; 0 =
@@ -26,7 +26,7 @@ ST_INTERNAL void cuda_mm_store_plain(render_buf *b, const kir_kernel *k, const c
  * never an operand stored in another type (a folded cast: the plain body converts it). */
 ST_INTERNAL bool cuda_mma_eligible(const kir_kernel *k, int sm);
 /* The kernel body (between the signature's brace and the closing one) of an eligible matmul. */
-ST_INTERNAL void render_matmul_mma(render_buf *b, const kir_kernel *k, cuda_mm_store_fn store);
+ST_INTERNAL void render_matmul_mma(sbuf *b, const kir_kernel *k, cuda_mm_store_fn store);
 
 /* tf32 for f32 matmuls: off unless ST_TF32=1 (read once) or st_cuda_allow_tf32(1). It changes
  * the kernel source, hence the cubin key. */

@@ -40,7 +40,7 @@ int st_grad_enabled(void) { return st_grad_mode; }
 /* ---- records ---- */
 
 st_status st_ag_attach(st_node *n) {
-    if (!st_ops[n->op].diff || !st_is_float((st_dtype)n->dtype)) return ST_OK;
+    if (!st_grad_mode || !st_ops[n->op].diff || !st_is_float((st_dtype)n->dtype)) return ST_OK;
     int any = 0;
     for (int i = 0; i < n->nsrc; i++) any |= n->src[i]->ag != NULL;
     if (!any) return ST_OK;
@@ -74,6 +74,8 @@ static st_node *fresh_node(st_node *n) {
 }
 
 st_status st_ag_mark_leaf(st_storage *s) {
+    static const trace_ag_hooks hooks = {st_ag_attach, st_ag_acc_release};
+    trace_set_ag_hooks(&hooks);   /* from the first leaf on, new nodes may need records */
     st_node *n = s->node;
     if (n->ag && n->ag->acc == s->acc) return ST_OK;
     if (n->refcnt > 1 || n->ag) {

@@ -197,12 +197,12 @@ static st_tensor *random_impl(const char *op, st_op rop, st_dtype dt, int ndim, 
     if (!check_dtype(op, dt) || !check_shape(op, ndim, shape)) return NULL;
     st_node_arg a;
     memset(&a, 0, sizeof a);
-    a.rng.seed = st_rt.rng_seed;
-    a.rng.offset = st_rt.rng_offset;
+    a.rng.seed = st_rng_seed;
+    a.rng.offset = st_rng_offset;
     a.rng.lo = lo;
     a.rng.hi = hi;
     st_node *n = st_node_new(rop, dt, ndim, shape, 0, NULL, &a);
-    if (n) st_rt.rng_offset += (uint64_t)n->numel;
+    if (n) st_rng_offset += (uint64_t)n->numel;
     return st_tensor_from_node(n);
 }
 

@@ -6,7 +6,8 @@
  * collector running inside an allocation cannot free it); after a successful flush every target is
  * a realized BUFFER node, and so is every node the executor chose to materialize.
  */
-#include "trace/trace.h"
+#include "runtime/tensor.h"
+#include "fuser/fuser.h"
 
 static uint64_t flush_epoch;
 
@@ -106,14 +107,14 @@ st_status st_flush_nodes(int nt, st_node *const *targets) {
 /* Decides where each region node runs (rdev): its bound device; else the device of a consumer in
  * the region (a fill or a random tensor is computed where it is used); else the default device.
  * Consumers come after their sources in the region's order, so one backward walk suffices.
- * Returns whether any node runs on a GPU. */
+ * Returns whether any node runs on a device whose memory the interpreter cannot touch. */
 static int resolve_devices(st_region *r) {
     int gpu = 0;
     for (int i = 0; i < r->n; i++) r->nodes[i]->rdev = (int8_t)st_node_dev(r->nodes[i]);
     for (int i = r->n - 1; i >= 0; i--) {
         st_node *x = r->nodes[i];
         if (x->rdev == ST_DEV_ANY) x->rdev = (int8_t)st_default_dev();
-        gpu |= x->rdev > ST_DEV_CPU;
+        gpu |= !dev_host_memory(x->rdev);
         for (int k = 0; k < x->nsrc; k++)
             if (x->src[k]->op != ST_OP_BUFFER && x->src[k]->rdev == ST_DEV_ANY) x->src[k]->rdev = x->rdev;
     }

@@ -227,14 +227,6 @@ st_dtype st_dtype_of(const st_tensor *t) { return (st_dtype)t->dtype; }
 int st_is_contiguous(const st_tensor *t) { return st_is_contiguous_view(t->ndim, t->shape, t->strides); }
 int st_is_realized(const st_tensor *t) { return t->storage->node->op == ST_OP_BUFFER; }
 
-char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-    size_t k = 0;
-    k += snprintf(buf + k, n - k, "(");
-    for (int i = 0; i < ndim && k < n; i++)
-        k += snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
-    if (k < n) snprintf(buf + k, n - k, ")");
-    return buf;
-}
 
 /* ---- sync points ---- */
 st_status st_realize(int n, st_tensor *const *ts) {
@@ -285,7 +277,7 @@ st_status st_to_host(st_tensor *t, st_dtype dt, void *dst, size_t nbytes) {
     const st_node *base = t->storage->node;
     const void *src;
     void *owned;   /* a host copy of GPU data */
-    s = st_host_bytes(base, 0, st_node_nbytes(base), &src, &owned);
+    s = dev_host_bytes(base->buf, 0, st_node_nbytes(base), &src, &owned);
     if (s != ST_OK) return s;
     st_dtype sdt = (st_dtype)base->dtype;
     int64_t idx[ST_MAX_DIMS] = {0};

@@ -33,12 +33,10 @@ struct st_tensor {
 /* A new tensor owning a new storage whose version is n (the reference to n is taken over). NULL on
  * OOM (n is released). Runs eager mode and the trace-size bound. */
 ST_INTERNAL st_tensor *st_tensor_from_node(st_node *n);
-/* Devices (runtime/device.c). st_default_dev: the default device number, resolved once (see
- * device.c); st_to_dev: t on device dev (t itself, retained, when already there); st_host_bytes:
- * bytes [off, off+n) of a realized node readable on the host (*owned: a copy to st_free, or NULL). */
-ST_INTERNAL const char *st_dev_static_name(int dev);
+/* st_to_dev (runtime/device.c): t on device dev (t itself, retained, when already there). */
 ST_INTERNAL st_tensor *st_to_dev(st_tensor *t, int dev);
-ST_INTERNAL st_status st_host_bytes(const st_node *n, size_t off, size_t nbytes, const void **out, void **owned);
+/* The global random stream (runtime.c): seed, and the next counter a random op takes. */
+ST_INTERNAL extern uint64_t st_rng_seed, st_rng_offset;
 /* Host-memory creators for loaders that write the data themselves (st_empty/st_from_data put data
  * on the default device). */
 ST_INTERNAL st_tensor *st_empty_host(st_dtype dt, int ndim, const int64_t *shape);
@@ -60,5 +58,12 @@ ST_INTERNAL int st_norm_dim(const char *op, int dim, int ndim);
 /* Make s->node a leaf node of s's accumulator (runtime/autograd.c): a node nobody else holds,
  * with a leaf autograd record. */
 ST_INTERNAL st_status st_ag_mark_leaf(st_storage *s);
+/* Grad mode (st_grad_mode_push/pop), the record of a new node (trace_ag_hooks.attach) and the
+ * release of an accumulator reference (runtime/autograd.c). */
+ST_INTERNAL extern int st_grad_mode;
+ST_INTERNAL st_status st_ag_attach(st_node *n);
+ST_INTERNAL void st_ag_acc_release(st_grad_acc *acc);
+/* Realize the given nodes (and what they need) in one flush (runtime/flush.c). */
+ST_INTERNAL st_status st_flush_nodes(int n, st_node *const *targets);
 
 #endif

@@ -99,7 +99,7 @@ TEST(renumbering) {
     int loads[2] = {0}, stores = 0, iparams = 0;
     for (int i = 0; i < H.n; i++) {
         const kir_ins *in = &H.ins[i];
-        unsigned m = render_operand_mask(in);
+        unsigned m = kir_operand_mask(in);
         const int32_t ops[4] = {in->a, in->b, in->c, in->d};
         for (int q = 0; q < 4; q++)
             if (m >> q & 1) CHECK(ops[q] < i);   /* operands still refer to earlier instructions */
@@ -150,7 +150,7 @@ TEST(nvrtc_compiles) {
         return;
     }
     const char *ks[1] = {cusrc}, *kn[1] = {"horizontal"};
-    char *unit = nvrtc_unit(1, ks, kn, NULL, malloc);
+    char *unit = nvrtc_unit(1, ks, kn, NULL, 1);
     CHECK(unit != NULL);
     static const char *const archs[] = {"sm_80", "sm_90"};
     for (int a = 0; unit && a < 2; a++) {

@@ -256,7 +256,7 @@ TEST(nvrtc_compiles) {
                 n++;
             }
     st_cuda_allow_tf32(0);
-    char *unit = nvrtc_unit(n, ks, kn, NULL, malloc);
+    char *unit = nvrtc_unit(n, ks, kn, NULL, 1);
     CHECK(unit != NULL);
     static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
     for (int a = 0; unit && a < 3; a++) {

@@ -120,7 +120,7 @@ TEST(search_explicit_path) {
 TEST(compiles_both_archs) {
     SKIP_IF_NO_NVRTC();
     const char *srcs[2] = {K_AXPB, K_SUM}, *knames[2] = {"st_k_test_axpb", "st_k_test_sum"};
-    char *unit = nvrtc_unit(2, srcs, knames, NULL, st_malloc);
+    char *unit = nvrtc_unit(2, srcs, knames, NULL, 0);
     CHECK(unit != NULL);
     if (!unit) return;
     const char *archs[3] = {"sm_80", "sm_90", "sm_90a"};
@@ -141,7 +141,7 @@ TEST(compiles_both_archs) {
 TEST(compile_error_saves_source) {
     SKIP_IF_NO_NVRTC();
     const char *kn = "st_k_test_bad";
-    char *unit = nvrtc_unit(1, &K_BAD, &kn, NULL, st_malloc);
+    char *unit = nvrtc_unit(1, &K_BAD, &kn, NULL, 0);
     void *cubin = (void *)1;
     size_t n = 7;
     double ms;
@@ -173,9 +173,9 @@ TEST(bad_arch) {
 
 static char entry_path[4300];
 
-static void set_entry_path(jit_key key) {
+static void set_entry_path(base_hash key) {
     char hex[33];
-    jit_key_hex(key, hex);
+    base_hash_hex(key, hex);
     snprintf(entry_path, sizeof entry_path, "%s/cuda/%s.cubin", cache_dir, hex);
 }
 
@@ -183,7 +183,7 @@ TEST(cache_memory_and_disk) {
     SKIP_IF_NO_NVRTC();
     const void *c1, *c2, *c3;
     size_t n1, n2, n3;
-    jit_key k1, k2;
+    base_hash k1, k2;
     uint64_t comp = compiles(), calls = st_stats_g.compile_calls, mem = st_stats_g.cache_hits_memory,
              disk = st_stats_g.cache_hits_disk;
     CHECK(jit_cubin_get(K_AXPB, "st_k_axpb", "sm_80", &c1, &n1, &k1) == ST_OK);
@@ -212,7 +212,7 @@ TEST(keys_differ) {
     SKIP_IF_NO_NVRTC();
     const void *c;
     size_t n;
-    jit_key a, b, d;
+    base_hash a, b, d;
     CHECK(jit_cubin_get(K_AXPB, "st_k_axpb", "sm_80", &c, &n, &a) == ST_OK);
     uint64_t comp = compiles();
     CHECK(jit_cubin_get(K_AXPB, "st_k_axpb", "sm_90", &c, &n, &b) == ST_OK);
@@ -228,7 +228,7 @@ TEST(keys_differ) {
 static void damage_and_recover(const char *what, void (*how)(const char *path)) {
     const void *c;
     size_t n;
-    jit_key key;
+    base_hash key;
     CHECK(jit_cubin_get(K_SUM, "st_k_sum", "sm_90", &c, &n, &key) == ST_OK);
     set_entry_path(key);
     jit_cubin_shutdown();

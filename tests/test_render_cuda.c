@@ -476,7 +476,7 @@ TEST(nvrtc_compiles) {
             ks[n] = srcs[i];
             kn[n++] = kname[i];
         }
-    char *unit = nvrtc_unit(n, ks, kn, NULL, malloc); /* then every kernel in one program */
+    char *unit = nvrtc_unit(n, ks, kn, NULL, 1); /* then every kernel in one program */
     CHECK(unit != NULL);
     for (int a = 0; unit && a < 2; a++) {
         char *log = nvrtc_build(unit, archs[a]);

@@ -14,34 +14,13 @@ const st_op_info st_ops[ST_OP_COUNT] = {
 };
 
 static st_node *free_list;     /* linked through src[0] */
+static trace_ag_hooks ag_hooks;   /* autograd's, once it made its first record */
+
+void trace_set_ag_hooks(const trace_ag_hooks *h) { ag_hooks = *h; }
 static int64_t pending;        /* live unrealized nodes */
 static uint64_t next_id = 1;
 
 int64_t st_pending_nodes(void) { return pending; }
-
-int64_t st_shape_numel(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    return n;
-}
-
-void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides) {
-    int64_t s = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        strides[i] = s;
-        s *= shape[i];
-    }
-}
-
-int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides) {
-    int64_t expect = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        if (shape[i] == 1) continue;
-        if (strides[i] != expect) return 0;
-        expect *= shape[i];
-    }
-    return 1;
-}
 
 st_node *st_node_identity_view(st_node *n) {
     st_node_arg a;
@@ -54,13 +33,6 @@ int st_node_dev(const st_node *n) {
     if (n->op == ST_OP_BUFFER) return n->buf ? n->buf->device : n->dev;
     if (st_ops[n->op].kind == OPK_SOURCE) return ST_DEV_ANY;
     return n->dev;
-}
-
-const char *st_dev_name(int dev, char *buf, size_t n) {
-    if (dev == ST_DEV_ANY) snprintf(buf, n, "any");
-    else if (dev == ST_DEV_CPU) snprintf(buf, n, "cpu");
-    else snprintf(buf, n, "cuda:%d", dev - 1);
-    return buf;
 }
 
 /* The device a new node of these sources is bound to; ST_DEV_ANY when none is bound, -2 (with
@@ -111,7 +83,7 @@ st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int 
     n->aux = NULL;
     if (op != ST_OP_BUFFER) pending++;
     st_stats_g.nodes_recorded++;
-    if (st_grad_mode && nsrc && st_ag_attach(n) != ST_OK) {
+    if (nsrc && ag_hooks.attach && ag_hooks.attach(n) != ST_OK) {
         st_node_release(n);
         return NULL;
     }
@@ -142,7 +114,7 @@ void st_node_release(st_node *n) {
             rel_stack[top++] = s;
         }
         if (ag) {
-            st_ag_acc_release(ag->acc);
+            if (ag->acc) ag_hooks.acc_release(ag->acc);
             st_free(ag);
             n->ag = NULL;
         }

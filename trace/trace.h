@@ -9,7 +9,7 @@
 #ifndef ST_TRACE_H
 #define ST_TRACE_H
 
-#include "base/base.h"
+#include "device/device.h"
 
 typedef enum st_op_kind {
     OPK_SOURCE, OPK_MOVEMENT, OPK_UNARY, OPK_BINARY, OPK_TERNARY, OPK_REDUCE, OPK_MATMUL,
@@ -116,7 +116,6 @@ typedef struct st_node {
  * device is its buffer's. Creating a node from sources bound to two different devices is an
  * ST_ERR_DEVICE error naming both. */
 ST_INTERNAL int st_node_dev(const st_node *n);   /* the device n is bound to, or ST_DEV_ANY */
-ST_INTERNAL const char *st_dev_name(int dev, char *buf, size_t n);   /* "cpu", "cuda:0", "any" */
 
 /* Create a node; srcs are retained (borrowed from the caller). shape has ndim entries. Returns
  * NULL (ST_ERR_OOM) on allocation failure. The caller owns the returned reference. */
@@ -127,26 +126,25 @@ ST_INTERNAL void st_node_release(st_node *n);   /* frees, recursively releasing 
 /* Turn n into a realized BUFFER node owning buf (reference taken over); drops its srcs. */
 ST_INTERNAL void st_node_realize(st_node *n, st_buffer *buf);
 ST_INTERNAL int64_t st_pending_nodes(void);     /* live unrealized nodes */
-/* Autograd hooks (runtime/autograd.c): grad mode, and the record of a new node whose srcs require
- * grad (called by st_node_new; on failure the node must be dropped). */
-ST_INTERNAL extern int st_grad_mode;
-ST_INTERNAL st_status st_ag_attach(st_node *n);
-ST_INTERNAL void st_ag_acc_release(st_grad_acc *acc);
+/* Autograd attaches itself (runtime/autograd.c registers these when it makes its first record):
+ * attach gives a new node whose srcs require grad its record (called by st_node_new for every node
+ * with srcs; on failure the node is dropped); acc_release drops a leaf record's reference to its
+ * accumulator (called when a node with a record is freed). */
+typedef struct trace_ag_hooks {
+    st_status (*attach)(st_node *n);
+    void (*acc_release)(st_grad_acc *acc);
+} trace_ag_hooks;
+ST_INTERNAL void trace_set_ag_hooks(const trace_ag_hooks *h);
 ST_INTERNAL size_t st_node_nbytes(const st_node *n);
 
-/* Contiguous strides of a shape, in elements. */
-ST_INTERNAL void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides);
-/* Do these strides lay the shape out in C order (size-1 dims ignored)? */
-ST_INTERNAL int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides);
 /* A new VIEW node reading all of n unchanged (a distinct node with n's value). */
 ST_INTERNAL st_node *st_node_identity_view(st_node *n);
-ST_INTERNAL int64_t st_shape_numel(int ndim, const int64_t *shape);
 
 /* ---- regions and flushes ---- */
 /* A flushed region: the unrealized nodes reachable from the targets, in topological order (srcs
  * before consumers; node->pos is the index). Targets carry NODE_TARGET. Every node's `uses` counts
  * its consumers inside the region; a node with consumers outside the region keeps them through its
- * refcount. While a flush runs it holds one reference to every region node (trace/flush.c), so
+ * refcount. While a flush runs it holds one reference to every region node (runtime/flush.c), so
  * "someone else holds it" is refcnt > uses + 1 (fuser/fuser.h fuse_kept), not refcnt > uses. */
 typedef struct st_region {
     st_node **nodes;
@@ -154,15 +152,12 @@ typedef struct st_region {
     int ntargets;
 } st_region;
 
-/* Realize the given nodes (and what they need) in one flush. */
-ST_INTERNAL st_status st_flush_nodes(int n, st_node *const *targets);
-
-/* Executors. On success every NODE_TARGET node of the region has node->buf set (a contiguous
- * buffer of its shape and dtype, one reference owned by the node); other nodes may also have
- * buf set (materialized intermediates); the caller then realizes every node with a buffer. On
- * failure no node is left with a partial buffer. */
-ST_INTERNAL st_status interp_execute(st_region *r);   /* trace/interp.c: op by op, the oracle */
-ST_INTERNAL st_status fuse_execute(st_region *r);     /* fuser/: partition, lower, JIT, launch */
+/* The reference executor (trace/interp.c): runs a region op by op, the oracle. On success every
+ * NODE_TARGET node of the region has node->buf set (a contiguous buffer of its shape and dtype, one
+ * reference owned by the node); other nodes may also have buf set (materialized intermediates); the
+ * caller then realizes every node with a buffer. On failure no node is left with a partial buffer.
+ * Every executor (the fuser's fuse_execute too) keeps this contract. */
+ST_INTERNAL st_status interp_execute(st_region *r);
 
 /* The interpreter's single-node primitive, also used by the fuser's interpreter tier: computes
  * node n into out (contiguous, n's shape and dtype), reading every src from src->buf (each src

@@ -1,0 +1,37 @@
+/*
+ * shape.c — shape arithmetic every layer shares: element counts, contiguous strides, printing.
+ */
+#include "base/base.h"
+
+int64_t st_shape_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i];
+    }
+}
+
+int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides) {
+    int64_t expect = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] == 1) continue;
+        if (strides[i] != expect) return 0;
+        expect *= shape[i];
+    }
+    return 1;
+}
+
+char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t k = 0;
+    k += snprintf(buf + k, n - k, "(");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, ")");
+    return buf;
+}
