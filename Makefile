@@ -1,6 +1,7 @@
 # stitch — build
 #   make            build/libstitch.a, build/libstitch.so, build/stitch, build/stitch.so
 #   make test       the whole suite; last line "N passed, N failed"
+#   make check-layers  no dependency runs from a lower layer to a higher one (part of make test)
 #   make test-nvrtc every generated CUDA kernel compiled by NVRTC for sm_80 and sm_90 (no GPU needed)
 #   make test-gpu   the suite on a CUDA GPU (docs/cuda.md)
 #   make demo       the main job: train the Fashion-MNIST MLP (ARGS="--epochs 1")
@@ -48,7 +49,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 DEB_PKGS := build-essential liblua5.4-dev uthash-dev libedit-dev lua5.4 zlib1g-dev
 
-.PHONY: all deps test test-c test-lua test-nvrtc test-gpu fuzz demo bench clean
+.PHONY: all deps test test-c test-lua test-nvrtc test-gpu check-layers fuzz demo bench clean
 all: deps $(BUILD)/libstitch.a $(BUILD)/libstitch.so $(BUILD)/stitch $(BUILD)/stitch.so
 
 # Install missing Debian packages when root; otherwise print the apt-get line.
@@ -107,6 +108,10 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libstitch.a $(wildcard tests/*.h)
 
 test: all $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# No file includes or calls a name from a layer above its own (docs/design.md); make test runs it.
+check-layers: all
+	@sh tools/check_layers.sh $(BUILD)
 
 # Every kernel the op tests, the fuzzer and the Lua tests lower, compiled by NVRTC for sm_80 and
 # sm_90 (no GPU needed; `make test` does the same for the whole suite when libnvrtc is present).

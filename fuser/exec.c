@@ -51,15 +51,9 @@ typedef struct exec_state {
 } exec_state;
 
 static st_status push_node(st_node ***arr, int *n, int *cap, st_node *x) {
-    if (*n == *cap) {
-        int c = *cap ? *cap * 2 : 32;
-        st_node **p = st_realloc(*arr, (size_t)c * sizeof *p);
-        if (!p) return st_last_status();
-        *arr = p;
-        *cap = c;
-    }
-    (*arr)[(*n)++] = x;
-    return ST_OK;
+    st_status s = BASE_GROW(*arr, *cap, *n + 1, 32);
+    if (s == ST_OK) (*arr)[(*n)++] = x;
+    return s;
 }
 
 static st_status give_buffer(exec_state *e, st_node *x, st_buffer *b) {

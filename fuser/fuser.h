@@ -63,7 +63,16 @@ typedef struct fuse_plan {
     int *cons_off, *cons;     /* consumers (CSR over region positions) */
     uint32_t *stamp;          /* DFS marks */
     uint32_t stamp_now;
+    /* scratch of the passes over the plan (partition.c), kept with it so that a flush is
+     * re-entrant: a DFS stack, the placed nodes bucketed by group (CSR), a group's node walk */
+    struct fuse_dfs_ent *dfs;
+    int dfs_cap;
+    int *mem_off, *mem_nodes;
+    int mem_cap_off, mem_cap_nodes;
+    int *walk;
+    int walk_cap;
 } fuse_plan;
+typedef struct fuse_dfs_ent { int pos; int left; } fuse_dfs_ent;
 
 /* flags.c: the fusion kinds switched on (ST_FUSE; see docs/fusion.md). Each kind's decision in
  * partition.c checks its bit; with a bit off that kind of merge is not made. */
@@ -245,11 +254,13 @@ typedef struct fuse_pentry {
 
 /* One region's key, built per flush (the caller owns it; fuse_pkey_free releases it). */
 typedef struct fuse_pkey {
-    uint8_t *bytes;
-    size_t len, cap;
+    sbuf b;                        /* the key's bytes */
     uint64_t hash;
     st_node **ext;                 /* external inputs (realized BUFFER nodes) by first appearance */
     int next, capext;
+    uint8_t *rowval;               /* per region position: a row value (fuse_row_value), the nodes
+                                    * whose kept bit is in the key */
+    int caprowval;
 } fuse_pkey;
 
 ST_INTERNAL bool fuse_pcache_enabled(void);            /* ST_PLAN_CACHE (default on), read once */

@@ -33,16 +33,9 @@ typedef struct hz_edges {
 } hz_edges;
 
 static int push_edge(hz_edges *E, int from, int to) {
-    if (E->n == E->cap) {
-        int cap = E->cap ? E->cap * 2 : 64;
-        int *a = st_realloc(E->from, (size_t)cap * sizeof *a);
-        if (!a) return -1;
-        E->from = a;
-        int *b = st_realloc(E->to, (size_t)cap * sizeof *b);
-        if (!b) return -1;
-        E->to = b;
-        E->cap = cap;
-    }
+    int capto = E->cap;
+    if (BASE_GROW(E->to, capto, E->n + 1, 64) != ST_OK || BASE_GROW(E->from, E->cap, E->n + 1, 64) != ST_OK)
+        return -1;
     E->from[E->n] = from;
     E->to[E->n++] = to;
     return 0;
@@ -51,13 +44,7 @@ static int push_edge(hz_edges *E, int from, int to) {
 static int note_load(hz_edges *E, const st_node *s) {
     for (int i = 0; i < E->nseen; i++)
         if (E->seen[i] == s) return 0;
-    if (E->nseen == E->capseen) {
-        int cap = E->capseen ? E->capseen * 2 : 16;
-        const st_node **a = st_realloc(E->seen, (size_t)cap * sizeof *a);
-        if (!a) return -1;
-        E->seen = a;
-        E->capseen = cap;
-    }
+    if (BASE_GROW(E->seen, E->capseen, E->nseen + 1, 16) != ST_OK) return -1;
     E->seen[E->nseen++] = s;
     return 0;
 }

@@ -76,13 +76,7 @@ static int iparam(lw *w, int key, int k1, int k2, int64_t value) {
     int id = kir_emit(&w->b, KI_IPARAM, KT_I64, 0, key, k1, k2, -1, 0, 0);
     if (id < 0) return -1;
     if (w->L->k.nints > before) {
-        if (w->L->k.nints > w->cap_ints) {
-            int cap = w->cap_ints ? w->cap_ints * 2 : 32;
-            int64_t *p = st_realloc(w->L->ints, (size_t)cap * sizeof *p);
-            if (!p) return fail(w, "out of memory");
-            w->L->ints = p;
-            w->cap_ints = cap;
-        }
+        if (BASE_GROW(w->L->ints, w->cap_ints, w->L->k.nints, 32) != ST_OK) return fail(w, "out of memory");
         w->L->ints[w->L->k.nints - 1] = value;
     }
     return id;
@@ -92,13 +86,7 @@ static int fparam(lw *w, int key, int k1, double value) {
     int id = kir_emit(&w->b, KI_FPARAM, KT_F64, 0, key, k1, 0, -1, 0, 0);
     if (id < 0) return -1;
     if (w->L->k.nflts > before) {
-        if (w->L->k.nflts > w->cap_flts) {
-            int cap = w->cap_flts ? w->cap_flts * 2 : 8;
-            double *p = st_realloc(w->L->flts, (size_t)cap * sizeof *p);
-            if (!p) return fail(w, "out of memory");
-            w->L->flts = p;
-            w->cap_flts = cap;
-        }
+        if (BASE_GROW(w->L->flts, w->cap_flts, w->L->k.nflts, 8) != ST_OK) return fail(w, "out of memory");
         w->L->flts[w->L->k.nflts - 1] = value;
     }
     return id;

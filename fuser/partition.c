@@ -106,13 +106,7 @@ void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *of
 
 /* ---- groups ---- */
 static int new_group(fuse_plan *p, fuse_group_kind kind, st_node *anchor, const st_node *dom) {
-    if (p->ngroups == p->capgroups) {
-        int cap = p->capgroups ? p->capgroups * 2 : 16;
-        fuse_group *g = st_realloc(p->groups, (size_t)cap * sizeof *g);
-        if (!g) return -1;
-        p->groups = g;
-        p->capgroups = cap;
-    }
+    if (BASE_GROW(p->groups, p->capgroups, p->ngroups + 1, 16) != ST_OK) return -1;
     fuse_group *g = &p->groups[p->ngroups];
     memset(g, 0, sizeof *g);
     g->kind = kind;
@@ -124,16 +118,10 @@ static int new_group(fuse_plan *p, fuse_group_kind kind, st_node *anchor, const 
 
 static int add_out(fuse_plan *p, int gi, st_node *n, int side) {
     fuse_group *g = &p->groups[gi];
-    if (g->nouts == g->capouts) {
-        int cap = g->capouts ? g->capouts * 2 : 4;
-        st_node **o = st_realloc(g->outs, (size_t)cap * sizeof *o);
-        if (!o) return -1;
-        g->outs = o;
-        uint8_t *s = st_realloc(g->out_side, (size_t)cap);
-        if (!s) return -1;
-        g->out_side = s;
-        g->capouts = cap;
-    }
+    int capside = g->capouts;
+    if (BASE_GROW(g->out_side, capside, g->nouts + 1, 4) != ST_OK ||
+        BASE_GROW(g->outs, g->capouts, g->nouts + 1, 4) != ST_OK)
+        return -1;
     g->outs[g->nouts] = n;
     g->out_side[g->nouts++] = (uint8_t)side;
     n->tag = gi;
@@ -157,19 +145,10 @@ static int consumer_summary(const fuse_plan *p, const st_node *x) {
 }
 
 /* ---- DFS helpers over consumers ---- */
-typedef struct dfs_ent { int pos; int left; } dfs_ent;
-static dfs_ent *dfs_stack;   /* reused between calls; freed by fuse_plan_free */
-static int dfs_cap;
-
-static int dfs_push(int *top, int pos, int left) {
-    if (*top == dfs_cap) {
-        int cap = dfs_cap ? dfs_cap * 2 : 256;
-        dfs_ent *s = st_realloc(dfs_stack, (size_t)cap * sizeof *s);
-        if (!s) return -1;
-        dfs_stack = s;
-        dfs_cap = cap;
-    }
-    dfs_stack[(*top)++] = (dfs_ent){pos, left};
+/* The stack is the plan's (p->dfs: scratch of this flush, freed with the plan). */
+static int dfs_push(fuse_plan *p, int *top, int pos, int left) {
+    if (BASE_GROW(p->dfs, p->dfs_cap, *top + 1, 256) != ST_OK) return -1;
+    p->dfs[(*top)++] = (fuse_dfs_ent){pos, left};
     return 0;
 }
 
@@ -180,9 +159,9 @@ static int dfs_push(int *top, int pos, int left) {
 static bool epilogue_ok(fuse_plan *p, const st_node *x, int g) {
     uint32_t st = ++p->stamp_now;
     int top = 0;
-    if (dfs_push(&top, x->pos, 0)) return false;
+    if (dfs_push(p, &top, x->pos, 0)) return false;
     while (top) {
-        int pos = dfs_stack[--top].pos;
+        int pos = p->dfs[--top].pos;
         const st_node *y = p->r->nodes[pos];
         for (int k = p->cons_off[pos]; k < p->cons_off[pos + 1]; k++) {
             const st_node *c = p->r->nodes[p->cons[k]];
@@ -197,7 +176,7 @@ static bool epilogue_ok(fuse_plan *p, const st_node *x, int g) {
             } else if (!st_op_is_elementwise(c->op)) {
                 return false;
             }
-            if (dfs_push(&top, c->pos, 0)) return false;
+            if (dfs_push(p, &top, c->pos, 0)) return false;
         }
     }
     return true;
@@ -277,9 +256,9 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool shared, bool *
     uint32_t base = p->stamp_now + 1;
     p->stamp_now += 3;
     int top = 0;
-    if (dfs_push(&top, x->pos, 0)) return false;
+    if (dfs_push(p, &top, x->pos, 0)) return false;
     while (top) {
-        dfs_ent e = dfs_stack[--top];
+        fuse_dfs_ent e = p->dfs[--top];
         const st_node *y = p->r->nodes[e.pos];
         for (int k = p->cons_off[e.pos]; k < p->cons_off[e.pos + 1]; k++) {
             const st_node *c = p->r->nodes[p->cons[k]];
@@ -295,8 +274,8 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool shared, bool *
                         return false;
                     }
                     if (row_broadcast(c, x)) {
-                        if (dfs_push(&top, c->pos, 1)) return false;
-                    } else if (!fuse_view_is_flat(c) || dfs_push(&top, c->pos, 0)) {
+                        if (dfs_push(p, &top, c->pos, 1)) return false;
+                    } else if (!fuse_view_is_flat(c) || dfs_push(p, &top, c->pos, 0)) {
                         return false;
                     }
                     continue;
@@ -307,7 +286,7 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool shared, bool *
                     return false;
                 }
                 if (!st_op_is_elementwise(c->op) || c->numel != x->numel) return false;
-                if (dfs_push(&top, c->pos, 0)) return false;
+                if (dfs_push(p, &top, c->pos, 0)) return false;
                 continue;
             }
             if (fuse_is_free(p, c)) {
@@ -323,14 +302,14 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool shared, bool *
                 /* data: read at another element, which must lie in row o */
                 if (!row_gather(c, x)) return false;
                 if (reduced_dims_are(c, x, 1)) {             /* one value per row: back at the */
-                    if (dfs_push(&top, c->pos, 0)) return false; /* row's output index */
+                    if (dfs_push(p, &top, c->pos, 0)) return false; /* row's output index */
                     continue;
                 }
                 if (!same_shape(c->ndim, c->shape, x->src[0]->ndim, x->src[0]->shape)) return false;
             } else if (!st_op_is_elementwise(c->op)) {
                 return false;
             }
-            if (dfs_push(&top, c->pos, 1)) return false;
+            if (dfs_push(p, &top, c->pos, 1)) return false;
         }
     }
     return true;
@@ -359,16 +338,16 @@ static bool mm_cast_folded(fuse_plan *p, const st_node *x) {
     if (!mm_cast_foldable(x)) return false;
     uint32_t st = ++p->stamp_now;
     int top = 0;
-    if (dfs_push(&top, x->pos, 0)) return false;
+    if (dfs_push(p, &top, x->pos, 0)) return false;
     while (top) {
-        int pos = dfs_stack[--top].pos;
+        int pos = p->dfs[--top].pos;
         const st_node *y = p->r->nodes[pos];
         for (int k = p->cons_off[pos]; k < p->cons_off[pos + 1]; k++) {
             st_node *c = p->r->nodes[p->cons[k]];
             if (p->stamp[c->pos] == st) continue;
             p->stamp[c->pos] = st;
             if (c->op == ST_OP_VIEW && fuse_is_free(p, c)) {
-                if (dfs_push(&top, c->pos, 0)) return false;
+                if (dfs_push(p, &top, c->pos, 0)) return false;
                 continue;
             }
             if (c->op != ST_OP_MATMUL) return false;
@@ -397,13 +376,7 @@ static bool mm_epilogue_ok(fuse_plan *p, const st_node *x, int g) {
 
 static int add_red(fuse_plan *p, int gi, st_node *x) {
     fuse_group *g = &p->groups[gi];
-    if (g->nreds == g->capreds) {
-        int cap = g->capreds ? g->capreds * 2 : 4;
-        st_node **r = st_realloc(g->reds, (size_t)cap * sizeof *r);
-        if (!r) return -1;
-        g->reds = r;
-        g->capreds = cap;
-    }
+    if (BASE_GROW(g->reds, g->capreds, g->nreds + 1, 4) != ST_OK) return -1;
     g->reds[g->nreds++] = x;
     x->tag = gi;
     return 0;
@@ -415,23 +388,12 @@ static int add_red(fuse_plan *p, int gi, st_node *x) {
  * group h, every node of h is a start (h runs as one kernel, after everything it loads and before
  * everything that loads any of its values). The members of each placed group (positions after x,
  * placed already) are bucketed once per walk, only when the walk enters a group. */
-static int *mem_off, *mem_nodes;   /* CSR of placed nodes by group; freed by fuse_plan_free */
-static int mem_cap_off, mem_cap_nodes;
-
 static int bucket_members(fuse_plan *p, int from) {
     int n = p->r->n, ng = p->ngroups;
-    if (mem_cap_off < ng + 2) {
-        int *o = st_realloc(mem_off, (size_t)(ng + 2) * sizeof *o);
-        if (!o) return -1;
-        mem_off = o;
-        mem_cap_off = ng + 2;
-    }
-    if (mem_cap_nodes < n + 1) {
-        int *m = st_realloc(mem_nodes, (size_t)(n + 1) * sizeof *m);
-        if (!m) return -1;
-        mem_nodes = m;
-        mem_cap_nodes = n + 1;
-    }
+    if (BASE_GROW(p->mem_off, p->mem_cap_off, ng + 2, ng + 2) != ST_OK ||
+        BASE_GROW(p->mem_nodes, p->mem_cap_nodes, n + 1, n + 1) != ST_OK)
+        return -1;
+    int *mem_off = p->mem_off, *mem_nodes = p->mem_nodes;
     memset(mem_off, 0, (size_t)(ng + 2) * sizeof *mem_off);
     for (int i = from; i < n; i++) {
         int t = p->r->nodes[i]->tag;
@@ -453,9 +415,9 @@ static bool reaches(fuse_plan *p, const st_node *x, int g, bool left_only) {
     uint8_t *entered = st_calloc((size_t)p->ngroups + 1, 1);
     bool bucketed = false;
     int top = 0;
-    if (!entered || dfs_push(&top, x->pos, 0)) goto yes;
+    if (!entered || dfs_push(p, &top, x->pos, 0)) goto yes;
     while (top) {
-        dfs_ent e = dfs_stack[--top];
+        fuse_dfs_ent e = p->dfs[--top];
         for (int k = p->cons_off[e.pos]; k < p->cons_off[e.pos + 1]; k++) {
             const st_node *c = p->r->nodes[p->cons[k]];
             bool free_c = fuse_is_free(p, c);
@@ -468,16 +430,16 @@ static bool reaches(fuse_plan *p, const st_node *x, int g, bool left_only) {
             /* a node seen with left=1 need not be revisited; left=0 visits are a subset */
             if (p->stamp[c->pos] == st1 || p->stamp[c->pos] == mark) continue;
             p->stamp[c->pos] = mark;
-            if (dfs_push(&top, c->pos, left)) goto yes;
+            if (dfs_push(p, &top, c->pos, left)) goto yes;
             if (free_c || entered[c->tag]) continue;
             entered[c->tag] = 1;
             if (!bucketed && bucket_members(p, x->pos + 1)) goto yes;
             bucketed = true;
-            for (int j = mem_off[c->tag]; j < mem_off[c->tag + 1]; j++) {
-                int m = mem_nodes[j];
+            for (int j = p->mem_off[c->tag]; j < p->mem_off[c->tag + 1]; j++) {
+                int m = p->mem_nodes[j];
                 if (p->stamp[m] == st1) continue;
                 p->stamp[m] = st1;
-                if (dfs_push(&top, m, 1)) goto yes;
+                if (dfs_push(p, &top, m, 1)) goto yes;
             }
         }
     }
@@ -690,22 +652,14 @@ static int place(fuse_plan *p, st_node *x) {
 }
 
 /* ---- what a group evaluates, and the order of groups ---- */
-static int *walk_buf;
-static int walk_cap;
-
 /* Positions of the nodes group g evaluates, sorted; returns the count or -1 (OOM). */
 static int group_walk(fuse_plan *p, int g) {
     fuse_group *G = &p->groups[g];
     uint32_t st = ++p->stamp_now;
     int n = 0, top = 0;
     int need = p->r->n;
-    if (walk_cap < 2 * need) {
-        int *w = st_realloc(walk_buf, (size_t)2 * need * sizeof *w);
-        if (!w) return -1;
-        walk_buf = w;
-        walk_cap = 2 * need;
-    }
-    int *out = walk_buf, *stack = walk_buf + need;
+    if (BASE_GROW(p->walk, p->walk_cap, 2 * need, 2 * need) != ST_OK) return -1;
+    int *out = p->walk, *stack = p->walk + need;
     for (int i = 0; i <= G->nouts + G->nreds; i++) {
         st_node *root = i < G->nouts ? G->outs[i] : i < G->nouts + G->nreds ? G->reds[i - G->nouts] : G->anchor;
         if (!root || p->stamp[root->pos] == st) continue;
@@ -744,7 +698,7 @@ st_status fuse_group_nodes(fuse_plan *p, int g, st_status (*fn)(st_node *n, void
     /* fn may call back into the fuser: copy the list first */
     int *copy = st_malloc((size_t)(n ? n : 1) * sizeof *copy);
     if (!copy) return st_last_status();
-    memcpy(copy, walk_buf, (size_t)n * sizeof *copy);
+    memcpy(copy, p->walk, (size_t)n * sizeof *copy);
     st_status s = ST_OK;
     for (int i = 0; i < n && s == ST_OK; i++) s = fn(p->r->nodes[copy[i]], ud);
     st_free(copy);
@@ -815,19 +769,12 @@ static st_status order_groups(fuse_plan *p) {
         int n = group_walk(p, h);
         if (n < 0) goto oom;
         for (int i = 0; i < n; i++) {
-            st_node *y = p->r->nodes[walk_buf[i]];
+            st_node *y = p->r->nodes[p->walk[i]];
             for (int k = 0; k < y->nsrc; k++) {
                 st_node *src = y->src[k];
                 if (!fuse_in_region(src) || !fuse_loads(p, src, h)) continue;
-                if (ne == cape) {
-                    cape = cape ? cape * 2 : 64;
-                    int *a = st_realloc(eu, (size_t)cape * sizeof *a);
-                    if (!a) goto oom;
-                    eu = a;
-                    int *b = st_realloc(eh, (size_t)cape * sizeof *b);
-                    if (!b) goto oom;
-                    eh = b;
-                }
+                int capeh = cape;
+                if (BASE_GROW(eh, capeh, ne + 1, 64) != ST_OK || BASE_GROW(eu, cape, ne + 1, 64) != ST_OK) goto oom;
                 eu[ne] = src->tag;
                 eh[ne++] = h;
             }
@@ -932,15 +879,9 @@ void fuse_plan_free(fuse_plan *p) {
     st_free(p->cons_off);
     st_free(p->cons);
     st_free(p->stamp);
-    st_free(dfs_stack);
-    dfs_stack = NULL;
-    dfs_cap = 0;
-    st_free(walk_buf);
-    walk_buf = NULL;
-    walk_cap = 0;
-    st_free(mem_off);
-    st_free(mem_nodes);
-    mem_off = mem_nodes = NULL;
-    mem_cap_off = mem_cap_nodes = 0;
+    st_free(p->dfs);
+    st_free(p->walk);
+    st_free(p->mem_off);
+    st_free(p->mem_nodes);
     memset(p, 0, sizeof *p);
 }

@@ -48,17 +48,8 @@ void fuse_pcache_set_enabled(bool on) { C.enabled = on; }
 
 /* ---- key ---- */
 static bool put(fuse_pkey *k, const void *p, size_t n) {
-    if (k->len + n > k->cap) {
-        size_t cap = k->cap ? k->cap * 2 : 4096;
-        while (cap < k->len + n) cap *= 2;
-        uint8_t *b = st_realloc(k->bytes, cap);
-        if (!b) return false;
-        k->bytes = b;
-        k->cap = cap;
-    }
-    memcpy(k->bytes + k->len, p, n);
-    k->len += n;
-    return true;
+    sbuf_put(&k->b, p, n);
+    return !k->b.oom;
 }
 static bool put_i64(fuse_pkey *k, int64_t v) { return put(k, &v, sizeof v); }
 
@@ -69,13 +60,7 @@ static bool put_ext(fuse_pkey *k, st_node *x) {
     if (!put_i64(k, -1 - (int64_t)i)) return false;
     if (i < k->next) return true;
     x->tag = i;
-    if (k->next == k->capext) {
-        int cap = k->capext ? k->capext * 2 : 16;
-        st_node **e = st_realloc(k->ext, (size_t)cap * sizeof *e);
-        if (!e) return false;
-        k->ext = e;
-        k->capext = cap;
-    }
+    if (BASE_GROW(k->ext, k->capext, k->next + 1, 16) != ST_OK) return false;
     k->ext[k->next++] = x;
     int64_t head[3] = {x->dtype, x->ndim, x->buf ? x->buf->device : -1};
     return put(k, head, sizeof head) && put(k, x->shape, (size_t)x->ndim * sizeof x->shape[0]);
@@ -108,19 +93,11 @@ static bool put_args(fuse_pkey *k, const st_node *x) {
     }
 }
 
-/* Per region position: a row value (fuse_row_value), the nodes whose kept bit is in the key. */
-static uint8_t *rowval;
-static int rowval_cap;
-
 st_status fuse_pkey_build(const st_region *r, fuse_pkey *k) {
-    k->len = 0;
+    k->b.n = 0;
     k->next = 0;
-    if (r->n > rowval_cap) {
-        uint8_t *rv = st_realloc(rowval, (size_t)r->n);
-        if (!rv) return st_last_status();
-        rowval = rv;
-        rowval_cap = r->n;
-    }
+    if (BASE_GROW(k->rowval, k->caprowval, r->n, r->n) != ST_OK) return st_last_status();
+    uint8_t *rowval = k->rowval;
     int64_t head[3] = {0x706c616e32LL /* "plan2" */, fuse_flags(), r->n};
     bool ok = put(k, head, sizeof head);
     for (int i = 0; i < r->n && ok; i++) {
@@ -133,14 +110,15 @@ st_status fuse_pkey_build(const st_region *r, fuse_pkey *k) {
             ok = fuse_in_region(x->src[s]) ? put_i64(k, x->src[s]->pos) : put_ext(k, x->src[s]);
     }
     if (!ok) return st_last_status();
-    base_hash h = base_hash128(k->bytes, k->len, (base_hash){{0, 0}});
+    base_hash h = base_hash128(k->b.s, k->b.n, (base_hash){{0, 0}});
     k->hash = h.h[0] ^ h.h[1];
     return ST_OK;
 }
 
 void fuse_pkey_free(fuse_pkey *k) {
-    st_free(k->bytes);
+    sbuf_free(&k->b);
     st_free(k->ext);
+    st_free(k->rowval);
     memset(k, 0, sizeof *k);
 }
 
@@ -254,7 +232,7 @@ static void lru_push_front(fuse_pentry *e) {
 
 fuse_pentry *fuse_pcache_find(const fuse_pkey *k) {
     for (fuse_pentry *e = C.bucket[k->hash & (NBUCKETS - 1)]; e; e = e->chain)
-        if (e->hash == k->hash && e->keylen == k->len && !memcmp(e->key, k->bytes, k->len)) {
+        if (e->hash == k->hash && e->keylen == k->b.n && !memcmp(e->key, k->b.s, k->b.n)) {
             if (C.mru != e) {
                 lru_unlink(e);
                 lru_push_front(e);
@@ -275,12 +253,12 @@ static void remove_entry(fuse_pentry *e) {
 
 st_status fuse_pcache_insert(fuse_pentry *e, const fuse_pkey *k) {
     base_on_shutdown(BASE_LEVEL_FUSER, fuse_pcache_shutdown);
-    if (!(e->key = st_malloc(k->len ? k->len : 1))) {
+    if (!(e->key = st_malloc(k->b.n ? k->b.n : 1))) {
         fuse_pentry_free(e);
         return st_last_status();
     }
-    memcpy(e->key, k->bytes, k->len);
-    e->keylen = k->len;
+    memcpy(e->key, k->b.s, k->b.n);
+    e->keylen = k->b.n;
     e->hash = k->hash;
     fuse_pentry **b = &C.bucket[e->hash & (NBUCKETS - 1)];
     e->chain = *b;
@@ -292,7 +270,4 @@ st_status fuse_pcache_insert(fuse_pentry *e, const fuse_pkey *k) {
 
 void fuse_pcache_shutdown(void) {
     while (C.lru) remove_entry(C.lru);
-    st_free(rowval);
-    rowval = NULL;
-    rowval_cap = 0;
 }

@@ -116,7 +116,8 @@ typedef struct jval {
     struct jval *items;      /* J_ARR: elements; J_OBJ: values */
     char **keys;             /* J_OBJ: decoded keys (NUL-terminated) */
     size_t *klens;
-    size_t n, cap;
+    size_t n;
+    int cap;
 } jval;
 
 typedef struct {
@@ -305,19 +306,12 @@ static int jvalue(jparser *P, jval *v, int depth);
 
 /* Appends a value (moved in) and key (owned, may be NULL for arrays) to container c. */
 static int jappend(jparser *P, jval *c, jval *item, char *key, size_t klen) {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 4;
-        jval *items = st_realloc(c->items, cap * sizeof *items);
-        if (!items) return joom(P);
-        c->items = items;
-        if (c->type == J_OBJ) {
-            char **keys = st_realloc(c->keys, cap * sizeof *keys);
-            if (!keys) return joom(P);
-            c->keys = keys;
-            size_t *kl = st_realloc(c->klens, cap * sizeof *kl);
-            if (!kl) return joom(P);
-            c->klens = kl;
-        }
+    if ((int64_t)c->n >= c->cap) { /* three arrays of one capacity: each grows to the same size */
+        int cap = c->cap, ck = c->cap, cl = c->cap;
+        if (BASE_GROW(c->items, cap, c->n + 1, 4) != ST_OK) return joom(P);
+        if (c->type == J_OBJ &&
+            (BASE_GROW(c->keys, ck, c->n + 1, 4) != ST_OK || BASE_GROW(c->klens, cl, c->n + 1, 4) != ST_OK))
+            return joom(P);
         c->cap = cap;
     }
     c->items[c->n] = *item;

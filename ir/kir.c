@@ -102,15 +102,9 @@ static void memo_insert(kir_builder *b, const uint64_t key[4], int val, int scop
     b->memo[i].depth = scoped ? b->depth : 0;
     b->memo_n++;
     if (scoped && b->depth > 0) {
-        if (b->nundo == b->undo_cap) {
-            int cap = b->undo_cap ? b->undo_cap * 2 : 256;
-            int *p = st_realloc(b->undo, (size_t)cap * sizeof *p);
-            if (!p) {
-                b->failed = 1;
-                return;
-            }
-            b->undo = p;
-            b->undo_cap = cap;
+        if (BASE_GROW(b->undo, b->undo_cap, b->nundo + 1, 256) != ST_OK) {
+            b->failed = 1;
+            return;
         }
         b->undo[b->nundo++] = (int)i;
     }
@@ -119,15 +113,9 @@ static void memo_insert(kir_builder *b, const uint64_t key[4], int val, int scop
 static int push_ins(kir_builder *b, const kir_ins *in) {
     kir_kernel *k = b->k;
     if (b->failed) return -1;
-    if (k->n == k->cap) {
-        int cap = k->cap ? k->cap * 2 : 128;
-        kir_ins *p = st_realloc(k->ins, (size_t)cap * sizeof *p);
-        if (!p) {
-            b->failed = 1;
-            return -1;
-        }
-        k->ins = p;
-        k->cap = cap;
+    if (BASE_GROW(k->ins, k->cap, k->n + 1, 128) != ST_OK) {
+        b->failed = 1;
+        return -1;
     }
     k->ins[k->n] = *in;
     return k->n++;
@@ -167,15 +155,9 @@ int kir_emit(kir_builder *b, kir_opcode op, kir_type t, int sop, int a, int bb, 
 }
 
 static void scope_open(kir_builder *b) {
-    if (b->depth == b->scope_cap) {
-        int cap = b->scope_cap ? b->scope_cap * 2 : 16;
-        int *p = st_realloc(b->scope_mark, (size_t)cap * sizeof *p);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->scope_mark = p;
-        b->scope_cap = cap;
+    if (BASE_GROW(b->scope_mark, b->scope_cap, b->depth + 1, 16) != ST_OK) {
+        b->failed = 1;
+        return;
     }
     b->scope_mark[b->depth++] = b->nundo;
 }

@@ -738,15 +738,7 @@ static int by_id_desc(const void *a, const void *b) {
 }
 
 /* Grow *arr (capacity *cap) to hold n + 1 entries. */
-static int reserve(st_node ***arr, int *cap, int n) {
-    if (n < *cap) return 1;
-    int nc = *cap ? *cap * 2 : 256;
-    st_node **p = st_realloc(*arr, nc * sizeof *p);
-    if (!p) return 0;
-    *arr = p;
-    *cap = nc;
-    return 1;
-}
+static int reserve(st_node ***arr, int *cap, int n) { return BASE_GROW(*arr, *cap, n + 1, 256) == ST_OK; }
 
 /* Leaf: add g into the storage's accumulated gradient. */
 static st_status accumulate(st_grad_acc *acc, st_tensor *g) {

@@ -249,14 +249,9 @@ st_status st_sync(void) {
     for (st_storage *s = live_head.next; s != &live_head; s = s->next) {
         /* constants stay symbolic: a weak float scalar stored as f32 would lose f64 precision */
         if (s->node->op == ST_OP_BUFFER || s->node->op == ST_OP_CONST) continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            st_node **p = st_realloc(nodes, cap * sizeof *p);
-            if (!p) {
-                st_free(nodes);
-                return st_last_status();
-            }
-            nodes = p;
+        if (BASE_GROW(nodes, cap, n + 1, 64) != ST_OK) {
+            st_free(nodes);
+            return st_last_status();
         }
         nodes[n++] = s->node;
     }

@@ -50,6 +50,7 @@ for t in tests/lua/test_*.lua; do
     [ -f "$t" ] || continue
     run "$(basename "$t")" "$BUILD/stitch" "$t"
 done
+run check_layers sh tools/check_layers.sh "$BUILD"
 for t in tests/lua/run_*.sh tests/run_*.sh; do
     [ -f "$t" ] || continue
     run "$(basename "$t")" env BUILD="$BUILD" sh "$t"
