@@ -268,7 +268,7 @@ LT_FUNC void lt_put(const lt_operand *o, st_tensor *t) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Nested Lua tables as tensors; 1-based index tensors
+ * Lua values from and to tensors: nested tables, one-element values, 1-based index tensors
  * ---------------------------------------------------------------------------------------------- */
 
 /* from_data in hd (f64 or i64) then cast to dt when it differs. Cannot raise. */
@@ -365,6 +365,25 @@ LT_FUNC void lt_push_table_tensor(lua_State *L, int idx, int dtin) {
     LT_TRY(L, r, lt_from_host(dt, hd, c.nd, c.shape, buf));
     lt_box_finish(L, box, r, "tensor");
     lua_remove(L, -2); /* the scratch buffer */
+}
+
+/* Pushes the value of a one-element tensor t: a number (integer for integer dtypes) or boolean. */
+LT_FUNC void lt_push_item(lua_State *L, st_tensor *t) {
+    st_dtype dt = st_dtype_of(t);
+    st_status s;
+    if (lt_isfloat(dt)) {
+        double v = 0;
+        LT_TRY_STATUS(L, s, st_item(t, &v));
+        if (s) lt_raise(L, "item");
+        lua_pushnumber(L, (lua_Number)v);
+    } else {
+        int64_t v = 0;
+        LT_TRY_STATUS(L, s, st_item_i64(t, &v));
+        if (s) lt_raise(L, "item");
+        if (dt == ST_BOOL) lua_pushboolean(L, v != 0);
+        else lua_pushinteger(L, (lua_Integer)v);
+    }
+    lt_gc_feed(L);
 }
 
 /* C's 0-based index tensor + 1, or - 1 (delta). Cannot raise. */

@@ -1,10 +1,13 @@
 /*
  * lstitch.c — the `stitch` Lua module's entry: luaopen_stitch (the tensor metatable, the method
- * table st.Tensor, the module table) and the tensor bindings — metamethods, constructors and
- * methods — on top of the public C API (include/stitch.h) only. docs/lua.md is the reference.
- * The other parts register their own bindings when luaopen_stitch calls their lt_open_* (lio.c,
- * lautograd.c, llib.c); lprint.c provides item, tolist and __tostring. Dependencies run one way:
- * this file calls the parts and lhelp.c (the shared helpers); the parts never call this file.
+ * table st.Tensor, the module table) and the core tensor bindings — elementwise ops, creation,
+ * __index / __newindex dispatch and the other metamethods, inspection, reductions, linear algebra,
+ * casts and devices, in-place ops, runtime control — on top of the public C API (include/stitch.h)
+ * only. docs/lua.md is the reference. The other parts register their own bindings when
+ * luaopen_stitch calls their lt_open_*: lshape.c (views, cat, stack), lindex.c (t[i], t[{...}]
+ * and index-tensor ops), lautograd.c, lio.c, llib.c (the embedded Lua library); lprint.c provides
+ * item, tolist and __tostring. Dependencies run one way: this file calls the parts and lhelp.c
+ * (the shared helpers); the parts call lhelp.c only, never this file.
  *
  * Invariants (of the whole module; every binding, in this file or a part, keeps them):
  *  - A tensor userdata (lt_box) owns exactly one reference to its st_tensor * (NULL once closed);
@@ -15,7 +18,7 @@
  *    in the box or raises with st_last_error(). Scratch host memory is Lua userdata.
  *  - Lua conventions at the boundary: dims and indices are 1-based (negative ones count from the
  *    end), index tensors hold 1-based indices; the C API is 0-based. Conversions happen in the
- *    bindings only (lhelp.c: lt_dim, lt_norm_index, lt_shift; the index key parsing below).
+ *    bindings only (lhelp.c: lt_dim, lt_norm_index, lt_shift; lindex.c: the index keys).
  *  - Lua's collector cannot see tensor memory: the allocation observer (lhelp.c) counts the bytes
  *    the runtime allocates, and after each call a full collection runs when that growth passes the
  *    live size (lt_gc_feed). An out-of-memory failure collects and retries the call once (LT_TRY):
@@ -26,7 +29,6 @@
 #include <lauxlib.h>
 #include <math.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 typedef st_tensor *(*lt_redfn)(st_tensor *, int, const int *, int);
@@ -169,114 +171,11 @@ static int lt_manual_seed(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Indexing: t[i], t[{...}] and assignment through them
+ * Metamethods and inspection
  * ---------------------------------------------------------------------------------------------- */
 
-typedef struct lt_idx {
-    int kind;            /* 0: select index a; 1: slice [a, b) step s; 2: whole dim */
-    int64_t a, b, s;
-} lt_idx;
-
-static lua_Integer lt_int_at(lua_State *L, int idx, const char *what) {
-    int ok;
-    lua_Integer v = lua_tointegerx(L, idx, &ok);
-    if (!ok) luaL_error(L, "%s must be an integer, got %s", what, luaL_typename(L, idx));
-    return v;
-}
-
-/* Parses the key at stack index k into spec (one entry per leading dim of t). Returns the count;
- * *scalar is set when every dim was selected by a number (the result is a 0-d view). */
-static int lt_parse_key(lua_State *L, int k, st_tensor *t, lt_idx spec[ST_MAX_DIMS], bool *scalar) {
-    int nd = st_ndim(t);
-    int64_t shape[ST_MAX_DIMS];
-    st_shape(t, shape);
-    char sb[128];
-    if (lua_type(L, k) == LUA_TNUMBER) {
-        if (nd == 0) luaL_error(L, "cannot index a 0-d tensor (use :item())");
-        spec[0].kind = 0;
-        spec[0].a = lt_norm_index(L, lt_int_at(L, k, "index"), shape[0], 0);
-        *scalar = nd == 1;
-        return 1;
-    }
-    if (!lua_istable(L, k)) {
-        if (lt_totensor(L, k)) luaL_error(L, "indexing with a tensor is not supported: use index_select or gather");
-        luaL_error(L, "bad tensor index of type %s", luaL_typename(L, k));
-    }
-    int n = (int)lua_rawlen(L, k);
-    if (n > nd) luaL_error(L, "too many indices (%d) for a tensor of shape %s", n, lt_shapestr(t, sb, sizeof sb));
-    int nsel = 0;
-    for (int j = 0; j < n; j++) {
-        int ty = lua_rawgeti(L, k, j + 1);
-        int64_t size = shape[j];
-        if (ty == LUA_TNUMBER) {
-            spec[j].kind = 0;
-            spec[j].a = lt_norm_index(L, lt_int_at(L, -1, "index"), size, j);
-            nsel++;
-        } else if (ty == LUA_TTABLE) {
-            int m = (int)lua_rawlen(L, -1);
-            if (m == 0) {
-                spec[j].kind = 2;
-            } else if (m <= 3) {
-                lua_rawgeti(L, -1, 1);
-                lua_Integer a = lt_int_at(L, -1, "range start");
-                lua_pop(L, 1);
-                lua_Integer b = a, s = 1;
-                if (m >= 2) {
-                    lua_rawgeti(L, -1, 2);
-                    b = lt_int_at(L, -1, "range end");
-                    lua_pop(L, 1);
-                }
-                if (m == 3) {
-                    lua_rawgeti(L, -1, 3);
-                    s = lt_int_at(L, -1, "range step");
-                    lua_pop(L, 1);
-                }
-                int64_t a1 = a < 0 ? size + a + 1 : a; /* 1-based, inclusive */
-                int64_t b1 = b < 0 ? size + b + 1 : b;
-                if (a1 < 1 || a1 > size || b1 < a1 - 1 || b1 > size)
-                    luaL_error(L, "range {%d, %d} out of bounds for dim %d of size %d", (int)a, (int)b, j + 1,
-                               (int)size);
-                if (s < 1) luaL_error(L, "range step must be positive, got %d", (int)s);
-                spec[j].kind = 1;
-                spec[j].a = a1 - 1;
-                spec[j].b = b1;
-                spec[j].s = s;
-            } else {
-                luaL_error(L, "bad range at index position %d: expected {}, {i}, {a, b} or {a, b, step}", j + 1);
-            }
-        } else {
-            luaL_error(L, "bad index at position %d: expected a number or a table, got %s", j + 1,
-                       lua_typename(L, ty));
-        }
-        lua_pop(L, 1);
-    }
-    *scalar = nsel == nd && nd > 0;
-    return n;
-}
-
-/* The view described by spec. Cannot raise. */
-static st_tensor *lt_index_apply(st_tensor *t, const lt_idx *spec, int n) {
-    st_tensor *cur = st_retain(t);
-    int cd = 0;
-    for (int j = 0; j < n && cur; j++) {
-        st_tensor *next;
-        if (spec[j].kind == 2) {
-            cd++;
-            continue;
-        }
-        if (spec[j].kind == 0) {
-            next = st_select(cur, cd, spec[j].a);
-        } else {
-            next = st_slice(cur, cd, spec[j].a, spec[j].b, spec[j].s);
-            cd++;
-        }
-        st_release(cur);
-        cur = next;
-    }
-    return cur;
-}
-
-/* __index: method names, then t[i] / t[{...}]. upvalue 1: the methods table. */
+/* __index: method names, tensor properties (lautograd.c), then t[i] / t[{...}] (lindex.c).
+ * upvalue 1: the methods table. */
 static int lt_index(lua_State *L) {
     if (lua_type(L, 2) == LUA_TSTRING) {
         lua_pushvalue(L, 2);
@@ -286,55 +185,18 @@ static int lt_index(lua_State *L) {
         lua_pushnil(L);
         return 1;
     }
-    st_tensor *t = lt_check(L, 1);
-    lt_idx spec[ST_MAX_DIMS];
-    bool scalar = false;
-    int n = lt_parse_key(L, 2, t, spec, &scalar);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_index_apply(t, spec, n));
-    lt_box_finish(L, box, r, "index");
-    if (scalar) {
-        /* Torch7: selecting every dim gives a Lua value, not a 0-d tensor */
-        lt_push_item(L, r);
-        st_release(box->t);
-        box->t = NULL;
-    }
-    return 1;
+    return lt_index_get(L, lt_check(L, 1));
 }
 
-static st_status lt_assign_apply(st_tensor *view, const lt_operand *v) {
-    if (v->kind == LT_TENSOR) return st_copy_(view, v->t);
-    return st_fill_(view, v->kind == LT_FLOAT ? v->f : (double)v->i);
-}
-
-/* __newindex: t[i] = v, t[{...}] = v writes into t's storage (v: number, boolean or tensor). */
+/* __newindex: tensor properties (lautograd.c), then t[i] = v / t[{...}] = v (lindex.c). */
 static int lt_newindex(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     if (lua_type(L, 2) == LUA_TSTRING) {
         if (lt_autograd_set(L, t, lua_tostring(L, 2), 3)) return 0;
         return luaL_error(L, "cannot set field '%s' on a tensor (add methods to st.Tensor)", lua_tostring(L, 2));
     }
-    lt_idx spec[ST_MAX_DIMS];
-    bool scalar = false;
-    int n = lt_parse_key(L, 2, t, spec, &scalar);
-    lt_operand v;
-    lt_operand_get(L, 3, &v);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_index_apply(t, spec, n));
-    lt_box_finish(L, box, r, "index");
-    st_status s;
-    LT_TRY_STATUS(L, s, lt_assign_apply(r, &v));
-    if (s) lt_raise(L, v.kind == LT_TENSOR ? "copy_" : "fill_");
-    st_release(box->t);
-    box->t = NULL;
-    return 0;
+    return lt_index_set(L, t);
 }
-
-/* ------------------------------------------------------------------------------------------------
- * Metamethods and inspection
- * ---------------------------------------------------------------------------------------------- */
 
 static int lt_gc(lua_State *L) {
     lt_box *b = luaL_checkudata(L, 1, LT_MT);
@@ -492,7 +354,7 @@ static int lt_softmax(lua_State *L) { return lt_softmax_like(L, st_softmax, "sof
 static int lt_log_softmax(lua_State *L) { return lt_softmax_like(L, st_log_softmax, "log_softmax"); }
 
 /* ------------------------------------------------------------------------------------------------
- * Elementwise extras, linear algebra, casts
+ * Elementwise extras, linear algebra, casts and devices
  * ---------------------------------------------------------------------------------------------- */
 
 static int lt_matmul(lua_State *L) {
@@ -501,6 +363,26 @@ static int lt_matmul(lua_State *L) {
     st_tensor *r;
     LT_TRY(L, r, st_matmul(a, b));
     return lt_box_finish(L, box, r, "matmul");
+}
+
+/* st.einsum(spec, a, b, ...) or st.einsum(spec, {a, b, ...}) */
+static int lt_einsum(lua_State *L) {
+    const char *spec = luaL_checkstring(L, 1);
+    int n;
+    st_tensor **ts;
+    if (lua_istable(L, 2)) {
+        lua_settop(L, 2);
+        ts = lt_tensor_list(L, 2, &n);
+    } else {
+        n = lua_gettop(L) - 1;
+        if (n < 1) return luaL_error(L, "einsum: no operands for \"%s\"", spec);
+        ts = lua_newuserdatauv(L, sizeof *ts * (size_t)n, 0);
+        for (int k = 0; k < n; k++) ts[k] = lt_check(L, k + 2);
+    }
+    lt_box *box = lt_push_box(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_einsum(spec, n, ts));
+    return lt_box_finish(L, box, r, "einsum");
 }
 
 static int lt_clamp(lua_State *L) {
@@ -587,235 +469,6 @@ static int lt_half(lua_State *L) { return lt_cast_to(L, ST_F16); }
 static int lt_long(lua_State *L) { return lt_cast_to(L, ST_I64); }
 static int lt_int(lua_State *L) { return lt_cast_to(L, ST_I32); }
 static int lt_bool(lua_State *L) { return lt_cast_to(L, ST_BOOL); }
-
-/* ------------------------------------------------------------------------------------------------
- * Views
- * ---------------------------------------------------------------------------------------------- */
-
-typedef st_tensor *(*lt_shapeop)(st_tensor *, int, const int64_t *);
-static int lt_shape_view(lua_State *L, lt_shapeop fn, const char *name) {
-    st_tensor *t = lt_check(L, 1);
-    int64_t shape[ST_MAX_DIMS];
-    int next;
-    int nd = lt_sizes(L, 2, shape, &next);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, fn(t, nd, shape));
-    return lt_box_finish(L, box, r, name);
-}
-static int lt_reshape(lua_State *L) { return lt_shape_view(L, st_reshape, "reshape"); }
-static int lt_view(lua_State *L) { return lt_shape_view(L, st_view, "view"); }
-static int lt_expand(lua_State *L) { return lt_shape_view(L, st_expand, "expand"); }
-
-static int lt_expand_as(lua_State *L) {
-    st_tensor *t = lt_check(L, 1), *o = lt_check(L, 2);
-    int64_t shape[ST_MAX_DIMS];
-    st_shape(o, shape);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_expand(t, st_ndim(o), shape));
-    return lt_box_finish(L, box, r, "expand_as");
-}
-
-static int lt_transpose(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    int a = lt_checkdim(L, 2, nd, false), b = lt_checkdim(L, 3, nd, false);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_transpose(t, a, b));
-    return lt_box_finish(L, box, r, "transpose");
-}
-
-/* x:t(): transpose of a 2-D tensor; 0-d and 1-D tensors are returned as they are. */
-static int lt_t(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    char sb[128];
-    if (nd > 2) return luaL_error(L, "t: expects a tensor with at most 2 dims, got shape %s", lt_shapestr(t, sb, sizeof sb));
-    if (nd < 2) {
-        lua_pushvalue(L, 1);
-        return 1;
-    }
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_transpose(t, 0, 1));
-    return lt_box_finish(L, box, r, "t");
-}
-
-static int lt_permute(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    int64_t dims[ST_MAX_DIMS];
-    int next;
-    int n = lt_sizes(L, 2, dims, &next);
-    char sb[128];
-    if (n != nd)
-        return luaL_error(L, "permute: %d dims given for a tensor of shape %s", n, lt_shapestr(t, sb, sizeof sb));
-    int perm[ST_MAX_DIMS];
-    for (int d = 0; d < n; d++) perm[d] = lt_dim(L, dims[d], nd, false);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_permute(t, perm));
-    return lt_box_finish(L, box, r, "permute");
-}
-
-static int lt_squeeze(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int d = lua_isnoneornil(L, 2) ? ST_ALL_DIMS : lt_checkdim(L, 2, st_ndim(t), false);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_squeeze(t, d));
-    return lt_box_finish(L, box, r, "squeeze");
-}
-
-static int lt_unsqueeze(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int d = lt_checkdim(L, 2, st_ndim(t), true);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_unsqueeze(t, d));
-    return lt_box_finish(L, box, r, "unsqueeze");
-}
-
-static int lt_flatten(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    int a = lua_isnoneornil(L, 2) ? 0 : lt_checkdim(L, 2, nd, false);
-    int b = lua_isnoneornil(L, 3) ? (nd > 0 ? nd - 1 : 0) : lt_checkdim(L, 3, nd, false);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_flatten(t, a, b));
-    return lt_box_finish(L, box, r, "flatten");
-}
-
-static int lt_contiguous(lua_State *L) { return lt_unary(L, st_contiguous, "contiguous"); }
-static int lt_clone(lua_State *L) { return lt_unary(L, st_clone, "clone"); }
-
-/* x:narrow(d, start, len): len entries from the 1-based start along d. */
-static int lt_narrow(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    int d = lt_checkdim(L, 2, nd, false);
-    int64_t size = st_size(t, d);
-    lua_Integer s1 = luaL_checkinteger(L, 3);
-    int64_t start = s1 > 0 ? s1 - 1 : size + s1; /* start == size: an empty narrow at the end */
-    int64_t len = (int64_t)luaL_checkinteger(L, 4);
-    if (s1 == 0 || start < 0 || len < 0 || start + len > size)
-        return luaL_error(L, "narrow: start %d + length %d out of range for dim %d of size %d",
-                          (int)s1, (int)len, d + 1, (int)size);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_slice(t, d, start, start + len, 1));
-    return lt_box_finish(L, box, r, "narrow");
-}
-
-/* x:select(d, i): the 1-based index i along d, removing d. */
-static int lt_select(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int d = lt_checkdim(L, 2, st_ndim(t), false);
-    int64_t i = lt_norm_index(L, luaL_checkinteger(L, 3), st_size(t, d), d);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_select(t, d, i));
-    return lt_box_finish(L, box, r, "select");
-}
-
-/* ------------------------------------------------------------------------------------------------
- * Joining and indexing with index tensors (1-based in Lua)
- * ---------------------------------------------------------------------------------------------- */
-
-typedef st_tensor *(*lt_joinfn)(int, st_tensor *const *, int);
-static int lt_join(lua_State *L, lt_joinfn fn, bool insert, const char *name) {
-    int n;
-    lua_settop(L, 2);
-    st_tensor **ts = lt_tensor_list(L, 1, &n);
-    int d = lt_dim(L, luaL_optinteger(L, 2, 1), st_ndim(ts[0]), insert);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, fn(n, ts, d));
-    return lt_box_finish(L, box, r, name);
-}
-static int lt_cat(lua_State *L) { return lt_join(L, st_cat, false, "cat"); }
-static int lt_stack(lua_State *L) { return lt_join(L, st_stack, true, "stack"); }
-
-/* st.einsum(spec, a, b, ...) or st.einsum(spec, {a, b, ...}) */
-static int lt_einsum(lua_State *L) {
-    const char *spec = luaL_checkstring(L, 1);
-    int n;
-    st_tensor **ts;
-    if (lua_istable(L, 2)) {
-        lua_settop(L, 2);
-        ts = lt_tensor_list(L, 2, &n);
-    } else {
-        n = lua_gettop(L) - 1;
-        if (n < 1) return luaL_error(L, "einsum: no operands for \"%s\"", spec);
-        ts = lua_newuserdatauv(L, sizeof *ts * (size_t)n, 0);
-        for (int k = 0; k < n; k++) ts[k] = lt_check(L, k + 2);
-    }
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_einsum(spec, n, ts));
-    return lt_box_finish(L, box, r, "einsum");
-}
-
-/* The index argument at arg as a tensor: a tensor, or a Lua table converted to i64 (pushed). */
-static st_tensor *lt_index_arg(lua_State *L, int arg) {
-    st_tensor *t = lt_totensor(L, arg);
-    if (t) return t;
-    if (!lua_istable(L, arg)) luaL_typeerror(L, arg, "index tensor or table");
-    lt_push_table_tensor(L, arg, ST_I64);
-    lua_replace(L, arg);
-    return lt_totensor(L, arg);
-}
-
-enum { LT_GATHER, LT_INDEX_SELECT, LT_SCATTER_ADD, LT_INDEX_ADD };
-static st_tensor *lt_indexop_apply(int op, st_tensor *t, int d, st_tensor *idx1, st_tensor *src) {
-    st_tensor *idx = lt_shift(idx1, -1), *r = NULL;
-    if (!idx) return NULL;
-    switch (op) {
-    case LT_GATHER: r = st_gather(t, d, idx); break;
-    case LT_INDEX_SELECT: r = st_index_select(t, d, idx); break;
-    case LT_SCATTER_ADD: r = st_scatter_add(t, d, idx, src); break;
-    default: r = st_index_add(t, d, idx, src); break;
-    }
-    st_release(idx);
-    return r;
-}
-
-static int lt_indexop(lua_State *L, int op, const char *name) {
-    st_tensor *t = lt_check(L, 1);
-    int d = lt_checkdim(L, 2, st_ndim(t), false);
-    st_tensor *idx = lt_index_arg(L, 3);
-    st_tensor *src = op >= LT_SCATTER_ADD ? lt_check(L, 4) : NULL;
-    lua_settop(L, 4);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_indexop_apply(op, t, d, idx, src));
-    return lt_box_finish(L, box, r, name);
-}
-static int lt_gather(lua_State *L) { return lt_indexop(L, LT_GATHER, "gather"); }
-static int lt_index_select(lua_State *L) { return lt_indexop(L, LT_INDEX_SELECT, "index_select"); }
-static int lt_scatter_add(lua_State *L) { return lt_indexop(L, LT_SCATTER_ADD, "scatter_add"); }
-static int lt_index_add(lua_State *L) { return lt_indexop(L, LT_INDEX_ADD, "index_add"); }
-
-static st_tensor *lt_one_hot_apply(st_tensor *idx1, int64_t n) {
-    st_tensor *idx = lt_shift(idx1, -1);
-    st_tensor *r = idx ? st_one_hot(idx, n) : NULL;
-    st_release(idx);
-    return r;
-}
-
-/* st.one_hot(idx, n): idx holds 1-based class ids. */
-static int lt_one_hot(lua_State *L) {
-    st_tensor *idx = lt_index_arg(L, 1);
-    int64_t n = (int64_t)luaL_checkinteger(L, 2);
-    lua_settop(L, 2);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_one_hot_apply(idx, n));
-    return lt_box_finish(L, box, r, "one_hot");
-}
 
 /* ------------------------------------------------------------------------------------------------
  * In place (return x)
@@ -991,7 +644,7 @@ static const luaL_Reg lt_meta[] = {
     {NULL, NULL},
 };
 
-/* Methods; also module functions (st.sum(x, 1) == x:sum(1)). */
+/* Methods; also module functions (st.sum(x, 1) == x:sum(1)). lshape.c and lindex.c add theirs. */
 static const luaL_Reg lt_methods[] = {
     {"item", lt_item}, {"tolist", lt_tolist}, {"shape", lt_shape}, {"size", lt_size}, {"dim", lt_ndim},
     {"ndim", lt_ndim}, {"numel", lt_numel}, {"dtype", lt_dtype}, {"device", lt_device},
@@ -1001,12 +654,7 @@ static const luaL_Reg lt_methods[] = {
     {"log_softmax", lt_log_softmax}, {"matmul", lt_matmul}, {"clamp", lt_clamp}, {"to", lt_to},
     {"cuda", lt_cuda}, {"cpu", lt_cpu},
     {"float", lt_float}, {"double", lt_double}, {"half", lt_half}, {"long", lt_long}, {"int", lt_int},
-    {"bool", lt_bool}, {"reshape", lt_reshape}, {"view", lt_view}, {"expand", lt_expand},
-    {"expand_as", lt_expand_as}, {"t", lt_t}, {"transpose", lt_transpose}, {"permute", lt_permute},
-    {"squeeze", lt_squeeze}, {"unsqueeze", lt_unsqueeze}, {"flatten", lt_flatten},
-    {"contiguous", lt_contiguous}, {"clone", lt_clone}, {"narrow", lt_narrow}, {"select", lt_select},
-    {"gather", lt_gather}, {"index_select", lt_index_select}, {"scatter_add", lt_scatter_add},
-    {"index_add", lt_index_add}, {"add_", lt_add_}, {"sub_", lt_sub_}, {"mul_", lt_mul_},
+    {"bool", lt_bool}, {"add_", lt_add_}, {"sub_", lt_sub_}, {"mul_", lt_mul_},
     {"div_", lt_div_}, {"copy_", lt_copy_}, {"fill_", lt_fill_}, {"zero_", lt_zero_},
     {"realize", lt_realize},
     {NULL, NULL},
@@ -1022,7 +670,7 @@ static const luaL_Reg lt_functions[] = {
     {"tensor", lt_tensor_new}, {"zeros", lt_zeros}, {"ones", lt_ones}, {"empty", lt_empty},
     {"rand", lt_rand}, {"randn", lt_randn}, {"full", lt_full}, {"arange", lt_arange},
     {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
-    {"where", lt_where}, {"einsum", lt_einsum}, {"cat", lt_cat}, {"stack", lt_stack}, {"one_hot", lt_one_hot},
+    {"where", lt_where}, {"einsum", lt_einsum},
     {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"graph", lt_graph}, {"stats", lt_stats},
     {"reset_stats", lt_reset_stats},
     {"device", l_device}, {"set_device", l_set_device}, {"cuda_device_count", l_cuda_device_count},
@@ -1052,6 +700,8 @@ ST_API int luaopen_stitch(lua_State *L) {
 
     lua_newtable(L);
     luaL_setfuncs(L, lt_functions, 0);
+    lt_open_shape(L, methods); /* before the copy below: their methods are module functions too */
+    lt_open_index(L, methods);
     /* every method is also a module function; constructors win on a name clash */
     lua_pushnil(L);
     while (lua_next(L, methods)) {

@@ -65,8 +65,11 @@ LT_FUNC void lt_operand_get(lua_State *L, int i, lt_operand *o);
 LT_FUNC st_tensor *lt_take(const lt_operand *o);         /* cannot raise */
 LT_FUNC void lt_put(const lt_operand *o, st_tensor *t);
 
-/* A nested table as a tensor (pushed); 0-based index tensors <-> 1-based ones (cannot raise). */
+/* A nested table as a tensor (pushed); the value of a one-element tensor (pushed: a number, an
+ * integer for integer dtypes, or a boolean; a sync point); 0-based index tensors <-> 1-based ones
+ * (cannot raise). */
 LT_FUNC void lt_push_table_tensor(lua_State *L, int idx, int dtin);
+LT_FUNC void lt_push_item(lua_State *L, st_tensor *t);
 LT_FUNC st_tensor *lt_shift(st_tensor *idx, int64_t delta);
 
 /* The common binding shapes: fn(x) and fn(a, b) with a number on either side. */
@@ -114,8 +117,18 @@ LT_FUNC void lt_open_autograd(lua_State *L, int methods);
 LT_FUNC int lt_autograd_get(lua_State *L, st_tensor *t, const char *key);
 LT_FUNC int lt_autograd_set(lua_State *L, st_tensor *t, const char *key, int value);
 
+/* lshape.c: views (x:reshape, x:transpose, x:narrow, ...) into the table at index `methods`, st.cat
+ * and st.stack into the module table at the top. */
+LT_FUNC void lt_open_shape(lua_State *L, int methods);
+
+/* lindex.c: t[key] / t[key] = v for keys that are not strings (stack: t, key [, v]), for lstitch.c's
+ * __index / __newindex; the index-tensor ops: methods (x:gather, ...) into the table at index
+ * `methods`, st.one_hot into the module table at the top. */
+LT_FUNC int lt_index_get(lua_State *L, st_tensor *t);
+LT_FUNC int lt_index_set(lua_State *L, st_tensor *t);
+LT_FUNC void lt_open_index(lua_State *L, int methods);
+
 /* lprint.c: reading values */
-LT_FUNC void lt_push_item(lua_State *L, st_tensor *t);
 LT_FUNC int lt_item(lua_State *L);
 LT_FUNC int lt_tolist(lua_State *L);
 LT_FUNC int lt_tostring(lua_State *L);
