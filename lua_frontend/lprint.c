@@ -1,6 +1,7 @@
 /*
- * lprint.c — reading tensor values into Lua: item, tolist, and __tostring (PyTorch-style text,
- * summarized with "..." past LT_PRINT_THRESHOLD elements). Each of them is a sync point.
+ * lprint.c — reading tensor values into Lua: item (on lhelp.c's lt_push_item, which t[i] also
+ * uses), tolist, and __tostring (PyTorch-style text, summarized with "..." past LT_PRINT_THRESHOLD
+ * elements). Each of them is a sync point. Calls lhelp.c only.
  */
 #include "lstitch_internal.h"
 
@@ -19,25 +20,6 @@ static void lt_push_value(lua_State *L, st_dtype dt, const void *buf, int64_t k)
     if (lt_isfloat(dt)) lua_pushnumber(L, (lua_Number)((const double *)buf)[k]);
     else if (dt == ST_BOOL) lua_pushboolean(L, ((const int64_t *)buf)[k] != 0);
     else lua_pushinteger(L, (lua_Integer)((const int64_t *)buf)[k]);
-}
-
-/* Pushes the value of a one-element tensor t: a number (integer for integer dtypes) or boolean. */
-LT_FUNC void lt_push_item(lua_State *L, st_tensor *t) {
-    st_dtype dt = st_dtype_of(t);
-    st_status s;
-    if (lt_isfloat(dt)) {
-        double v = 0;
-        LT_TRY_STATUS(L, s, st_item(t, &v));
-        if (s) lt_raise(L, "item");
-        lua_pushnumber(L, (lua_Number)v);
-    } else {
-        int64_t v = 0;
-        LT_TRY_STATUS(L, s, st_item_i64(t, &v));
-        if (s) lt_raise(L, "item");
-        if (dt == ST_BOOL) lua_pushboolean(L, v != 0);
-        else lua_pushinteger(L, (lua_Integer)v);
-    }
-    lt_gc_feed(L);
 }
 
 LT_FUNC int lt_item(lua_State *L) {

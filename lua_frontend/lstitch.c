@@ -1,8 +1,15 @@
 /*
- * lstitch.c — the `stitch` Lua module: tensor userdata, metamethods, constructors and methods, on
- * top of the public C API (include/stitch.h) only. docs/lua.md is the reference.
+ * lstitch.c — the `stitch` Lua module's entry: luaopen_stitch (the tensor metatable, the method
+ * table st.Tensor, the module table) and the core tensor bindings — elementwise ops, creation,
+ * __index / __newindex dispatch and the other metamethods, inspection, reductions, linear algebra,
+ * casts and devices, in-place ops, runtime control — on top of the public C API (include/stitch.h)
+ * only. docs/lua.md is the reference. The other parts register their own bindings when
+ * luaopen_stitch calls their lt_open_*: lshape.c (views, cat, stack), lindex.c (t[i], t[{...}]
+ * and index-tensor ops), lautograd.c, lio.c, llib.c (the embedded Lua library); lprint.c provides
+ * item, tolist and __tostring. Dependencies run one way: this file calls the parts and lhelp.c
+ * (the shared helpers); the parts call lhelp.c only, never this file.
  *
- * Invariants:
+ * Invariants (of the whole module; every binding, in this file or a part, keeps them):
  *  - A tensor userdata (lt_box) owns exactly one reference to its st_tensor * (NULL once closed);
  *    __gc and __close drop it, idempotently.
  *  - Lua errors are longjmps, so no st_tensor * is ever held only by a C local across something that
@@ -10,275 +17,25 @@
  *    C calls in a helper that cannot raise and releases its own temporaries, (4) stores the result
  *    in the box or raises with st_last_error(). Scratch host memory is Lua userdata.
  *  - Lua conventions at the boundary: dims and indices are 1-based (negative ones count from the
- *    end), index tensors hold 1-based indices; the C API is 0-based. Conversions happen here only.
- *  - Lua's collector cannot see tensor memory: the allocation observer counts the bytes the runtime
- *    allocates, and after each call a full collection runs when that growth passes the live size
- *    (lt_gc_feed). An out-of-memory failure collects and retries the call once (LT_TRY): st calls
- *    are functional, a failed call leaves nothing behind.
+ *    end), index tensors hold 1-based indices; the C API is 0-based. Conversions happen in the
+ *    bindings only (lhelp.c: lt_dim, lt_norm_index, lt_shift; lindex.c: the index keys).
+ *  - Lua's collector cannot see tensor memory: the allocation observer (lhelp.c) counts the bytes
+ *    the runtime allocates, and after each call a full collection runs when that growth passes the
+ *    live size (lt_gc_feed). An out-of-memory failure collects and retries the call once (LT_TRY):
+ *    st calls are functional, a failed call leaves nothing behind.
  */
 #include "lstitch_internal.h"
 
 #include <lauxlib.h>
 #include <math.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
-typedef st_tensor *(*lt_unfn)(st_tensor *);
-typedef st_tensor *(*lt_binfn)(st_tensor *, st_tensor *);
 typedef st_tensor *(*lt_redfn)(st_tensor *, int, const int *, int);
 
 /* ------------------------------------------------------------------------------------------------
- * Memory accounting and errors
+ * Elementwise: st.exp(x) / x:exp(), st.add(a, b) / a:add(b) / a + b (a number on either side)
  * ---------------------------------------------------------------------------------------------- */
-
-static int64_t lt_alloc_since_gc;  /* bytes the runtime allocated since our last full collection */
-static int64_t lt_live_after_gc;   /* bytes_in_use right after that collection */
-#define LT_GC_MIN ((int64_t)32 << 20)
-
-/* Called by the runtime from inside its allocator: only counts, never calls into Lua. */
-static void lt_observer(int64_t delta, void *ud) {
-    (void)ud;
-    if (delta > 0) lt_alloc_since_gc += delta;
-}
-
-LT_FUNC void lt_collect(lua_State *L) {
-    st_stats_t s;
-    lua_gc(L, LUA_GCCOLLECT);
-    st_stats(&s);
-    lt_live_after_gc = (int64_t)s.bytes_in_use;
-    lt_alloc_since_gc = 0;
-}
-
-/* After a call that may have allocated: a full collection once tensor memory grew by more than
- * max(32 MiB, live tensor bytes, Lua heap) since the last one (a 100% pause, like Lua's own).
- * Why not lua_gc(LUA_GCSTEP, kb): Lua adds those bytes to its own heap estimate and never sees
- * them freed, so its pause threshold drifts upward and collections get rarer and rarer. */
-LT_FUNC void lt_gc_feed(lua_State *L) {
-    st_stats_t s;
-    st_stats(&s);
-    int64_t grown = (int64_t)s.bytes_in_use - lt_live_after_gc;
-    if (lt_alloc_since_gc > grown) grown = lt_alloc_since_gc;
-    int64_t limit = LT_GC_MIN;
-    if (lt_live_after_gc > limit) limit = lt_live_after_gc;
-    int64_t heap = (int64_t)lua_gc(L, LUA_GCCOUNT) * 1024;
-    if (heap > limit) limit = heap;
-    if (grown >= limit) lt_collect(L);
-}
-
-/* Raises st_last_error() as a Lua error (with the caller's position), prefixed with name unless
- * the message already starts with it. */
-LT_FUNC int lt_raise(lua_State *L, const char *name) {
-    const char *msg = st_last_error();
-    if (!msg || !*msg) msg = "unknown error";
-    size_t n = strlen(name);
-    luaL_where(L, 1);
-    if (strncmp(msg, name, n) == 0 && msg[n] == ':')
-        lua_pushstring(L, msg);
-    else
-        lua_pushfstring(L, "%s: %s", name, msg);
-    lua_concat(L, 2);
-    st_clear_error();
-    return lua_error(L);
-}
-
-/* ------------------------------------------------------------------------------------------------
- * Boxes and argument checks (lt_push_box / lt_box_finish are their names for the other files)
- * ---------------------------------------------------------------------------------------------- */
-
-/* Pushes an empty box; the caller stores the tensor once the C call succeeded. */
-static lt_box *lt_newbox(lua_State *L) {
-    lt_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->t = NULL;
-    luaL_setmetatable(L, LT_MT);
-    return b;
-}
-
-/* Stores r (a new reference, or NULL on failure) into box b, which is on top of the stack. */
-static int lt_finish(lua_State *L, lt_box *b, st_tensor *r, const char *name) {
-    if (!r) return lt_raise(L, name);
-    b->t = r;
-    lt_gc_feed(L);
-    return 1;
-}
-
-LT_FUNC lt_box *lt_push_box(lua_State *L) { return lt_newbox(L); }
-LT_FUNC int lt_box_finish(lua_State *L, lt_box *b, st_tensor *r, const char *name) {
-    return lt_finish(L, b, r, name);
-}
-
-/* The tensor at stack index i, or NULL when it is not a tensor; raises when it was closed. */
-static st_tensor *lt_totensor(lua_State *L, int i) {
-    lt_box *b = luaL_testudata(L, i, LT_MT);
-    if (!b) return NULL;
-    if (!b->t) luaL_error(L, "bad argument #%d: tensor was closed", i);
-    return b->t;
-}
-
-LT_FUNC st_tensor *lt_check(lua_State *L, int i) {
-    st_tensor *t = lt_totensor(L, i);
-    if (!t) luaL_typeerror(L, i, "tensor");
-    return t;
-}
-
-LT_FUNC bool lt_isfloat(st_dtype dt) {
-    return dt == ST_F32 || dt == ST_F64 || dt == ST_F16 || dt == ST_BF16;
-}
-
-/* Optional dtype string at i (def when absent or nil). */
-static st_dtype lt_optdtype(lua_State *L, int i, st_dtype def) {
-    if (lua_isnoneornil(L, i)) return def;
-    const char *s = luaL_checkstring(L, i);
-    int dt = st_dtype_from_name(s);
-    if (dt < 0) luaL_error(L, "unknown dtype '%s' (f32, f64, i32, i64, bool, f16, bf16)", s);
-    return (st_dtype)dt;
-}
-
-static const char *lt_shapestr(st_tensor *t, char *buf, size_t n) {
-    int64_t sh[ST_MAX_DIMS];
-    st_shape(t, sh);
-    return st_shape_str(st_ndim(t), sh, buf, n);
-}
-
-/* A 1-based dim d (negative counts from the end) of a tensor with nd dims → 0-based. With insert,
- * one more position is valid (unsqueeze, stack). 0-d tensors accept 1 and -1. */
-static int lt_dim(lua_State *L, lua_Integer d, int nd, bool insert) {
-    int n = nd + (insert ? 1 : 0);
-    if (n == 0) n = 1;
-    if (d == 0 || d > n || d < -n)
-        return luaL_error(L, "dim %d out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)",
-                          (int)d, nd, n, n);
-    return d > 0 ? (int)d - 1 : n + (int)d;
-}
-
-static int lt_checkdim(lua_State *L, int arg, int nd, bool insert) {
-    return lt_dim(L, luaL_checkinteger(L, arg), nd, insert);
-}
-
-/* Reduction dims at arg: none/nil (all dims: returns 0), a number or a table of numbers. */
-static int lt_axes(lua_State *L, int arg, int nd, int axes[ST_MAX_DIMS]) {
-    if (lua_isnoneornil(L, arg)) return 0;
-    if (lua_istable(L, arg)) {
-        lua_Integer n = luaL_len(L, arg);
-        if (n > ST_MAX_DIMS) luaL_error(L, "too many dims (%d)", (int)n);
-        for (int k = 0; k < (int)n; k++) {
-            lua_rawgeti(L, arg, k + 1);
-            lua_Integer d = luaL_checkinteger(L, -1);
-            lua_pop(L, 1);
-            axes[k] = lt_dim(L, d, nd, false);
-        }
-        if (n == 0) luaL_error(L, "empty dim list");
-        return (int)n;
-    }
-    axes[0] = lt_checkdim(L, arg, nd, false);
-    return 1;
-}
-
-/* Sizes from arg on: a table {2, 3} or integers up to the first non-number. Returns the count and
- * sets *next to the first argument after the sizes. Negative sizes are passed on (reshape's -1);
- * creators check them. */
-static int lt_sizes(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next) {
-    int n = 0;
-    if (lua_istable(L, arg)) {
-        lua_Integer len = luaL_len(L, arg);
-        if (len > ST_MAX_DIMS) luaL_error(L, "too many dims (%d > %d)", (int)len, ST_MAX_DIMS);
-        for (n = 0; n < (int)len; n++) {
-            lua_rawgeti(L, arg, n + 1);
-            int ok;
-            shape[n] = (int64_t)lua_tointegerx(L, -1, &ok);
-            if (!ok) luaL_error(L, "size %d is not an integer", n + 1);
-            lua_pop(L, 1);
-        }
-        *next = arg + 1;
-        return n;
-    }
-    while (lua_type(L, arg + n) == LUA_TNUMBER) {
-        if (n == ST_MAX_DIMS) luaL_error(L, "too many dims (> %d)", ST_MAX_DIMS);
-        shape[n] = (int64_t)luaL_checkinteger(L, arg + n);
-        n++;
-    }
-    *next = arg + n;
-    return n;
-}
-
-static int lt_creation_shape(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next) {
-    int n = lt_sizes(L, arg, shape, next);
-    for (int d = 0; d < n; d++)
-        if (shape[d] < 0) luaL_error(L, "negative size %d in dim %d", (int)shape[d], d + 1);
-    return n;
-}
-
-/* ------------------------------------------------------------------------------------------------
- * Operands: a tensor, or a Lua number / boolean that becomes a scalar tensor for one call
- * ---------------------------------------------------------------------------------------------- */
-
-typedef struct lt_operand {
-    st_tensor *t;     /* borrowed when kind == LT_TENSOR */
-    int kind;
-    double f;
-    int64_t i;
-} lt_operand;
-enum { LT_TENSOR, LT_INT, LT_FLOAT, LT_BOOL };
-
-static void lt_operand_get(lua_State *L, int i, lt_operand *o) {
-    o->t = lt_totensor(L, i);
-    if (o->t) {
-        o->kind = LT_TENSOR;
-    } else if (lua_isinteger(L, i)) {
-        o->kind = LT_INT;
-        o->i = (int64_t)lua_tointeger(L, i);
-    } else if (lua_type(L, i) == LUA_TNUMBER) {
-        o->kind = LT_FLOAT;
-        o->f = (double)lua_tonumber(L, i);
-    } else if (lua_isboolean(L, i)) {
-        o->kind = LT_BOOL;
-        o->i = lua_toboolean(L, i);
-    } else {
-        luaL_typeerror(L, i, "tensor or number");
-    }
-}
-
-/* A tensor for o: borrowed for tensors, a new weak scalar otherwise (release with lt_put). */
-static st_tensor *lt_take(const lt_operand *o) {
-    switch (o->kind) {
-    case LT_TENSOR: return o->t;
-    case LT_INT: return st_weak_scalar_i(o->i);
-    case LT_FLOAT: return st_weak_scalar_f(o->f);
-    default: return st_scalar((double)o->i, ST_BOOL);
-    }
-}
-static void lt_put(const lt_operand *o, st_tensor *t) {
-    if (o->kind != LT_TENSOR) st_release(t);
-}
-
-static st_tensor *lt_bin_apply(lt_binfn fn, const lt_operand *a, const lt_operand *b) {
-    st_tensor *ta = lt_take(a), *tb = NULL, *r = NULL;
-    if (ta) tb = lt_take(b);
-    if (ta && tb) r = fn(ta, tb);
-    if (ta) lt_put(a, ta);
-    if (tb) lt_put(b, tb);
-    return r;
-}
-
-static int lt_binary(lua_State *L, lt_binfn fn, const char *name) {
-    lt_operand a, b;
-    lt_operand_get(L, 1, &a);
-    lt_operand_get(L, 2, &b);
-    if (a.kind != LT_TENSOR && b.kind != LT_TENSOR)
-        return luaL_error(L, "%s: expected at least one tensor operand", name);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_bin_apply(fn, &a, &b));
-    return lt_finish(L, box, r, name);
-}
-
-static int lt_unary(lua_State *L, lt_unfn fn, const char *name) {
-    st_tensor *t = lt_check(L, 1);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, fn(t));
-    return lt_finish(L, box, r, name);
-}
 
 #define LT_DEF_UNARY(name)                                                                       \
     static int lt_u_##name(lua_State *L) { return lt_unary(L, st_##name, #name); }
@@ -291,102 +48,6 @@ ST_BINARY_API(LT_DEF_BINARY)
  * Creation
  * ---------------------------------------------------------------------------------------------- */
 
-/* from_data in hd (f64 or i64) then cast to dt when it differs. Cannot raise. */
-static st_tensor *lt_from_host(st_dtype dt, st_dtype hd, int nd, const int64_t *shape, const void *buf) {
-    st_tensor *h = st_from_data(hd, nd, shape, buf);
-    if (!h || dt == hd) return h;
-    st_tensor *r = st_cast(h, dt);
-    st_release(h);
-    return r;
-}
-
-typedef struct lt_fill_ctx {
-    int nd;
-    int64_t shape[ST_MAX_DIMS];
-    int path[ST_MAX_DIMS];
-    bool isint;       /* fill the i64 buffer, else the f64 one */
-    double *f;
-    int64_t *i;
-    int64_t pos;
-} lt_fill_ctx;
-
-static const char *lt_pathstr(lua_State *L, const lt_fill_ctx *c, int depth) {
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    for (int d = 0; d < depth; d++) {
-        char tmp[32];
-        snprintf(tmp, sizeof tmp, "[%d]", c->path[d]);
-        luaL_addstring(&b, tmp);
-    }
-    luaL_pushresult(&b);
-    return lua_tostring(L, -1);
-}
-
-/* Walks the nested table at stack index idx (depth d), checking it is rectangular. */
-static void lt_fill(lua_State *L, lt_fill_ctx *c, int idx, int d) {
-    lua_Integer len = (lua_Integer)lua_rawlen(L, idx);
-    if (len != c->shape[d])
-        luaL_error(L, "tensor: ragged table at %s: expected %d elements, got %d", lt_pathstr(L, c, d),
-                   (int)c->shape[d], (int)len);
-    luaL_checkstack(L, 4, "tensor nesting");
-    for (lua_Integer k = 1; k <= len; k++) {
-        c->path[d] = (int)k;
-        int ty = lua_rawgeti(L, idx, k);
-        if (d + 1 < c->nd) {
-            if (ty != LUA_TTABLE)
-                luaL_error(L, "tensor: ragged table at %s: expected a table, got %s", lt_pathstr(L, c, d + 1),
-                           lua_typename(L, ty));
-            lt_fill(L, c, lua_gettop(L), d + 1);
-        } else if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
-            if (c->isint) {
-                if (ty == LUA_TBOOLEAN) c->i[c->pos] = lua_toboolean(L, -1);
-                else if (lua_isinteger(L, -1)) c->i[c->pos] = (int64_t)lua_tointeger(L, -1);
-                else c->i[c->pos] = (int64_t)lua_tonumber(L, -1);
-            } else {
-                c->f[c->pos] = ty == LUA_TBOOLEAN ? lua_toboolean(L, -1) : (double)lua_tonumber(L, -1);
-            }
-            c->pos++;
-        } else {
-            luaL_error(L, "tensor: ragged table at %s: expected a number, got %s", lt_pathstr(L, c, d + 1),
-                       lua_typename(L, ty));
-        }
-        lua_pop(L, 1);
-    }
-}
-
-/* Pushes a tensor built from the nested table at idx (dtype dt, or inferred when dt < 0). */
-static void lt_push_table_tensor(lua_State *L, int idx, int dtin) {
-    lt_fill_ctx c;
-    memset(&c, 0, sizeof c);
-    idx = lua_absindex(L, idx);
-    /* shape: follow first elements */
-    lua_pushvalue(L, idx);
-    int leaf = LUA_TNIL;
-    for (;;) {
-        if (c.nd == ST_MAX_DIMS) luaL_error(L, "tensor: more than %d nested levels", ST_MAX_DIMS);
-        c.shape[c.nd++] = (int64_t)lua_rawlen(L, -1);
-        if (c.shape[c.nd - 1] == 0) break;
-        leaf = lua_rawgeti(L, -1, 1);
-        lua_remove(L, -2);
-        if (leaf != LUA_TTABLE) break;
-    }
-    lua_pop(L, 1);
-    st_dtype dt = dtin >= 0 ? (st_dtype)dtin : (leaf == LUA_TBOOLEAN ? ST_BOOL : ST_F32);
-    c.isint = !lt_isfloat(dt);
-    int64_t numel = 1;
-    for (int d = 0; d < c.nd; d++) numel *= c.shape[d];
-    void *buf = lua_newuserdatauv(L, (size_t)(numel > 0 ? numel : 1) * 8, 0);
-    c.f = buf;
-    c.i = buf;
-    lt_fill(L, &c, idx, 0);
-    st_dtype hd = c.isint ? ST_I64 : ST_F64;
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_from_host(dt, hd, c.nd, c.shape, buf));
-    lt_finish(L, box, r, "tensor");
-    lua_remove(L, -2); /* the scratch buffer */
-}
-
 /* st.tensor(tbl | number | boolean | tensor [, dtype]) */
 static int lt_tensor_new(lua_State *L) {
     int dt = lua_isnoneornil(L, 2) ? -1 : (int)lt_optdtype(L, 2, ST_F32);
@@ -398,18 +59,18 @@ static int lt_tensor_new(lua_State *L) {
     lt_box *box;
     st_tensor *r;
     if (src) {
-        box = lt_newbox(L);
+        box = lt_push_box(L);
         if (dt < 0) LT_TRY(L, r, st_clone(src));
         else LT_TRY(L, r, st_cast(src, (st_dtype)dt));
     } else if (lua_isboolean(L, 1)) {
-        box = lt_newbox(L);
+        box = lt_push_box(L);
         LT_TRY(L, r, st_scalar(lua_toboolean(L, 1), dt < 0 ? ST_BOOL : (st_dtype)dt));
     } else {
         double v = (double)luaL_checknumber(L, 1);
-        box = lt_newbox(L);
+        box = lt_push_box(L);
         LT_TRY(L, r, st_scalar(v, dt < 0 ? ST_F32 : (st_dtype)dt));
     }
-    return lt_finish(L, box, r, "tensor");
+    return lt_box_finish(L, box, r, "tensor");
 }
 
 typedef st_tensor *(*lt_shapefn)(st_dtype, int, const int64_t *);
@@ -418,10 +79,10 @@ static int lt_create(lua_State *L, lt_shapefn fn, const char *name) {
     int next;
     int nd = lt_creation_shape(L, 1, shape, &next);
     st_dtype dt = lt_optdtype(L, next, ST_F32);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, fn(dt, nd, shape));
-    return lt_finish(L, box, r, name);
+    return lt_box_finish(L, box, r, name);
 }
 static int lt_zeros(lua_State *L) { return lt_create(L, st_zeros, "zeros"); }
 static int lt_ones(lua_State *L) { return lt_create(L, st_ones, "ones"); }
@@ -437,10 +98,10 @@ static int lt_full(lua_State *L) {
     double v = lua_isboolean(L, next) ? lua_toboolean(L, next) : (double)luaL_checknumber(L, next);
     st_dtype def = lua_isboolean(L, next) ? ST_BOOL : ST_F32;
     st_dtype dt = lt_optdtype(L, next + 1, def);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_full(dt, nd, shape, v));
-    return lt_finish(L, box, r, "full");
+    return lt_box_finish(L, box, r, "full");
 }
 
 /* st.arange(n) / st.arange(a, b [, step]) [, dtype]: [a, b) like PyTorch; i64 when every bound is an
@@ -462,20 +123,20 @@ static int lt_arange(lua_State *L) {
         if (nnum == 3) step = (double)lua_tonumber(L, 3);
     }
     st_dtype dt = lt_optdtype(L, nnum + 1, allint ? ST_I64 : ST_F32);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_arange(a, b, step, dt));
-    return lt_finish(L, box, r, "arange");
+    return lt_box_finish(L, box, r, "arange");
 }
 
 static int lt_linspace(lua_State *L) {
     double a = (double)luaL_checknumber(L, 1), b = (double)luaL_checknumber(L, 2);
     int64_t n = (int64_t)luaL_checkinteger(L, 3);
     st_dtype dt = lt_optdtype(L, 4, ST_F32);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_linspace(a, b, n, dt));
-    return lt_finish(L, box, r, "linspace");
+    return lt_box_finish(L, box, r, "linspace");
 }
 
 /* st.eye(n [, m] [, dtype]) */
@@ -484,10 +145,10 @@ static int lt_eye(lua_State *L) {
     int next = 2;
     if (lua_type(L, 2) == LUA_TNUMBER) m = (int64_t)luaL_checkinteger(L, next++);
     st_dtype dt = lt_optdtype(L, next, ST_F32);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_eye(n, m, dt));
-    return lt_finish(L, box, r, "eye");
+    return lt_box_finish(L, box, r, "eye");
 }
 
 /* st.randint(lo, hi, shape... [, dtype]): both ends inclusive, like math.random. */
@@ -498,10 +159,10 @@ static int lt_randint(lua_State *L) {
     int nd = lt_creation_shape(L, 3, shape, &next);
     st_dtype dt = lt_optdtype(L, next, ST_I64);
     if (hi < lo) return luaL_error(L, "randint: empty range [%d, %d]", (int)lo, (int)hi);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_randint(lo, hi + 1, dt, nd, shape));
-    return lt_finish(L, box, r, "randint");
+    return lt_box_finish(L, box, r, "randint");
 }
 
 static int lt_manual_seed(lua_State *L) {
@@ -510,121 +171,11 @@ static int lt_manual_seed(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Indexing: t[i], t[{...}] and assignment through them
+ * Metamethods and inspection
  * ---------------------------------------------------------------------------------------------- */
 
-typedef struct lt_idx {
-    int kind;            /* 0: select index a; 1: slice [a, b) step s; 2: whole dim */
-    int64_t a, b, s;
-} lt_idx;
-
-static int64_t lt_norm_index(lua_State *L, lua_Integer i, int64_t n, int d) {
-    if (i >= 1 && i <= n) return i - 1;
-    if (i < 0 && -i <= n) return n + i;
-    return luaL_error(L, "index %d out of range for dim %d of size %d (indices are 1-based)", (int)i, d + 1,
-                      (int)n);
-}
-
-static lua_Integer lt_int_at(lua_State *L, int idx, const char *what) {
-    int ok;
-    lua_Integer v = lua_tointegerx(L, idx, &ok);
-    if (!ok) luaL_error(L, "%s must be an integer, got %s", what, luaL_typename(L, idx));
-    return v;
-}
-
-/* Parses the key at stack index k into spec (one entry per leading dim of t). Returns the count;
- * *scalar is set when every dim was selected by a number (the result is a 0-d view). */
-static int lt_parse_key(lua_State *L, int k, st_tensor *t, lt_idx spec[ST_MAX_DIMS], bool *scalar) {
-    int nd = st_ndim(t);
-    int64_t shape[ST_MAX_DIMS];
-    st_shape(t, shape);
-    char sb[128];
-    if (lua_type(L, k) == LUA_TNUMBER) {
-        if (nd == 0) luaL_error(L, "cannot index a 0-d tensor (use :item())");
-        spec[0].kind = 0;
-        spec[0].a = lt_norm_index(L, lt_int_at(L, k, "index"), shape[0], 0);
-        *scalar = nd == 1;
-        return 1;
-    }
-    if (!lua_istable(L, k)) {
-        if (lt_totensor(L, k)) luaL_error(L, "indexing with a tensor is not supported: use index_select or gather");
-        luaL_error(L, "bad tensor index of type %s", luaL_typename(L, k));
-    }
-    int n = (int)lua_rawlen(L, k);
-    if (n > nd) luaL_error(L, "too many indices (%d) for a tensor of shape %s", n, lt_shapestr(t, sb, sizeof sb));
-    int nsel = 0;
-    for (int j = 0; j < n; j++) {
-        int ty = lua_rawgeti(L, k, j + 1);
-        int64_t size = shape[j];
-        if (ty == LUA_TNUMBER) {
-            spec[j].kind = 0;
-            spec[j].a = lt_norm_index(L, lt_int_at(L, -1, "index"), size, j);
-            nsel++;
-        } else if (ty == LUA_TTABLE) {
-            int m = (int)lua_rawlen(L, -1);
-            if (m == 0) {
-                spec[j].kind = 2;
-            } else if (m <= 3) {
-                lua_rawgeti(L, -1, 1);
-                lua_Integer a = lt_int_at(L, -1, "range start");
-                lua_pop(L, 1);
-                lua_Integer b = a, s = 1;
-                if (m >= 2) {
-                    lua_rawgeti(L, -1, 2);
-                    b = lt_int_at(L, -1, "range end");
-                    lua_pop(L, 1);
-                }
-                if (m == 3) {
-                    lua_rawgeti(L, -1, 3);
-                    s = lt_int_at(L, -1, "range step");
-                    lua_pop(L, 1);
-                }
-                int64_t a1 = a < 0 ? size + a + 1 : a; /* 1-based, inclusive */
-                int64_t b1 = b < 0 ? size + b + 1 : b;
-                if (a1 < 1 || a1 > size || b1 < a1 - 1 || b1 > size)
-                    luaL_error(L, "range {%d, %d} out of bounds for dim %d of size %d", (int)a, (int)b, j + 1,
-                               (int)size);
-                if (s < 1) luaL_error(L, "range step must be positive, got %d", (int)s);
-                spec[j].kind = 1;
-                spec[j].a = a1 - 1;
-                spec[j].b = b1;
-                spec[j].s = s;
-            } else {
-                luaL_error(L, "bad range at index position %d: expected {}, {i}, {a, b} or {a, b, step}", j + 1);
-            }
-        } else {
-            luaL_error(L, "bad index at position %d: expected a number or a table, got %s", j + 1,
-                       lua_typename(L, ty));
-        }
-        lua_pop(L, 1);
-    }
-    *scalar = nsel == nd && nd > 0;
-    return n;
-}
-
-/* The view described by spec. Cannot raise. */
-static st_tensor *lt_index_apply(st_tensor *t, const lt_idx *spec, int n) {
-    st_tensor *cur = st_retain(t);
-    int cd = 0;
-    for (int j = 0; j < n && cur; j++) {
-        st_tensor *next;
-        if (spec[j].kind == 2) {
-            cd++;
-            continue;
-        }
-        if (spec[j].kind == 0) {
-            next = st_select(cur, cd, spec[j].a);
-        } else {
-            next = st_slice(cur, cd, spec[j].a, spec[j].b, spec[j].s);
-            cd++;
-        }
-        st_release(cur);
-        cur = next;
-    }
-    return cur;
-}
-
-/* __index: method names, then t[i] / t[{...}]. upvalue 1: the methods table. */
+/* __index: method names, tensor properties (lautograd.c), then t[i] / t[{...}] (lindex.c).
+ * upvalue 1: the methods table. */
 static int lt_index(lua_State *L) {
     if (lua_type(L, 2) == LUA_TSTRING) {
         lua_pushvalue(L, 2);
@@ -634,55 +185,18 @@ static int lt_index(lua_State *L) {
         lua_pushnil(L);
         return 1;
     }
-    st_tensor *t = lt_check(L, 1);
-    lt_idx spec[ST_MAX_DIMS];
-    bool scalar = false;
-    int n = lt_parse_key(L, 2, t, spec, &scalar);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_index_apply(t, spec, n));
-    lt_finish(L, box, r, "index");
-    if (scalar) {
-        /* Torch7: selecting every dim gives a Lua value, not a 0-d tensor */
-        lt_push_item(L, r);
-        st_release(box->t);
-        box->t = NULL;
-    }
-    return 1;
+    return lt_index_get(L, lt_check(L, 1));
 }
 
-static st_status lt_assign_apply(st_tensor *view, const lt_operand *v) {
-    if (v->kind == LT_TENSOR) return st_copy_(view, v->t);
-    return st_fill_(view, v->kind == LT_FLOAT ? v->f : (double)v->i);
-}
-
-/* __newindex: t[i] = v, t[{...}] = v writes into t's storage (v: number, boolean or tensor). */
+/* __newindex: tensor properties (lautograd.c), then t[i] = v / t[{...}] = v (lindex.c). */
 static int lt_newindex(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     if (lua_type(L, 2) == LUA_TSTRING) {
         if (lt_autograd_set(L, t, lua_tostring(L, 2), 3)) return 0;
         return luaL_error(L, "cannot set field '%s' on a tensor (add methods to st.Tensor)", lua_tostring(L, 2));
     }
-    lt_idx spec[ST_MAX_DIMS];
-    bool scalar = false;
-    int n = lt_parse_key(L, 2, t, spec, &scalar);
-    lt_operand v;
-    lt_operand_get(L, 3, &v);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_index_apply(t, spec, n));
-    lt_finish(L, box, r, "index");
-    st_status s;
-    LT_TRY_STATUS(L, s, lt_assign_apply(r, &v));
-    if (s) lt_raise(L, v.kind == LT_TENSOR ? "copy_" : "fill_");
-    st_release(box->t);
-    box->t = NULL;
-    return 0;
+    return lt_index_set(L, t);
 }
-
-/* ------------------------------------------------------------------------------------------------
- * Metamethods and inspection
- * ---------------------------------------------------------------------------------------------- */
 
 static int lt_gc(lua_State *L) {
     lt_box *b = luaL_checkudata(L, 1, LT_MT);
@@ -759,10 +273,10 @@ static int lt_reduce(lua_State *L, lt_redfn fn, const char *name) {
     int axes[ST_MAX_DIMS];
     int n = lt_axes(L, 2, st_ndim(t), axes);
     int keep = lua_toboolean(L, 3);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, fn(t, n, axes, keep));
-    return lt_finish(L, box, r, name);
+    return lt_box_finish(L, box, r, name);
 }
 static int lt_sum(lua_State *L) { return lt_reduce(L, st_sum, "sum"); }
 static int lt_mean(lua_State *L) { return lt_reduce(L, st_mean, "mean"); }
@@ -778,22 +292,14 @@ static int lt_varstd(lua_State *L, lt_varfn fn, const char *name) {
     int corr = 1;
     if (lua_isboolean(L, 4)) corr = lua_toboolean(L, 4);
     else if (!lua_isnoneornil(L, 4)) corr = (int)luaL_checkinteger(L, 4);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, fn(t, n, axes, corr, keep));
-    return lt_finish(L, box, r, name);
+    return lt_box_finish(L, box, r, name);
 }
 static int lt_var(lua_State *L) { return lt_varstd(L, st_var, "var"); }
 static int lt_std(lua_State *L) { return lt_varstd(L, st_std, "std"); }
 
-/* C's 0-based index tensor + 1, or - 1 (delta). Cannot raise. */
-static st_tensor *lt_shift(st_tensor *idx, int64_t delta) {
-    if (!idx) return NULL;
-    st_tensor *one = st_weak_scalar_i(delta < 0 ? -delta : delta);
-    st_tensor *r = one ? (delta < 0 ? st_sub(idx, one) : st_add(idx, one)) : NULL;
-    st_release(one);
-    return r;
-}
 static st_tensor *lt_arg_apply(st_tensor *t, int dim, int keep, bool ismax) {
     st_tensor *i0 = ismax ? st_argmax(t, dim, keep) : st_argmin(t, dim, keep);
     st_tensor *r = lt_shift(i0, 1);
@@ -806,10 +312,10 @@ static int lt_arg(lua_State *L, bool ismax) {
     st_tensor *t = lt_check(L, 1);
     int dim = lua_isnoneornil(L, 2) ? ST_ALL_DIMS : lt_checkdim(L, 2, st_ndim(t), false);
     int keep = lua_toboolean(L, 3);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, lt_arg_apply(t, dim, keep, ismax));
-    return lt_finish(L, box, r, ismax ? "argmax" : "argmin");
+    return lt_box_finish(L, box, r, ismax ? "argmax" : "argmin");
 }
 static int lt_argmax(lua_State *L) { return lt_arg(L, true); }
 static int lt_argmin(lua_State *L) { return lt_arg(L, false); }
@@ -823,13 +329,13 @@ static int lt_maxmin(lua_State *L, bool ismax) {
     if (lua_type(L, 2) != LUA_TNUMBER) return lt_reduce(L, ismax ? st_max : st_min, name);
     int dim = lt_checkdim(L, 2, st_ndim(t), false);
     int keep = lua_toboolean(L, 3);
-    lt_box *bv = lt_newbox(L);
+    lt_box *bv = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, (ismax ? st_max : st_min)(t, 1, &dim, keep));
-    lt_finish(L, bv, r, name);
-    lt_box *bi = lt_newbox(L);
+    lt_box_finish(L, bv, r, name);
+    lt_box *bi = lt_push_box(L);
     LT_TRY(L, r, lt_arg_apply(t, dim, keep, ismax));
-    lt_finish(L, bi, r, name);
+    lt_box_finish(L, bi, r, name);
     return 2;
 }
 static int lt_max(lua_State *L) { return lt_maxmin(L, true); }
@@ -839,34 +345,54 @@ typedef st_tensor *(*lt_dimfn)(st_tensor *, int);
 static int lt_softmax_like(lua_State *L, lt_dimfn fn, const char *name) {
     st_tensor *t = lt_check(L, 1);
     int dim = lua_isnoneornil(L, 2) ? lt_dim(L, -1, st_ndim(t), false) : lt_checkdim(L, 2, st_ndim(t), false);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, fn(t, dim));
-    return lt_finish(L, box, r, name);
+    return lt_box_finish(L, box, r, name);
 }
 static int lt_softmax(lua_State *L) { return lt_softmax_like(L, st_softmax, "softmax"); }
 static int lt_log_softmax(lua_State *L) { return lt_softmax_like(L, st_log_softmax, "log_softmax"); }
 
 /* ------------------------------------------------------------------------------------------------
- * Elementwise extras, linear algebra, casts
+ * Elementwise extras, linear algebra, casts and devices
  * ---------------------------------------------------------------------------------------------- */
 
 static int lt_matmul(lua_State *L) {
     st_tensor *a = lt_check(L, 1), *b = lt_check(L, 2);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_matmul(a, b));
-    return lt_finish(L, box, r, "matmul");
+    return lt_box_finish(L, box, r, "matmul");
+}
+
+/* st.einsum(spec, a, b, ...) or st.einsum(spec, {a, b, ...}) */
+static int lt_einsum(lua_State *L) {
+    const char *spec = luaL_checkstring(L, 1);
+    int n;
+    st_tensor **ts;
+    if (lua_istable(L, 2)) {
+        lua_settop(L, 2);
+        ts = lt_tensor_list(L, 2, &n);
+    } else {
+        n = lua_gettop(L) - 1;
+        if (n < 1) return luaL_error(L, "einsum: no operands for \"%s\"", spec);
+        ts = lua_newuserdatauv(L, sizeof *ts * (size_t)n, 0);
+        for (int k = 0; k < n; k++) ts[k] = lt_check(L, k + 2);
+    }
+    lt_box *box = lt_push_box(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_einsum(spec, n, ts));
+    return lt_box_finish(L, box, r, "einsum");
 }
 
 static int lt_clamp(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     double lo = lua_isnoneornil(L, 2) ? NAN : (double)luaL_checknumber(L, 2);
     double hi = lua_isnoneornil(L, 3) ? NAN : (double)luaL_checknumber(L, 3);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_clamp(t, lo, hi));
-    return lt_finish(L, box, r, "clamp");
+    return lt_box_finish(L, box, r, "clamp");
 }
 
 static st_tensor *lt_where_apply(st_tensor *c, const lt_operand *a, const lt_operand *b) {
@@ -883,18 +409,18 @@ static int lt_where(lua_State *L) {
     lt_operand a, b;
     lt_operand_get(L, 2, &a);
     lt_operand_get(L, 3, &b);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, lt_where_apply(c, &a, &b));
-    return lt_finish(L, box, r, "where");
+    return lt_box_finish(L, box, r, "where");
 }
 
 static int lt_cast_to(lua_State *L, st_dtype dt) {
     st_tensor *t = lt_check(L, 1);
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_cast(t, dt));
-    return lt_finish(L, box, r, "to");
+    return lt_box_finish(L, box, r, "to");
 }
 
 /* st.device(): the default device's name; st.set_device(name) changes it (an error if unusable). */
@@ -923,10 +449,10 @@ static int lt_move(lua_State *L, const char *device) {
         lua_pushvalue(L, 1);
         return 1;
     }
-    lt_box *box = lt_newbox(L);
+    lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_to(t, device));
-    return lt_finish(L, box, r, "to");
+    return lt_box_finish(L, box, r, "to");
 }
 static int lt_to(lua_State *L) {
     lt_check(L, 1);
@@ -943,251 +469,6 @@ static int lt_half(lua_State *L) { return lt_cast_to(L, ST_F16); }
 static int lt_long(lua_State *L) { return lt_cast_to(L, ST_I64); }
 static int lt_int(lua_State *L) { return lt_cast_to(L, ST_I32); }
 static int lt_bool(lua_State *L) { return lt_cast_to(L, ST_BOOL); }
-
-/* ------------------------------------------------------------------------------------------------
- * Views
- * ---------------------------------------------------------------------------------------------- */
-
-typedef st_tensor *(*lt_shapeop)(st_tensor *, int, const int64_t *);
-static int lt_shape_view(lua_State *L, lt_shapeop fn, const char *name) {
-    st_tensor *t = lt_check(L, 1);
-    int64_t shape[ST_MAX_DIMS];
-    int next;
-    int nd = lt_sizes(L, 2, shape, &next);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, fn(t, nd, shape));
-    return lt_finish(L, box, r, name);
-}
-static int lt_reshape(lua_State *L) { return lt_shape_view(L, st_reshape, "reshape"); }
-static int lt_view(lua_State *L) { return lt_shape_view(L, st_view, "view"); }
-static int lt_expand(lua_State *L) { return lt_shape_view(L, st_expand, "expand"); }
-
-static int lt_expand_as(lua_State *L) {
-    st_tensor *t = lt_check(L, 1), *o = lt_check(L, 2);
-    int64_t shape[ST_MAX_DIMS];
-    st_shape(o, shape);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_expand(t, st_ndim(o), shape));
-    return lt_finish(L, box, r, "expand_as");
-}
-
-static int lt_transpose(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    int a = lt_checkdim(L, 2, nd, false), b = lt_checkdim(L, 3, nd, false);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_transpose(t, a, b));
-    return lt_finish(L, box, r, "transpose");
-}
-
-/* x:t(): transpose of a 2-D tensor; 0-d and 1-D tensors are returned as they are. */
-static int lt_t(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    char sb[128];
-    if (nd > 2) return luaL_error(L, "t: expects a tensor with at most 2 dims, got shape %s", lt_shapestr(t, sb, sizeof sb));
-    if (nd < 2) {
-        lua_pushvalue(L, 1);
-        return 1;
-    }
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_transpose(t, 0, 1));
-    return lt_finish(L, box, r, "t");
-}
-
-static int lt_permute(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    int64_t dims[ST_MAX_DIMS];
-    int next;
-    int n = lt_sizes(L, 2, dims, &next);
-    char sb[128];
-    if (n != nd)
-        return luaL_error(L, "permute: %d dims given for a tensor of shape %s", n, lt_shapestr(t, sb, sizeof sb));
-    int perm[ST_MAX_DIMS];
-    for (int d = 0; d < n; d++) perm[d] = lt_dim(L, dims[d], nd, false);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_permute(t, perm));
-    return lt_finish(L, box, r, "permute");
-}
-
-static int lt_squeeze(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int d = lua_isnoneornil(L, 2) ? ST_ALL_DIMS : lt_checkdim(L, 2, st_ndim(t), false);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_squeeze(t, d));
-    return lt_finish(L, box, r, "squeeze");
-}
-
-static int lt_unsqueeze(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int d = lt_checkdim(L, 2, st_ndim(t), true);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_unsqueeze(t, d));
-    return lt_finish(L, box, r, "unsqueeze");
-}
-
-static int lt_flatten(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    int a = lua_isnoneornil(L, 2) ? 0 : lt_checkdim(L, 2, nd, false);
-    int b = lua_isnoneornil(L, 3) ? (nd > 0 ? nd - 1 : 0) : lt_checkdim(L, 3, nd, false);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_flatten(t, a, b));
-    return lt_finish(L, box, r, "flatten");
-}
-
-static int lt_contiguous(lua_State *L) { return lt_unary(L, st_contiguous, "contiguous"); }
-static int lt_clone(lua_State *L) { return lt_unary(L, st_clone, "clone"); }
-
-/* x:narrow(d, start, len): len entries from the 1-based start along d. */
-static int lt_narrow(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int nd = st_ndim(t);
-    int d = lt_checkdim(L, 2, nd, false);
-    int64_t size = st_size(t, d);
-    lua_Integer s1 = luaL_checkinteger(L, 3);
-    int64_t start = s1 > 0 ? s1 - 1 : size + s1; /* start == size: an empty narrow at the end */
-    int64_t len = (int64_t)luaL_checkinteger(L, 4);
-    if (s1 == 0 || start < 0 || len < 0 || start + len > size)
-        return luaL_error(L, "narrow: start %d + length %d out of range for dim %d of size %d",
-                          (int)s1, (int)len, d + 1, (int)size);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_slice(t, d, start, start + len, 1));
-    return lt_finish(L, box, r, "narrow");
-}
-
-/* x:select(d, i): the 1-based index i along d, removing d. */
-static int lt_select(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    int d = lt_checkdim(L, 2, st_ndim(t), false);
-    int64_t i = lt_norm_index(L, luaL_checkinteger(L, 3), st_size(t, d), d);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_select(t, d, i));
-    return lt_finish(L, box, r, "select");
-}
-
-/* ------------------------------------------------------------------------------------------------
- * Joining and indexing with index tensors (1-based in Lua)
- * ---------------------------------------------------------------------------------------------- */
-
-/* Pushes a scratch array of the tensors in the list at arg; returns it and sets *n. */
-static st_tensor **lt_tensor_list(lua_State *L, int arg, int *n) {
-    luaL_checktype(L, arg, LUA_TTABLE);
-    int len = (int)luaL_len(L, arg);
-    if (len == 0) luaL_argerror(L, arg, "empty list of tensors");
-    st_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)len, 0);
-    for (int k = 0; k < len; k++) {
-        lua_rawgeti(L, arg, k + 1);
-        ts[k] = lt_totensor(L, -1);
-        if (!ts[k]) luaL_error(L, "bad list entry %d: expected a tensor, got %s", k + 1, luaL_typename(L, -1));
-        lua_pop(L, 1);
-    }
-    *n = len;
-    return ts;
-}
-
-typedef st_tensor *(*lt_joinfn)(int, st_tensor *const *, int);
-static int lt_join(lua_State *L, lt_joinfn fn, bool insert, const char *name) {
-    int n;
-    lua_settop(L, 2);
-    st_tensor **ts = lt_tensor_list(L, 1, &n);
-    int d = lt_dim(L, luaL_optinteger(L, 2, 1), st_ndim(ts[0]), insert);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, fn(n, ts, d));
-    return lt_finish(L, box, r, name);
-}
-static int lt_cat(lua_State *L) { return lt_join(L, st_cat, false, "cat"); }
-static int lt_stack(lua_State *L) { return lt_join(L, st_stack, true, "stack"); }
-
-/* st.einsum(spec, a, b, ...) or st.einsum(spec, {a, b, ...}) */
-static int lt_einsum(lua_State *L) {
-    const char *spec = luaL_checkstring(L, 1);
-    int n;
-    st_tensor **ts;
-    if (lua_istable(L, 2)) {
-        lua_settop(L, 2);
-        ts = lt_tensor_list(L, 2, &n);
-    } else {
-        n = lua_gettop(L) - 1;
-        if (n < 1) return luaL_error(L, "einsum: no operands for \"%s\"", spec);
-        ts = lua_newuserdatauv(L, sizeof *ts * (size_t)n, 0);
-        for (int k = 0; k < n; k++) ts[k] = lt_check(L, k + 2);
-    }
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_einsum(spec, n, ts));
-    return lt_finish(L, box, r, "einsum");
-}
-
-/* The index argument at arg as a tensor: a tensor, or a Lua table converted to i64 (pushed). */
-static st_tensor *lt_index_arg(lua_State *L, int arg) {
-    st_tensor *t = lt_totensor(L, arg);
-    if (t) return t;
-    if (!lua_istable(L, arg)) luaL_typeerror(L, arg, "index tensor or table");
-    lt_push_table_tensor(L, arg, ST_I64);
-    lua_replace(L, arg);
-    return lt_totensor(L, arg);
-}
-
-enum { LT_GATHER, LT_INDEX_SELECT, LT_SCATTER_ADD, LT_INDEX_ADD };
-static st_tensor *lt_indexop_apply(int op, st_tensor *t, int d, st_tensor *idx1, st_tensor *src) {
-    st_tensor *idx = lt_shift(idx1, -1), *r = NULL;
-    if (!idx) return NULL;
-    switch (op) {
-    case LT_GATHER: r = st_gather(t, d, idx); break;
-    case LT_INDEX_SELECT: r = st_index_select(t, d, idx); break;
-    case LT_SCATTER_ADD: r = st_scatter_add(t, d, idx, src); break;
-    default: r = st_index_add(t, d, idx, src); break;
-    }
-    st_release(idx);
-    return r;
-}
-
-static int lt_indexop(lua_State *L, int op, const char *name) {
-    st_tensor *t = lt_check(L, 1);
-    int d = lt_checkdim(L, 2, st_ndim(t), false);
-    st_tensor *idx = lt_index_arg(L, 3);
-    st_tensor *src = op >= LT_SCATTER_ADD ? lt_check(L, 4) : NULL;
-    lua_settop(L, 4);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_indexop_apply(op, t, d, idx, src));
-    return lt_finish(L, box, r, name);
-}
-static int lt_gather(lua_State *L) { return lt_indexop(L, LT_GATHER, "gather"); }
-static int lt_index_select(lua_State *L) { return lt_indexop(L, LT_INDEX_SELECT, "index_select"); }
-static int lt_scatter_add(lua_State *L) { return lt_indexop(L, LT_SCATTER_ADD, "scatter_add"); }
-static int lt_index_add(lua_State *L) { return lt_indexop(L, LT_INDEX_ADD, "index_add"); }
-
-static st_tensor *lt_one_hot_apply(st_tensor *idx1, int64_t n) {
-    st_tensor *idx = lt_shift(idx1, -1);
-    st_tensor *r = idx ? st_one_hot(idx, n) : NULL;
-    st_release(idx);
-    return r;
-}
-
-/* st.one_hot(idx, n): idx holds 1-based class ids. */
-static int lt_one_hot(lua_State *L) {
-    st_tensor *idx = lt_index_arg(L, 1);
-    int64_t n = (int64_t)luaL_checkinteger(L, 2);
-    lua_settop(L, 2);
-    lt_box *box = lt_newbox(L);
-    st_tensor *r;
-    LT_TRY(L, r, lt_one_hot_apply(idx, n));
-    return lt_finish(L, box, r, "one_hot");
-}
 
 /* ------------------------------------------------------------------------------------------------
  * In place (return x)
@@ -1363,7 +644,7 @@ static const luaL_Reg lt_meta[] = {
     {NULL, NULL},
 };
 
-/* Methods; also module functions (st.sum(x, 1) == x:sum(1)). */
+/* Methods; also module functions (st.sum(x, 1) == x:sum(1)). lshape.c and lindex.c add theirs. */
 static const luaL_Reg lt_methods[] = {
     {"item", lt_item}, {"tolist", lt_tolist}, {"shape", lt_shape}, {"size", lt_size}, {"dim", lt_ndim},
     {"ndim", lt_ndim}, {"numel", lt_numel}, {"dtype", lt_dtype}, {"device", lt_device},
@@ -1373,12 +654,7 @@ static const luaL_Reg lt_methods[] = {
     {"log_softmax", lt_log_softmax}, {"matmul", lt_matmul}, {"clamp", lt_clamp}, {"to", lt_to},
     {"cuda", lt_cuda}, {"cpu", lt_cpu},
     {"float", lt_float}, {"double", lt_double}, {"half", lt_half}, {"long", lt_long}, {"int", lt_int},
-    {"bool", lt_bool}, {"reshape", lt_reshape}, {"view", lt_view}, {"expand", lt_expand},
-    {"expand_as", lt_expand_as}, {"t", lt_t}, {"transpose", lt_transpose}, {"permute", lt_permute},
-    {"squeeze", lt_squeeze}, {"unsqueeze", lt_unsqueeze}, {"flatten", lt_flatten},
-    {"contiguous", lt_contiguous}, {"clone", lt_clone}, {"narrow", lt_narrow}, {"select", lt_select},
-    {"gather", lt_gather}, {"index_select", lt_index_select}, {"scatter_add", lt_scatter_add},
-    {"index_add", lt_index_add}, {"add_", lt_add_}, {"sub_", lt_sub_}, {"mul_", lt_mul_},
+    {"bool", lt_bool}, {"add_", lt_add_}, {"sub_", lt_sub_}, {"mul_", lt_mul_},
     {"div_", lt_div_}, {"copy_", lt_copy_}, {"fill_", lt_fill_}, {"zero_", lt_zero_},
     {"realize", lt_realize},
     {NULL, NULL},
@@ -1394,7 +670,7 @@ static const luaL_Reg lt_functions[] = {
     {"tensor", lt_tensor_new}, {"zeros", lt_zeros}, {"ones", lt_ones}, {"empty", lt_empty},
     {"rand", lt_rand}, {"randn", lt_randn}, {"full", lt_full}, {"arange", lt_arange},
     {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
-    {"where", lt_where}, {"einsum", lt_einsum}, {"cat", lt_cat}, {"stack", lt_stack}, {"one_hot", lt_one_hot},
+    {"where", lt_where}, {"einsum", lt_einsum},
     {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"graph", lt_graph}, {"stats", lt_stats},
     {"reset_stats", lt_reset_stats},
     {"device", l_device}, {"set_device", l_set_device}, {"cuda_device_count", l_cuda_device_count},
@@ -1407,7 +683,7 @@ static const luaL_Reg lt_functions[] = {
 
 ST_API int luaopen_stitch(lua_State *L) {
     luaL_checkversion(L);
-    st_set_alloc_observer(lt_observer, NULL);
+    lt_watch_allocs();
 
     /* methods table: st.Tensor (Lua code may add methods to it) */
     lua_newtable(L);
@@ -1424,6 +700,8 @@ ST_API int luaopen_stitch(lua_State *L) {
 
     lua_newtable(L);
     luaL_setfuncs(L, lt_functions, 0);
+    lt_open_shape(L, methods); /* before the copy below: their methods are module functions too */
+    lt_open_index(L, methods);
     /* every method is also a module function; constructors win on a name clash */
     lua_pushnil(L);
     while (lua_next(L, methods)) {

@@ -1,6 +1,10 @@
 /*
- * lstitch_internal.h — internal: what the parts of the Lua module share (boxes, error raising,
- * memory accounting). Hidden from the module's export table.
+ * lstitch_internal.h — internal: what the files of the Lua module share. Hidden from the module's
+ * export table (LT_FUNC).
+ *
+ * Dependencies run one way: lstitch.c, the module's entry, calls down into the parts (their
+ * lt_open_* and the functions declared under their names below) and into lhelp.c; a part calls
+ * lhelp.c only, never lstitch.c or another part; lhelp.c calls none of them.
  */
 #ifndef LSTITCH_INTERNAL_H
 #define LSTITCH_INTERNAL_H
@@ -19,12 +23,60 @@ typedef struct lt_box {
     st_tensor *t;
 } lt_box;
 
+/* lhelp.c: what every file uses. */
 
+/* Memory accounting: lt_watch_allocs installs the allocation observer (once, from luaopen_stitch);
+ * lt_gc_feed runs after each call that may have allocated (a full collection once tensor memory
+ * grew past the live size); lt_collect runs a full collection now. */
+LT_FUNC void lt_watch_allocs(void);
 LT_FUNC void lt_collect(lua_State *L);
 LT_FUNC void lt_gc_feed(lua_State *L);
+/* Raises st_last_error() as a Lua error, prefixed with name (and clears it). */
 LT_FUNC int lt_raise(lua_State *L, const char *name);
-LT_FUNC st_tensor *lt_check(lua_State *L, int i);
+
+/* Boxes: a new empty box (metatable set) on the stack; the box takes r or raises on NULL. */
+LT_FUNC lt_box *lt_push_box(lua_State *L);
+LT_FUNC int lt_box_finish(lua_State *L, lt_box *b, st_tensor *r, const char *name);
+LT_FUNC st_tensor *lt_totensor(lua_State *L, int i); /* NULL when not a tensor; raises when closed */
+LT_FUNC st_tensor *lt_check(lua_State *L, int i);    /* raises when not a tensor */
+
+/* Argument checks. Dims and indices are 1-based in Lua (negative: from the end); these return
+ * the C API's 0-based ones. */
 LT_FUNC bool lt_isfloat(st_dtype dt);
+LT_FUNC st_dtype lt_optdtype(lua_State *L, int i, st_dtype def);
+LT_FUNC const char *lt_shapestr(st_tensor *t, char *buf, size_t n);
+LT_FUNC int lt_dim(lua_State *L, lua_Integer d, int nd, bool insert);
+LT_FUNC int lt_checkdim(lua_State *L, int arg, int nd, bool insert);
+LT_FUNC int64_t lt_norm_index(lua_State *L, lua_Integer i, int64_t n, int d);
+LT_FUNC int lt_axes(lua_State *L, int arg, int nd, int axes[ST_MAX_DIMS]);
+LT_FUNC int lt_sizes(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next);
+LT_FUNC int lt_creation_shape(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next);
+LT_FUNC st_tensor **lt_tensor_list(lua_State *L, int arg, int *n);
+
+/* Operands: a tensor, or a Lua number / boolean that becomes a scalar tensor for one call. */
+typedef struct lt_operand {
+    st_tensor *t;     /* borrowed when kind == LT_TENSOR */
+    int kind;
+    double f;
+    int64_t i;
+} lt_operand;
+enum { LT_TENSOR, LT_INT, LT_FLOAT, LT_BOOL };
+LT_FUNC void lt_operand_get(lua_State *L, int i, lt_operand *o);
+LT_FUNC st_tensor *lt_take(const lt_operand *o);         /* cannot raise */
+LT_FUNC void lt_put(const lt_operand *o, st_tensor *t);
+
+/* A nested table as a tensor (pushed); the value of a one-element tensor (pushed: a number, an
+ * integer for integer dtypes, or a boolean; a sync point); 0-based index tensors <-> 1-based ones
+ * (cannot raise). */
+LT_FUNC void lt_push_table_tensor(lua_State *L, int idx, int dtin);
+LT_FUNC void lt_push_item(lua_State *L, st_tensor *t);
+LT_FUNC st_tensor *lt_shift(st_tensor *idx, int64_t delta);
+
+/* The common binding shapes: fn(x) and fn(a, b) with a number on either side. */
+typedef st_tensor *(*lt_unfn)(st_tensor *);
+typedef st_tensor *(*lt_binfn)(st_tensor *, st_tensor *);
+LT_FUNC int lt_unary(lua_State *L, lt_unfn fn, const char *name);
+LT_FUNC int lt_binary(lua_State *L, lt_binfn fn, const char *name);
 
 /* Runs expr (a C call, or a helper that cannot raise, returning st_tensor * or NULL); on
  * out-of-memory, collects garbage (finalizers release tensors) and runs it once more. */
@@ -64,11 +116,19 @@ LT_FUNC void lt_open_io(lua_State *L);
 LT_FUNC void lt_open_autograd(lua_State *L, int methods);
 LT_FUNC int lt_autograd_get(lua_State *L, st_tensor *t, const char *key);
 LT_FUNC int lt_autograd_set(lua_State *L, st_tensor *t, const char *key, int value);
-LT_FUNC lt_box *lt_push_box(lua_State *L);      /* a new empty box (metatable set) on the stack */
-LT_FUNC int lt_box_finish(lua_State *L, lt_box *b, st_tensor *r, const char *name); /* box takes r; raises on NULL */
+
+/* lshape.c: views (x:reshape, x:transpose, x:narrow, ...) into the table at index `methods`, st.cat
+ * and st.stack into the module table at the top. */
+LT_FUNC void lt_open_shape(lua_State *L, int methods);
+
+/* lindex.c: t[key] / t[key] = v for keys that are not strings (stack: t, key [, v]), for lstitch.c's
+ * __index / __newindex; the index-tensor ops: methods (x:gather, ...) into the table at index
+ * `methods`, st.one_hot into the module table at the top. */
+LT_FUNC int lt_index_get(lua_State *L, st_tensor *t);
+LT_FUNC int lt_index_set(lua_State *L, st_tensor *t);
+LT_FUNC void lt_open_index(lua_State *L, int methods);
 
 /* lprint.c: reading values */
-LT_FUNC void lt_push_item(lua_State *L, st_tensor *t);
 LT_FUNC int lt_item(lua_State *L);
 LT_FUNC int lt_tolist(lua_State *L);
 LT_FUNC int lt_tostring(lua_State *L);
