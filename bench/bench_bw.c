@@ -17,7 +17,7 @@
  *
  * Baselines: memcpy of the same bytes (glibc, one thread, best of ITERS, into a pre-touched
  * destination), a two-thread memcpy, and hand-written loops over the very same prelude math
- * (jit/prelude.h) compiled with the JIT's flags, on 1 and 2 threads: the "ideal kernel".
+ * (base/opmath.h) compiled with the JIT's flags, on 1 and 2 threads: the "ideal kernel".
  *
  * Machine-readable results go to RESULTS_FILE as `key value` lines (bench/report.py turns them into
  * the ratio lines); a human-readable log goes to stdout.
@@ -96,13 +96,13 @@ static void chain_tanh_range(void *ctx, int64_t lo, int64_t hi) {
     arrays *a = ctx;
     const float *restrict x = a->x;
     float *restrict y = a->y;
-    for (int64_t i = lo; i < hi; i++) y[i] = st_gelu_tanh(x[i] * CH_A + CH_B) * CH_C;
+    for (int64_t i = lo; i < hi; i++) y[i] = om_gelu_tanh(x[i] * CH_A + CH_B) * CH_C;
 }
 static void chain_erf_range(void *ctx, int64_t lo, int64_t hi) {
     arrays *a = ctx;
     const float *restrict x = a->x;
     float *restrict y = a->y;
-    for (int64_t i = lo; i < hi; i++) y[i] = st_gelu(x[i] * CH_A + CH_B) * CH_C;
+    for (int64_t i = lo; i < hi; i++) y[i] = om_gelu(x[i] * CH_A + CH_B) * CH_C;
 }
 /* Row sums, 16 independent accumulators: a strict-FP (no -ffast-math) sum with one accumulator is
  * a serial dependency chain that GCC may not vectorize; 16 lanes let it use one vector register. */
@@ -132,7 +132,7 @@ static void softmax_range(void *ctx, int64_t lo, int64_t hi) {
         for (int k = 1; k < 16; k++) m = m > mx[k] ? m : mx[k];
         for (int64_t c = 0; c < COLS; c += 16)
             for (int k = 0; k < 16; k++) {
-                float e = st_exp(row[c + k] - m);
+                float e = om_exp(row[c + k] - m);
                 out[c + k] = e;
                 acc[k] += e;
             }
@@ -177,13 +177,11 @@ static timing time_hand_fresh(int nthreads, int64_t n, int64_t align, range_fn f
 typedef st_tensor *(*build_fn)(st_tensor *x);
 
 /* Each builder records the expression from x and returns only the result; every intermediate
- * handle is released at once, as eager C code would (so nothing but the output is materialized).
- * The API functions whose names jit/prelude.h also defines as macros (st_gelu, st_gelu_tanh, ...)
- * are called as (st_gelu)(t): the parentheses stop the macro expansion. */
+ * handle is released at once, as eager C code would (so nothing but the output is materialized). */
 static st_tensor *build_chain(st_tensor *x, int erf) {
     st_tensor *t1 = st_mul_s(x, CH_A);
     st_tensor *t2 = t1 ? st_add_s(t1, CH_B) : NULL;
-    st_tensor *t3 = t2 ? (erf ? (st_gelu)(t2) : (st_gelu_tanh)(t2)) : NULL;
+    st_tensor *t3 = t2 ? (erf ? st_gelu(t2) : st_gelu_tanh(t2)) : NULL;
     st_tensor *y = t3 ? st_mul_s(t3, CH_C) : NULL;
     st_release(t1);
     st_release(t2);

@@ -461,23 +461,11 @@ static lctx row_ctx(lw *w, const rows *R, int rr) {
     return ic;
 }
 
-/* Ops worth a store and a reload (from L1/L2: a row was just written) instead of recomputing. */
-static bool costly_op(st_op op) {
-    switch (op) {
-    case ST_OP_EXP: case ST_OP_LOG: case ST_OP_SIN: case ST_OP_COS: case ST_OP_TANH: case ST_OP_SIGMOID:
-    case ST_OP_GELU: case ST_OP_GELU_TANH: case ST_OP_SILU: case ST_OP_LOG1P: case ST_OP_EXPM1: case ST_OP_ERF: case ST_OP_POW:
-    case ST_OP_FMOD: case ST_OP_REM: case ST_OP_RAND_N:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Does group g compute, inside its own kernel, some costly op of n's expression (looking at most
  * at `budget` nodes)? Reductions and loads end the walk. */
 static bool costly_expr(lw *w, st_node *n, int *budget) {
     if (--*budget < 0 || fuse_loads(w->p, n, w->g) || st_ops[n->op].kind == OPK_REDUCE) return false;
-    if (costly_op((st_op)n->op)) return true;
+    if (st_ops[n->op].cost == COST_HIGH) return true;   /* worth a store and a reload from L1/L2 */
     for (int i = 0; i < n->nsrc; i++)
         if (costly_expr(w, n->src[i], budget)) return true;
     return false;

@@ -9,7 +9,7 @@
  *         #pragma omp parallel for if (v0 > 32768) num_threads(a->nthreads)
  *         for (int64_t v1 = 0; v1 < v0; v1++) {     one statement per live instruction
  *             const float v2 = p1[v1];
- *             const float v3 = st_exp(v2);            op math = the prelude macro of ops.def's FN
+ *             const float v3 = om_exp(v2);            op math = the base/opmath.h macro of ops.def's MATH
  *             p0[v1] = v3;
  *         }
  *     }
@@ -19,7 +19,7 @@
  * Invariant: the text depends only on the IR (never on parameter values), so equal structure
  * gives equal source and one cache entry. Math is never written here: ops print their prelude
  * macro, conversions print ST_CVT / st_h2f / st_f2h / st_bf2f / st_f2bf (one exception: a lane
- * update of max/min spells st_max_op's NaN rule without its branch, so it vectorizes).
+ * update of max/min spells om_max's NaN rule without its branch, so it vectorizes).
  */
 #include "jit/render.h"
 
@@ -79,7 +79,7 @@ void render_value_expr(sbuf *b, const kir_kernel *k, int i) {
         break;
     case KI_OP: {
         const st_op_info *oi = &st_ops[in->sop];
-        sbuf_printf(b, "%s(v%d", oi->fn, in->a);
+        sbuf_printf(b, "%s(v%d", oi->math, in->a);
       if (oi->nsrc > 1) sbuf_printf(b, ", v%d", in->b);
       if (oi->nsrc > 2) sbuf_printf(b, ", v%d", in->c);
       sbuf_printf(b, ")");
@@ -326,7 +326,7 @@ static void render_matmul_int(sbuf *b, const kir_kernel *k) {
  * chains, which GCC vectorizes), a fixed-order pairwise combine of the lanes into the
  * accumulator, then a scalar tail. The order is fixed by the text, so results are deterministic
  * (they differ from a serial sum by rounding only). max/min keep NaN propagation: a NaN sticks
- * in its lane (st_max_op(acc, NaN) = NaN), and the combine propagates it. */
+ * in its lane (om_max(acc, NaN) = NaN), and the combine propagates it. */
 #define RED_LANES 16
 #define RED_BLOCKS 64  /* most blocks a split row is cut into (each >= 1 chunk) */
 #define RED_SPLIT_WORK 65536   /* a full reduction's row loops run in parallel above this */
@@ -393,8 +393,8 @@ static bool lane_loop_ok(const body_ctx *c, int i, int e) {
 }
 
 const char *render_accupd_fn(int64_t op) {
-    return op == ST_OP_RSUM ? "st_add_op" : op == ST_OP_RPROD ? "st_mul_op" : op == ST_OP_RMAX ? "st_max_op"
-                                                                                             : "st_min_op";
+    return op == ST_OP_RSUM ? "om_add" : op == ST_OP_RPROD ? "om_mul" : op == ST_OP_RMAX ? "om_max"
+                                                                                             : "om_min";
 }
 
 /* The identity element of a combine, as a C literal of type t. */
@@ -809,7 +809,7 @@ static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
             const char *fn = render_accupd_fn(in->imm);
             render_indent(b, depth);
             if (c->laned[in->a] && (in->imm == ST_OP_RMAX || in->imm == ST_OP_RMIN))
-                /* st_max_op's semantics (NaN in either operand wins) without the short-circuit
+                /* om_max's semantics (NaN in either operand wins) without the short-circuit
                  * `||`, which GCC keeps as a branch: `|` lets it become a compare + blend */
                 sbuf_printf(b, "v%d_l[l_] = ((v%d_l[l_] != v%d_l[l_]) | (v%d_l[l_] %s v%d)) ? v%d_l[l_] : v%d;\n",
                             in->a, in->a, in->a, in->a, in->imm == ST_OP_RMAX ? ">" : "<", in->b, in->a, in->b);

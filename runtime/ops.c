@@ -52,32 +52,35 @@ static st_dtype result_type(const st_tensor *a, const st_tensor *b) {
     return cw > cs ? default_of(cw) : (st_dtype)s->dtype;
 }
 
-static bool op_float_only(st_op op) {
-    switch (op) {
-    case ST_OP_EXP: case ST_OP_LOG: case ST_OP_SQRT: case ST_OP_RSQRT: case ST_OP_SIN:
-    case ST_OP_COS: case ST_OP_TANH: case ST_OP_SIGMOID: case ST_OP_GELU: case ST_OP_GELU_TANH:
-    case ST_OP_SILU: case ST_OP_RECIP: case ST_OP_LOG1P: case ST_OP_EXPM1: case ST_OP_ERF: case ST_OP_DIV:
-        return true;
-    default:
-        return false;
+/* ---- elementwise ---- */
+/* The dtype an elementwise op computes in, from its operands' (promoted) dtype dt, by the op's
+ * rule (ops.def's DTYPE column); -1 with an ST_ERR_DTYPE error when the rule refuses dt. */
+static int compute_dtype(st_op op, st_dtype dt) {
+    switch (st_ops[op].dtype) {
+    case DT_FLOAT: return st_is_float(dt) ? dt : ST_F32;
+    case DT_NOBOOL: return dt == ST_BOOL ? ST_I64 : dt;
+    case DT_LOGIC: return ST_BOOL;
+    case DT_NUMERIC:
+        if (dt != ST_BOOL) return dt;
+        st_error(ST_ERR_DTYPE, "%s: not defined for bool tensors (use logical_not)", st_ops[op].name);
+        return -1;
+    default: return dt;
     }
 }
-static bool op_bool_out(st_op op) {
-    return (op >= ST_OP_EQ && op <= ST_OP_OR) || op == ST_OP_NOT;
+/* The dtype of the result: bool for comparisons and logic, else the compute dtype. */
+static st_dtype result_dtype(st_op op, st_dtype ct) {
+    st_dtype_rule r = st_ops[op].dtype;
+    return r == DT_TO_BOOL || r == DT_LOGIC ? ST_BOOL : ct;
 }
 
-/* ---- elementwise ---- */
 static st_tensor *unary(st_op op, st_tensor *a) {
     if (!check_arg(st_ops[op].name, a)) return NULL;
-    st_dtype dt = (st_dtype)a->dtype;
-    if (op_float_only(op) && !st_is_float(dt)) dt = ST_F32;
-    if (dt == ST_BOOL && (op == ST_OP_NEG || op == ST_OP_ABS || op == ST_OP_SIGN || op == ST_OP_RELU)) {
-        st_error(ST_ERR_DTYPE, "%s: not defined for bool tensors (use logical_not)", st_ops[op].name);
-        return NULL;
-    }
+    int ct = compute_dtype(op, (st_dtype)a->dtype);
+    if (ct < 0) return NULL;
+    st_dtype dt = (st_dtype)ct;
     st_node *x = st_tensor_read(a, dt, a->ndim, a->shape);
     if (!x) return NULL;
-    st_node *n = st_node_new(op, op_bool_out(op) ? ST_BOOL : dt, a->ndim, a->shape, 1, &x, NULL);
+    st_node *n = st_node_new(op, result_dtype(op, dt), a->ndim, a->shape, 1, &x, NULL);
     st_node_release(x);
     return st_tensor_from_node(n);
 }
@@ -88,17 +91,15 @@ static st_tensor *binary(st_op op, st_tensor *a, st_tensor *b) {
     int nd;
     int64_t shape[ST_MAX_DIMS];
     if (st_broadcast_shapes(name, a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != ST_OK) return NULL;
-    st_dtype dt = result_type(a, b);
-    if (op_float_only(op) && !st_is_float(dt)) dt = ST_F32;
-    if (dt == ST_BOOL && (op == ST_OP_SUB || op == ST_OP_POW || op == ST_OP_FMOD || op == ST_OP_REM))
-        dt = ST_I64;
-    if (op == ST_OP_AND || op == ST_OP_OR) dt = ST_BOOL;
+    int ct = compute_dtype(op, result_type(a, b));
+    if (ct < 0) return NULL;
+    st_dtype dt = (st_dtype)ct;
     st_node *x = st_tensor_read(a, dt, nd, shape);
     st_node *y = x ? st_tensor_read(b, dt, nd, shape) : NULL;
     st_node *n = NULL;
     if (y) {
         st_node *srcs[2] = {x, y};
-        n = st_node_new(op, op_bool_out(op) ? ST_BOOL : dt, nd, shape, 2, srcs, NULL);
+        n = st_node_new(op, result_dtype(op, dt), nd, shape, 2, srcs, NULL);
     }
     st_node_release(x);
     st_node_release(y);
@@ -107,22 +108,40 @@ static st_tensor *binary(st_op op, st_tensor *a, st_tensor *b) {
     return t;
 }
 
-#define DEF_UNARY(name, OP) st_tensor *st_##name(st_tensor *a) { return unary(ST_OP_##OP, a); }
-DEF_UNARY(neg, NEG) DEF_UNARY(abs, ABS) DEF_UNARY(exp, EXP) DEF_UNARY(log, LOG)
-DEF_UNARY(sqrt, SQRT) DEF_UNARY(rsqrt, RSQRT) DEF_UNARY(sin, SIN) DEF_UNARY(cos, COS)
-DEF_UNARY(tanh, TANH) DEF_UNARY(sigmoid, SIGMOID) DEF_UNARY(relu, RELU) DEF_UNARY(gelu, GELU)
-DEF_UNARY(gelu_tanh, GELU_TANH) DEF_UNARY(silu, SILU) DEF_UNARY(floor, FLOOR) DEF_UNARY(ceil, CEIL)
-DEF_UNARY(round, ROUND) DEF_UNARY(sign, SIGN) DEF_UNARY(reciprocal, RECIP)
-DEF_UNARY(logical_not, NOT) DEF_UNARY(log1p, LOG1P) DEF_UNARY(expm1, EXPM1) DEF_UNARY(erf, ERF)
+/* The public elementwise API: one function per API row of trace/ops.def; the composites (APIC
+ * rows) are written here by hand. The build checks both ways that include/stitch.h declares
+ * exactly these functions. ops.def -> stitch.h, before any definition: each row's function is
+ * declared there with its arity (an undeclared one does not compile; a wrong arity fails). */
+#define API_TYPE_1 st_tensor *(*)(st_tensor *)
+#define API_TYPE_2 st_tensor *(*)(st_tensor *, st_tensor *)
+#define API_HAS(name, ARITY) \
+    _Static_assert(_Generic(&st_##name, API_TYPE_##ARITY: 1, default: 0), "st_" #name ": stitch.h does not declare it as ops.def says");
+#define API(name, ARITY, ...) API_HAS(name, ARITY)
+#define APIC(name, ARITY, ...) API_HAS(name, ARITY)
+#include "trace/ops.def"
+#undef API
+#undef APIC
+/* stitch.h -> ops.def: every name in ST_UNARY_API / ST_BINARY_API is a row of that arity. */
+enum {
+#define API(name, ARITY, ...) API_ARITY_##name = ARITY,
+#define APIC(name, ARITY, ...) API_ARITY_##name = ARITY,
+#include "trace/ops.def"
+#undef API
+#undef APIC
+};
+#define API_IS_UNARY(name) _Static_assert(API_ARITY_##name == 1, "st_" #name ": not a unary row of ops.def");
+#define API_IS_BINARY(name) _Static_assert(API_ARITY_##name == 2, "st_" #name ": not a binary row of ops.def");
+ST_UNARY_API(API_IS_UNARY)
+ST_BINARY_API(API_IS_BINARY)
+
+#define API_DEF_1(name, OP) st_tensor *st_##name(st_tensor *a) { return unary(ST_OP_##OP, a); }
+#define API_DEF_2(name, OP) st_tensor *st_##name(st_tensor *a, st_tensor *b) { return binary(ST_OP_##OP, a, b); }
+#define API(name, ARITY, OP, ...) API_DEF_##ARITY(name, OP)
+#include "trace/ops.def"
+#undef API
+
 st_tensor *st_square(st_tensor *a) { return binary(ST_OP_MUL, a, a); }
 
-#define DEF_BINARY(name, OP) \
-    st_tensor *st_##name(st_tensor *a, st_tensor *b) { return binary(ST_OP_##OP, a, b); }
-DEF_BINARY(add, ADD) DEF_BINARY(sub, SUB) DEF_BINARY(mul, MUL) DEF_BINARY(div, DIV)
-DEF_BINARY(pow, POW) DEF_BINARY(maximum, MAX) DEF_BINARY(minimum, MIN) DEF_BINARY(fmod, FMOD)
-DEF_BINARY(remainder, REM) DEF_BINARY(eq, EQ) DEF_BINARY(ne, NE) DEF_BINARY(lt, LT)
-DEF_BINARY(le, LE) DEF_BINARY(gt, GT) DEF_BINARY(ge, GE) DEF_BINARY(logical_and, AND)
-DEF_BINARY(logical_or, OR)
 
 /* a (op) scalar, or scalar (op) a when swap. */
 static st_tensor *binary_s(st_op op, st_tensor *a, double s, int swap) {

@@ -216,7 +216,7 @@ typedef void (*ew3_fn)(ctype ct, const uint8_t *c, const void *a, const void *b,
                           int64_t n) {                                                          \
         EW_SWITCH(EW3_LOOP, FN)                                                                 \
     }
-#define X(NAME, KIND, NSRC, STR, FN, DIFF) DEF_##KIND(NAME, FN)
+#define X(NAME, KIND, NSRC, STR, MATH, ...) DEF_##KIND(NAME, MATH)
 #include "trace/ops.def"
 #undef X
 
@@ -252,17 +252,17 @@ typedef void (*ew3_fn)(ctype ct, const uint8_t *c, const void *a, const void *b,
 #define T3_OPK_WRITE T_OTHER
 
 static const ew1_fn ew1_table[ST_OP_COUNT] = {
-#define X(NAME, KIND, NSRC, STR, FN, DIFF) T1_##KIND(NAME)
+#define X(NAME, KIND, ...) T1_##KIND(NAME)
 #include "trace/ops.def"
 #undef X
 };
 static const ew2_fn ew2_table[ST_OP_COUNT] = {
-#define X(NAME, KIND, NSRC, STR, FN, DIFF) T2_##KIND(NAME)
+#define X(NAME, KIND, ...) T2_##KIND(NAME)
 #include "trace/ops.def"
 #undef X
 };
 static const ew3_fn ew3_table[ST_OP_COUNT] = {
-#define X(NAME, KIND, NSRC, STR, FN, DIFF) T3_##KIND(NAME)
+#define X(NAME, KIND, ...) T3_##KIND(NAME)
 #include "trace/ops.def"
 #undef X
 };
@@ -634,8 +634,8 @@ static st_status eval_scatter_add(st_node *n, st_buffer *out) {
         switch (dt) { /* accumulate in the compute type, round at each store (as a kernel does) */
         case ST_F32: ((float *)o)[t] += ((float *)V)[i]; break;
         case ST_F64: ((double *)o)[t] += ((double *)V)[i]; break;
-        case ST_I32: ((int32_t *)o)[t] = st_add_op(((int32_t *)o)[t], ((int32_t *)V)[i]); break;
-        case ST_I64: ((int64_t *)o)[t] = st_add_op(((int64_t *)o)[t], ((int64_t *)V)[i]); break;
+        case ST_I32: ((int32_t *)o)[t] = om_add(((int32_t *)o)[t], ((int32_t *)V)[i]); break;
+        case ST_I64: ((int64_t *)o)[t] = om_add(((int64_t *)o)[t], ((int64_t *)V)[i]); break;
         case ST_BOOL: ((uint8_t *)o)[t] = ((uint8_t *)o)[t] | (((uint8_t *)V)[i] != 0); break;
         case ST_F16: ((uint16_t *)o)[t] = st_f2h(st_h2f(((uint16_t *)o)[t]) + ((float *)V)[i]); break;
         case ST_BF16: ((uint16_t *)o)[t] = st_f2bf(st_bf2f(((uint16_t *)o)[t]) + ((float *)V)[i]); break;

@@ -7,11 +7,16 @@
  */
 #include "trace/trace.h"
 
+#define GRAD(f) true
+#define NOGRAD false
 const st_op_info st_ops[ST_OP_COUNT] = {
-#define X(NAME, KIND, NSRC, STR, FN, DIFF) [ST_OP_##NAME] = {STR, #FN, KIND, NSRC, DIFF},
+#define X(NAME, KIND, NSRC, STR, MATH, DTYPE, COST, GRAD_, READS) \
+    [ST_OP_##NAME] = {STR, #MATH, KIND, NSRC, DTYPE, COST, GRAD_, READS},
 #include "trace/ops.def"
 #undef X
 };
+#undef GRAD
+#undef NOGRAD
 
 static st_node *free_list;     /* linked through src[0] */
 static trace_ag_hooks ag_hooks;   /* autograd's, once it made its first record */

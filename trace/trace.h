@@ -16,8 +16,15 @@ typedef enum st_op_kind {
     OPK_GATHER, OPK_WRITE, OPK_COUNT
 } st_op_kind;
 
+/* The result dtype rule of an elementwise op (ops.def's DTYPE column; applied in runtime/ops.c). */
+typedef enum st_dtype_rule {
+    DT_NONE, DT_SAME, DT_NUMERIC, DT_FLOAT, DT_NOBOOL, DT_TO_BOOL, DT_LOGIC, DT_RULE_COUNT
+} st_dtype_rule;
+/* Whether a value is worth a store and a reload over recomputing it (ops.def's COST column). */
+typedef enum st_op_cost { COST_LOW, COST_HIGH } st_op_cost;
+
 typedef enum st_op {
-#define X(NAME, KIND, NSRC, STR, FN, DIFF) ST_OP_##NAME,
+#define X(NAME, KIND, NSRC, STR, MATH, DTYPE, COST, GRAD, READS) ST_OP_##NAME,
 #include "trace/ops.def"
 #undef X
     ST_OP_COUNT
@@ -25,10 +32,13 @@ typedef enum st_op {
 
 typedef struct st_op_info {
     const char *name;     /* "exp" */
-    const char *fn;       /* prelude macro name, "st_exp"; "st_none" if not elementwise */
+    const char *math;     /* the op-math macro of base/opmath.h, "om_exp"; "om_none" if not elementwise */
     st_op_kind kind;
     int nsrc;
-    int diff;
+    st_dtype_rule dtype;
+    st_op_cost cost;
+    bool diff;            /* has a gradient rule (runtime/grad.c) */
+    bool reads;           /* the rule reads the op's values */
 } st_op_info;
 ST_INTERNAL extern const st_op_info st_ops[ST_OP_COUNT];
 static inline bool st_op_is_elementwise(st_op op) {

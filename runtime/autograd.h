@@ -1,0 +1,39 @@
+/*
+ * autograd.h — internal to runtime/: what the backward walk (autograd.c) and the gradient rules
+ * (grad.c) share.
+ *
+ * A rule is grad_<f> for the GRAD(f) column of trace/ops.def: given the gradient g of a node that
+ * requires grad, it records (with the public tensor ops) the gradient of each of the node's srcs
+ * that requires grad into d[]. Its temporaries go to an arena released after the rule, so a rule
+ * never releases anything itself; the first failure is kept in the arena.
+ */
+#ifndef ST_AUTOGRAD_H
+#define ST_AUTOGRAD_H
+
+#include "runtime/tensor.h"
+
+#define GRAD_ARENA_MAX 48
+typedef struct grad_arena {
+    st_tensor *t[GRAD_ARENA_MAX];
+    int n;
+    st_status status;
+    char msg[512];
+} grad_arena;
+
+typedef struct grad_ctx {
+    grad_arena *A;
+    st_node *n;                /* the node whose gradient is g */
+    const st_ag *ag;           /* its record: op, arg, its own references to its srcs */
+    st_node *s0, *s1;          /* ag->src[0], ag->src[1] (NULL when it has one src) */
+    st_tensor *g;              /* n's gradient (borrowed) */
+    st_tensor *x, *y, *out;    /* handles on src 0, src 1 and n when the op's READS column is set */
+    st_tensor *d[3];           /* the rule's answer: each src's gradient (NULL when it needs none) */
+} grad_ctx;
+
+/* Applies n's rule to its gradient g and adds each answer to its src's pending gradient. */
+ST_INTERNAL void grad_apply(grad_arena *A, st_node *n, st_tensor *g);
+ST_INTERNAL void grad_arena_free(grad_arena *A);
+/* A node reading t (its view, dtype dt) that carries no autograd record (autograd.c). */
+ST_INTERNAL st_node *st_ag_detached_read(st_tensor *t, st_dtype dt);
+
+#endif
