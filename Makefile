@@ -1,10 +1,15 @@
 # stitch — build
-#   make            build/libstitch.a, build/libstitch.so, build/stitch, build/stitch.so
-#   make test       the whole suite; last line "N passed, N failed"
+#   make deps       install the Debian packages the build needs (apt-get when root; else the line to run)
+#   make            build/libstitch.a, build/libstitch.so, build/stitch, build/stitch.so (installs nothing:
+#                   a missing package is an error naming it)
+#   make test       the whole suite (runs make deps first); last line "N passed, N failed"
+#   make demo       the main job: train the Fashion-MNIST MLP (runs make deps first; ARGS="--epochs 1")
+#   make install    PREFIX=/usr/local (DESTDIR too): header, libraries, the stitch executable, the Lua
+#                   module where lua5.4 looks (PREFIX/lib/lua/5.4) and stitch.pc for pkg-config
 #   make check-layers  no dependency runs from a lower layer to a higher one (part of make test)
+#   make docs       regenerate docs/ops.md from trace/ops.def (make test checks that it is current)
 #   make test-nvrtc every generated CUDA kernel compiled by NVRTC for sm_80 and sm_90 (no GPU needed)
 #   make test-gpu   the suite on a CUDA GPU (docs/cuda.md)
-#   make demo       the main job: train the Fashion-MNIST MLP (ARGS="--epochs 1")
 #   make fuzz N=... the differential fuzzer, longer
 #   make bench      benchmarks (bench/NOTES.md)
 # Options: WERROR=1 (warnings are errors), SANITIZE=address,undefined, DEBUG=1, PORTABLE=1 (static
@@ -49,25 +54,30 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 DEB_PKGS := build-essential liblua5.4-dev uthash-dev libedit-dev lua5.4 zlib1g-dev
 
-.PHONY: all deps test test-c test-lua test-nvrtc test-gpu check-layers fuzz demo bench clean
-all: deps $(BUILD)/libstitch.a $(BUILD)/libstitch.so $(BUILD)/stitch $(BUILD)/stitch.so
+.PHONY: all deps check-deps test test-c test-lua test-nvrtc test-gpu check-layers docs install module install-module fuzz demo bench clean
+all: $(BUILD)/libstitch.a $(BUILD)/libstitch.so $(BUILD)/stitch $(BUILD)/stitch.so $(BUILD)/tools/gen_ops
 
-# Install missing Debian packages when root; otherwise print the apt-get line.
+# The packages the build needs that are missing, as a list of Debian package names.
+MISSING = $(strip $(if $(wildcard $(LUA_INC)/lua.h),,liblua5.4-dev) $(if $(wildcard $(LUA_A)),,liblua5.4-dev) \
+    $(if $(wildcard /usr/include/uthash.h),,uthash-dev) $(if $(wildcard /usr/include/histedit.h),,libedit-dev) \
+    $(if $(wildcard /usr/include/zlib.h),,zlib1g-dev) $(if $(shell command -v lua5.4),,lua5.4))
+
+# Install the missing Debian packages (as root); otherwise print the apt-get line to run.
 deps:
-	@missing=""; \
-	[ -f $(LUA_INC)/lua.h ] && [ -f $(LUA_A) ] || missing="$$missing liblua5.4-dev"; \
-	[ -f /usr/include/uthash.h ] || missing="$$missing uthash-dev"; \
-	[ -f /usr/include/histedit.h ] || missing="$$missing libedit-dev"; \
-	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
-	command -v lua5.4 >/dev/null || missing="$$missing lua5.4"; \
+	@missing="$(sort $(MISSING))"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing:$$missing"; \
+	    echo "installing: $$missing"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null || exit 1; \
-	  else echo "missing packages; run: sudo apt-get install -y$$missing"; exit 1; fi; \
+	  else echo "missing packages; run: sudo apt-get install -y $$missing"; exit 1; fi; \
 	fi
 
-$(BUILD)/obj/%.o: %.c | deps
+# A plain build installs nothing: it stops with the packages to install.
+check-deps:
+	@missing="$(sort $(MISSING))"; \
+	if [ -n "$$missing" ]; then echo "missing Debian packages: $$missing (run: make deps)"; exit 1; fi
+
+$(BUILD)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -75,7 +85,7 @@ $(BUILD)/obj/%.o: %.c | deps
 $(BUILD)/gen/prelude_src.c: base/opmath.h tools/embed.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed.sh st_prelude_src $< > $@
-$(BUILD)/obj/gen/prelude_src.o: $(BUILD)/gen/prelude_src.c
+$(BUILD)/obj/gen/prelude_src.o: $(BUILD)/gen/prelude_src.c | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -83,7 +93,7 @@ $(BUILD)/obj/gen/prelude_src.o: $(BUILD)/gen/prelude_src.c
 $(BUILD)/gen/lualib.c: $(LUA_LIB) tools/embed_lua.sh lua_frontend/lib
 	@mkdir -p $(dir $@)
 	sh tools/embed_lua.sh $(LUA_LIB) > $@
-$(BUILD)/obj/gen/lualib.o: $(BUILD)/gen/lualib.c
+$(BUILD)/obj/gen/lualib.o: $(BUILD)/gen/lualib.c | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -106,8 +116,16 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libstitch.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libstitch.a $(LDSAN) $(LDLIBS)
 
-test: all $(TEST_BIN)
+test: deps
+	@$(MAKE) --no-print-directory all $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# docs/ops.md is generated from trace/ops.def (make test checks that it is current).
+$(BUILD)/tools/gen_ops: tools/gen_ops.c trace/ops.def
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) -O1 -I. -o $@ tools/gen_ops.c
+docs: $(BUILD)/tools/gen_ops
+	$(BUILD)/tools/gen_ops > docs/ops.md
 
 # No file includes or calls a name from a layer above its own (docs/design.md); make test runs it.
 check-layers: all
@@ -127,7 +145,8 @@ fuzz: all $(BUILD)/tests/test_fuzz
 
 # The main job: train the Fashion-MNIST MLP (installs the dataset's Debian package when root).
 FMNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
-demo: all
+demo: deps
+	@$(MAKE) --no-print-directory all
 	@[ -f $(FMNIST) ] || [ -n "$$FASHION_MNIST_DIR" ] || { \
 	  if [ "$$(id -u)" = 0 ]; then echo "installing: dataset-fashion-mnist"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist) >/dev/null || exit 1; \
@@ -136,6 +155,29 @@ demo: all
 
 bench: all
 	$(MAKE) -C bench BUILD=../$(BUILD)
+
+# Installing. PREFIX/lib/lua/5.4 is where Debian's lua5.4 looks for C modules under /usr/local;
+# another PREFIX needs LUA_CPATH="PREFIX/lib/lua/5.4/?.so;;". LUA_CMOD overrides the module's
+# directory (luarocks: stitch-*.rockspec). stitch.pc tells pkg-config the flags.
+PREFIX   ?= /usr/local
+LIBDIR   ?= $(PREFIX)/lib
+LUA_CMOD ?= $(LIBDIR)/lua/5.4
+VERSION  := 0.1.0
+# The Lua module alone (luarocks: stitch-*.rockspec).
+module: $(BUILD)/stitch.so
+install-module: module
+	install -d $(DESTDIR)$(LUA_CMOD)
+	install -m 755 $(BUILD)/stitch.so $(DESTDIR)$(LUA_CMOD)/stitch.so
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LUA_CMOD)
+	install -m 644 include/stitch.h $(DESTDIR)$(PREFIX)/include/stitch.h
+	install -m 644 $(BUILD)/libstitch.a $(DESTDIR)$(LIBDIR)/libstitch.a
+	install -m 755 $(BUILD)/libstitch.so $(DESTDIR)$(LIBDIR)/libstitch.so
+	install -m 755 $(BUILD)/stitch $(DESTDIR)$(PREFIX)/bin/stitch
+	install -m 755 $(BUILD)/stitch.so $(DESTDIR)$(LUA_CMOD)/stitch.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|' tools/stitch.pc.in \
+	    > $(DESTDIR)$(LIBDIR)/pkgconfig/stitch.pc
 
 clean:
 	rm -rf build

@@ -51,6 +51,7 @@ for t in tests/lua/test_*.lua; do
     run "$(basename "$t")" "$BUILD/stitch" "$t"
 done
 run check_layers sh tools/check_layers.sh "$BUILD"
+run check_ops sh tools/check_ops.sh "$BUILD"
 for t in tests/lua/run_*.sh tests/run_*.sh; do
     [ -f "$t" ] || continue
     run "$(basename "$t")" env BUILD="$BUILD" sh "$t"
