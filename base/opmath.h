@@ -1,5 +1,5 @@
 /*
- * prelude.h — the math of every elementwise op, dtype conversions and the Philox RNG.
+ * opmath.h — the math of every elementwise op, dtype conversions, the Philox RNG and the GEMM.
  *
  * This header is BOTH #included by the library (the reference interpreter) AND prepended as text
  * to every JIT compilation unit (tools/embed.sh -> st_prelude_src). Invariant: the interpreter
@@ -8,13 +8,15 @@
  * or a macro, no globals, no reliance on -ffast-math. Float exp/log/tanh/expm1/log1p/erf are our
  * own branch-free code so GCC can vectorize fused loops; double versions call libm.
  *
- * Op macros (named by the FN column of trace/ops.def) take compute-type values: float (f32, f16,
- * bf16), double, int32_t, int64_t, uint8_t (bool). Comparisons and logical ops yield uint8_t 0/1;
- * the others yield the input's compute type. Integer arithmetic wraps (never UB); integer
- * division by zero yields 0. See notes/conventions.md for the full semantics.
+ * The op macros om_<op> (named by the MATH column of trace/ops.def; their own prefix, so that no
+ * macro shadows an API function) take compute-type values: float (f32, f16, bf16), double,
+ * int32_t, int64_t, uint8_t (bool). Comparisons and logical ops yield uint8_t 0/1; the others yield
+ * the input's compute type. Integer arithmetic wraps (never UB); integer division or remainder by
+ * zero yields 0; fmod follows C (the dividend's sign), remainder Lua and Python (the divisor's);
+ * max and min propagate NaN; docs/api.md has the dtype rules around them.
  */
-#ifndef ST_PRELUDE_H
-#define ST_PRELUDE_H
+#ifndef ST_OPMATH_H
+#define ST_OPMATH_H
 
 #ifdef __CUDACC__
 /* CUDA C++ (NVRTC): the same functions become device functions. NVRTC has no system headers
@@ -326,7 +328,7 @@ ST_REM(int32_t, i32)
 ST_REM(int64_t, i64)
 ST_FN uint8_t st_rem_u8(uint8_t a, uint8_t b) { return st_fmod_u8(a, b); }
 
-/* ---- the op macros (FN column of ops.def) ---- */
+/* ---- the op macros (MATH column of ops.def) ---- */
 #ifdef __CUDACC__
 /* C++: overloads f##_o_ chosen by the type of the (first) operand, as _Generic does in C; the
  * second operand converts to the first's type as the C call converts it. */

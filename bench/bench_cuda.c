@@ -21,7 +21,7 @@
  *              ITERS (median printed too). This is the headline figure and what the ratios use.
  *   pipelined  ITERS iterations back to back, one synchronize at the end; total / ITERS (host
  *              overhead hidden behind the GPU when it is shorter than the kernel).
- * Why cuda_synchronize (an internal call, runtime/cuda.h): st_realize is a sync point of the
+ * Why cuda_synchronize (an internal call, device/cuda.h): st_realize is a sync point of the
  * trace, not of the GPU: it queues the launches on the runtime's stream and returns. The public
  * API has no "wait for the device" call short of a device->host read, which would add a transfer
  * to every timed iteration; the copy baseline uses the internal cuda_copy_dtod for the same reason.

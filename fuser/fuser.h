@@ -1,6 +1,10 @@
 /*
- * fuser.h — internal: the fuser's plan of a flushed region (partition.c), its lowering to kernel
- * IR (lower.c) and execution (exec.c, which implements fuse_execute from trace/trace.h).
+ * fuser.h — internal: the fuser layer. fuser/ owns the plan of a flushed region (partition.c, with
+ * the cost model in cost.c and horizontal batching in horizontal.c), its lowering to kernel IR
+ * (lower.c), the plan cache (plan_cache.c), the fusion flags (flags.c), the plan drawn as a graph
+ * (graph.c) and execution (exec.c: fuse_execute, the CPU tiers; exec_cuda.c: groups on a CUDA
+ * device). It uses the JIT to render and compile kernels and the device interface to launch them;
+ * the runtime's flush calls fuse_execute.
  *
  * Vocabulary. Every region node is one of:
  *   - free: a VIEW or a source (CONST, IOTA, RAND_*) that is neither a target nor needed as a
@@ -111,7 +115,7 @@ ST_INTERNAL bool fuse_view_is_flat(const st_node *v);
 ST_INTERNAL void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset);
 /* With FUSE_MM_PROLOGUE the chain may include one CAST (not a target) from a float dtype to the
  * matmul's, when fuse_mm_cast_ok: *base then has the source's dtype and the GEMM converts each
- * element as it loads it (jit/prelude.h ST_GEMM_MIXED). */
+ * element as it loads it (base/opmath.h ST_GEMM_MIXED). */
 ST_INTERNAL bool fuse_mm_cast_ok(st_dtype to, st_dtype from);
 
 /* partition.c: builds the plan (groups, materialization, order). */

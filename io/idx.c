@@ -11,8 +11,7 @@
  * is refused (ST_ERR_IO, naming the file, the expected and the actual sizes). zlib's gzread reads
  * plain files as they are, so one path serves both.
  */
-#include "base/base.h"
-#include "runtime/tensor.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <limits.h>

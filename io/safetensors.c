@@ -22,8 +22,7 @@
  * depth-limited, duplicate keys refused. Numbers are kept only when they are integers that fit in
  * int64 (the format needs no other numbers); other numbers parse but are flagged as non-integers.
  */
-#include "base/base.h"
-#include "runtime/tensor.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

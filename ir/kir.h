@@ -1,6 +1,10 @@
 /*
  * kir.h — internal: the kernel IR, a small typed SSA instruction list that the fuser lowers every
- * fusion group to and that the renderers (jit/render_c.c now, a CUDA renderer later) print.
+ * fusion group to and that the renderers print (jit/render_c.c as C, jit/render_cuda.c as CUDA C).
+ * ir/ owns the IR, its builder (hash-consing, scopes), the horizontal concatenation of kernels and
+ * the small queries the renderers and launchers share (operand masks, host evaluation of integer
+ * expressions); it sits between the fuser that produces kernels and the renderers that consume
+ * them, and knows neither.
  *
  * A kernel is a flat list of instructions; the value of instruction i is "v<i>". Structure is
  * expressed by bracketing instructions (KI_LOOP ... KI_ENDLOOP, KI_IF ... KI_ENDIF), so one walk

@@ -1,12 +1,16 @@
 /*
- * jit.h — internal: compiling generated kernel source to callable functions, with caches.
+ * jit.h — internal: the JIT layer. jit/ owns the renderers (render.h: kernel IR to C and to CUDA C,
+ * render_cuda_mma.c for tensor cores), the compilers (compile.c: the system C compiler; nvrtc.c:
+ * NVRTC, loaded with dlopen, and its CI check mode) and the kernel caches (cache.c: source ->
+ * function, in memory and on disk; cache_cuda.c: source -> cubin). It reads kernel IR and knows
+ * nothing of plans or tensors. This header is the CPU side: compiling C to callable functions.
  *
  * Kernel ABI (every generated CPU kernel): one exported function
  *     void NAME(const st_kargs *a);
  * where NAME is the macro KNAME, defined by the JIT right before the kernel's source (so the same
  * source always gets the same symbol: st_k_<hash of the key>). The source may use everything in
  * base/opmath.h (prepended once per compilation unit) and OpenMP pragmas.
- * The JIT also defines st_kargs (this header's layout) after the prelude, guarded by
+ * The JIT also defines st_kargs (device/device.h's layout) after the prelude, guarded by
  * ST_KARGS_DEFINED; kernel sources must not define it. Kernels of one batch share a translation
  * unit: a kernel's own helpers must have KNAME-unique names (or live in the prelude).
  *

@@ -1,5 +1,5 @@
 /*
- * render.h — internal: kernel IR (fuser/kir.h) to source text.
+ * render.h — internal: kernel IR (ir/kir.h) to source text.
  *
  * One IR, two renderers: the C renderer (render_c.c) prints a kernel as one C11 function
  * `void KNAME(const st_kargs *a)` with OpenMP pragmas; the CUDA renderer (render_cuda.c) prints the

@@ -1,6 +1,6 @@
 /*
  * render_cuda.c — the CUDA renderer: kernel IR to one `extern "C" __global__` function (CUDA C++
- * for NVRTC, compiled after jit/prelude.h), and the launch geometry that goes with it.
+ * for NVRTC, compiled after base/opmath.h), and the launch geometry that goes with it.
  *
  * Kernel ABI (every kernel): p0..p{nbufs-1} (storage C types, const for inputs, __restrict__ where
  * render_c uses restrict), long long i0.. (a->ints), double f0.. (a->flts), int *err (set to 1 on a

@@ -1,6 +1,6 @@
 /*
  * lio.c — files from Lua: st.save(path, tbl [, metadata]), st.load(path) -> tbl, metadata and
- * st.read_idx(path) -> tensor, on the C API of runtime/safetensors.c and runtime/idx.c.
+ * st.read_idx(path) -> tensor, on the C API of io/safetensors.c and io/idx.c.
  *
  * Invariants (those of lstitch.c):
  *  - Nothing the runtime hands back is held only by a C local while Lua may raise: st.load keeps

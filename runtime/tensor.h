@@ -1,5 +1,19 @@
 /*
- * tensor.h — internal: tensor handles, storages and the helpers ops use to read and make tensors.
+ * tensor.h — internal: the runtime layer, the public API (include/stitch.h). runtime/ owns tensor
+ * handles and storages (tensor.c), creation and the RNG stream (create.c, runtime.c), elementwise
+ * ops, reductions and matmul (ops.c: the elementwise API generated from trace/ops.def), einsum,
+ * views, joining and indexing (views.c, index.c), autograd (autograd.c: records and the backward
+ * walk; grad.c: the gradient rules), sync points (flush.c: collect the region, run the fuser or the
+ * interpreter, realize), st_graph (graph.c), devices as the user names them (device.c) and the
+ * control API (runtime.c). This header is the helpers ops use to read and make tensors.
+ *
+ * Ownership, in one paragraph: a public st_tensor is a handle = (storage, strided view). A storage
+ * owns the current *version* of its data as a trace node of the storage's base shape. Reading a
+ * tensor reads VIEW(storage->node); an in-place write replaces storage->node by a new node (the
+ * op's result, or SETVIEW(old, value) for a strided region), so every view of the storage sees the
+ * write and nodes stay immutable values (no read/write race inside the trace). Nodes are
+ * refcounted: held by consumer nodes (src), storages, tensors' cached view nodes and flushes. A
+ * realized node has op ST_OP_BUFFER and a contiguous buffer of its shape and dtype.
  *
  * st_tensor = (storage, strided view). storage->node is the current version of the data, a node of
  * the storage's base shape whose contiguous C-order layout the view's strides and offset index.

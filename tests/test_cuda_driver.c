@@ -1,5 +1,5 @@
 /*
- * test_cuda_driver.c — the driver-API layer (runtime/cuda.c) with a missing, wrong, stub, fake
+ * test_cuda_driver.c — the driver-API layer (device/cuda.c) with a missing, wrong, stub, fake
  * and (on a GPU machine) real libcuda.
  *
  * The probe runs once per process, so every case runs in a forked child with its own ST_CUDA_LIB;

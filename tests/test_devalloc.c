@@ -1,5 +1,5 @@
 /*
- * test_devalloc.c — the caching device allocator (runtime/devalloc.c) over a fake device.
+ * test_devalloc.c — the caching device allocator (device/devalloc.c) over a fake device.
  *
  * The fake backend hands out fake addresses (never dereferenced) from a capacity of 1 GiB, counts
  * its calls and checks that every free names a live block. Invariants checked:

@@ -1,5 +1,5 @@
 /*
- * test_device.c — devices as the user sees them (runtime/device.c, trace/node.c, trace/flush.c).
+ * test_device.c — devices as the user sees them (runtime/device.c, trace/node.c, runtime/flush.c).
  *
  * Checked on every machine:
  *  - names: "cpu", "cuda", "cuda:N" parse; anything else is ST_ERR_ARG naming the string;

@@ -1,5 +1,5 @@
 /*
- * test_interp.c — the reference interpreter (trace/interp.c) and the prelude (jit/prelude.h).
+ * test_interp.c — the reference interpreter (trace/interp.c) and the prelude (base/opmath.h).
  *
  * Nodes are built by hand (st_node_new; data through realized BUFFER nodes), run as small
  * regions through interp_execute, and checked against hand-computed values or libm: every

@@ -4,7 +4,7 @@
  * and only then reasonably fast (a switch on the op outside every element loop, values handled
  * in chunks of CHUNK elements).
  *
- * Invariants: every op's math comes from jit/prelude.h (the X-macro over trace/ops.def's FN
+ * Invariants: every op's math comes from base/opmath.h (the X-macro over trace/ops.def's MATH
  * column), the same code the JIT compiles, so the interpreter and kernels agree bit for bit on
  * elementwise ops. Values are computed in compute types (float for f32/f16/bf16, double, int32_t,
  * int64_t, uint8_t for bool) and rounded to the storage type only at the store. Indices are

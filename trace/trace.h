@@ -1,5 +1,9 @@
 /*
- * trace.h — internal: the op table and the lazy DAG of trace nodes, regions and flushes.
+ * trace.h — internal: the trace layer. trace/ owns the op table (ops.def: every op named once, with
+ * its kind, math, dtype rule, cost and gradient rule), the lazy DAG of nodes (node.c), the regions a
+ * flush hands to an executor, and the reference interpreter (interp.c), the oracle. It sits on the
+ * device layer (a realized node holds a buffer) and knows nothing above it: autograd attaches to new
+ * nodes through hooks (trace_ag_hooks), and the flush that picks an executor is runtime/flush.c.
  *
  * A node is an immutable value: (op, dtype, shape, srcs, arg). Nodes are created by the runtime
  * (runtime/ops.c) and never mutated afterwards, except in one way: a flush may *realize* a node,
