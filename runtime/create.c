@@ -116,14 +116,14 @@ st_tensor *st_from_data_host(st_dtype dt, int ndim, const int64_t *shape, const 
 
 /* The public creators put data on the default device: built on the host, then moved. */
 static st_tensor *to_default(st_tensor *t) {
-    if (!t || st_default_dev() == ST_DEV_CPU) return t;
+    if (!t || dev_host_memory(st_default_dev())) return t;
     st_tensor *d = st_to_dev(t, st_default_dev());
     st_release(t);
     return d;
 }
 
 st_tensor *st_empty(st_dtype dt, int ndim, const int64_t *shape) {
-    if (st_default_dev() != ST_DEV_CPU) { /* no host copy of garbage: allocate on the device */
+    if (!dev_host_memory(st_default_dev())) { /* no host copy of garbage: allocate on the device */
         st_runtime_init();
         if (!check_dtype("empty", dt) || !check_shape("empty", ndim, shape)) return NULL;
         st_node *n = st_node_new(ST_OP_BUFFER, dt, ndim, shape, 0, NULL, NULL);
