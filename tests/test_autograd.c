@@ -5,18 +5,22 @@
  * of f's output shape, so that every output element matters) computed by st_backward with central
  * finite differences of L (eps 1e-6, every element of every input, evaluated with grad mode off
  * from inputs rebuilt with st_from_data). It is run for every differentiable op of trace/ops.def
- * reached through the public API, with broadcasts on either side, and for the views and in-place
- * ops on non-leaf tensors. The remaining tests check the semantics: accumulation, clearing, errors,
- * in-place on leaves, detach, grad mode, views of leaves, f32/f16 grads, laziness (backward records
- * only; forward + backward + grads realize in one flush) and a 10,000-op chain.
+ * reached through the public API — the elementwise ones from the op table (tests/op_table.h: every
+ * differentiable row, inputs from its domains), binary ones with broadcasts on either side — and
+ * for the views and in-place ops on non-leaf tensors. The remaining tests check the semantics:
+ * accumulation, clearing, errors, in-place on leaves, detach, grad mode, views of leaves, f32/f16
+ * grads, laziness (backward records only; forward + backward + grads realize in one flush) and a
+ * 10,000-op chain.
  *
- * Invariant: only the public API is used; every tensor a test makes goes through K() and is
- * released (pool_to) when the test or the evaluation that made it ends, so the program is clean
- * under -fsanitize=address. Shapes are small so that regions stay below ST_JIT_MIN (interpreter
+ * Invariant: only the public API is used (and the op table, which reads the internal st_ops for
+ * whether an op is differentiable); every tensor a test makes goes through K() and is released
+ * (pool_to) when the test or the evaluation that made it ends, so the program is clean under
+ * -fsanitize=address. Shapes are small so that regions stay below ST_JIT_MIN (interpreter
  * tier) and the whole program runs in a few seconds.
  */
 #include "test.h"
 #include "fuzz_util.h"
+#include "op_table.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -124,14 +128,8 @@ static void expect_vals_(int line, const char *what, st_tensor *t, int64_t n, co
 
 /* ---- gradcheck ---- */
 
-/* Input value domains. */
-enum {
-    D_NORMAL,   /* N(0, 1) */
-    D_POS,      /* U[0.5, 2): log, sqrt, rsqrt, pow base, reciprocal, log1p */
-    D_AWAY,     /* +-U[0.5, 1.5): away from the kink at 0 (abs, relu), divisors */
-    D_DISTINCT, /* shuffled grid with gaps >= 0.3: no ties for max/min reductions */
-    D_WIDE,     /* N(0, 3): dividends of fmod/remainder */
-};
+/* Input value domains: op_dom of tests/op_table.h (D_NORMAL, D_POS, D_AWAY, D_DISTINCT, D_WIDE),
+ * drawn by draw() below. */
 
 typedef struct gc_in {
     int nd;
@@ -153,6 +151,8 @@ typedef struct gc_case {
     double eps, tol; /* 0: 1e-6 and 1e-6 */
 } gc_case;
 
+/* n values of domain dom: D_NORMAL N(0, 1); D_POS U[0.5, 2); D_AWAY +-U[0.5, 1.5); D_WIDE
+ * N(0, 3); D_DISTINCT a shuffled grid with gaps >= 0.3 (no ties for max/min reductions). */
 static void draw(double *v, int64_t n, int dom) {
     for (int64_t i = 0; i < n; i++) {
         switch (dom) {
@@ -206,7 +206,7 @@ static int gradcheck(const gc_case *c) {
     const double eps = c->eps > 0 ? c->eps : 1e-6, tol = c->tol > 0 ? c->tol : 1e-6;
     int mark = npool_, pass = 0;
     double *vals[6] = {0};
-    char sbuf[96], sbuf2[96];
+    char gbuf[96], gbuf2[96];
     int64_t nel[6];
     for (int i = 0; i < c->n; i++) {
         nel[i] = numel_of(c->in[i].nd, c->in[i].shape);
@@ -275,11 +275,11 @@ static int gradcheck(const gc_case *c) {
             int64_t gs[ST_MAX_DIMS];
             st_shape(g, gs);
             printf("  gradcheck %s: grad of input %d has shape %s dtype %s, expected %s f64\n",
-                   c->name, i, shape_s(st_ndim(g), gs, sbuf, sizeof sbuf),
+                   c->name, i, shape_s(st_ndim(g), gs, gbuf, sizeof gbuf),
                    st_dtype_name(st_dtype_of(g)),
-                   shape_s(c->in[i].nd, c->in[i].shape, sbuf2, sizeof sbuf2));
+                   shape_s(c->in[i].nd, c->in[i].shape, gbuf2, sizeof gbuf2));
             TEST_FAILF("%s: grad of input %d has shape %s dtype %s, expected %s f64", c->name, i,
-                       sbuf, st_dtype_name(st_dtype_of(g)), sbuf2);
+                       gbuf, st_dtype_name(st_dtype_of(g)), gbuf2);
             bad = 1;
             continue;
         }
@@ -377,26 +377,33 @@ static const pred_ctx PRED_APART = {pred_apart}, PRED_FRAC = {pred_frac};
 
 /* ---- unary ops ---- */
 
-#define UNF(name) \
-    static st_tensor *f_##name(st_tensor *const *x, const void *c) { (void)c; return st_##name(x[0]); }
-UNF(neg) UNF(abs) UNF(exp) UNF(log) UNF(sqrt) UNF(rsqrt) UNF(sin) UNF(cos) UNF(tanh) UNF(sigmoid)
-UNF(relu) UNF(gelu) UNF(gelu_tanh) UNF(silu) UNF(reciprocal) UNF(log1p) UNF(expm1) UNF(erf)
-UNF(square)
-
-#define UCASE(name, dom) {#name, f_##name, NULL, 1, {IN2(2, 3, dom)}, NULL, NULL, 0, 0}
+/* Every differentiable unary row of the op table on a (2, 3) input of its domain, then a few
+ * shapes and signs by hand. */
+static st_tensor *f_case(st_tensor *const *x, const void *c) {
+    const op_case *oc = c;
+    return op_case_call(oc, x[0], oc->arity == 2 ? x[1] : NULL);
+}
+static const op_case *case_named(const char *name) {
+    for (int k = 0; k < OP_NCASES; k++)
+        if (!strcmp(op_cases[k].name, name)) return &op_cases[k];
+    fprintf(stderr, "test_autograd: no op table row %s\n", name);
+    abort();
+}
 
 TEST(unary) {
-    static const gc_case cs[] = {
-        UCASE(neg, D_NORMAL),      UCASE(abs, D_AWAY),         UCASE(exp, D_NORMAL),
-        UCASE(log, D_POS),         UCASE(sqrt, D_POS),         UCASE(rsqrt, D_POS),
-        UCASE(sin, D_NORMAL),      UCASE(cos, D_NORMAL),       UCASE(tanh, D_NORMAL),
-        UCASE(sigmoid, D_NORMAL),  UCASE(relu, D_AWAY),        UCASE(gelu, D_NORMAL),
-        UCASE(gelu_tanh, D_NORMAL), UCASE(silu, D_NORMAL),     UCASE(reciprocal, D_POS),
-        UCASE(log1p, D_POS),       UCASE(expm1, D_NORMAL),     UCASE(erf, D_NORMAL),
-        UCASE(square, D_NORMAL),
-        {"reciprocal_neg", f_reciprocal, NULL, 1, {IN1(5, D_AWAY)}, NULL, NULL, 0, 0},
-        {"exp_0d", f_exp, NULL, 1, {IN0()}, NULL, NULL, 0, 0},
-        {"tanh_3d", f_tanh, NULL, 1, {IN3(2, 1, 3, D_NORMAL)}, NULL, NULL, 0, 0},
+    int ran = 0;
+    for (int k = 0; k < OP_NCASES; k++) {
+        const op_case *oc = &op_cases[k];
+        if (oc->arity != 1 || !op_case_diff(oc)) continue;
+        gc_case c = {oc->name, f_case, oc, 1, {IN2(2, 3, oc->dom_a)}, NULL, NULL, 0, 0};
+        gradcheck(&c);
+        ran++;
+    }
+    CHECK_MSG(ran > 0, "no differentiable unary row in the op table");
+    const gc_case cs[] = {
+        {"reciprocal_neg", f_case, case_named("reciprocal"), 1, {IN1(5, D_AWAY)}, NULL, NULL, 0, 0},
+        {"exp_0d", f_case, case_named("exp"), 1, {IN0()}, NULL, NULL, 0, 0},
+        {"tanh_3d", f_case, case_named("tanh"), 1, {IN3(2, 1, 3, D_NORMAL)}, NULL, NULL, 0, 0},
     };
     gradcheck_all(cs, (int)(sizeof cs / sizeof cs[0]));
 }
@@ -443,14 +450,6 @@ TEST(nondiff_and_cast) {
 
 /* ---- binary ops ---- */
 
-typedef struct { st_tensor *(*op)(st_tensor *, st_tensor *); } bin_ctx;
-static st_tensor *f_bin(st_tensor *const *x, const void *c) {
-    return ((const bin_ctx *)c)->op(x[0], x[1]);
-}
-static const bin_ctx B_ADD = {st_add}, B_SUB = {st_sub}, B_MUL = {st_mul}, B_DIV = {st_div},
-                     B_POW = {st_pow}, B_MAX = {st_maximum}, B_MIN = {st_minimum},
-                     B_FMOD = {st_fmod}, B_REM = {st_remainder};
-
 /* Shape pairs: equal, broadcasts on either side, 0-d on either side. */
 typedef struct { gc_in a, b; } shape_pair;
 static const shape_pair PAIRS[] = {
@@ -460,38 +459,41 @@ static const shape_pair PAIRS[] = {
     {IN0(), IN2(3, 2, 0)},              {IN4(2, 1, 3, 1, 0), IN3(2, 1, 2, 0)},
 };
 
-static void bin_check(const char *name, const bin_ctx *op, int da, int db, const pred_ctx *pred) {
+/* Every shape pair for binary case oc, inputs from its domains; TF_APART / TF_FRAC rows draw
+ * until every combined pair is apart / has its quotient away from integers. */
+static void bin_check(const op_case *oc) {
+    const pred_ctx *pred = oc->flags & TF_APART ? &PRED_APART : oc->flags & TF_FRAC ? &PRED_FRAC : NULL;
     for (int p = 0; p < (int)(sizeof PAIRS / sizeof PAIRS[0]); p++) {
         char nm[160], s1[64], s2[64];
         gc_case c = {0};
-        c.f = f_bin;
-        c.ctx = op;
+        c.f = f_case;
+        c.ctx = oc;
         c.n = 2;
         c.in[0] = PAIRS[p].a;
         c.in[1] = PAIRS[p].b;
-        c.in[0].dom = da;
-        c.in[1].dom = db;
+        c.in[0].dom = oc->dom_a;
+        c.in[1].dom = oc->dom_b;
         if (pred) {
             c.ok = ok_pairs;
             c.okctx = pred;
         }
-        snprintf(nm, sizeof nm, "%s %s %s", name, shape_s(c.in[0].nd, c.in[0].shape, s1, sizeof s1),
+        snprintf(nm, sizeof nm, "%s %s %s", oc->name, shape_s(c.in[0].nd, c.in[0].shape, s1, sizeof s1),
                  shape_s(c.in[1].nd, c.in[1].shape, s2, sizeof s2));
         c.name = nm;
         gradcheck(&c);
     }
 }
 
+/* Every differentiable binary row of the op table, with broadcasts on either side. */
 TEST(binary_broadcast) {
-    bin_check("add", &B_ADD, D_NORMAL, D_NORMAL, NULL);
-    bin_check("sub", &B_SUB, D_NORMAL, D_NORMAL, NULL);
-    bin_check("mul", &B_MUL, D_NORMAL, D_NORMAL, NULL);
-    bin_check("div", &B_DIV, D_NORMAL, D_AWAY, NULL);
-    bin_check("pow", &B_POW, D_POS, D_NORMAL, NULL);
-    bin_check("maximum", &B_MAX, D_NORMAL, D_NORMAL, &PRED_APART);
-    bin_check("minimum", &B_MIN, D_NORMAL, D_NORMAL, &PRED_APART);
-    bin_check("fmod", &B_FMOD, D_WIDE, D_AWAY, &PRED_FRAC);
-    bin_check("remainder", &B_REM, D_WIDE, D_AWAY, &PRED_FRAC);
+    int ran = 0;
+    for (int k = 0; k < OP_NCASES; k++) {
+        const op_case *oc = &op_cases[k];
+        if (oc->arity != 2 || !op_case_diff(oc)) continue;
+        bin_check(oc);
+        ran++;
+    }
+    CHECK_MSG(ran > 0, "no differentiable binary row in the op table");
 }
 
 /* Scalar forms (x op s, s op x) and weak scalars; the same input used twice (x * x, x / x). */

@@ -20,9 +20,13 @@
  * both runs: no float reduction, no f16/bf16 rounding difference upstream) and `bound` (an upper
  * bound of |value|): discontinuous or domain-sensitive ops (floor, comparisons, casts to int,
  * argmax, log, div, ...) are only applied to exact tensors, and integer arithmetic only when the
- * bound proves it cannot overflow (signed overflow would be undefined behaviour).
+ * bound proves it cannot overflow (signed overflow would be undefined behaviour). The unary and
+ * binary elementwise ops are the rows of the op table (tests/op_table.h), which says which are
+ * sensitive (TF_SENS), which stay exact on f16/bf16 (TF_HALF_EXACT), the result bound (BOUND) and
+ * the result dtype (the op's dtype rule).
  */
 #include "fuzz_util.h"
+#include "op_table.h"
 #include "base/base.h"
 #include "fuser/fuser.h"   /* fuse_plan_fallbacks: a planning bug hidden by the fallback fails */
 
@@ -226,88 +230,41 @@ static void op_random(graph *g) {
     }
 }
 
-/* ---- elementwise ---- */
-enum { U_CONT, U_SENS }; /* continuous on inexact inputs, or needs exact inputs */
-typedef struct { const char *name; st_tensor *(*fn)(st_tensor *); int sens; int fonly; } ucase;
-static const ucase ucases[] = {
-    {"neg", st_neg, U_CONT, 0}, {"abs", st_abs, U_CONT, 0}, {"exp", st_exp, U_CONT, 1},
-    {"log", st_log, U_SENS, 1}, {"sqrt", st_sqrt, U_SENS, 1}, {"rsqrt", st_rsqrt, U_SENS, 1},
-    {"sin", st_sin, U_CONT, 1}, {"cos", st_cos, U_CONT, 1}, {"tanh", st_tanh, U_CONT, 1},
-    {"sigmoid", st_sigmoid, U_CONT, 1}, {"relu", st_relu, U_CONT, 0}, {"gelu", st_gelu, U_CONT, 1},
-    {"gelu_tanh", st_gelu_tanh, U_CONT, 1}, {"silu", st_silu, U_CONT, 1}, {"floor", st_floor, U_SENS, 0},
-    {"ceil", st_ceil, U_SENS, 0}, {"round", st_round, U_SENS, 0}, {"sign", st_sign, U_SENS, 0},
-    {"reciprocal", st_reciprocal, U_SENS, 1}, {"logical_not", st_logical_not, U_SENS, 0},
-    {"log1p", st_log1p, U_SENS, 1}, {"expm1", st_expm1, U_CONT, 1}, {"erf", st_erf, U_CONT, 1}, {"square", st_square, U_CONT, 0},
-};
+/* ---- elementwise: the rows of the op table (tests/op_table.h) ----
+ * A TF_SENS row (a jump or a domain edge) only takes exact inputs; on f16/bf16 only a
+ * TF_HALF_EXACT row keeps its result exact; op_case_bound bounds the result (BOUND) and
+ * op_case_dtype gives its dtype (the op's dtype rule). */
 
-static double unary_bound(const char *name, double b) {
-    if (!strcmp(name, "exp") || !strcmp(name, "expm1")) return b > 700 ? INFINITY : exp(b) + 1;
-    if (!strcmp(name, "sin") || !strcmp(name, "cos") || !strcmp(name, "tanh") || !strcmp(name, "sigmoid") ||
-        !strcmp(name, "sign") || !strcmp(name, "logical_not"))
-        return 1;
-    if (!strcmp(name, "square")) return b * b;
-    if (!strcmp(name, "sqrt")) return sqrt(b) + 1;
-    if (!strcmp(name, "neg") || !strcmp(name, "abs") || !strcmp(name, "relu") || !strcmp(name, "floor") ||
-        !strcmp(name, "ceil") || !strcmp(name, "round") || !strcmp(name, "gelu") || !strcmp(name, "silu") ||
-        !strcmp(name, "gelu_tanh"))
-        return b + 1;
-    return INFINITY;
+/* A random row of the op table of the given arity (1 or 2). */
+static const op_case *pick_case(graph *g, int arity) {
+    int n = 0;
+    for (int k = 0; k < OP_NCASES; k++) n += op_cases[k].arity == arity;
+    int j = pr_int(&g->r, n);
+    for (int k = 0; k < OP_NCASES; k++)
+        if (op_cases[k].arity == arity && j-- == 0) return &op_cases[k];
+    return NULL;
 }
 
 static void op_unary(graph *g) {
     int i = pick(g);
     if (i < 0) return;
     ent a = g->e[i];
-    const ucase *u = &ucases[pr_int(&g->r, (int)(sizeof ucases / sizeof ucases[0]))];
+    const op_case *u = pick_case(g, 1);
+    if (!u) return;
     st_dtype dt = st_dtype_of(a.t);
-    if (u->sens == U_SENS && !a.exact) return;
-    int boolbad = dt == ST_BOOL && (!strcmp(u->name, "neg") || !strcmp(u->name, "abs") ||
-                                    !strcmp(u->name, "sign") || !strcmp(u->name, "relu"));
-    if (boolbad && !pr_pct(&g->r, 10)) return;
-    st_dtype out = u->fonly && !isflt(dt) ? ST_F32 : dt;
-    if (!strcmp(u->name, "logical_not")) out = ST_BOOL;
-    double b = unary_bound(u->name, a.bound);
+    if ((u->flags & TF_SENS) && !a.exact) return;
+    int od = op_case_dtype(u, dt);
+    /* a dtype the op's rule refuses (neg of bool): the error path, now and then */
+    if (od < 0 && !pr_pct(&g->r, 10)) return;
+    st_dtype out = od < 0 ? dt : (st_dtype)od;
+    double b = op_case_bound(u, a.bound, 0);
     if (isintdt(out) && b > int_limit(out)) return;
     char w[96];
     snprintf(w, sizeof w, "%s(t%d)", u->name, a.id);
-    st_tensor *t = u->fn(a.t);
+    st_tensor *t = op_case_call(u, a.t, NULL);
     if (!t) { failed(g, w); return; }
-    /* on f16/bf16 only ops whose result is one of the representable inputs (or an integer) stay exact */
-    static const char *keep_half[] = {"neg", "abs", "relu", "floor", "ceil", "round", "sign"};
-    int half_ok = 0;
-    for (size_t k = 0; k < sizeof keep_half / sizeof keep_half[0]; k++) half_ok |= !strcmp(u->name, keep_half[k]);
-    int exact = a.exact && (!ishalf(out) || half_ok);
+    int exact = a.exact && (!ishalf(out) || (u->flags & TF_HALF_EXACT));
     push(g, t, exact, b, -1, w);
-}
-
-typedef struct { const char *name; st_tensor *(*fn)(st_tensor *, st_tensor *); int sens; int kind; } bcase;
-enum { B_ADD, B_MUL, B_MAXMIN, B_DIV, B_POW, B_MOD, B_CMP, B_LOGIC };
-static const bcase bcases[] = {
-    {"add", st_add, 0, B_ADD}, {"sub", st_sub, 0, B_ADD}, {"mul", st_mul, 0, B_MUL},
-    {"div", st_div, 1, B_DIV}, {"pow", st_pow, 1, B_POW}, {"maximum", st_maximum, 0, B_MAXMIN},
-    {"minimum", st_minimum, 0, B_MAXMIN}, {"fmod", st_fmod, 1, B_MOD}, {"remainder", st_remainder, 1, B_MOD},
-    {"eq", st_eq, 1, B_CMP}, {"ne", st_ne, 1, B_CMP}, {"lt", st_lt, 1, B_CMP}, {"le", st_le, 1, B_CMP},
-    {"gt", st_gt, 1, B_CMP}, {"ge", st_ge, 1, B_CMP}, {"logical_and", st_logical_and, 1, B_LOGIC},
-    {"logical_or", st_logical_or, 1, B_LOGIC},
-};
-
-/* Result dtype and bound of a binary op on (dta, ba) and (dtb, bb), the runtime's rules. */
-static st_dtype binary_dtype(const bcase *c, st_dtype dt) {
-    if (c->kind == B_CMP || c->kind == B_LOGIC) return ST_BOOL;
-    if (c->kind == B_DIV && !isflt(dt)) return ST_F32;
-    if (dt == ST_BOOL && (!strcmp(c->name, "sub") || c->kind == B_POW || c->kind == B_MOD)) return ST_I64;
-    return dt;
-}
-static double binary_bound(const bcase *c, double ba, double bb) {
-    switch (c->kind) {
-    case B_ADD: return ba + bb;
-    case B_MUL: return ba * bb;
-    case B_MAXMIN: return fmax(ba, bb);
-    case B_MOD: return fmin(fmax(ba, 1), fmax(bb, 1));
-    case B_CMP: case B_LOGIC: return 1;
-    case B_POW: return bb <= 3 ? pow(fmax(ba, 1), 3) : INFINITY;
-    default: return INFINITY;
-    }
 }
 
 /* A shape that broadcasts with s: equal, some dims set to 1, a suffix, or extra leading dims. */
@@ -374,23 +331,25 @@ static int half_conv(st_dtype out, st_dtype a, st_dtype b) { return ishalf(out) 
 static void op_binary(graph *g) {
     int ia = pick(g);
     if (ia < 0) return;
-    const bcase *c = &bcases[pr_int(&g->r, (int)(sizeof bcases / sizeof bcases[0]))];
+    const op_case *c = pick_case(g, 2);
+    if (!c) return;
     int ib = broadcast_partner(g, ia);
     if (ib < 0) return;
     ent a = g->e[ia], b = g->e[ib];
     if (pr_pct(&g->r, 50)) { ent t = a; a = b; b = t; }
     st_dtype da = st_dtype_of(a.t), db = st_dtype_of(b.t), dt = st_promote_types(da, db);
-    st_dtype out = binary_dtype(c, dt);
-    if (c->sens && !(a.exact && b.exact)) return;
-    if (c->kind == B_POW && isintdt(out) && b.bound > 3) return;
-    double bound = binary_bound(c, a.bound, b.bound);
+    int od = op_case_dtype(c, dt);
+    st_dtype out = od < 0 ? dt : (st_dtype)od;
+    if ((c->flags & TF_SENS) && !(a.exact && b.exact)) return;
+    if (c->bound == TB_POW && isintdt(out) && b.bound > 3) return;
+    double bound = op_case_bound(c, a.bound, b.bound);
     if (isintdt(out) && bound > int_limit(out)) return;
-    if (dt == ST_BOOL && !strcmp(c->name, "sub") && !pr_pct(&g->r, 20)) return;
+    if (dt == ST_BOOL && c->op == ST_OP_SUB && !pr_pct(&g->r, 20)) return; /* bool - bool: seldom */
     char w[96];
     snprintf(w, sizeof w, "%s(t%d, t%d)", c->name, a.id, b.id);
-    st_tensor *t = c->fn(a.t, b.t);
+    st_tensor *t = op_case_call(c, a.t, b.t);
     if (!t) { failed(g, w); return; }
-    int exact = a.exact && b.exact && !(ishalf(out) && c->kind != B_MAXMIN) && !half_conv(out, da, db);
+    int exact = a.exact && b.exact && !(ishalf(out) && !(c->flags & TF_HALF_EXACT)) && !half_conv(out, da, db);
     push(g, t, exact, bound, -1, w);
 }
 

@@ -1,18 +1,22 @@
 /*
  * test_ops.c — the semantics of every public op (include/stitch.h), checked against values
- * computed by hand or by a plain C loop in this file: creation and RNG, unary/binary ops,
- * broadcasting, weak scalars and type promotion, where/clamp, reductions, softmax, matmul, views
- * and writes through views (eager semantics), cat/stack, gather/scatter, one_hot, casts, host
- * copies and errors (immediate, naming both shapes, the runtime usable afterwards).
+ * computed by hand or by a plain C loop in this file: creation and RNG, the elementwise functions
+ * (every row of the op table, tests/op_table.h, against its reference; integer, bool and special
+ * values by hand), broadcasting, weak scalars and type promotion, where/clamp, reductions,
+ * softmax, matmul, views and writes through views (eager semantics), cat/stack, gather/scatter,
+ * one_hot, casts, host copies and errors (immediate, naming both shapes, the runtime usable
+ * afterwards).
  *
  * Invariant: the whole suite runs three times — default mode, st_set_eager(1) (reference
  * interpreter op by op) and st_set_jit_min(0) (every fused kernel compiled) — and must give the
  * same answers in each; test names carry the mode as a suffix (`PASS unary_f32/jit`).
- * Only the public API is used. Every tensor a test makes goes through K() and is released when the
+ * Only the public API is used, apart from the op table (tests/op_table.h reads the internal st_ops
+ * for each case's dtype rule). Every tensor a test makes goes through K() and is released when the
  * test ends.
  */
 #include "test.h"
 #include "fuzz_util.h"
+#include "op_table.h"
 
 #include <float.h>
 #include <stdint.h>
@@ -361,77 +365,89 @@ TEST(random) {
 
 /* ---- elementwise ---- */
 
-static double r_neg(double x) { return -x; }
-static double r_abs(double x) { return fabs(x); }
-static double r_sigmoid(double x) { return 1 / (1 + exp(-x)); }
-static double r_relu(double x) { return x > 0 ? x : 0; }
-static double r_gelu(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
-static double r_gelu_tanh(double x) {
-    return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+/* The unary and binary cases come from the op table (tests/op_table.h, one per API row of
+ * trace/ops.def): each is run on fixed inputs of dtype dt and compared with its reference computed
+ * in double and rounded to the result dtype. TF_EXACT cases must match bit for bit in f32 and f64
+ * (NaN matches NaN, the sign of zero counts); the others within tol, relative. */
+
+/* r rounded to dt as the dtype stores it (bool and integer results are left alone). */
+static double round_to(st_dtype dt, double r) {
+    switch (dt) {
+    case ST_F16: return fu_h2f(fu_f2h((float)r));
+    case ST_BF16: return fu_bf2f(fu_f2bf((float)r));
+    case ST_F32: return (float)r;
+    default: return r;
+    }
 }
-static double r_silu(double x) { return x / (1 + exp(-x)); }
-static double r_sign(double x) { return x > 0 ? 1 : x < 0 ? -1 : x; }
-static double r_recip(double x) { return 1 / x; }
-static double r_square(double x) { return x * x; }
-static double r_rsqrt(double x) { return 1 / sqrt(x); }
 
-typedef struct { const char *name; st_tensor *(*fn)(st_tensor *); double (*ref)(double); int pos; } unary_case;
-static const unary_case unary_cases[] = {
-    {"neg", st_neg, r_neg, 0}, {"abs", st_abs, r_abs, 0}, {"exp", st_exp, exp, 0},
-    {"log", st_log, log, 1}, {"sqrt", st_sqrt, sqrt, 1}, {"rsqrt", st_rsqrt, r_rsqrt, 1},
-    {"sin", st_sin, sin, 0}, {"cos", st_cos, cos, 0}, {"tanh", st_tanh, tanh, 0},
-    {"sigmoid", st_sigmoid, r_sigmoid, 0}, {"relu", st_relu, r_relu, 0}, {"gelu", st_gelu, r_gelu, 0},
-    {"gelu_tanh", st_gelu_tanh, r_gelu_tanh, 0}, {"silu", st_silu, r_silu, 0},
-    {"floor", st_floor, floor, 0}, {"ceil", st_ceil, ceil, 0}, {"round", st_round, nearbyint, 0},
-    {"sign", st_sign, r_sign, 0}, {"reciprocal", st_reciprocal, r_recip, 0},
-    {"log1p", st_log1p, log1p, 1}, {"expm1", st_expm1, expm1, 0}, {"erf", st_erf, erf, 0}, {"square", st_square, r_square, 0},
-};
+static int same_bits(double got, double want) {
+    return isnan(want) ? isnan(got) : got == want && signbit(got) == signbit(want);
+}
 
+/* Runs case c on tensors a (and b) holding the n <= 16 values av (and bv), of dtype dt; checks
+ * the result's dtype and values. Returns 0 after recording a failure. */
+static int case_check(const op_case *c, st_dtype dt, st_tensor *a, st_tensor *b, const double *av,
+                      const double *bv, int n, double tol) {
+    int out = op_case_dtype(c, dt);
+    int exact = (c->flags & TF_EXACT) && (dt == ST_F32 || dt == ST_F64);
+    double want[16];
+    if (n > 16) {
+        TEST_FAILF("case_check: %d values, at most 16", n);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) want[i] = round_to((st_dtype)out, op_case_ref(c, av[i], bv ? bv[i] : 0));
+    st_tensor *y = K(op_case_call(c, a, b));
+    if (!y) {
+        TEST_FAILF("%s(%s) failed: %s", c->name, st_dtype_name(dt), st_last_error());
+        return 0;
+    }
+    if (dt_of(y) != out) {
+        TEST_FAILF("%s(%s) has dtype %s, expected %s", c->name, st_dtype_name(dt),
+                   st_dtype_name(st_dtype_of(y)), out < 0 ? "an error" : st_dtype_name((st_dtype)out));
+        return 0;
+    }
+    int64_t m;
+    double *got = fu_read(y, &m);
+    if (!got) {
+        TEST_FAILF("%s: read failed: %s", c->name, st_last_error());
+        return 0;
+    }
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        ok = exact ? same_bits(got[i], want[i]) : near(got[i], want[i], tol);
+        if (ok) continue;
+        if (c->arity == 1)
+            TEST_FAILF("%s(%s)(%.9g) = %.17g, expected %.17g%s", c->name, st_dtype_name(dt), av[i],
+                       got[i], want[i], exact ? " (bit for bit)" : "");
+        else
+            TEST_FAILF("%s(%s)(%.9g, %.9g) = %.17g, expected %.17g%s", c->name, st_dtype_name(dt),
+                       av[i], bv[i], got[i], want[i], exact ? " (bit for bit)" : "");
+    }
+    free(got);
+    return ok;
+}
+
+/* Every unary case; D_POS cases on positive inputs, the others on inputs around 0. */
 static void unary_check(st_dtype dt, double tol) {
     static const double xs[] = {-2.5, -1.5, -0.7, -0.5, -0.25, 0, 0.3, 0.5, 1, 1.5, 2.5, 3.7};
     static const double ps[] = {0.1, 0.5, 1, 2, 3.7, 10, 100, 0.03125, 7, 2.25, 0.75, 1.5};
     enum { N = 12 };
-    double in_q[N], pin_q[N], want[N];
+    double in_q[N], pin_q[N];
     /* the inputs as the dtype stores them */
     for (int i = 0; i < N; i++) {
-        float fx = (float)xs[i], fp = (float)ps[i];
-        in_q[i] = dt == ST_F64 ? xs[i] : dt == ST_F16 ? fu_h2f(fu_f2h(fx)) : dt == ST_BF16 ? fu_bf2f(fu_f2bf(fx)) : fx;
-        pin_q[i] = dt == ST_F64 ? ps[i] : dt == ST_F16 ? fu_h2f(fu_f2h(fp)) : dt == ST_BF16 ? fu_bf2f(fu_f2bf(fp)) : fp;
+        in_q[i] = round_to(dt, xs[i]);
+        pin_q[i] = round_to(dt, ps[i]);
     }
     st_tensor *x = K(fu_make(dt, 2, SH(3, 4), in_q)), *p = K(fu_make(dt, 2, SH(3, 4), pin_q));
-    for (size_t k = 0; k < sizeof unary_cases / sizeof unary_cases[0]; k++) {
-        const unary_case *u = &unary_cases[k];
-        const double *in = u->pos ? pin_q : in_q;
-        for (int i = 0; i < N; i++) {
-            double r = u->ref(in[i]);
-            if (dt == ST_F16) r = fu_h2f(fu_f2h((float)r));
-            else if (dt == ST_BF16) r = fu_bf2f(fu_f2bf((float)r));
-            else if (dt == ST_F32) r = (float)r;
-            want[i] = r;
-        }
-        st_tensor *y = K(u->fn(u->pos ? p : x));
-        if (!y) {
-            TEST_FAILF("%s(%s) failed: %s", u->name, st_dtype_name(dt), st_last_error());
-            return;
-        }
-        if (dt_of(y) != (int)dt) {
-            TEST_FAILF("%s(%s) has dtype %s", u->name, st_dtype_name(dt), st_dtype_name(st_dtype_of(y)));
-            return;
-        }
-        int64_t n;
-        double *got = fu_read(y, &n);
-        if (!got) {
-            TEST_FAILF("%s: read failed: %s", u->name, st_last_error());
-            return;
-        }
-        for (int i = 0; i < N; i++)
-            if (!near(got[i], want[i], tol)) {
-                TEST_FAILF("%s(%s)(%.9g) = %.9g, expected %.9g", u->name, st_dtype_name(dt), in[i], got[i],
-                           want[i]);
-                break;
-            }
-        free(got);
+    int ran = 0;
+    for (int k = 0; k < OP_NCASES; k++) {
+        const op_case *c = &op_cases[k];
+        if (c->arity != 1) continue;
+        int pos = c->dom_a == D_POS;
+        if (!case_check(c, dt, pos ? p : x, NULL, pos ? pin_q : in_q, NULL, N, tol)) return;
+        ran++;
     }
+    CHECK_MSG(ran > 0, "no unary case in the op table");
 }
 
 TEST(unary_f32) { unary_check(ST_F32, 2e-6); }
@@ -481,81 +497,25 @@ TEST(unary_special) {
     y = K(st_floor(n)); EXPECT(y, 0, NAN, INFINITY, -INFINITY, 0, 0, -1);
 }
 
-static double r_fmod(double a, double b) { return fmod(a, b); }
-static double r_rem(double a, double b) {
-    double r = fmod(a, b);
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-}
-static double r_add(double a, double b) { return a + b; }
-static double r_sub(double a, double b) { return a - b; }
-static double r_mul(double a, double b) { return a * b; }
-static double r_div(double a, double b) { return a / b; }
-static double r_max(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
-static double r_min(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
-static double r_eq(double a, double b) { return a == b; }
-static double r_ne(double a, double b) { return a != b; }
-static double r_lt(double a, double b) { return a < b; }
-static double r_le(double a, double b) { return a <= b; }
-static double r_gt(double a, double b) { return a > b; }
-static double r_ge(double a, double b) { return a >= b; }
-static double r_and(double a, double b) { return a != 0 && b != 0; }
-static double r_or(double a, double b) { return a != 0 || b != 0; }
-
-typedef struct {
-    const char *name;
-    st_tensor *(*fn)(st_tensor *, st_tensor *);
-    double (*ref)(double, double);
-    int boolout;
-} binary_case;
-static const binary_case binary_cases[] = {
-    {"add", st_add, r_add, 0}, {"sub", st_sub, r_sub, 0}, {"mul", st_mul, r_mul, 0},
-    {"div", st_div, r_div, 0}, {"pow", st_pow, pow, 0}, {"maximum", st_maximum, r_max, 0},
-    {"minimum", st_minimum, r_min, 0}, {"fmod", st_fmod, r_fmod, 0},
-    {"remainder", st_remainder, r_rem, 0}, {"eq", st_eq, r_eq, 1}, {"ne", st_ne, r_ne, 1},
-    {"lt", st_lt, r_lt, 1}, {"le", st_le, r_le, 1}, {"gt", st_gt, r_gt, 1}, {"ge", st_ge, r_ge, 1},
-    {"logical_and", st_logical_and, r_and, 1}, {"logical_or", st_logical_or, r_or, 1},
-};
-
+/* Every binary case on one set of pairs (signs, zeros, equal values, NaN). */
 static void binary_check(st_dtype dt, double tol) {
     static const double as[] = {-2.5, -1, 0, 0.5, 1.5, 3, 7, -7, 0, 1, NAN, 2};
     static const double bs[] = {2, -3, 1, 0.25, 1.5, -2, 3, 3, 0, 0, 1, NAN};
     enum { N = 12 };
-    double aq[N], bq[N], want[N];
+    double aq[N], bq[N];
     for (int i = 0; i < N; i++) {
-        aq[i] = dt == ST_F64 ? as[i] : (float)as[i];
-        bq[i] = dt == ST_F64 ? bs[i] : (float)bs[i];
+        aq[i] = round_to(dt, as[i]);
+        bq[i] = round_to(dt, bs[i]);
     }
     st_tensor *a = K(fu_make(dt, 2, SH(4, 3), aq)), *b = K(fu_make(dt, 2, SH(4, 3), bq));
-    for (size_t k = 0; k < sizeof binary_cases / sizeof binary_cases[0]; k++) {
-        const binary_case *c = &binary_cases[k];
-        for (int i = 0; i < N; i++) {
-            double r = c->ref(aq[i], bq[i]);
-            want[i] = c->boolout || dt == ST_F64 ? r : (float)r;
-        }
-        st_tensor *y = K(c->fn(a, b));
-        if (!y) {
-            TEST_FAILF("%s(%s) failed: %s", c->name, st_dtype_name(dt), st_last_error());
-            return;
-        }
-        if (dt_of(y) != (int)(c->boolout ? ST_BOOL : dt)) {
-            TEST_FAILF("%s(%s) has dtype %s", c->name, st_dtype_name(dt), st_dtype_name(st_dtype_of(y)));
-            return;
-        }
-        int64_t n;
-        double *got = fu_read(y, &n);
-        if (!got) {
-            TEST_FAILF("%s: read failed: %s", c->name, st_last_error());
-            return;
-        }
-        for (int i = 0; i < N; i++)
-            if (!near(got[i], want[i], tol)) {
-                TEST_FAILF("%s(%s)(%.9g, %.9g) = %.9g, expected %.9g", c->name, st_dtype_name(dt), aq[i],
-                           bq[i], got[i], want[i]);
-                break;
-            }
-        free(got);
+    int ran = 0;
+    for (int k = 0; k < OP_NCASES; k++) {
+        const op_case *c = &op_cases[k];
+        if (c->arity != 2) continue;
+        if (!case_check(c, dt, a, b, aq, bq, N, tol)) return;
+        ran++;
     }
+    CHECK_MSG(ran > 0, "no binary case in the op table");
 }
 TEST(binary_f32) { binary_check(ST_F32, 2e-6); }
 TEST(binary_f64) { binary_check(ST_F64, 1e-12); }
