@@ -244,14 +244,7 @@ st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map
     if (dst->nparts >= KIR_MAX_PARTS)
         return st_error(ST_ERR_INTERNAL, "kir_append: more than %d parts in one kernel", KIR_MAX_PARTS);
     int base = dst->n;
-    if (dst->n + src->n > dst->cap) {
-        int cap = dst->cap ? dst->cap : 128;
-        while (cap < dst->n + src->n) cap *= 2;
-        kir_ins *p = st_realloc(dst->ins, (size_t)cap * sizeof *p);
-        if (!p) return st_last_status();
-        dst->ins = p;
-        dst->cap = cap;
-    }
+    if (BASE_GROW(dst->ins, dst->cap, dst->n + src->n, 128) != ST_OK) return st_last_status();
     for (int i = 0; i < src->n; i++) {
         kir_ins in = src->ins[i];
         unsigned m = kir_operand_mask(&in);

@@ -14,10 +14,10 @@ static uint64_t flush_epoch;
 /* Iterative post-order DFS from the targets over unrealized nodes. */
 static st_status collect(int nt, st_node *const *targets, st_region *r) {
     uint64_t epoch = ++flush_epoch;
-    int cap = 64, n = 0, top = 0, scap = 64;
-    st_node **order = st_malloc(cap * sizeof *order);
-    struct frame { st_node *n; int next; } *stack = st_malloc(scap * sizeof *stack);
-    if (!order || !stack) goto oom;
+    int cap = 0, n = 0, top = 0, scap = 0;
+    st_node **order = NULL;
+    struct frame { st_node *n; int next; } *stack = NULL;
+    if (BASE_GROW(order, cap, 64, 64) != ST_OK || BASE_GROW(stack, scap, 64, 64) != ST_OK) goto oom;
     for (int t = 0; t < nt; t++) {
         st_node *root = targets[t];
         if (root->op == ST_OP_BUFFER) continue;
@@ -31,21 +31,11 @@ static st_status collect(int nt, st_node *const *targets, st_region *r) {
                 st_node *s = f->n->src[f->next++];
                 if (s->op == ST_OP_BUFFER || s->epoch == epoch) continue;
                 s->epoch = epoch;
-                if (top == scap) {
-                    scap *= 2;
-                    void *p = st_realloc(stack, scap * sizeof *stack);
-                    if (!p) goto oom;
-                    stack = p;
-                }
+                if (BASE_GROW(stack, scap, top + 1, 64) != ST_OK) goto oom;
                 stack[top++] = (struct frame){s, 0};
                 continue;
             }
-            if (n == cap) {
-                cap *= 2;
-                void *p = st_realloc(order, cap * sizeof *order);
-                if (!p) goto oom;
-                order = p;
-            }
+            if (BASE_GROW(order, cap, n + 1, 64) != ST_OK) goto oom;
             f->n->pos = n;
             f->n->uses = 0;
             order[n++] = f->n;
