@@ -858,6 +858,34 @@ template <class T> ST_FN void st_arg_merge_(T *v, int64_t *i, T v2, int64_t i2, 
 /* A barrier for the threads of one row: a warp (rt <= 32) or the whole block (rt > 32: a row
  * per block); also orders their memory accesses. */
 #define ST_ROW_SYNC(rt) do { if ((rt) <= 32) __syncwarp(); else __syncthreads(); } while (0)
+
+/* ---- CUDA only: tensor-core instructions (jit/render_cuda_mma.c), one function each ----
+ * st_mma_<type>_(d, a, b): d += A*B for the warp's m16n8k16 (f16, bf16) or m16n8k8 (tf32) tile, f32
+ * accumulators d[4], this lane's A registers a[4] and B registers b[2] (PTX ISA fragment layouts);
+ * every lane of the warp calls it together. st_cvt_tf32_: cvt.rna.tf32.f32 (to nearest, ties away).
+ * The simulated device of the tests (tests/sim, ST_CUDA_SIM) replaces each by its model of the
+ * instruction; on a GPU they are the instruction itself. */
+#ifdef ST_CUDA_SIM
+ST_FN void st_mma_f16_(float d[4], const uint32_t a[4], const uint32_t b[2]) { st_sim_mma(0, d, a, b); }
+ST_FN void st_mma_bf16_(float d[4], const uint32_t a[4], const uint32_t b[2]) { st_sim_mma(1, d, a, b); }
+ST_FN void st_mma_tf32_(float d[4], const uint32_t a[4], const uint32_t b[2]) { st_sim_mma(2, d, a, b); }
+ST_FN uint32_t st_cvt_tf32_(float x) { return st_sim_cvt_tf32(x); }
+#else
+#define ST_MMA_(name, ptx)                                                                      \
+    ST_FN void name(float d[4], const uint32_t a[4], const uint32_t b[2]) {                     \
+        asm(ptx " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"              \
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                    \
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                \
+    }
+ST_MMA_(st_mma_f16_, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+ST_MMA_(st_mma_bf16_, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
+ST_MMA_(st_mma_tf32_, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+ST_FN uint32_t st_cvt_tf32_(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+#endif
 #endif
 
 #endif

@@ -48,11 +48,11 @@
 #define MMA_WTN 16      /* ... by CUDA_MMA_NI n8 tiles */
 
 static const cuda_mma_shape shape_f16 = {
-    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, 2, 2, {{0, 0}, {8, 0}, {0, 8}, {8, 8}}, {{0, 0}, {8, 0}}};
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "st_mma_f16_", 16, 2, 2, {{0, 0}, {8, 0}, {0, 8}, {8, 8}}, {{0, 0}, {8, 0}}};
 static const cuda_mma_shape shape_bf16 = {
-    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, 2, 2, {{0, 0}, {8, 0}, {0, 8}, {8, 8}}, {{0, 0}, {8, 0}}};
+    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "st_mma_bf16_", 16, 2, 2, {{0, 0}, {8, 0}, {0, 8}, {8, 8}}, {{0, 0}, {8, 0}}};
 static const cuda_mma_shape shape_tf32 = {
-    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", 8, 1, 1, {{0, 0}, {8, 0}, {0, 4}, {8, 4}}, {{0, 0}, {4, 0}}};
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "st_mma_tf32_", 8, 1, 1, {{0, 0}, {8, 0}, {0, 4}, {8, 4}}, {{0, 0}, {4, 0}}};
 
 const cuda_mma_shape *cuda_mma_shape_of(int dtype) {
     return dtype == ST_F16 ? &shape_f16 : dtype == ST_BF16 ? &shape_bf16 : dtype == ST_F32 ? &shape_tf32 : NULL;
@@ -146,10 +146,8 @@ static void load_tiles(sbuf *b, bool tf) {
                        "0.0f;\n");
         sbuf_printf(b, "                    const float bv = gkb < K && gn < N ? B[bo + gkb * sbk + gn * sbn] : "
                        "0.0f;\n");
-        sbuf_printf(b, "                    uint32_t at, bt;\n");
-        sbuf_printf(b, "                    asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(at) : \"f\"(av));\n");
-        sbuf_printf(b, "                    asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(bt) : \"f\"(bv));\n");
-        sbuf_printf(b, "                    As[am][ak] = at;\n                    Bs[bn][bk] = bt;\n");
+        sbuf_printf(b, "                    As[am][ak] = st_cvt_tf32_(av);\n");
+        sbuf_printf(b, "                    Bs[bn][bk] = st_cvt_tf32_(bv);\n");
     }
     sbuf_printf(b, "                }\n");
 }
@@ -175,12 +173,7 @@ static void k_step(sbuf *b, const cuda_mma_shape *s, bool tf) {
     sbuf_printf(b, "                    }\n");
     sbuf_printf(b, "#pragma unroll\n                    for (int i = 0; i < %d; i++)\n", CUDA_MMA_MI);
     sbuf_printf(b, "#pragma unroll\n                        for (int j = 0; j < %d; j++)\n", CUDA_MMA_NI);
-    sbuf_printf(b, "                            asm(\"%s {%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
-                   "{%%0, %%1, %%2, %%3};\"\n", s->ptx);
-  sbuf_printf(b, "                                : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), \"+f\"(acc[i][j][2]), "
-                   "\"+f\"(acc[i][j][3])\n");
-  sbuf_printf(b, "                                : \"r\"(af[i][0]), \"r\"(af[i][1]), \"r\"(af[i][2]), \"r\"(af[i][3]), "
-                   "\"r\"(bf[j][0]), \"r\"(bf[j][1]));\n");
+    sbuf_printf(b, "                            %s(acc[i][j], af[i], bf[j]);\n", s->fn);
     sbuf_printf(b, "                }\n");
 }
 

@@ -36,6 +36,7 @@ ST_INTERNAL bool cuda_tf32_allowed(void);
  * the lane: g = lane / 4 (groupID), t = lane % 4 (threadID_in_group). */
 typedef struct cuda_mma_shape {
     const char *ptx;     /* instruction, without operands */
+    const char *fn;      /* the prelude function that issues it (base/opmath.h: st_mma_*) */
     int kstep;           /* k per instruction */
     int epr;             /* elements per 32-bit register (consecutive k): 2 (f16/bf16) or 1 (tf32) */
     int tk;              /* the base's k is tk * t */

@@ -1,0 +1,261 @@
+/*
+ * sim_nvrtc.c — the stand-in libnvrtc of the simulated GPU (tests only; ST_CUDA_SIM).
+ *
+ * It takes exactly what stitch gives NVRTC (the unit: prelude and kernels, each kernel's name as
+ * `#define KNAME <name>`) and builds a host shared object from it: `#include "sim_cuda.h"`, the
+ * unit, one ST_SIM_KERNEL(name, launch bound) per kernel and ST_SIM_MODULE(), compiled by the host
+ * C++ compiler with -std=c++17 -O1 -ffp-contract=off (NVRTC's --fmad=false) -fsanitize=thread
+ * (instrumentation only: sim_cuda.h defines the hooks). The "cubin" is SIM_MAGIC, the object's
+ * size (8 bytes) and the object; the simulated driver (sim_driver.c) loads it. A compile error is
+ * NVRTC_ERROR_COMPILATION with the compiler's messages as the program log.
+ *
+ * sim_cuda.h, sim_rt.h and a precompiled sim_cuda.h.gch (the Makefile builds it) are looked for
+ * next to this library. The compiler is $ST_SIM_CXX or g++.
+ */
+#define _GNU_SOURCE
+#include "sim_rt.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int nvrtcResult;
+enum {
+    NVRTC_SUCCESS = 0,
+    NVRTC_ERROR_OUT_OF_MEMORY = 1,
+    NVRTC_ERROR_INVALID_INPUT = 3,
+    NVRTC_ERROR_INVALID_PROGRAM = 4,
+    NVRTC_ERROR_INVALID_OPTION = 5,
+    NVRTC_ERROR_COMPILATION = 6,
+};
+
+typedef struct prog {
+    char *src, *name, *log;
+    unsigned char *image;
+    size_t image_size;
+} prog;
+
+EXPORT nvrtcResult nvrtcVersion(int *major, int *minor) {
+    if (!major || !minor) return NVRTC_ERROR_INVALID_INPUT;
+    *major = 12;
+    *minor = 8;
+    return NVRTC_SUCCESS;
+}
+
+static const int archs[] = {75, 80, 86, 89, 90};
+
+EXPORT nvrtcResult nvrtcGetNumSupportedArchs(int *n) {
+    if (!n) return NVRTC_ERROR_INVALID_INPUT;
+    *n = (int)(sizeof archs / sizeof archs[0]);
+    return NVRTC_SUCCESS;
+}
+
+EXPORT nvrtcResult nvrtcGetSupportedArchs(int *out) {
+    if (!out) return NVRTC_ERROR_INVALID_INPUT;
+    memcpy(out, archs, sizeof archs);
+    return NVRTC_SUCCESS;
+}
+
+EXPORT const char *nvrtcGetErrorString(nvrtcResult r) {
+    switch (r) {
+    case NVRTC_SUCCESS: return "NVRTC_SUCCESS";
+    case NVRTC_ERROR_OUT_OF_MEMORY: return "NVRTC_ERROR_OUT_OF_MEMORY";
+    case NVRTC_ERROR_INVALID_INPUT: return "NVRTC_ERROR_INVALID_INPUT";
+    case NVRTC_ERROR_INVALID_PROGRAM: return "NVRTC_ERROR_INVALID_PROGRAM";
+    case NVRTC_ERROR_INVALID_OPTION: return "NVRTC_ERROR_INVALID_OPTION";
+    case NVRTC_ERROR_COMPILATION: return "NVRTC_ERROR_COMPILATION";
+    default: return "NVRTC_ERROR_INTERNAL_ERROR";
+    }
+}
+
+EXPORT nvrtcResult nvrtcCreateProgram(prog **out, const char *src, const char *name, int nh, const char *const *h,
+                                      const char *const *hn) {
+    (void)h;
+    (void)hn;
+    if (!out || !src || nh != 0) return NVRTC_ERROR_INVALID_INPUT;
+    prog *p = calloc(1, sizeof *p);
+    if (!p || !(p->src = strdup(src)) || !(p->name = strdup(name ? name : "default_program"))) {
+        if (p) free(p->src);
+        free(p);
+        return NVRTC_ERROR_OUT_OF_MEMORY;
+    }
+    *out = p;
+    return NVRTC_SUCCESS;
+}
+
+EXPORT nvrtcResult nvrtcDestroyProgram(prog **pp) {
+    if (!pp || !*pp) return NVRTC_ERROR_INVALID_PROGRAM;
+    prog *p = *pp;
+    free(p->src);
+    free(p->name);
+    free(p->log);
+    free(p->image);
+    free(p);
+    *pp = NULL;
+    return NVRTC_SUCCESS;
+}
+
+/* The directory of this library (where sim_cuda.h lives). */
+static const char *own_dir(void) {
+    static char dir[4096];
+    if (!dir[0]) {
+        Dl_info info;
+        if (dladdr((void *)own_dir, &info) && info.dli_fname) {
+            snprintf(dir, sizeof dir, "%s", info.dli_fname);
+            char *slash = strrchr(dir, '/');
+            if (slash) *slash = 0;
+            else snprintf(dir, sizeof dir, ".");
+        } else {
+            snprintf(dir, sizeof dir, ".");
+        }
+    }
+    return dir;
+}
+
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 65536;
+            char *b = realloc(buf, cap + 1);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = b;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    buf[len] = 0;
+    *n = len;
+    return buf;
+}
+
+/* Appends ST_SIM_KERNEL lines: every `#define KNAME <name>` and the __launch_bounds__ after it. */
+static int write_unit(FILE *f, const char *src) {
+    fputs("#include \"sim_cuda.h\"\n#line 1 \"unit.cu\"\n", f);
+    fputs(src, f);
+    fputs("\n", f);
+    int n = 0;
+    for (const char *p = strstr(src, "#define KNAME "); p; p = strstr(p + 1, "#define KNAME ")) {
+        const char *q = p + 14;
+        size_t len = strcspn(q, " \t\r\n");
+        if (len == 0 || len > 200) continue;
+        const char *next = strstr(q, "#define KNAME ");
+        const char *lb = strstr(q, "__launch_bounds__(");
+        int bound = lb && (!next || lb < next) ? atoi(lb + 18) : 0;
+        fprintf(f, "ST_SIM_KERNEL(%.*s, %d)\n", (int)len, q, bound);
+        n++;
+    }
+    fputs("ST_SIM_MODULE()\n", f);
+    return n;
+}
+
+EXPORT nvrtcResult nvrtcCompileProgram(prog *p, int nopt, const char *const *opts) {
+    if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+    int arch = 0;
+    for (int i = 0; i < nopt; i++) {
+        const char *o = opts[i];
+        if (!strncmp(o, "--gpu-architecture=", 19) || !strncmp(o, "-arch=", 6)) {
+            const char *a = strchr(o, '=') + 1;
+            if (strncmp(a, "sm_", 3) && strncmp(a, "compute_", 8)) return NVRTC_ERROR_INVALID_OPTION;
+            arch = atoi(a + (a[0] == 's' ? 3 : 8));
+        } else if (strcmp(o, "--fmad=false") && strcmp(o, "--prec-div=true") && strcmp(o, "--prec-sqrt=true") &&
+                   strcmp(o, "--ftz=false") && strcmp(o, "-std=c++17") && strcmp(o, "-default-device")) {
+            return NVRTC_ERROR_INVALID_OPTION;   /* an option the simulator would ignore: refuse it */
+        }
+    }
+    if (!arch) return NVRTC_ERROR_INVALID_OPTION;
+    char dir[] = "/tmp/stsim_cc_XXXXXX";
+    if (!mkdtemp(dir)) return NVRTC_ERROR_OUT_OF_MEMORY;
+    char cpp[64], obj[64], so[64], log[64], cmd[8192];
+    snprintf(cpp, sizeof cpp, "%s/unit.cpp", dir);
+    snprintf(obj, sizeof obj, "%s/unit.o", dir);
+    snprintf(so, sizeof so, "%s/unit.so", dir);
+    snprintf(log, sizeof log, "%s/log", dir);
+    FILE *f = fopen(cpp, "w");
+    if (!f) {
+        rmdir(dir);
+        return NVRTC_ERROR_OUT_OF_MEMORY;
+    }
+    write_unit(f, p->src);
+    fclose(f);
+    const char *cxx = getenv("ST_SIM_CXX");
+    snprintf(cmd, sizeof cmd,
+             "%s -std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fsanitize=thread -w "
+             "-DST_SIM_ARCH=%d -I'%s' -c '%s' -o '%s' > '%s' 2>&1 && %s -shared -o '%s' '%s' >> '%s' 2>&1",
+             cxx && *cxx ? cxx : "g++", arch, own_dir(), cpp, obj, log, cxx && *cxx ? cxx : "g++", so, obj, log);
+    int rc = system(cmd);
+    size_t n = 0;
+    free(p->log);
+    p->log = read_all(log, &n);
+    nvrtcResult r = NVRTC_SUCCESS;
+    if (rc != 0) {
+        r = NVRTC_ERROR_COMPILATION;
+    } else {
+        size_t sz = 0;
+        char *img = read_all(so, &sz);
+        if (!img) r = NVRTC_ERROR_OUT_OF_MEMORY;
+        else {
+            free(p->image);
+            p->image = malloc(sz + 16);
+            if (!p->image) r = NVRTC_ERROR_OUT_OF_MEMORY;
+            else {
+                uint64_t n64 = sz;
+                memcpy(p->image, SIM_MAGIC, 8);
+                memcpy(p->image + 8, &n64, 8);
+                memcpy(p->image + 16, img, sz);
+                p->image_size = sz + 16;
+            }
+            free(img);
+        }
+    }
+    unlink(cpp);
+    unlink(obj);
+    unlink(so);
+    unlink(log);
+    rmdir(dir);
+    return r;
+}
+
+EXPORT nvrtcResult nvrtcGetProgramLogSize(prog *p, size_t *n) {
+    if (!p || !n) return NVRTC_ERROR_INVALID_INPUT;
+    *n = (p->log ? strlen(p->log) : 0) + 1;
+    return NVRTC_SUCCESS;
+}
+
+EXPORT nvrtcResult nvrtcGetProgramLog(prog *p, char *out) {
+    if (!p || !out) return NVRTC_ERROR_INVALID_INPUT;
+    strcpy(out, p->log ? p->log : "");
+    return NVRTC_SUCCESS;
+}
+
+EXPORT nvrtcResult nvrtcGetCUBINSize(prog *p, size_t *n) {
+    if (!p || !n) return NVRTC_ERROR_INVALID_INPUT;
+    if (!p->image) return NVRTC_ERROR_INVALID_PROGRAM;
+    *n = p->image_size;
+    return NVRTC_SUCCESS;
+}
+
+EXPORT nvrtcResult nvrtcGetCUBIN(prog *p, char *out) {
+    if (!p || !out) return NVRTC_ERROR_INVALID_INPUT;
+    if (!p->image) return NVRTC_ERROR_INVALID_PROGRAM;
+    memcpy(out, p->image, p->image_size);
+    return NVRTC_SUCCESS;
+}
+
+/* PTX output is the same image: the simulated driver loads either. */
+EXPORT nvrtcResult nvrtcGetPTXSize(prog *p, size_t *n) { return nvrtcGetCUBINSize(p, n); }
+EXPORT nvrtcResult nvrtcGetPTX(prog *p, char *out) { return nvrtcGetCUBIN(p, out); }
