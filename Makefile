@@ -54,7 +54,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 DEB_PKGS := build-essential liblua5.4-dev uthash-dev libedit-dev lua5.4 zlib1g-dev
 
-.PHONY: all deps check-deps test test-c test-lua test-nvrtc test-gpu check-layers docs install module install-module fuzz demo bench clean
+.PHONY: all deps check-deps test test-c test-lua test-nvrtc test-gpu test-sim sim check-layers docs install module install-module fuzz demo bench clean
 all: $(BUILD)/libstitch.a $(BUILD)/libstitch.so $(BUILD)/stitch $(BUILD)/stitch.so $(BUILD)/tools/gen_ops
 
 # The packages the build needs that are missing, as a list of Debian package names.
@@ -135,6 +135,37 @@ check-layers: all
 # sm_90 (no GPU needed; `make test` does the same for the whole suite when libnvrtc is present).
 test-nvrtc: all $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/nvrtc_check.sh
+
+# The simulated GPU (tests/sim, docs/cuda.md "The simulated GPU"): stand-ins for libcuda.so.1 and
+# libnvrtc.so that run the generated CUDA C on the CPU. ST_CUDA_SIM=1 loads them; nothing of it is
+# part of the library. Kernels are compiled by $(SIM_CXX) with SIM_CXXFLAGS, the prelude from a
+# precompiled header built with the same flags.
+SIM := $(BUILD)/sim
+SIM_CXX ?= g++
+SIM_CXXFLAGS := -std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fsanitize=thread -w
+SIM_WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror=implicit-function-declaration
+SIM_HDR := tests/sim/sim_rt.h tests/sim/sim_cuda.h tests/sim/sim_fiber.h tests/sim/sim_mma.h
+sim: $(SIM)/libcuda.so.1 $(SIM)/libnvrtc.so $(SIM)/sim_pre.h.gch $(SIM)/test_sim_mma
+$(SIM)/libcuda.so.1: tests/sim/sim_driver.c tests/sim/sim_mma.c $(SIM_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(SIM_WARN) -O2 -g -fPIC -shared -fvisibility=hidden -o $@ tests/sim/sim_driver.c tests/sim/sim_mma.c -ldl
+$(SIM)/libnvrtc.so: tests/sim/sim_nvrtc.c tests/sim/sim_rt.h Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(SIM_WARN) -O2 -g -fPIC -shared -fvisibility=hidden '-DSIM_CXX="$(SIM_CXX)"' \
+	  '-DSIM_CXXFLAGS="$(SIM_CXXFLAGS)"' -o $@ tests/sim/sim_nvrtc.c -ldl
+$(SIM)/sim_pre.h: tests/sim/sim_cuda.h tests/sim/sim_rt.h base/opmath.h
+	@mkdir -p $(dir $@)
+	cp tests/sim/sim_cuda.h tests/sim/sim_rt.h $(SIM)/
+	{ echo '#include "sim_cuda.h"'; cat base/opmath.h; } > $@
+$(SIM)/sim_pre.h.gch: $(SIM)/sim_pre.h Makefile
+	$(SIM_CXX) $(SIM_CXXFLAGS) -x c++-header $< -o $@
+$(SIM)/test_sim_mma: tests/sim/test_sim_mma.c tests/sim/sim_mma.c tests/sim/sim_mma.h
+	$(CC) $(SIM_WARN) -O1 -I tests/sim -o $@ tests/sim/test_sim_mma.c tests/sim/sim_mma.c -lm
+
+# The op, autograd and Lua tests and the differential fuzzer on the simulated cuda:0, the default
+# device, with threads scheduled forward, in reverse and in a seeded random order (make test runs it).
+test-sim: all sim $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/sim/run.sh
 
 # On a GPU machine: the op suite, the fuzzer and the Lua tests on the CUDA device (docs/cuda.md).
 test-gpu: all $(TEST_BIN)

@@ -84,7 +84,7 @@ ST_INTERNAL void base_trim(void);
 typedef enum st_setting {
     SET_EAGER, SET_DEBUG, SET_POISON, SET_JIT_MIN, SET_TRACE_MAX, SET_DEVICE, SET_THREADS, SET_FUSE,
     SET_PLAN_CACHE, SET_GRAPH, SET_CC, SET_CACHE_DIR, SET_CUDA_LIB, SET_NVRTC_PATH, SET_NVRTC_CHECK,
-    SET_NVRTC_CHECK_LOG, SET_TF32,
+    SET_NVRTC_CHECK_LOG, SET_TF32, SET_CUDA_SIM,
     /* the system's, read where stitch looks for files and tools */
     SET_XDG_CACHE_HOME, SET_HOME, SET_PATH, SET_CUDA_PATH, SET_CUDA_HOME,
     SET_COUNT
@@ -97,6 +97,11 @@ ST_INTERNAL const char *base_env(st_setting s);
 /* An integer setting: dflt when unset; when malformed or outside [lo, hi], dflt and *bad set (the
  * caller says so where a user will see it; a setting must never fail a run). */
 ST_INTERNAL int64_t base_env_int(st_setting s, int64_t dflt, int64_t lo, int64_t hi, int *bad);
+/* ST_CUDA_SIM: the directory of the simulated GPU's stand-in libcuda.so.1 and libnvrtc.so (the
+ * tests' simulator, tests/sim, built by `make sim`), or NULL when unset. "1" means the `sim`
+ * directory beside the running program or its parent's (build/stitch and build/tests/x both find
+ * build/sim); another value is the directory itself. ST_CUDA_LIB and ST_NVRTC_PATH still win. */
+ST_INTERNAL const char *base_cuda_sim_dir(void);
 
 /* The runtime flags: read from the environment once (st_runtime_init, idempotent; every entry
  * point that depends on them calls it), overridden by the st_set_* functions. */

@@ -10,6 +10,8 @@
 #include "base/base.h"
 
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 st_runtime st_rt;
 
@@ -31,6 +33,7 @@ static const char *const names[SET_COUNT] = {
     [SET_NVRTC_CHECK] = "ST_NVRTC_CHECK",     /* 1: compile every kernel with NVRTC too (CI) */
     [SET_NVRTC_CHECK_LOG] = "ST_NVRTC_CHECK_LOG", /* where the check mode appends its counts */
     [SET_TF32] = "ST_TF32",                   /* 1: f32 matmuls on tensor cores in tf32 */
+    [SET_CUDA_SIM] = "ST_CUDA_SIM",           /* the simulated GPU of the tests (base_cuda_sim_dir) */
     [SET_XDG_CACHE_HOME] = "XDG_CACHE_HOME",
     [SET_HOME] = "HOME",
     [SET_PATH] = "PATH",
@@ -57,6 +60,32 @@ int64_t base_env_int(st_setting s, int64_t dflt, int64_t lo, int64_t hi, int *ba
         return dflt;
     }
     return (int64_t)x;
+}
+
+const char *base_cuda_sim_dir(void) {
+    static char dir[4096];
+    const char *v = base_env(SET_CUDA_SIM);
+    if (!v || !strcmp(v, "0")) return NULL;
+    if (strcmp(v, "1")) return v;
+    if (!dir[0]) {
+        char exe[2048];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n <= 0) return "sim";
+        exe[n] = 0;
+        for (int up = 0; up < 2; up++) {
+            char *slash = strrchr(exe, '/');
+            if (!slash) break;
+            *slash = 0;
+            struct stat st;
+            snprintf(dir, sizeof dir, "%s/sim/libcuda.so.1", exe);
+            if (stat(dir, &st) == 0) {
+                snprintf(dir, sizeof dir, "%s/sim", exe);
+                return dir;
+            }
+        }
+        snprintf(dir, sizeof dir, "sim");   /* not found: the error will name this path */
+    }
+    return dir;
 }
 
 void st_runtime_init(void) {

@@ -190,10 +190,14 @@ static st_status cu_fail(const char *call, CUresult r) {
 
 /* dlopens the driver; NULL with drv.reason set. */
 static void *open_driver(void) {
-    const char *env = base_env(SET_CUDA_LIB);
-    if (env) {
-        void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-        if (!h) snprintf(drv.reason, sizeof drv.reason, "no CUDA driver found (%s; the path came from ST_CUDA_LIB)", dlerror());
+    const char *env = base_env(SET_CUDA_LIB), *sim = base_cuda_sim_dir();
+    if (env || sim) {
+        char simlib[4200];
+        if (!env) snprintf(simlib, sizeof simlib, "%s/libcuda.so.1", sim);
+        void *h = dlopen(env ? env : simlib, RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            snprintf(drv.reason, sizeof drv.reason, "no CUDA driver found (%s; the path came from %s)", dlerror(),
+                     env ? "ST_CUDA_LIB" : "ST_CUDA_SIM: build the simulator with make sim");
         return h;
     }
     char compat[512] = "";

@@ -60,10 +60,13 @@ oom:
 }
 
 /* A VIEW that reads its source's layout unchanged (a reshape: same dtype and element count,
- * contiguous strides, no offset or mask) can share its source's buffer. */
+ * contiguous strides, no offset or mask) can share its source's buffer, unless it is bound to a
+ * device its source is not (st_to_dev's move of an unbound value: sharing would compute the value
+ * on the default device and leave the "moved" tensor there). */
 static int is_alias_view(const st_node *n) {
     if (n->op != ST_OP_VIEW || n->arg.view.has_mask || n->arg.view.offset != 0) return 0;
     const st_node *s = n->src[0];
+    if (st_node_dev(n) != ST_DEV_ANY && st_node_dev(s) != st_node_dev(n)) return 0;
     return s->numel == n->numel && s->dtype == n->dtype &&
            st_is_contiguous_view(n->ndim, n->shape, n->arg.view.strides);
 }

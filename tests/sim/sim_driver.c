@@ -218,6 +218,7 @@ typedef struct sim_fn {
 
 struct sim_module {
     void *dl;
+    int fd;                   /* the memfd it was loaded from (its /proc/self/fd name is unique while open) */
     sim_module_info *info;
     sim_fn *fns;
     int loaded;
@@ -287,7 +288,7 @@ static struct {
     request *req;
     size_t nreq, capreq;
     int req_overflow;
-    uint64_t g_req, g_sect, g_ideal, s_req, s_wave;
+    uint64_t g_req, g_sect, g_ideal, s_req, s_wave;   /* g_ideal: distinct bytes requested */
 } L;
 
 static char *stack_pool;
@@ -390,17 +391,28 @@ static void flush_requests(void) {
         uintptr_t u[128];
         int m = 0;
         if (!r->shared) {
+            /* sectors touched, and the distinct bytes the lanes asked for (broadcasts count once) */
+            uintptr_t lo[64];
             for (int j = 0; j < r->n; j++) {
+                lo[j] = r->addr[j];
                 u[m++] = r->addr[j] / 32;
                 u[m++] = (r->addr[j] + (uintptr_t)r->bytes - 1) / 32;
             }
             qsort(u, (size_t)m, sizeof u[0], cmp_uptr);
+            qsort(lo, (size_t)r->n, sizeof lo[0], cmp_uptr);
             int d = 0;
             for (int j = 0; j < m; j++)
                 if (j == 0 || u[j] != u[j - 1]) d++;
+            uint64_t bytes = 0;
+            uintptr_t end = 0;
+            for (int j = 0; j < r->n; j++) {
+                uintptr_t a = lo[j] > end ? lo[j] : end, e = lo[j] + (uintptr_t)r->bytes;
+                if (e > a) bytes += e - a;
+                if (e > end) end = e;
+            }
             L.g_req++;
             L.g_sect += (uint64_t)d;
-            L.g_ideal += ((uint64_t)r->n * (uint64_t)r->bytes + 31) / 32;
+            L.g_ideal += bytes;
         } else {
             /* a wavefront serves one word per bank; the same word to many lanes is a broadcast */
             for (int j = 0; j < r->n; j++)
@@ -710,10 +722,10 @@ static CUresult run_grid(void) {
     if (S.metrics && rc == OK) {
         fprintf(stderr,
                 "stitch-sim: %s grid %ux%ux%u block %ux%ux%u: global %llu requests, %.2f sectors/request (%.0f%% "
-                "of sectors used), shared %llu requests, %.2f wavefronts/request%s\n",
+                "of the fetched bytes used), shared %llu requests, %.2f wavefronts/request%s\n",
                 L.fn->k->name, L.grid.x, L.grid.y, L.grid.z, L.block.x, L.block.y, L.block.z,
                 (unsigned long long)L.g_req, L.g_req ? (double)L.g_sect / (double)L.g_req : 0.0,
-                L.g_sect ? 100.0 * (double)L.g_ideal / (double)L.g_sect : 100.0, (unsigned long long)L.s_req,
+                L.g_sect ? 100.0 * (double)L.g_ideal / (32.0 * (double)L.g_sect) : 100.0, (unsigned long long)L.s_req,
                 L.s_req ? (double)L.s_wave / (double)L.s_req : 0.0, L.req_overflow ? " (sampled)" : "");
     }
     free(border);
@@ -959,8 +971,8 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image) {
     if (memcmp(image, SIM_MAGIC, 8) != 0) return E_INVALID_IMAGE;
     uint64_t n;
     memcpy(&n, (const char *)image + 8, 8);
-    char path[] = "/tmp/stsim_mod_XXXXXX";
-    int fd = mkstemp(path);
+    /* from memory: a file system round trip per module would cost more than the kernels */
+    int fd = memfd_create("stsim_module", MFD_CLOEXEC);
     if (fd < 0) return E_OOM;
     const char *p = (const char *)image + 16;
     size_t left = (size_t)n;
@@ -968,22 +980,23 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image) {
         ssize_t w = write(fd, p, left);
         if (w <= 0) {
             close(fd);
-            unlink(path);
             return E_OOM;
         }
         p += w;
         left -= (size_t)w;
     }
-    close(fd);
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    unlink(path);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);   /* fd stays open while loaded: a unique name */
     if (!dl) {
+        close(fd);
         fprintf(stderr, "stitch-sim: cuModuleLoadData: %s\n", dlerror());
         return E_INVALID_IMAGE;
     }
     sim_module_info *info = dlsym(dl, "st_sim_module");
     if (!info || info->abi != SIM_ABI) {
         dlclose(dl);
+        close(fd);
         return E_INVALID_IMAGE;
     }
     size_t shm = (size_t)(info->shared_hi - info->shared_lo);
@@ -991,15 +1004,18 @@ EXPORT CUresult cuModuleLoadData(void **mod, const void *image) {
         fprintf(stderr, "stitch-sim: cuModuleLoadData: %zu bytes of static shared memory (the limit is %u)\n", shm,
                 SHARED_MAX);
         dlclose(dl);
+        close(fd);
         return E_OUT_OF_RESOURCES;
     }
     *info->rt = &RT;
     sim_module *m = calloc(1, sizeof *m);
     if (!m) {
         dlclose(dl);
+        close(fd);
         return E_OOM;
     }
     m->dl = dl;
+    m->fd = fd;
     m->info = info;
     m->loaded = 1;
     *mod = m;
@@ -1035,6 +1051,7 @@ EXPORT CUresult cuModuleUnload(void *mod) {
     m->fns = NULL;
     m->loaded = 0;
     dlclose(m->dl);
+    close(m->fd);
     free(m);
     return S.sticky;
 }

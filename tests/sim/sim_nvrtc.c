@@ -5,12 +5,15 @@
  * `#define KNAME <name>`) and builds a host shared object from it: `#include "sim_cuda.h"`, the
  * unit, one ST_SIM_KERNEL(name, launch bound) per kernel and ST_SIM_MODULE(), compiled by the host
  * C++ compiler with -std=c++17 -O1 -ffp-contract=off (NVRTC's --fmad=false) -fsanitize=thread
- * (instrumentation only: sim_cuda.h defines the hooks). The "cubin" is SIM_MAGIC, the object's
+ * (instrumentation only: sim_cuda.h defines the hooks; SIM_CXXFLAGS, from the Makefile). The prelude
+ * comes from the precompiled header sim_pre.h (sim_cuda.h + base/opmath.h) when the unit holds it
+ * verbatim, which saves about half of each compile. The "cubin" is SIM_MAGIC, the object's
  * size (8 bytes) and the object; the simulated driver (sim_driver.c) loads it. A compile error is
  * NVRTC_ERROR_COMPILATION with the compiler's messages as the program log.
  *
  * sim_cuda.h, sim_rt.h and a precompiled sim_cuda.h.gch (the Makefile builds it) are looked for
- * next to this library. The compiler is $ST_SIM_CXX or g++.
+ * next to this library. The compiler is $ST_SIM_CXX or g++. ST_SIM_KEEP=1 keeps each unit's directory
+ * (the source as compiled, the object, the log) and names it on stderr.
  */
 #define _GNU_SOURCE
 #include "sim_rt.h"
@@ -23,6 +26,14 @@
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
+
+/* The Makefile passes both (the precompiled header is built with the same flags). */
+#ifndef SIM_CXX
+#define SIM_CXX "g++"
+#endif
+#ifndef SIM_CXXFLAGS
+#define SIM_CXXFLAGS "-std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fsanitize=thread -w"
+#endif
 
 typedef int nvrtcResult;
 enum {
@@ -105,7 +116,8 @@ static const char *own_dir(void) {
     static char dir[4096];
     if (!dir[0]) {
         Dl_info info;
-        if (dladdr((void *)own_dir, &info) && info.dli_fname) {
+        static const int anchor = 1;   /* any object of this library */
+        if (dladdr(&anchor, &info) && info.dli_fname) {
             snprintf(dir, sizeof dir, "%s", info.dli_fname);
             char *slash = strrchr(dir, '/');
             if (slash) *slash = 0;
@@ -143,10 +155,37 @@ static char *read_all(const char *path, size_t *n) {
     return buf;
 }
 
-/* Appends ST_SIM_KERNEL lines: every `#define KNAME <name>` and the __launch_bounds__ after it. */
+/* The prelude as the precompiled header sim_pre.h holds it (its text after the first line, which
+ * includes sim_cuda.h); NULL when there is no such header (then every unit is parsed whole). */
+static const char *pch_prelude(void) {
+    static int looked;
+    static char *text;
+    if (!looked) {
+        looked = 1;
+        char path[4200];
+        size_t n;
+        snprintf(path, sizeof path, "%s/sim_pre.h", own_dir());
+        char *all = read_all(path, &n);
+        char *nl = all ? strchr(all, '\n') : NULL;
+        if (nl) text = strdup(nl + 1);
+        free(all);
+    }
+    return text;
+}
+
+/* Writes the unit to compile: the precompiled sim_pre.h first when the unit holds the prelude
+ * verbatim (it always does; a stale build falls back to parsing everything), the kernels, and an
+ * ST_SIM_KERNEL line per `#define KNAME <name>` with the __launch_bounds__ that follows it. */
 static int write_unit(FILE *f, const char *src) {
-    fputs("#include \"sim_cuda.h\"\n#line 1 \"unit.cu\"\n", f);
-    fputs(src, f);
+    const char *pre = pch_prelude(), *at = pre && *pre ? strstr(src, pre) : NULL;
+    if (at) {
+        fputs("#include \"sim_pre.h\"\n", f);
+        fprintf(f, "#line 1 \"unit.cu\"\n%.*s\n/* [the prelude: sim_pre.h] */\n", (int)(at - src), src);
+        fputs(at + strlen(pre), f);
+    } else {
+        fputs("#include \"sim_cuda.h\"\n#line 1 \"unit.cu\"\n", f);
+        fputs(src, f);
+    }
     fputs("\n", f);
     int n = 0;
     for (const char *p = strstr(src, "#define KNAME "); p; p = strstr(p + 1, "#define KNAME ")) {
@@ -177,7 +216,9 @@ EXPORT nvrtcResult nvrtcCompileProgram(prog *p, int nopt, const char *const *opt
             return NVRTC_ERROR_INVALID_OPTION;   /* an option the simulator would ignore: refuse it */
         }
     }
-    if (!arch) return NVRTC_ERROR_INVALID_OPTION;
+    int known = 0;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= archs[i] == arch;
+    if (!known) return NVRTC_ERROR_INVALID_OPTION;   /* as NVRTC answers an architecture it lacks */
     char dir[] = "/tmp/stsim_cc_XXXXXX";
     if (!mkdtemp(dir)) return NVRTC_ERROR_OUT_OF_MEMORY;
     char cpp[64], obj[64], so[64], log[64], cmd[8192];
@@ -193,10 +234,9 @@ EXPORT nvrtcResult nvrtcCompileProgram(prog *p, int nopt, const char *const *opt
     write_unit(f, p->src);
     fclose(f);
     const char *cxx = getenv("ST_SIM_CXX");
-    snprintf(cmd, sizeof cmd,
-             "%s -std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fsanitize=thread -w "
-             "-DST_SIM_ARCH=%d -I'%s' -c '%s' -o '%s' > '%s' 2>&1 && %s -shared -o '%s' '%s' >> '%s' 2>&1",
-             cxx && *cxx ? cxx : "g++", arch, own_dir(), cpp, obj, log, cxx && *cxx ? cxx : "g++", so, obj, log);
+    if (!cxx || !*cxx) cxx = SIM_CXX;
+    snprintf(cmd, sizeof cmd, "%s " SIM_CXXFLAGS " -I'%s' -c '%s' -o '%s' > '%s' 2>&1 && %s -shared -o '%s' '%s' >> '%s' 2>&1",
+             cxx, own_dir(), cpp, obj, log, cxx, so, obj, log);
     int rc = system(cmd);
     size_t n = 0;
     free(p->log);
@@ -221,6 +261,10 @@ EXPORT nvrtcResult nvrtcCompileProgram(prog *p, int nopt, const char *const *opt
             }
             free(img);
         }
+    }
+    if (getenv("ST_SIM_KEEP")) {   /* debugging: keep the unit and the object */
+        fprintf(stderr, "stitch-sim: kept %s\n", dir);
+        return r;
     }
     unlink(cpp);
     unlink(obj);

@@ -1,0 +1,73 @@
+#!/bin/sh
+# sim/run.sh — `make test-sim`: the suites on the simulated GPU (tests/sim; docs/cuda.md "The
+# simulated GPU"). ST_CUDA_SIM=1 loads the stand-in driver and NVRTC from $BUILD/sim, and with
+# ST_DEVICE unset the simulated cuda:0 is the default device: every tensor is created there and
+# every kernel is rendered as CUDA C, compiled (by the host C++ compiler) and run there, launched
+# through the same driver layer, allocator and plan cache as on a GPU. The fuzzer fuses on the
+# simulated GPU against the reference interpreter on the CPU.
+#
+# Each suite runs three times: CUDA threads scheduled forward, in reverse and in a seeded random
+# order (ST_SIM_SCHED; blocks too). Kernels are compiled once (the kernel cache is shared by the
+# runs); a suite's first run pays the compiles. Two suites run at a time (CI has 2 cores).
+# Last line: "N passed, N failed".
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/../.." || exit 1
+export ST_CUDA_SIM=1
+unset ST_DEVICE ST_CUDA_LIB ST_NVRTC_PATH ST_NVRTC_CHECK
+export ST_CACHE_DIR=${ST_SIM_CACHE:-$(mktemp -d)}
+GRAPHS=${SIM_GRAPHS:-500}
+out=$(mktemp -d)
+if ! "$BUILD"/stitch -e 'assert(st.device() == "cuda:0", st.device())' > "$out/probe" 2>&1; then
+    echo "FAIL test-sim: the simulated GPU is not the default device:"; cat "$out/probe"
+    echo "0 passed, 1 failed"; exit 1
+fi
+
+# suite NAME COMMAND...: runs it under each schedule, one after the other; writes $out/NAME.res
+suite() {
+    name=$1; shift
+    start=$(date +%s)
+    : > "$out/$name.res"
+    for sched in forward reverse random:7; do
+        log="$out/$name.$sched.log"
+        ST_SIM_SCHED=$sched "$@" > "$log" 2>&1
+        rc=$?
+        p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log")
+        grep '^FAIL ' "$log" | head -20 | sed "s/^FAIL /FAIL [$sched] /" >> "$out/$name.res"
+        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+            echo "FAIL [$sched] $name: exited with status $rc" >> "$out/$name.res"; tail -n 15 "$log" >> "$out/$name.res"; f=1
+        fi
+        echo "$p $f $sched" >> "$out/$name.counts"
+    done
+    echo "$(( $(date +%s) - start ))" > "$out/$name.time"
+}
+
+suites="test_sim_mma test_ops test_autograd test_fuzz"
+for t in tests/lua/test_*.lua; do suites="$suites lua:$t"; done
+
+run_one() {
+    case "$1" in
+    test_sim_mma) suite test_sim_mma "$BUILD"/sim/test_sim_mma ;;
+    test_fuzz) suite test_fuzz "$BUILD"/tests/test_fuzz --device cuda --graphs "$GRAPHS" ;;
+    lua:*) t=${1#lua:}; suite "$(basename "$t")" "$BUILD"/stitch "$t" ;;
+    *) suite "$1" "$BUILD/tests/$1" ;;
+    esac
+}
+
+# the fuzzer (the longest) in the background; everything else in the foreground
+run_one test_fuzz &
+bg=$!
+for s in $suites; do [ "$s" = test_fuzz ] || run_one "$s"; done
+wait $bg
+
+pass=0; fail=0
+for s in $suites; do
+    case "$s" in lua:*) n=$(basename "${s#lua:}") ;; *) n=$s ;; esac
+    cat "$out/$n.res"
+    p=$(awk '{s += $1} END {print s + 0}' "$out/$n.counts"); f=$(awk '{s += $2} END {print s + 0}' "$out/$n.counts")
+    echo "  sim $n: $p passed, $f failed ($(cat "$out/$n.time")s, 3 schedules)"
+    pass=$((pass + p)); fail=$((fail + f))
+done
+rm -rf "$out"
+[ -n "$ST_SIM_CACHE" ] || rm -rf "$ST_CACHE_DIR"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
