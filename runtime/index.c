@@ -298,9 +298,18 @@ st_status st_sub_(st_tensor *a, st_tensor *b) { return inplace("sub_", st_sub, a
 st_status st_mul_(st_tensor *a, st_tensor *b) { return inplace("mul_", st_mul, a, b); }
 st_status st_div_(st_tensor *a, st_tensor *b) { return inplace("div_", st_div, a, b); }
 
+/* A source on another device is moved to dst's first (as PyTorch's copy_ does): a checkpoint
+ * loaded on the cpu can be copied into a model's GPU parameters. */
 st_status st_copy_(st_tensor *dst, st_tensor *src) {
     if (!check("copy_", dst) || !check("copy_", src)) return st_last_status();
-    return write_tensor("copy_", dst, src);
+    int dd = st_node_dev(dst->storage->node), sd = st_node_dev(src->storage->node);
+    if (dd == ST_DEV_ANY) dd = st_default_dev();
+    if (sd == ST_DEV_ANY || sd == dd) return write_tensor("copy_", dst, src);
+    st_tensor *moved = st_to_dev(src, dd);
+    if (!moved) return st_last_status();
+    st_status s = write_tensor("copy_", dst, moved);
+    st_release(moved);
+    return s;
 }
 
 st_status st_fill_(st_tensor *a, double v) {

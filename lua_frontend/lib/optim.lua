@@ -244,7 +244,7 @@ function Optimizer:load_state_dict(sd)
               error(string.format("%s: state '%s' of parameter %d has shape (%s), the parameter (%s)", name,
                 k, idx, table.concat(vs, ", "), table.concat(ps, ", ")), 2)
             end
-            ns[k] = v:to(p:dtype()):clone()
+            ns[k] = v:to(p:device()):to(p:dtype()):clone()   -- on the parameter's device, in its dtype
           else
             ns[k] = as_number(v)
           end

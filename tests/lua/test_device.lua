@@ -31,7 +31,7 @@ cpu_only_test("cuda_without_a_gpu_is_a_clear_error", function()
 end)
 
 gpu_test("round_trip_and_mixing", function()
-  local x = st.randn(64, 33)
+  local x = st.randn(64, 33):cpu()   -- bound to the cpu (an unbound random tensor is computed wherever it is used)
   local g = x:cuda()
   assert(g:device() == "cuda:0")
   check(g:cpu(), x:cpu():tolist(), 0)
