@@ -117,7 +117,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libstitch.a $(wildcard tests/*.h)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libstitch.a $(LDSAN) $(LDLIBS)
 
 test: deps
-	@$(MAKE) --no-print-directory all $(TEST_BIN)
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(if $(SANITIZE),,sim)
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # docs/ops.md is generated from trace/ops.def (make test checks that it is current).

@@ -63,6 +63,22 @@ if [ "$ST_NVRTC_CHECK" = 1 ]; then
     elif [ "$1" -gt 0 ]; then echo "PASS nvrtc_check: $1 CUDA kernels compiled for sm_80 and sm_90"; total_pass=$((total_pass + 1))
     else echo "  nvrtc_check: skipped (no libnvrtc)"; fi
 fi
+# The suites again on the simulated GPU (tests/sim/run.sh; `make test` builds it with `make sim`).
+# Not under the sanitizers (the plain pass covers it), and only where the simulator was built.
+case "$BUILD" in
+*/san) ;;
+*)  if [ -f "$BUILD/sim/libcuda.so.1" ] && [ -f "$BUILD/sim/libnvrtc.so" ]; then
+        start=$(date +%s)
+        BUILD="$BUILD" sh tests/sim/run.sh > "$log" 2>&1
+        grep -v ' passed, .* failed$' "$log" | grep -v '^  sim .*: [0-9]* passed, 0 failed' | head -60
+        grep '^  sim ' "$log"
+        set -- $(tail -n 1 "$log" | awk '{print $1 + 0, $3 + 0}')
+        echo "  test-sim: $1 passed, $2 failed ($(( $(date +%s) - start ))s)"
+        total_pass=$((total_pass + $1)); total_fail=$((total_fail + $2))
+    else
+        echo "  test-sim: skipped (the simulator is not built: make sim)"
+    fi ;;
+esac
 rm -f "$log" "$nvlog"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]
