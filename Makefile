@@ -145,7 +145,7 @@ SIM_CXX ?= g++
 SIM_CXXFLAGS := -std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fsanitize=thread -w
 SIM_WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror=implicit-function-declaration
 SIM_HDR := tests/sim/sim_rt.h tests/sim/sim_cuda.h tests/sim/sim_fiber.h tests/sim/sim_mma.h
-sim: $(SIM)/libcuda.so.1 $(SIM)/libnvrtc.so $(SIM)/sim_pre.h.gch $(SIM)/test_sim_mma
+sim: $(SIM)/libcuda.so.1 $(SIM)/libnvrtc.so $(SIM)/sim_pre.h.gch $(SIM)/test_sim_mma $(SIM)/test_sim
 $(SIM)/libcuda.so.1: tests/sim/sim_driver.c tests/sim/sim_mma.c $(SIM_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(SIM_WARN) -O2 -g -fPIC -shared -fvisibility=hidden -o $@ tests/sim/sim_driver.c tests/sim/sim_mma.c -ldl
@@ -159,6 +159,8 @@ $(SIM)/sim_pre.h: tests/sim/sim_cuda.h tests/sim/sim_rt.h base/opmath.h
 	{ echo '#include "sim_cuda.h"'; cat base/opmath.h; } > $@
 $(SIM)/sim_pre.h.gch: $(SIM)/sim_pre.h Makefile
 	$(SIM_CXX) $(SIM_CXXFLAGS) -x c++-header $< -o $@
+$(SIM)/test_sim: tests/sim/test_sim.c $(BUILD)/libstitch.a tests/test.h
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libstitch.a $(LDSAN) $(LDLIBS)
 $(SIM)/test_sim_mma: tests/sim/test_sim_mma.c tests/sim/sim_mma.c tests/sim/sim_mma.h
 	$(CC) $(SIM_WARN) -O1 -I tests/sim -o $@ tests/sim/test_sim_mma.c tests/sim/sim_mma.c -lm
 

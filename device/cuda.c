@@ -394,7 +394,7 @@ static st_status acquire_dev(cuda_dev *d, int ordinal) {
     d->staging = staging;
     for (int h = 0; h < 2; h++) CU_TRY("cuEventCreate", cu.cuEventCreate(&d->staged[h], CU_EVENT_DISABLE_TIMING));
     devalloc_backend be = {.ud = d, .alloc = backend_alloc, .free = backend_free, .total = d->info.total_mem,
-                           .name = "CUDA", .label = d->label};
+                           .name = "CUDA", .label = d->label, .exact = base_cuda_sim_dir() != NULL};
     d->alloc = devalloc_new(&be);
     if (!d->alloc) return ST_ERR_OOM;
     d->dinfo = (dev_info){d->info.name, d->info.cc_major * 10 + d->info.cc_minor, d->info.sm_count,

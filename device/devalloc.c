@@ -158,7 +158,7 @@ static st_status fresh_block(devalloc *a, size_t n, size_t cls, devblock **out) 
 
 st_status devalloc_alloc(devalloc *a, size_t n, uint64_t *out) {
     *out = 0;
-    size_t cls = devalloc_class(n);
+    size_t cls = a->be.exact && n > 0 ? n : devalloc_class(n);
     /* A request larger than the device can never succeed: fail before emptying the cache or
      * running a GC for nothing. */
     if (!cls || (a->be.total && cls > a->be.total)) return oom_error(a, n);

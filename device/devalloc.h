@@ -9,6 +9,7 @@
  * Size classes: requests up to DEVALLOC_SMALL_MAX are rounded up to a multiple of 512 B, larger
  * ones to a multiple of 2 MiB; a freed block is reused only for a request of exactly its class
  * (no splitting, no coalescing: simple, and exact for the repeated sizes of a training loop).
+ * A backend with `exact` set (the tests' simulated GPU) gets every request at its own size.
  *
  * Out of memory: (1) return every cached block to the backend and retry, (2) give the host's OOM
  * handler (st_call_oom_handler; under Lua a full GC that may free device tensors) its chance and
@@ -38,6 +39,8 @@ typedef struct devalloc_backend {
     uint64_t total;      /* device memory in bytes (for messages; 0 = unknown) */
     const char *name;    /* "CUDA": the message says "CUDA out of memory ..." */
     const char *label;   /* "cuda:0" */
+    bool exact;          /* classes are the requested sizes (the simulated GPU: an overrun of the
+                          * tensor, not of the rounded block, reaches the end of the allocation) */
 } devalloc_backend;
 
 typedef struct devalloc_stats {

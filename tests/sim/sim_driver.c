@@ -69,7 +69,7 @@ enum {
 /* ---- state ---- */
 
 static struct {
-    int inited, sms, cc, sched, metrics, expect_faults;
+    int inited, sms, cc, sched, metrics, debug_metrics;
     uint64_t seed;
     CUresult sticky;          /* a fault's error, returned by every later call */
     int faults;
@@ -98,7 +98,8 @@ static int env_int(const char *name, int dflt, int lo, int hi) {
 }
 
 static void at_exit_report(void) {
-    if (S.faults && !S.expect_faults) {
+    const char *e = getenv("ST_SIM_EXPECT_FAULTS");   /* read now: a forked test child sets it late */
+    if (S.faults && !(e && !strcmp(e, "1"))) {
         fprintf(stderr, "stitch-sim: %d kernel fault%s in this process (reported above); exit status 1\n", S.faults,
                 S.faults == 1 ? "" : "s");
         fflush(NULL);
@@ -757,8 +758,9 @@ EXPORT CUresult cuInit(unsigned flags) {
     if (S.inited) return OK;
     S.sms = env_int("ST_SIM_SMS", 4, 1, 1024);
     S.cc = env_int("ST_SIM_CC", 80, 50, 120);
-    S.metrics = env_int("ST_SIM_METRICS", 0, 0, 1) || env_int("ST_DEBUG", 0, -1000000, 1000000) >= 2;
-    S.expect_faults = env_int("ST_SIM_EXPECT_FAULTS", 0, 0, 1);
+    S.debug_metrics = env_int("ST_DEBUG", 0, -1000000, 1000000) >= 2;
+    env_int("ST_SIM_METRICS", 0, 0, 1);        /* checked here, read at each launch */
+    env_int("ST_SIM_EXPECT_FAULTS", 0, 0, 1);  /* checked here, read at exit */
     const char *sched = getenv("ST_SIM_SCHED");
     S.seed = 0x2545f4914f6cdd1dull;
     if (!sched || !*sched || !strcmp(sched, "forward")) S.sched = SCHED_FORWARD;
@@ -1113,6 +1115,8 @@ EXPORT CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, 
                                 "parameter %d: the kernel reads %u bytes, the host object behind it is smaller",
                                 i + 1, k->param_size[i]);
     }
+    const char *mv = getenv("ST_SIM_METRICS");   /* read per launch: a test may switch it on */
+    S.metrics = S.debug_metrics || (mv && !strcmp(mv, "1"));
     L.fn = f;
     L.params = params;
     L.grid = (sim_dim3){gx, gy, gz};
