@@ -188,10 +188,10 @@ TEST(memory_metrics) {
     char out[8192];
     in_child(run_metrics, out, sizeof out);
     /* a load and a store per thread, each one request */
-    CHECK_MSG(strstr(out, "global 2 requests, 4.00 sectors/request (100%") != NULL, "coalesced:\n%s", out);
-    CHECK_MSG(strstr(out, "global 2 requests, 32.00 sectors/request (12%") != NULL, "strided:\n%s", out);
+    CHECK_MSG(strstr(out, "global 2 requests, 4.00 sectors/request (100%") != NULL, "coalesced:\n%.300s", out);
+    CHECK_MSG(strstr(out, "global 2 requests, 32.00 sectors/request (12%") != NULL, "strided:\n%.300s", out);
     /* the store (g++ forwards it to the thread's own load): 32 words in bank 0 */
-    CHECK_MSG(strstr(out, "shared 1 requests, 32.00 wavefronts/request") != NULL, "bank conflicts:\n%s", out);
+    CHECK_MSG(strstr(out, "shared 1 requests, 32.00 wavefronts/request") != NULL, "bank conflicts:\n%.300s", out);
 }
 
 int main(void) {
