@@ -54,7 +54,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 DEB_PKGS := build-essential liblua5.4-dev uthash-dev libedit-dev lua5.4 zlib1g-dev
 
-.PHONY: all deps check-deps test test-c test-lua test-nvrtc test-gpu test-sim sim check-layers docs install module install-module fuzz demo bench clean
+.PHONY: all deps check-deps test test-c test-lua test-nvrtc test-gpu test-sim sim sim-mutations check-layers docs install module install-module fuzz demo bench clean
 all: $(BUILD)/libstitch.a $(BUILD)/libstitch.so $(BUILD)/stitch $(BUILD)/stitch.so $(BUILD)/tools/gen_ops
 
 # The packages the build needs that are missing, as a list of Debian package names.
@@ -163,6 +163,11 @@ $(SIM)/test_sim: tests/sim/test_sim.c $(BUILD)/libstitch.a tests/test.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libstitch.a $(LDSAN) $(LDLIBS)
 $(SIM)/test_sim_mma: tests/sim/test_sim_mma.c tests/sim/sim_mma.c tests/sim/sim_mma.h
 	$(CC) $(SIM_WARN) -O1 -I tests/sim -o $@ tests/sim/test_sim_mma.c tests/sim/sim_mma.c -lm
+
+# Five planted bugs (a barrier, a tail guard, a shuffle mask, an mma fragment, a parameter's size),
+# each of which the simulated GPU must catch (tests/sim/mutate.sh; ~5 minutes, not part of make test).
+sim-mutations: all sim
+	@sh tests/sim/mutate.sh
 
 # The op, autograd and Lua tests and the differential fuzzer on the simulated cuda:0, the default
 # device, with threads scheduled forward, in reverse and in a seeded random order (make test runs it).
