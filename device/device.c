@@ -152,6 +152,11 @@ void dev_empty_caches(void) {
     for (int i = 0; i < NIMPLS; i++) impls[i].ops->empty_cache();
 }
 
+void dev_unload_functions(void) {
+    for (int i = 0; i < NIMPLS; i++)
+        if (impls[i].ops->unload_functions) impls[i].ops->unload_functions();
+}
+
 /* ---- buffers ---- */
 
 st_buffer *st_buffer_new(size_t nbytes) { return st_buffer_new_on(ST_DEV_CPU, nbytes); }

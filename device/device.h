@@ -31,6 +31,7 @@ typedef struct dev_info {
     int units;             /* CUDA: multiprocessors; CPU: online processors */
     int max_threads;       /* threads per block (CUDA); 1 (CPU) */
     size_t total_mem;      /* bytes (CUDA); 0: unknown (CPU) */
+    int version;           /* CUDA: the driver's CUDA version (12040 for 12.4); CPU: 0 */
 } dev_info;
 
 /* The kernel ABI of the C target: every generated CPU kernel is `void NAME(const st_kargs *a)`.
@@ -45,8 +46,10 @@ typedef struct st_kargs {
 typedef void (*st_kernel_fn)(const st_kargs *a);
 
 /* One kernel launch in the device's kernel ABI: buffers, int parameters, float parameters (CUDA
- * adds the device error flag and rt, jit/render.h). check: the kernel may report an index error
- * (read back after it ran: a CUDA launch with check waits for the device). */
+ * adds the device error flag and rt, jit/render.h). check: the kernel may report an index error.
+ * The C target reads the flag back at once (launch's *err); a CUDA launch does not wait: its
+ * flag is read at the device's next synchronization point (synchronize, copy_out), which then
+ * fails with ST_ERR_ARG and the message `what`. */
 typedef struct dev_call {
     void *fn;                      /* C: st_kernel_fn; CUDA: a function from load_function */
     void *const *bufs;
@@ -57,6 +60,8 @@ typedef struct dev_call {
     int rt;                        /* CUDA: threads per row (CL_ROWS), else 0 */
     int nthreads;                  /* C: threads the kernel may use (>= 1) */
     int check;
+    const char *what;              /* CUDA, with check: the error its flag means (copied) */
+    const char *name;              /* CUDA: a readable name for error messages ("k3_softmax"), or NULL */
 } dev_call;
 
 /* A device implementation. ord is the ordinal within the implementation (cuda:ord). Every function
@@ -73,12 +78,15 @@ typedef struct st_device_ops {
     st_status (*copy_in)(int ord, void *dst, const void *src, size_t n);   /* host -> device, queued */
     st_status (*copy_out)(int ord, void *dst, const void *src, size_t n);  /* device -> host, waits */
     st_status (*copy)(int ord, void *dst, const void *src, size_t n);      /* on the device, queued */
-    st_status (*synchronize)(int ord);
+    st_status (*synchronize)(int ord);    /* reports asynchronous errors (and flagged index errors) */
     /* The function `name` of a compiled image (a cubin), loaded once per image; NULL for targets
      * whose kernels the JIT loads itself (C). */
     st_status (*load_function)(int ord, const void *image, size_t n, const char *name, void **fn);
     /* Changes whenever functions from load_function become invalid (modules unloaded); never 0. */
     unsigned (*generation)(void);
+    /* Unloads every module load_function loaded (on every ordinal; the generation changes): the
+     * images they came from may be freed afterwards, not before. NULL when there is nothing to do. */
+    void (*unload_functions)(void);
     st_status (*launch)(int ord, const dev_call *c, int *err);   /* *err: the kernel's error flag */
     void (*mem_stats)(uint64_t *in_use, uint64_t *reserved, uint64_t *peak);   /* all ordinals */
     void (*reset_peak)(void);
@@ -117,6 +125,8 @@ ST_INTERNAL int dev_accel_count(void);          /* usable devices that are not t
 ST_INTERNAL void dev_mem_stats(uint64_t *in_use, uint64_t *reserved, uint64_t *peak);
 ST_INTERNAL void dev_reset_peak(void);
 ST_INTERNAL void dev_empty_caches(void);
+/* Every implementation's unload_functions (before a cache frees the images they came from). */
+ST_INTERNAL void dev_unload_functions(void);
 
 /* ---- buffers (device.c) ----
  * Tensor data: refcounted, on one device. On the CPU: 64-byte aligned host memory counted in
