@@ -6,8 +6,8 @@
  * (jit/cache_cuda.c: memory, then disk, then NVRTC), loaded once per device and launched with the
  * grid and block that cuda_launch_dims computes from the IR and the launch's parameters, all
  * through the device interface (device/device.h: load_function, launch). Nothing here
- * synchronizes; kernels that can report an index error (gather, scatter_add) have their error flag
- * read back by the launch.
+ * synchronizes; a kernel that can report an index error (gather, scatter_add) is launched with the
+ * message of that error, which the device reports at its next synchronization point.
  *
  * A plan-cache group keeps what its first launch resolved (exec_cuda_fn: the function, the launch
  * description, whether it reports errors), so a repeated step's launch renders and hashes nothing:
@@ -68,8 +68,7 @@ static st_status resolve(const fuse_launch *L, const st_device_ops *o, int ord, 
     return ST_OK;
 }
 
-st_status exec_cuda_launch(const fuse_launch *L, int dev, exec_cuda_fn *cache, void *const *bufs, int *err) {
-    *err = 0;
+st_status exec_cuda_launch(const fuse_launch *L, int dev, exec_cuda_fn *cache, void *const *bufs, const char *op) {
     int ord;
     const st_device_ops *o = dev_ops(dev, &ord);
     if (!o || o->target != DEV_TARGET_CUDA) return st_error(ST_ERR_DEVICE, "device %d does not run CUDA kernels", dev);
@@ -81,9 +80,15 @@ st_status exec_cuda_launch(const fuse_launch *L, int dev, exec_cuda_fn *cache, v
         f->gen = 0;
         return s;
     }
+    char what[160];
     dev_call c = {.fn = f->fn, .bufs = bufs, .ints = L->ints, .flts = L->flts, .nbufs = L->k.nbufs,
-                  .nints = L->k.nints, .nflts = L->k.nflts, .check = f->check};
+                  .nints = L->k.nints, .nflts = L->k.nflts, .check = f->check, .name = L->name};
     cuda_launch_dims(&L->k, &f->d, L->ints, di->units, c.grid, c.block, &c.rt);
     if (!c.grid[0] || !c.grid[1] || !c.grid[2]) return ST_OK; /* empty domain: nothing to run */
-    return o->launch(ord, &c, err);
+    if (c.check) {
+        fuse_index_error(what, sizeof what, op, L->name);
+        c.what = what;
+    }
+    int err = 0;   /* always 0 on this target: the flag is read at the next synchronization */
+    return o->launch(ord, &c, &err);
 }

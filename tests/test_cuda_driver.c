@@ -91,7 +91,7 @@ static int failing(const char *api) {
     fail_api[0] = 0;
     return fail_code;
 }
-/* The next launch of kernel name (fill, or a cubin kernel) faults, and every wait afterwards
+/* The next launch of kernel name (fill, or a cubin kernel; "*": any) faults, and every wait afterwards
  * returns CUDA_ERROR_ILLEGAL_ADDRESS, as a real context does after a fault; NULL clears both. */
 void fakecu_fault(const char *name);
 void fakecu_fault(const char *name) {
@@ -354,7 +354,7 @@ static int launch_cubin(fake_fn *fn, const unsigned g[3], const unsigned b[3], v
 }
 /* Queues the trouble injected for a launch of kernel name. */
 static void trouble(const char *name) {
-    if (fault_kernel[0] && !strcmp(fault_kernel, name)) {
+    if (fault_kernel[0] && (!strcmp(fault_kernel, "*") || !strcmp(fault_kernel, name))) {
         fault_kernel[0] = 0;
         enqueue((fake_op){.kind = 4});
     }

@@ -1,0 +1,230 @@
+/*
+ * test_cuda_contact.c — first contact with a machine (issue 12): what the runtime does when a
+ * kernel goes wrong on the GPU.
+ *
+ * The driver is probed once per process, so every case runs this program again as a child with
+ * its own environment against the fake driver of tests/test_cuda_driver.c (fake_cuda.h), its
+ * stderr captured:
+ *  - an index out of range on the fake GPU: the flush succeeds without waiting for the device, and
+ *    the next read fails with the error the cpu gives at once (same words, same kernel); it is
+ *    reported once; with ST_CUDA_SYNC=1 the flush itself fails;
+ *  - a fault of a fused kernel: the read that finds it names the kernel (the fuser's name and its
+ *    function) among the kernels in flight.
+ * Needs libnvrtc (SKIP otherwise).
+ */
+#include "test.h"
+#include "fake_cuda.h"
+#include "runtime/tensor.h"
+#include "jit/nvrtc.h"
+#include "device/cuda.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
+
+static char fake_dir[24] = "/tmp/st_fakecuda_XXXXXX", fake_lib[96], cache_dir[64] = "/tmp/st_contact_XXXXXX";
+static int have_fake, have_nvrtc, nvrtc_major, nvrtc_minor;
+static char skip_reason[1024];
+
+#define SKIP_IF_NO_NVRTC()                                                  \
+    do {                                                                    \
+        if (!have_nvrtc) {                                                  \
+            printf("SKIP %s: %s\n", __func__ + 5, skip_reason);             \
+            return;                                                         \
+        }                                                                   \
+    } while (0)
+
+/* ---- in the child: one body per part (ST_TEST_PART) ---- */
+
+/* x (8, 4) and an index with one entry out of range, on the default device. The index is computed
+ * (i + 0): a realized one would be checked at the call, on the host; this one reaches the kernel. */
+static void gather_inputs(st_tensor **x, st_tensor **idx) {
+    float xs[32];
+    for (int i = 0; i < 32; i++) xs[i] = (float)i;
+    int64_t is[3] = {1, 9, 2};
+    *x = st_from_data(ST_F32, 2, (int64_t[]){8, 4}, xs);
+    st_tensor *i = st_from_data(ST_I64, 1, (int64_t[]){3}, is), *z = st_zeros(ST_I64, 1, (int64_t[]){3});
+    *idx = st_add(i, z);
+    st_release(z);
+    st_release(i);
+    CHECK(*x && *idx && st_realize(1, x) == ST_OK);
+}
+
+/* The cpu's error for the same gather (reported at the flush). */
+static void cpu_gather_error(char *msg, size_t cap) {
+    CHECK(st_set_default_device("cpu") == ST_OK);
+    st_tensor *x, *idx;
+    gather_inputs(&x, &idx);
+    st_tensor *g = st_index_select(x, 0, idx);
+    CHECK_MSG(g && st_realize(1, &g) == ST_ERR_ARG, "%.300s", st_last_error());
+    snprintf(msg, cap, "%s", st_last_error());
+    CHECK_MSG(strstr(msg, "gather: index out of range (kernel "), "cpu message: %.300s", msg);
+    st_release(g);
+    st_release(idx);
+    st_release(x);
+    CHECK(st_set_default_device("cuda:0") == ST_OK);
+}
+
+static void index_body(void) {
+    st_set_jit_min(0);   /* the cpu runs the same compiled kernel (the interpreter words it differently) */
+    char want[512];
+    cpu_gather_error(want, sizeof want);
+    st_tensor *x, *idx;
+    gather_inputs(&x, &idx);
+    st_tensor *g = st_index_select(x, 0, idx);
+    CHECK_MSG(g != NULL, "index_select on cuda:0: %.300s", st_last_error());
+    if (!g) return;
+    fake_cuda_trouble("fakecu_raise", "*");   /* the next kernel after a flag's memset sets it */
+    int waits = fake_cuda_stat("waits"), memsets = fake_cuda_stat("memsets");
+    int sync = getenv("ST_CUDA_SYNC") != NULL;
+    float out[12];
+    if (sync) { /* the launch waits and reports */
+        CHECK_EQ_INT(st_realize(1, &g), ST_ERR_ARG);
+        CHECK_MSG(!strcmp(st_last_error(), want), "cuda: \"%.150s\", cpu: \"%.150s\"", st_last_error(), want);
+    } else {
+        CHECK(st_realize(1, &g) == ST_OK);            /* the launch did not wait ... */
+        CHECK_EQ_INT(fake_cuda_stat("waits"), waits);
+        CHECK_EQ_INT(fake_cuda_stat("memsets") - memsets, 1);   /* ... its flag was cleared on the stream */
+        CHECK_EQ_INT(st_to_host(g, ST_F32, out, sizeof out), ST_ERR_ARG);   /* ... the read reports it */
+        CHECK_MSG(!strcmp(st_last_error(), want), "cuda: \"%.150s\", cpu: \"%.150s\"", st_last_error(), want);
+    }
+    CHECK(st_to_host(g, ST_F32, out, sizeof out) == ST_OK);   /* once */
+    /* in range: no error anywhere */
+    int64_t ok[2] = {7, 0};
+    st_tensor *idx2 = st_from_data(ST_I64, 1, (int64_t[]){2}, ok), *g2 = st_index_select(x, 0, idx2);
+    CHECK(g2 && st_realize(1, &g2) == ST_OK && st_to_host(g2, ST_F32, out, 8 * sizeof(float)) == ST_OK);
+    CHECK_EQ_INT(fake_cuda_stat("violations"), 0);
+    st_release(g2);
+    st_release(idx2);
+    st_release(g);
+    st_release(idx);
+    st_release(x);
+    st_shutdown();
+}
+
+static void fault_body(void) {
+    st_tensor *x = st_randn(ST_F32, 2, (int64_t[]){16, 64});
+    st_tensor *y = st_softmax(x, 1);
+    CHECK(st_realize(1, &x) == ST_OK);
+    fake_cuda_trouble("fakecu_fault", "*");
+    CHECK(st_realize(1, &y) == ST_OK);   /* the fault is not known yet */
+    const char *k = fake_cuda_last_kernel();
+    char fn[64];
+    snprintf(fn, sizeof fn, "(%s)", k);
+    float out[16 * 64];
+    CHECK_EQ_INT(st_to_host(y, ST_F32, out, sizeof out), ST_ERR_DEVICE);
+    const char *m = st_last_error();
+    CHECK_MSG(strstr(m, "CUDA_ERROR_ILLEGAL_ADDRESS") && strstr(m, "kernels in flight on cuda:0") &&
+              strstr(m, "_exp_sum_div (st_k_") && k[0] && strstr(m, fn), "message: %.300s (last kernel %s)", m, k);
+    fake_cuda_trouble("fakecu_fault", NULL);
+    st_release(y);
+    st_release(x);
+}
+
+static void child_body(void) {
+    const char *part = getenv("ST_TEST_PART");
+    if (!part) return;
+    if (!strcmp(part, "index")) index_body();
+    else if (!strcmp(part, "fault")) fault_body();
+    else CHECK_MSG(0, "no part %s", part);
+}
+
+/* ---- in the parent ---- */
+
+typedef struct child_out {
+    char err[8192];    /* its stderr */
+} child_out;
+
+/* Runs part in a child with env changes ("NAME=value", or "NAME" to unset; NULL-terminated) on
+ * top of: ST_DEVICE, ST_DEBUG, ST_CUDA_SYNC, ST_NVRTC_CHECK unset, ST_CUDA_LIB = the fake driver.
+ * Fails the current test with the child's report; o gets its stderr. */
+static void run_part(const char *part, const char *const *env, child_out *o) {
+    char errpath[] = "/tmp/st_contact_err_XXXXXX";
+    int efd = mkstemp(errpath), fd[2];
+    o->err[0] = 0;
+    if (efd < 0 || pipe(fd) != 0) {
+        TEST_FAILF("mkstemp or pipe failed");
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 1);
+        dup2(efd, 2);
+        const char *unset[] = {"ST_DEVICE", "ST_DEBUG", "ST_CUDA_SYNC", "ST_NVRTC_CHECK", "ST_NVRTC_PATH"};
+        for (size_t i = 0; i < sizeof unset / sizeof unset[0]; i++) unsetenv(unset[i]);
+        setenv("ST_CUDA_LIB", fake_lib, 1);
+        setenv("ST_TEST_PART", part, 1);
+        for (int i = 0; env && env[i]; i++) {
+            const char *eq = strchr(env[i], '=');
+            if (!eq) {
+                unsetenv(env[i]);
+                continue;
+            }
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - env[i]), env[i]);
+            setenv(name, eq + 1, 1);
+        }
+        execl("/proc/self/exe", "contact-child", FAKE_CUDA_ARG, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char msg[600] = "";
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof msg - 1 && (n = read(fd[0], msg + got, sizeof msg - 1 - got)) > 0) got += (size_t)n;
+    msg[got] = 0;
+    close(fd[0]);
+    int status = 1;
+    waitpid(pid, &status, 0);
+    ssize_t e = pread(efd, o->err, sizeof o->err - 1, 0);
+    o->err[e > 0 ? e : 0] = 0;
+    close(efd);
+    unlink(errpath);
+    if (got) TEST_FAILF("%s child: %.400s", part, msg);
+    else if (WIFSIGNALED(status)) TEST_FAILF("%s child died of signal %d; stderr: %.300s", part, WTERMSIG(status), o->err);
+    else CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s child status %d; stderr: %.300s", part, status,
+                   o->err);
+}
+
+TEST(index_error_surfaces_at_the_next_read) {
+    SKIP_IF_NO_NVRTC();
+    child_out o;
+    const char *env[] = {NULL};
+    run_part("index", env, &o);
+    const char *sync[] = {"ST_CUDA_SYNC=1", NULL};
+    run_part("index", sync, &o);
+}
+
+TEST(fault_names_the_fused_kernel) {
+    SKIP_IF_NO_NVRTC();
+    child_out o;
+    const char *env[] = {NULL};
+    run_part("fault", env, &o);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+int main(int argc, char **argv) {
+    fake_cuda_child(argc, argv, child_body);
+    if (!mkdtemp(cache_dir)) return 1;
+    setenv("ST_CACHE_DIR", cache_dir, 1);   /* shared by the children: one compiles, the next finds it */
+    have_nvrtc = nvrtc_version(&nvrtc_major, &nvrtc_minor) == 0;
+    if (!have_nvrtc) snprintf(skip_reason, sizeof skip_reason, "no libnvrtc: %s", st_last_error());
+    have_fake = fake_cuda_build(fake_dir, fake_lib);
+    if (have_fake) {
+        RUN(index_error_surfaces_at_the_next_read);
+        RUN(fault_names_the_fused_kernel);
+    } else {
+        printf("FAIL fake_driver: could not build the fake driver (run from the repository root)\n");
+        test_failed_total++;
+    }
+    fake_cuda_remove(fake_dir, fake_lib);
+    nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    TEST_MAIN_END();
+}
