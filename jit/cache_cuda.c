@@ -7,8 +7,9 @@
  * version and options are read after libnvrtc is loaded, so a lookup loads it.
  *
  * Memory: a uthash table key -> cubin (st_malloc'ed, owned here). A pointer handed out stays valid
- * until jit_cubin_shutdown, which frees them all: whoever caches modules by cubin pointer (the
- * driver layer) must drop them first.
+ * until jit_cubin_shutdown, which has every device unload its modules (they are cached by cubin
+ * pointer: dev_unload_functions) and then frees them all. This is the only place cubins are
+ * freed: the memory cache has no eviction.
  *
  * Disk: <cache dir>/cuda/<32-hex key>.cubin = a 40-byte header (magic "STCUBIN1", the key, the
  * payload size, a checksum of the payload; host byte order: the cache is per machine) followed by
@@ -224,7 +225,10 @@ st_status jit_cubin_get(const char *src, const char *kname, const char *arch, co
     return ST_OK;
 }
 
+/* The devices' modules first: they are keyed by the cubins' addresses, and a module must be
+ * unloaded before the memory it was loaded from is freed (and reused for another cubin). */
 void jit_cubin_shutdown(void) {
+    if (cubins) dev_unload_functions();
     cubin_entry *e, *tmp;
     HASH_ITER(hh, cubins, e, tmp) {
         HASH_DEL(cubins, e);

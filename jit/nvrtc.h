@@ -65,7 +65,8 @@ ST_INTERNAL st_status nvrtc_compile(const char *src, const char *arch, const cha
 /* Kernel cache: cubin for (kernel source, kname, arch); memory (uthash) + disk (<cache
  * dir>/cuda/<key>.cubin, temp+rename, header with magic, key, size and checksum, verified on load,
  * recompiled and rewritten if corrupt). key = hash(source, kname, arch, NVRTC version, options,
- * prelude). The returned cubin is owned by the cache and valid until jit_cubin_shutdown. Counters
+ * prelude). The returned cubin is owned by the cache and valid until jit_cubin_shutdown (which has
+ * the devices unload their modules first). Counters
  * st_stats_g.kernels_compiled / cache_hits_memory / cache_hits_disk / compile_calls / compile_ms
  * are updated. kname: the KNAME #defined before the source (the function's name in the cubin).
  * key_out may be NULL. */

@@ -1,6 +1,6 @@
 /*
  * test_cuda_contact.c — first contact with a machine (issue 12): what the runtime does when a
- * kernel goes wrong on the GPU.
+ * kernel goes wrong on the GPU, and when the caches let go of it.
  *
  * The driver is probed once per process, so every case runs this program again as a child with
  * its own environment against the fake driver of tests/test_cuda_driver.c (fake_cuda.h), its
@@ -9,7 +9,9 @@
  *    the next read fails with the error the cpu gives at once (same words, same kernel); it is
  *    reported once; with ST_CUDA_SYNC=1 the flush itself fails;
  *  - a fault of a fused kernel: the read that finds it names the kernel (the fuser's name and its
- *    function) among the kernels in flight.
+ *    function) among the kernels in flight;
+ *  - the cubin cache's shutdown has the device unload every module before it frees the cubins,
+ *    and the next launch resolves its function again.
  * Needs libnvrtc (SKIP otherwise).
  */
 #include "test.h"
@@ -121,11 +123,34 @@ static void fault_body(void) {
     st_release(x);
 }
 
+static void unload_body(void) {
+    st_tensor *x = st_randn(ST_F32, 2, (int64_t[]){16, 64});
+    st_tensor *y = st_softmax(x, 1), *y2 = NULL;
+    CHECK(st_realize(1, &y) == ST_OK);
+    CHECK(fake_cuda_stat("loads") > fake_cuda_stat("unloads"));
+    unsigned gen = cuda_module_generation();
+    jit_cubin_shutdown();   /* the cubins are freed: their modules must be gone first */
+    CHECK_MSG(fake_cuda_stat("unloads") == fake_cuda_stat("loads"), "%d modules loaded, %d unloaded",
+              fake_cuda_stat("loads"), fake_cuda_stat("unloads"));
+    CHECK(cuda_module_generation() != gen);
+    int launches = fake_cuda_stat("launches");
+    y2 = st_softmax(x, 1);   /* the same plan: its function is resolved again (from the disk cache) */
+    CHECK(st_realize(1, &y2) == ST_OK);
+    CHECK(fake_cuda_stat("launches") > launches);
+    CHECK_EQ_INT(fake_cuda_stat("violations"), 0);
+    st_release(y2);
+    st_release(y);
+    st_release(x);
+    st_shutdown();
+    CHECK_EQ_INT(fake_cuda_stat("unloads"), fake_cuda_stat("loads"));
+}
+
 static void child_body(void) {
     const char *part = getenv("ST_TEST_PART");
     if (!part) return;
     if (!strcmp(part, "index")) index_body();
     else if (!strcmp(part, "fault")) fault_body();
+    else if (!strcmp(part, "unload")) unload_body();
     else CHECK_MSG(0, "no part %s", part);
 }
 
@@ -205,6 +230,13 @@ TEST(fault_names_the_fused_kernel) {
     run_part("fault", env, &o);
 }
 
+TEST(modules_unloaded_before_cubins_freed) {
+    SKIP_IF_NO_NVRTC();
+    child_out o;
+    const char *env[] = {NULL};
+    run_part("unload", env, &o);
+}
+
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     return remove(p);
@@ -220,6 +252,7 @@ int main(int argc, char **argv) {
     if (have_fake) {
         RUN(index_error_surfaces_at_the_next_read);
         RUN(fault_names_the_fused_kernel);
+        RUN(modules_unloaded_before_cubins_freed);
     } else {
         printf("FAIL fake_driver: could not build the fake driver (run from the repository root)\n");
         test_failed_total++;
