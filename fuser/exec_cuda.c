@@ -21,11 +21,6 @@
 #include "jit/compile.h"
 #include "device/device.h"
 
-/* The NVRTC architecture of a device: its compute capability; sm_90a on Hopper (wgmma-ready). */
-static void arch_of(const dev_info *d, char *out, size_t n) {
-    snprintf(out, n, "sm_%d%s", d->arch, d->arch == 90 ? "a" : "");
-}
-
 static int reports_errors(const kir_kernel *k) {
     for (int i = 0; i < k->n; i++)
         if (k->ins[i].op == KI_SETERR) return 1;
@@ -47,19 +42,23 @@ exec_cuda_fn *exec_cuda_fn_new(void) { return st_calloc(1, sizeof(exec_cuda_fn))
 
 void exec_cuda_fn_free(exec_cuda_fn *f) { st_free(f); }
 
-/* Resolves the group's kernel on device ord of o into f: rendered, hashed, compiled (or found in
- * the cubin cache), its module loaded (or found) and the function looked up. */
+/* Resolves the group's kernel on device ord of o into f: rendered for the architecture NVRTC
+ * compiles for on this device (jit_cuda_target: the device's own, or a PTX target below it),
+ * hashed, compiled (or found in the cubin cache), its module loaded (or found) and the function
+ * looked up. */
 static st_status resolve(const fuse_launch *L, const st_device_ops *o, int ord, const dev_info *di, exec_cuda_fn *f) {
-    char *src = render_cuda_sm(&L->k, di->arch, &f->d);
+    char hex[33], kname[48], arch[16];
+    st_status s = jit_cuda_target(di, arch, sizeof arch);
+    if (s != ST_OK) return s;
+    int sm = atoi(arch + strcspn(arch, "0123456789"));   /* sm_90a, compute_90: 90 */
+    char *src = render_cuda_sm(&L->k, sm < di->arch ? sm : di->arch, &f->d);
     if (!src) return st_last_status();
     renders++;
-    char hex[33], kname[48], arch[16];
     base_hash_hex(base_hash128(src, strlen(src), (base_hash){{0, 0}}), hex);
     snprintf(kname, sizeof kname, "st_k_%s", hex);
-    arch_of(di, arch, sizeof arch);
     const void *cubin;
     size_t n;
-    st_status s = jit_cubin_get(src, kname, arch, &cubin, &n, NULL);
+    s = jit_cubin_get(src, kname, arch, &cubin, &n, NULL);
     st_free(src);
     if (s == ST_OK) s = o->load_function(ord, cubin, n, kname, &f->fn);
     if (s != ST_OK) return s;

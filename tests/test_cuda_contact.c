@@ -10,10 +10,86 @@
  *    reported once; with ST_CUDA_SYNC=1 the flush itself fails;
  *  - a fault of a fused kernel: the read that finds it names the kernel (the fuser's name and its
  *    function) among the kernels in flight;
+ *  - a GPU NVRTC has no cubin target for (FAKE_CUDA_CC=150): its kernels are compiled to PTX for
+ *    the newest virtual architecture NVRTC supports, loaded (the driver would compile it) and
+ *    launched;
  *  - the cubin cache's shutdown has the device unload every module before it frees the cubins,
- *    and the next launch resolves its function again.
+ *    and the next launch resolves its function again;
+ *  - a fake libnvrtc (this file built with -DST_FAKE_LIBNVRTC: the real NVRTC behind it, its version
+ *    and its list of supported architectures set by FAKE_NVRTC_VERSION and FAKE_NVRTC_ARCHS, the
+ *    list functions absent with -DFAKE_NVRTC_NO_LIST): without the list every GPU gets its own
+ *    sm_XY.
  * Needs libnvrtc (SKIP otherwise).
  */
+#ifdef ST_FAKE_LIBNVRTC
+/* ------------------------------------------------------------------------------------------- */
+/* The fake libnvrtc: built by the test with `cc -shared -fPIC -DST_FAKE_LIBNVRTC`; every call
+ * goes to the real library ($FAKE_NVRTC_REAL) but the version and the supported architectures. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *real(const char *name) {
+    static void *h;
+    if (!h) h = dlopen(getenv("FAKE_NVRTC_REAL"), RTLD_NOW | RTLD_LOCAL);
+    return h ? dlsym(h, name) : NULL;
+}
+/* Defines fn with parameters params, forwarding args to the real library's fn. */
+#define FORWARD(ret, fn, params, args)                                                          \
+    ret fn params;                                                                              \
+    ret fn params {                                                                             \
+        ret(*f) params;                                                                         \
+        void *sym_ = real(#fn);                                                                 \
+        memcpy(&f, &sym_, sizeof f);                                                            \
+        return f args;                                                                          \
+    }
+typedef struct prog *nvrtcProgram;
+FORWARD(int, nvrtcCreateProgram, (nvrtcProgram *p, const char *src, const char *name, int n, const char *const *h,
+                                  const char *const *i), (p, src, name, n, h, i))
+FORWARD(int, nvrtcCompileProgram, (nvrtcProgram p, int n, const char *const *o), (p, n, o))
+FORWARD(int, nvrtcGetProgramLogSize, (nvrtcProgram p, size_t *n), (p, n))
+FORWARD(int, nvrtcGetProgramLog, (nvrtcProgram p, char *s), (p, s))
+FORWARD(int, nvrtcGetCUBINSize, (nvrtcProgram p, size_t *n), (p, n))
+FORWARD(int, nvrtcGetCUBIN, (nvrtcProgram p, char *s), (p, s))
+FORWARD(int, nvrtcGetPTXSize, (nvrtcProgram p, size_t *n), (p, n))
+FORWARD(int, nvrtcGetPTX, (nvrtcProgram p, char *s), (p, s))
+FORWARD(int, nvrtcDestroyProgram, (nvrtcProgram *p), (p))
+FORWARD(const char *, nvrtcGetErrorString, (int r), (r))
+
+/* FAKE_NVRTC_VERSION="13.5", else the real one. */
+int nvrtcVersion(int *major, int *minor);
+int nvrtcVersion(int *major, int *minor) {
+    const char *v = getenv("FAKE_NVRTC_VERSION");
+    if (v && sscanf(v, "%d.%d", major, minor) == 2) return 0;
+    int (*f)(int *, int *);
+    void *p = real("nvrtcVersion");
+    memcpy(&f, &p, sizeof f);
+    return f(major, minor);
+}
+#ifndef FAKE_NVRTC_NO_LIST
+/* FAKE_NVRTC_ARCHS="75,80,90" (built with -DFAKE_NVRTC_NO_LIST: no such functions, as before
+ * NVRTC 11.2). */
+static int archs(int *out) {
+    const char *v = getenv("FAKE_NVRTC_ARCHS");
+    int n = 0;
+    for (const char *p = v; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+        if (out) out[n] = atoi(p);
+        n++;
+    }
+    return n;
+}
+int nvrtcGetNumSupportedArchs(int *n);
+int nvrtcGetNumSupportedArchs(int *n) {
+    *n = archs(NULL);
+    return *n ? 0 : 7;   /* NVRTC_ERROR_BUILTIN_OPERATION_FAILURE */
+}
+int nvrtcGetSupportedArchs(int *a);
+int nvrtcGetSupportedArchs(int *a) { return archs(a) ? 0 : 7; }
+#endif
+
+#else
+/* ------------------------------------------------------------------------------------------- */
 #include "test.h"
 #include "fake_cuda.h"
 #include "runtime/tensor.h"
@@ -123,6 +199,20 @@ static void fault_body(void) {
     st_release(x);
 }
 
+static void ptx_body(void) {
+    int loads = fake_cuda_stat("ptx_loads"), launches = fake_cuda_stat("launches");
+    st_tensor *x = st_randn(ST_F32, 2, (int64_t[]){16, 64});
+    st_tensor *y = st_softmax(x, 1);
+    CHECK_MSG(st_realize(1, &y) == ST_OK, "%s", st_last_error());
+    CHECK(fake_cuda_stat("ptx_loads") > loads);
+    CHECK(fake_cuda_stat("launches") > launches);
+    CHECK(!strncmp(fake_cuda_last_kernel(), "st_k_", 5));
+    CHECK_EQ_INT(fake_cuda_stat("violations"), 0);
+    st_release(y);
+    st_release(x);
+    st_shutdown();
+}
+
 static void unload_body(void) {
     st_tensor *x = st_randn(ST_F32, 2, (int64_t[]){16, 64});
     st_tensor *y = st_softmax(x, 1), *y2 = NULL;
@@ -145,12 +235,31 @@ static void unload_body(void) {
     CHECK_EQ_INT(fake_cuda_stat("unloads"), fake_cuda_stat("loads"));
 }
 
+/* NVRTC without the list of supported architectures: every GPU gets its own cubin target. */
+static void nolist_body(void) {
+    const int *archs;
+    CHECK_EQ_INT(nvrtc_supported_archs(&archs), 0);
+    char a[16];
+    CHECK(nvrtc_arch(150, a, sizeof a) == ST_OK && !strcmp(a, "sm_150"));
+    CHECK(nvrtc_arch(90, a, sizeof a) == ST_OK && !strcmp(a, "sm_90a"));
+    CHECK_MSG(!strcmp(st_default_device(), "cuda:0"), "default device %s", st_default_device());
+    int loads = fake_cuda_stat("loads");
+    st_tensor *x = st_randn(ST_F32, 2, (int64_t[]){16, 64}), *y = st_softmax(x, 1);
+    CHECK_MSG(st_realize(1, &y) == ST_OK, "%.300s", st_last_error());
+    CHECK(fake_cuda_stat("loads") > loads && fake_cuda_stat("ptx_loads") == 0);
+    st_release(y);
+    st_release(x);
+    st_shutdown();
+}
+
 static void child_body(void) {
     const char *part = getenv("ST_TEST_PART");
     if (!part) return;
     if (!strcmp(part, "index")) index_body();
     else if (!strcmp(part, "fault")) fault_body();
+    else if (!strcmp(part, "ptx")) ptx_body();
     else if (!strcmp(part, "unload")) unload_body();
+    else if (!strcmp(part, "nolist")) nolist_body();
     else CHECK_MSG(0, "no part %s", part);
 }
 
@@ -230,11 +339,53 @@ TEST(fault_names_the_fused_kernel) {
     run_part("fault", env, &o);
 }
 
+TEST(gpu_newer_than_nvrtc_gets_ptx) {
+    SKIP_IF_NO_NVRTC();
+    child_out o;
+    const char *env[] = {"FAKE_CUDA_CC=150", NULL};
+    run_part("ptx", env, &o);
+}
+
 TEST(modules_unloaded_before_cubins_freed) {
     SKIP_IF_NO_NVRTC();
     child_out o;
     const char *env[] = {NULL};
     run_part("unload", env, &o);
+}
+
+/* ---- against the fake libnvrtc ---- */
+
+static char nvrtc_dir[32] = "/tmp/st_fakenvrtc_XXXXXX", nvrtc_list[96], nvrtc_nolist[96];
+static int have_fake_nvrtc;
+
+/* Builds both fake libnvrtc (with and without the list functions); the real one is behind them. */
+static int build_fake_nvrtc(void) {
+    if (!have_nvrtc || !mkdtemp(nvrtc_dir)) return 0;
+    snprintf(nvrtc_list, sizeof nvrtc_list, "%s/list.so", nvrtc_dir);
+    snprintf(nvrtc_nolist, sizeof nvrtc_nolist, "%s/nolist.so", nvrtc_dir);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -O1 -DST_FAKE_LIBNVRTC -o %s tests/test_cuda_contact.c -ldl && "
+             "cc -shared -fPIC -O1 -DST_FAKE_LIBNVRTC -DFAKE_NVRTC_NO_LIST -o %s tests/test_cuda_contact.c -ldl",
+             nvrtc_list, nvrtc_nolist);
+    setenv("FAKE_NVRTC_REAL", nvrtc_library_path(), 1);
+    return system(cmd) == 0;
+}
+
+#define SKIP_IF_NO_FAKE_NVRTC()                                                                 \
+    do {                                                                                        \
+        if (!have_fake_nvrtc) {                                                                 \
+            printf("SKIP %s: %s\n", __func__ + 5, have_nvrtc ? "the fake libnvrtc did not build" : skip_reason); \
+            return;                                                                             \
+        }                                                                                       \
+    } while (0)
+
+TEST(nvrtc_without_arch_list) {
+    SKIP_IF_NO_FAKE_NVRTC();
+    char path[128];
+    snprintf(path, sizeof path, "ST_NVRTC_PATH=%s", nvrtc_nolist);
+    child_out o;
+    const char *env[] = {path, NULL};
+    run_part("nolist", env, &o);
 }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -252,12 +403,17 @@ int main(int argc, char **argv) {
     if (have_fake) {
         RUN(index_error_surfaces_at_the_next_read);
         RUN(fault_names_the_fused_kernel);
+        RUN(gpu_newer_than_nvrtc_gets_ptx);
         RUN(modules_unloaded_before_cubins_freed);
+        have_fake_nvrtc = build_fake_nvrtc();
+        RUN(nvrtc_without_arch_list);
     } else {
         printf("FAIL fake_driver: could not build the fake driver (run from the repository root)\n");
         test_failed_total++;
     }
     fake_cuda_remove(fake_dir, fake_lib);
     nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (nvrtc_list[0]) nftw(nvrtc_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     TEST_MAIN_END();
 }
+#endif
