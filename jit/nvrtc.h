@@ -94,7 +94,8 @@ ST_INTERNAL st_status jit_cubin_get(const char *src, const char *kname, const ch
 ST_INTERNAL void jit_cubin_shutdown(void);
 
 /* CI check mode (ST_NVRTC_CHECK=1, read once): every kernel the executor lowers is rendered to
- * CUDA C and compiled by NVRTC for sm_80 and sm_90, in batches, and at exit. A failing kernel is
+ * CUDA C and compiled by NVRTC for what an A100 and an H100 get (nvrtc_arch(80), nvrtc_arch(90):
+ * sm_80, sm_90a), in batches, and at exit. A failing kernel is
  * printed with its saved source and log, and the process exits non-zero at exit. */
 ST_INTERNAL int jit_nvrtc_check_enabled(void);
 /* Compiles the kernels queued so far (the executor calls it at the end of every flush). */
