@@ -549,15 +549,14 @@ static st_status acquire_dev(cuda_dev *d, int ordinal) {
     return ST_OK;
 }
 
-/* The active device `ordinal`, current on this thread; NULL with the error set, also when an
- * earlier failure that could not be returned is still to be reported (report_later). */
-static cuda_dev *get_dev(int ordinal) {
+/* The active device `ordinal`, current on this thread; NULL with the error set. A query (info):
+ * an earlier failure that is still to be reported stays for the next operation. */
+static cuda_dev *query_dev(int ordinal) {
     int n = cuda_probe();
     if (n == 0) {
         st_error(ST_ERR_DEVICE, "CUDA is not available: %s", drv.reason);
         return NULL;
     }
-    if (report_later() != ST_OK) return NULL;
     if (ordinal < 0 || ordinal >= n) {
         st_error(ST_ERR_DEVICE, "no CUDA device cuda:%d (this machine has %d: cuda:0 to cuda:%d)", ordinal, n, n - 1);
         return NULL;
@@ -580,8 +579,15 @@ static cuda_dev *get_dev(int ordinal) {
     return d;
 }
 
+/* query_dev for an operation: it fails with an earlier failure that could not be returned then
+ * (report_later), once. */
+static cuda_dev *get_dev(int ordinal) {
+    cuda_dev *d = query_dev(ordinal);
+    return d && report_later() == ST_OK ? d : NULL;
+}
+
 const cuda_device_info *cuda_device(int ordinal) {
-    cuda_dev *d = get_dev(ordinal);
+    cuda_dev *d = query_dev(ordinal);
     return d ? &d->info : NULL;
 }
 
@@ -886,7 +892,7 @@ void cuda_shutdown(void) {
 /* ---- the device interface (device/device.h) ---- */
 
 static const dev_info *ops_info(int ord) {
-    cuda_dev *d = get_dev(ord);
+    cuda_dev *d = query_dev(ord);
     return d ? &d->dinfo : NULL;
 }
 

@@ -111,16 +111,17 @@ static inline bool dev_host_memory(int dev) {
 }
 /* Parses "cpu", "cuda", "gpu", "cuda:N"; ST_ERR_ARG naming it when malformed. */
 ST_INTERNAL st_status dev_parse(const char *name, int *dev);
-/* ST_OK when dev can be used now (activating it); else ST_ERR_DEVICE saying why in plain words. */
+/* ST_OK when dev can be used now (activating it); else ST_ERR_DEVICE saying why in plain words.
+ * The device alone: whether its kernels can be compiled is the JIT's to say (runtime/device.c
+ * asks both). */
 ST_INTERNAL st_status dev_check(int dev);
 ST_INTERNAL const dev_info *dev_info_of(int dev);          /* NULL with the error set */
 ST_INTERNAL const char *st_dev_name(int dev, char *buf, size_t n);   /* "cpu", "cuda:0", "any" */
 ST_INTERNAL const char *st_dev_static_name(int dev);      /* the same, static storage */
-/* The default device: ST_DEVICE if set and usable, else the first usable GPU, else the CPU
- * (saying once on stderr why there is no GPU). Resolved once; st_set_default_device changes it. */
-ST_INTERNAL int st_default_dev(void);
-ST_INTERNAL void dev_set_default(int dev);
 ST_INTERNAL int dev_accel_count(void);          /* usable devices that are not the CPU */
+/* The first device of the first implementation after the CPU that reports one (cuda:0), else
+ * ST_DEV_CPU with *why saying in words why there is none. */
+ST_INTERNAL int dev_first_accel(const char **why);
 /* Sums of every implementation's memory statistics; peaks restart; cached blocks freed. */
 ST_INTERNAL void dev_mem_stats(uint64_t *in_use, uint64_t *reserved, uint64_t *peak);
 ST_INTERNAL void dev_reset_peak(void);

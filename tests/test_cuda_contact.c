@@ -1,10 +1,14 @@
 /*
- * test_cuda_contact.c — first contact with a machine (issue 12): what the runtime does when a
- * kernel goes wrong on the GPU, and when the caches let go of it.
+ * test_cuda_contact.c — first contact with a machine (issue 12): what the runtime does when the
+ * CUDA driver, NVRTC and the GPU do not all fit, and when a kernel goes wrong on the GPU.
  *
  * The driver is probed once per process, so every case runs this program again as a child with
- * its own environment against the fake driver of tests/test_cuda_driver.c (fake_cuda.h), its
- * stderr captured:
+ * its own environment (no driver, or the fake driver of tests/test_cuda_driver.c: fake_cuda.h),
+ * its stderr captured:
+ *  - the default device: with no driver, with the fake driver but no NVRTC, or with an NVRTC newer
+ *    (by major version) than the fake driver, the default is the cpu and nothing is printed;
+ *    ST_DEBUG=1 or ST_DEVICE=cuda say why; asking for "cuda" by name is an error saying why (both
+ *    versions named);
  *  - an index out of range on the fake GPU: the flush succeeds without waiting for the device, and
  *    the next read fails with the error the cpu gives at once (same words, same kernel); it is
  *    reported once; with ST_CUDA_SYNC=1 the flush itself fails;
@@ -14,12 +18,13 @@
  *    the newest virtual architecture NVRTC supports, loaded (the driver would compile it) and
  *    launched;
  *  - the cubin cache's shutdown has the device unload every module before it frees the cubins,
- *    and the next launch resolves its function again;
+ *    and the next launch resolves its function again.
  *  - a fake libnvrtc (this file built with -DST_FAKE_LIBNVRTC: the real NVRTC behind it, its version
  *    and its list of supported architectures set by FAKE_NVRTC_VERSION and FAKE_NVRTC_ARCHS, the
- *    list functions absent with -DFAKE_NVRTC_NO_LIST): without the list every GPU gets its own
- *    sm_XY.
- * Needs libnvrtc (SKIP otherwise).
+ *    list functions absent without the latter): without the list every GPU gets its own sm_XY;
+ *    an NVRTC newer than the driver by a minor version is accepted for cubins (minor version
+ *    compatibility) and refused, naming both versions, for a GPU that needs PTX.
+ * Needs libnvrtc for the cases that compile (SKIP otherwise).
  */
 #ifdef ST_FAKE_LIBNVRTC
 /* ------------------------------------------------------------------------------------------- */
@@ -113,6 +118,19 @@ static char skip_reason[1024];
     } while (0)
 
 /* ---- in the child: one body per part (ST_TEST_PART) ---- */
+
+/* The default device is the cpu; asking for "cuda" by name fails with CONTACT_WHY in the message. */
+static void default_cpu_body(void) {
+    CHECK_MSG(!strcmp(st_default_device(), "cpu"), "default device %s", st_default_device());
+    const char *why = getenv("CONTACT_WHY");
+    CHECK_EQ_INT(st_set_default_device("cuda"), ST_ERR_DEVICE);
+    CHECK_MSG(strstr(st_last_error(), "cuda:0 is not available: ") && (!why || strstr(st_last_error(), why)),
+              "message: %s", st_last_error());
+    CHECK(!strcmp(st_default_device(), "cpu"));
+    st_tensor *x = st_ones(ST_F32, 1, (int64_t[]){3});
+    CHECK(st_to(x, "cuda") == NULL && st_last_status() == ST_ERR_DEVICE);
+    st_release(x);
+}
 
 /* x (8, 4) and an index with one entry out of range, on the default device. The index is computed
  * (i + 0): a realized one would be checked at the call, on the host; this one reaches the kernel. */
@@ -255,7 +273,9 @@ static void nolist_body(void) {
 static void child_body(void) {
     const char *part = getenv("ST_TEST_PART");
     if (!part) return;
-    if (!strcmp(part, "index")) index_body();
+    if (!strcmp(part, "default_cpu")) default_cpu_body();
+    else if (!strcmp(part, "default_gpu")) CHECK_MSG(!strcmp(st_default_device(), "cuda:0"), "%s", st_default_device());
+    else if (!strcmp(part, "index")) index_body();
     else if (!strcmp(part, "fault")) fault_body();
     else if (!strcmp(part, "ptx")) ptx_body();
     else if (!strcmp(part, "unload")) unload_body();
@@ -323,6 +343,58 @@ static void run_part(const char *part, const char *const *env, child_out *o) {
                    o->err);
 }
 
+#define NO_DRIVER "ST_CUDA_LIB=/nonexistent/libcuda.so.1"
+
+/* No driver: the cpu, without a word. */
+TEST(no_driver_is_silent) {
+    child_out o;
+    const char *env[] = {NO_DRIVER, "CONTACT_WHY=no CUDA driver found", NULL};
+    run_part("default_cpu", env, &o);
+    CHECK_MSG(o.err[0] == 0, "stderr: %.300s", o.err);
+}
+
+/* ... unless ST_DEBUG is set, or ST_DEVICE asked for a GPU. */
+TEST(no_driver_said_when_asked) {
+    child_out o;
+    const char *debug[] = {NO_DRIVER, "ST_DEBUG=1", NULL};
+    run_part("default_cpu", debug, &o);
+    CHECK_MSG(strstr(o.err, "stitch: no usable GPU (no CUDA driver found ("), "stderr: %.300s", o.err);
+    const char *asked[] = {NO_DRIVER, "ST_DEVICE=cuda", NULL};
+    run_part("default_cpu", asked, &o);
+    CHECK_MSG(strstr(o.err, "stitch: ST_DEVICE=cuda: cuda:0 is not available: no CUDA driver found ("), "stderr: %.300s",
+              o.err);
+}
+
+/* A driver and a GPU without NVRTC: nothing can be compiled for it, so the cpu, silently. */
+TEST(driver_without_nvrtc_is_the_cpu) {
+    child_out o;
+    const char *env[] = {"ST_NVRTC_PATH=/nonexistent/libnvrtc.so", "CONTACT_WHY=ST_NVRTC_PATH=/nonexistent", NULL};
+    run_part("default_cpu", env, &o);
+    CHECK_MSG(o.err[0] == 0, "stderr: %.300s", o.err);
+}
+
+/* NVRTC of a newer CUDA major version than the driver: its cubins would not load. */
+TEST(nvrtc_newer_than_driver) {
+    SKIP_IF_NO_NVRTC();
+    char ver[48], why[128];
+    snprintf(ver, sizeof ver, "FAKE_CUDA_VERSION=%d", (nvrtc_major - 1) * 1000 + 20);
+    snprintf(why, sizeof why, "CONTACT_WHY=NVRTC %d.%d (", nvrtc_major, nvrtc_minor);
+    child_out o;
+    const char *env[] = {ver, why, NULL};
+    run_part("default_cpu", env, &o);
+    CHECK_MSG(o.err[0] == 0, "stderr: %.300s", o.err);
+    char want[160];
+    snprintf(want, sizeof want, "is newer than the CUDA driver (CUDA %d.2): the driver cannot load what it compiles",
+             nvrtc_major - 1);
+    const char *asked[] = {ver, "ST_DEVICE=cuda", NULL};
+    run_part("default_cpu", asked, &o);
+    CHECK_MSG(strstr(o.err, "stitch: ST_DEVICE=cuda: cuda:0 is not available: NVRTC ") && strstr(o.err, want),
+              "stderr: %.300s", o.err);
+    /* the same driver, new enough: the GPU is the default */
+    const char *fine[] = {NULL};
+    run_part("default_gpu", fine, &o);
+}
+
 TEST(index_error_surfaces_at_the_next_read) {
     SKIP_IF_NO_NVRTC();
     child_out o;
@@ -388,6 +460,24 @@ TEST(nvrtc_without_arch_list) {
     run_part("nolist", env, &o);
 }
 
+/* NVRTC newer than the driver by a minor version: cubins are fine, PTX is not. */
+TEST(nvrtc_minor_newer_than_driver) {
+    SKIP_IF_NO_FAKE_NVRTC();
+    char path[128], ver[48], drv[48], why[320];
+    snprintf(path, sizeof path, "ST_NVRTC_PATH=%s", nvrtc_list);
+    snprintf(ver, sizeof ver, "FAKE_NVRTC_VERSION=%d.%d", nvrtc_major, nvrtc_minor + 5);
+    snprintf(drv, sizeof drv, "FAKE_CUDA_VERSION=%d", nvrtc_major * 1000 + (nvrtc_minor + 2) * 10);
+    snprintf(why, sizeof why, "CONTACT_WHY=NVRTC %d.%d (%s) is newer than the CUDA driver (CUDA %d.%d), and this GPU "
+             "needs PTX (compute_90", nvrtc_major, nvrtc_minor + 5, nvrtc_list, nvrtc_major, nvrtc_minor + 2);
+    child_out o;
+    const char *cubin[] = {path, ver, drv, "FAKE_NVRTC_ARCHS=75,80,90", "FAKE_CUDA_CC=90", NULL};
+    run_part("default_gpu", cubin, &o);
+    CHECK_MSG(o.err[0] == 0, "stderr: %.300s", o.err);
+    const char *ptx[] = {path, ver, drv, "FAKE_NVRTC_ARCHS=75,80,90", "FAKE_CUDA_CC=150", why, NULL};
+    run_part("default_cpu", ptx, &o);
+    CHECK_MSG(o.err[0] == 0, "stderr: %.300s", o.err);
+}
+
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     return remove(p);
@@ -401,12 +491,17 @@ int main(int argc, char **argv) {
     if (!have_nvrtc) snprintf(skip_reason, sizeof skip_reason, "no libnvrtc: %s", st_last_error());
     have_fake = fake_cuda_build(fake_dir, fake_lib);
     if (have_fake) {
+        RUN(no_driver_is_silent);
+        RUN(no_driver_said_when_asked);
+        RUN(driver_without_nvrtc_is_the_cpu);
+        RUN(nvrtc_newer_than_driver);
         RUN(index_error_surfaces_at_the_next_read);
         RUN(fault_names_the_fused_kernel);
         RUN(gpu_newer_than_nvrtc_gets_ptx);
         RUN(modules_unloaded_before_cubins_freed);
         have_fake_nvrtc = build_fake_nvrtc();
         RUN(nvrtc_without_arch_list);
+        RUN(nvrtc_minor_newer_than_driver);
     } else {
         printf("FAIL fake_driver: could not build the fake driver (run from the repository root)\n");
         test_failed_total++;
