@@ -18,10 +18,10 @@
  *    the newest virtual architecture NVRTC supports, loaded (the driver would compile it) and
  *    launched;
  *  - the cubin cache's shutdown has the device unload every module before it frees the cubins,
- *    and the next launch resolves its function again.
+ *    and the next launch resolves its function again;
  *  - a fake libnvrtc (this file built with -DST_FAKE_LIBNVRTC: the real NVRTC behind it, its version
  *    and its list of supported architectures set by FAKE_NVRTC_VERSION and FAKE_NVRTC_ARCHS, the
- *    list functions absent without the latter): without the list every GPU gets its own sm_XY;
+ *    list functions absent with -DFAKE_NVRTC_NO_LIST): without the list every GPU gets its own sm_XY;
  *    an NVRTC newer than the driver by a minor version is accepted for cubins (minor version
  *    compatibility) and refused, naming both versions, for a GPU that needs PTX.
  * Needs libnvrtc for the cases that compile (SKIP otherwise).
