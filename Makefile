@@ -8,7 +8,7 @@
 #                   module where lua5.4 looks (PREFIX/lib/lua/5.4) and stitch.pc for pkg-config
 #   make check-layers  no dependency runs from a lower layer to a higher one (part of make test)
 #   make docs       regenerate docs/ops.md from trace/ops.def (make test checks that it is current)
-#   make test-nvrtc every generated CUDA kernel compiled by NVRTC for sm_80 and sm_90 (no GPU needed)
+#   make test-nvrtc every generated CUDA kernel compiled by NVRTC for sm_80 and sm_90a (no GPU needed)
 #   make test-gpu   the suite on a CUDA GPU (docs/cuda.md)
 #   make fuzz N=... the differential fuzzer, longer
 #   make bench      benchmarks (bench/NOTES.md)
@@ -132,7 +132,7 @@ check-layers: all
 	@sh tools/check_layers.sh $(BUILD)
 
 # Every kernel the op tests, the fuzzer and the Lua tests lower, compiled by NVRTC for sm_80 and
-# sm_90 (no GPU needed; `make test` does the same for the whole suite when libnvrtc is present).
+# sm_90a (no GPU needed; `make test` does the same for the whole suite when libnvrtc is present).
 test-nvrtc: all $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/nvrtc_check.sh
 

@@ -5,7 +5,7 @@
  * ST_JIT_MIN, ST_TRACE_MAX) are read once, at the first call into the runtime that needs them;
  * the st_set_* functions override them. Other settings are read by the layer that uses them, when
  * it first needs them (ST_DEVICE when the default device is resolved, ST_CC when the compiler is
- * set up, ...); docs/settings.md lists them all with their meaning.
+ * set up, ...); README.md's table of settings lists them all with their meaning.
  */
 #include "base/base.h"
 
@@ -34,6 +34,7 @@ static const char *const names[SET_COUNT] = {
     [SET_NVRTC_CHECK_LOG] = "ST_NVRTC_CHECK_LOG", /* where the check mode appends its counts */
     [SET_TF32] = "ST_TF32",                   /* 1: f32 matmuls on tensor cores in tf32 */
     [SET_CUDA_SIM] = "ST_CUDA_SIM",           /* the simulated GPU of the tests (base_cuda_sim_dir) */
+    [SET_CUDA_SYNC] = "ST_CUDA_SYNC",         /* 1: wait for every CUDA kernel (a fault names it) */
     [SET_XDG_CACHE_HOME] = "XDG_CACHE_HOME",
     [SET_HOME] = "HOME",
     [SET_PATH] = "PATH",

@@ -73,7 +73,7 @@ static int cpu_count(void) { return 1; }
 static const char *cpu_unavailable(void) { return ""; }
 
 static const dev_info *cpu_info(int ord) {
-    static dev_info info = {"cpu", 0, 0, 1, 0};
+    static dev_info info = {"cpu", 0, 0, 1, 0, 0};
     (void)ord;
     if (!info.units) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);

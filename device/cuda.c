@@ -14,6 +14,19 @@
  * The current context is per thread; cur_ctx caches what we last made current on this thread so
  * a launch does not pay for cuCtxSetCurrent (code that changes the context behind our back, in
  * the same thread, is not supported).
+ *
+ * Errors of asynchronous work (a kernel's fault) surface at a later call, usually one that waits.
+ * So that such an error says where it came from, each device keeps the names of the last
+ * INFLIGHT kernels launched since its last successful synchronization (dev->ring), and the error
+ * lists them; ST_CUDA_SYNC=1 waits after every launch instead, so a fault names its own kernel.
+ * Kernels that can report an index error (gather, scatter_add) get a slot of the device's flag
+ * array, cleared by an asynchronous memset queued before them; the slots are copied back by the
+ * next synchronization point (cuda_synchronize, cuda_copy_dtoh), which reports the first one set
+ * with the message its launch gave: a launch itself never waits.
+ *
+ * Every driver result is checked. Paths that cannot return one (frees, unloads, releases,
+ * shutdown) keep the first failure (`later`) and the next entry point that can return an error
+ * reports it; ST_DEBUG prints each at once.
  */
 #include "device/cuda.h"
 #include "device/devalloc.h"
@@ -76,6 +89,7 @@ enum {
     X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (CUdeviceptr dst, const void *src, size_t n, CUstream s)) \
     X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *dst, CUdeviceptr src, size_t n, CUstream s))   \
     X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)) \
+    X(cuMemsetD32Async, "cuMemsetD32Async", (CUdeviceptr dst, unsigned value, size_t n, CUstream s))   \
     X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *mod, const void *image))                        \
     X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *fn, CUmodule mod, const char *name))    \
     X(cuModuleUnload, "cuModuleUnload", (CUmodule mod))                                                \
@@ -93,6 +107,8 @@ static struct { CU_API(CU_FIELD) } cu;
 #define CUDA_MAX_DEVICES 16
 #define STAGE_BYTES ((size_t)8 << 20)   /* one half of the pinned staging buffer */
 
+/* A function of a loaded module: the handle cuda_module_function hands out (so a launch can name
+ * its kernel). Freed when its module is unloaded. */
 typedef struct cu_fn {
     char *name;
     CUfunction fn;
@@ -105,6 +121,17 @@ typedef struct cu_mod {
     cu_fn *fns;
     UT_hash_handle hh;
 } cu_mod;
+
+#define INFLIGHT 8          /* kernel names kept for an asynchronous error's message */
+#define CHECK_SLOTS 64       /* index-error flags per device between two synchronizations */
+#define CHECK_TEXT 160
+
+/* A launched kernel, for messages: its function (valid until its module is unloaded, which
+ * empties the ring) and the caller's readable name. */
+typedef struct inflight {
+    const cu_fn *fn;
+    char label[48];
+} inflight;
 
 typedef struct cuda_dev {
     int ready;
@@ -119,7 +146,12 @@ typedef struct cuda_dev {
     char label[16];           /* "cuda:0" */
     cuda_device_info info;
     dev_info dinfo;           /* the same, as the device interface says it */
-    st_devptr err_flag;       /* one int, for kernels that report index errors (0: not yet) */
+    inflight ring[INFLIGHT];  /* the last kernels launched since the last successful sync */
+    unsigned nlaunched;       /* launches since then (ring[(nlaunched - 1) % INFLIGHT]: the last) */
+    st_devptr flags;          /* CHECK_SLOTS ints for kernels that report index errors (0: not yet) */
+    int *flags_host;          /* pinned: where a synchronization reads them back */
+    char (*what)[CHECK_TEXT]; /* per slot: the error its kernel reports when it sets its flag */
+    int nchecks;              /* slots in use since the last synchronization */
 } cuda_dev;
 
 static struct {
@@ -127,6 +159,7 @@ static struct {
     void *lib;
     char path[512];           /* the library actually loaded */
     int ndev, version;
+    int sync_launches;        /* ST_CUDA_SYNC: wait after every launch */
     char reason[1024];
     cuda_dev devs[CUDA_MAX_DEVICES];
 } drv;
@@ -148,11 +181,18 @@ static const struct { CUresult code; const char *name, *text; } known_errors[] =
     {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "PTX JIT compiler library not found"},
+    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
     {304, "CUDA_ERROR_OPERATING_SYSTEM", "OS call failed or operation not supported on this OS"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {702, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {710, "CUDA_ERROR_ASSERT", "device-side assert triggered"},
+    {715, "CUDA_ERROR_ILLEGAL_INSTRUCTION", "an illegal instruction was encountered"},
+    {716, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "system has unsupported display driver / cuda driver combination"},
     {804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", "forward compatibility was attempted on non supported HW"},
@@ -185,6 +225,91 @@ static st_status cu_fail(const char *call, CUresult r) {
         CUresult r_ = (expr);                                                                   \
         if (r_ != CUDA_SUCCESS) return cu_fail(call, r_);                                       \
     } while (0)
+
+/* ---- kernels in flight, and errors that cannot be returned ---- */
+
+/* "k3_softmax (st_k_...)", or the function's name alone. */
+static const char *kernel_words(const cu_fn *f, const char *label, char *buf, size_t cap) {
+    if (label && *label) snprintf(buf, cap, "%s (%s)", label, f->name);
+    else snprintf(buf, cap, "%s", f->name);
+    return buf;
+}
+
+static void record_launch(cuda_dev *d, const cu_fn *f, const char *label) {
+    inflight *e = &d->ring[d->nlaunched++ % INFLIGHT];
+    e->fn = f;
+    snprintf(e->label, sizeof e->label, "%s", label ? label : "");
+}
+
+/* Every launch so far has completed without error. */
+static void settled(cuda_dev *d) { d->nlaunched = 0; }
+
+/* What was running when an asynchronous error surfaced, for its message. */
+static const char *inflight_words(const cuda_dev *d, char *buf, size_t cap) {
+    unsigned n = d->nlaunched, kept = n < INFLIGHT ? n : INFLIGHT;
+    if (n == 0) {
+        snprintf(buf, cap, "no kernel was launched on %s since its last successful synchronization", d->label);
+        return buf;
+    }
+    size_t used = (size_t)snprintf(buf, cap, "kernels in flight on %s since its last successful synchronization, "
+                                   "oldest first: ", d->label);
+    if (n > kept && used < cap) used += (size_t)snprintf(buf + used, cap - used, "(%u earlier) ", n - kept);
+    for (unsigned i = n - kept; i < n && used < cap; i++) {
+        const inflight *e = &d->ring[i % INFLIGHT];
+        char k[160];
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i > n - kept ? ", " : "",
+                                 kernel_words(e->fn, e->label, k, sizeof k));
+    }
+    return buf;
+}
+
+/* A call that waited for the device failed: the error names the kernels that may have caused it. */
+static st_status wait_fail(const cuda_dev *d, const char *call, CUresult r) {
+    char w[256], k[1400];
+    return st_error(ST_ERR_DEVICE, "CUDA error in %s: %s; %s", call, error_words(r, w, sizeof w),
+                    inflight_words(d, k, sizeof k));
+}
+
+/* Like CU_TRY for a call that waits for the device's stream (or its events). */
+#define CU_WAIT(d, call, expr)                                                                  \
+    do {                                                                                        \
+        CUresult r_ = (expr);                                                                   \
+        if (r_ != CUDA_SUCCESS) return wait_fail(d, call, r_);                                  \
+    } while (0)
+
+/* The first error of a path that cannot return one (a free, an unload, a release, shutdown). */
+static struct {
+    int pending;
+    st_status code;
+    char msg[1800];
+} later;
+
+/* Keeps msg for the next entry point that can report it (the first one only: later ones are
+ * usually its consequences); ST_DEBUG prints every one at once. */
+static void defer(st_status code, const char *msg) {
+    if (st_rt.debug) fprintf(stderr, "stitch: %s (reported by the next CUDA call)\n", msg);
+    if (later.pending) return;
+    later.pending = 1;
+    later.code = code;
+    snprintf(later.msg, sizeof later.msg, "%s", msg);
+}
+
+/* A failed driver call of such a path; d (may be NULL): the device, whose kernels in flight are
+ * named when the call waited for them. */
+static void defer_cu(const cuda_dev *d, const char *call, const char *doing, CUresult r, int waited) {
+    char w[256], k[1400] = "", msg[1800];
+    if (d && waited) inflight_words(d, k, sizeof k);
+    snprintf(msg, sizeof msg, "CUDA error in %s (%s%s%s): %s%s%s", call, doing, d ? " on " : "", d ? d->label : "",
+             error_words(r, w, sizeof w), k[0] ? "; " : "", k);
+    defer(ST_ERR_DEVICE, msg);
+}
+
+/* Reports the kept error, once: an error status (and message), else ST_OK. */
+static st_status report_later(void) {
+    if (!later.pending) return ST_OK;
+    later.pending = 0;
+    return st_error(later.code, "an earlier CUDA call failed where it could not report it: %s", later.msg);
+}
 
 /* ---- loading and probing ---- */
 
@@ -287,7 +412,10 @@ static int probe_driver(void) {
 }
 
 int cuda_probe(void) {
-    if (drv.state == 0) drv.state = probe_driver() ? 1 : -1;
+    if (drv.state == 0) {
+        drv.sync_launches = base_env_int(SET_CUDA_SYNC, 0, INT32_MIN, INT32_MAX, NULL) != 0;
+        drv.state = probe_driver() ? 1 : -1;
+    }
     return drv.state > 0 ? drv.ndev : 0;
 }
 
@@ -319,13 +447,18 @@ static st_status backend_alloc(void *ud, size_t n, uint64_t *ptr) {
     return ST_OK;
 }
 
-/* Frees wait for the stream first: queued work may still use the block. Errors cannot be reported
- * from a free; a broken context shows up at the next call that can. */
+/* Frees wait for the stream first: queued work may still use the block. A failure cannot be
+ * returned from a free: it is kept for the next call that can report it (defer_cu). */
 static void backend_free(void *ud, uint64_t ptr) {
     cuda_dev *d = ud;
-    if (make_current(d) != CUDA_SUCCESS) return;
-    cu.cuStreamSynchronize(d->stream);
-    cu.cuMemFree((CUdeviceptr)ptr);
+    CUresult r = make_current(d);
+    if (r != CUDA_SUCCESS) {
+        defer_cu(d, "cuCtxSetCurrent", "freeing a block", r, 0);
+        return;
+    }
+    if ((r = cu.cuStreamSynchronize(d->stream)) != CUDA_SUCCESS) defer_cu(d, "cuStreamSynchronize", "freeing a block", r, 1);
+    else settled(d);
+    if ((r = cu.cuMemFree((CUdeviceptr)ptr)) != CUDA_SUCCESS) defer_cu(d, "cuMemFree", "freeing a block", r, 0);
 }
 
 /* Bumped whenever modules are unloaded: a CUfunction resolved under an older value may be gone. */
@@ -333,6 +466,8 @@ static unsigned module_gen = 1;
 
 unsigned cuda_module_generation(void) { return module_gen; }
 
+/* Unloads every module of d (its context current, its stream idle); the ring of kernels in flight
+ * names their functions, so it is emptied too. */
 static void unload_modules(cuda_dev *d) {
     if (d->mods && !++module_gen) module_gen = 1;
     cu_mod *m, *mt;
@@ -343,27 +478,41 @@ static void unload_modules(cuda_dev *d) {
             st_free(f->name);
             st_free(f);
         }
-        cu.cuModuleUnload(m->mod);
+        CUresult r = cu.cuModuleUnload(m->mod);
+        if (r != CUDA_SUCCESS) defer_cu(d, "cuModuleUnload", "unloading a module", r, 0);
         HASH_DEL(d->mods, m);
         st_free(m);
     }
+    d->nlaunched = 0;
 }
 
 /* Releases whatever activation acquired (also a partial activation); the context last. */
 static void release_dev(cuda_dev *d) {
-    if (d->ctx && make_current(d) == CUDA_SUCCESS) {
-        if (d->stream) cu.cuStreamSynchronize(d->stream);
+    CUresult r;
+    if (d->ctx && (r = make_current(d)) != CUDA_SUCCESS) defer_cu(d, "cuCtxSetCurrent", "releasing the device", r, 0);
+    else if (d->ctx) {
+        if (d->stream && (r = cu.cuStreamSynchronize(d->stream)) != CUDA_SUCCESS)
+            defer_cu(d, "cuStreamSynchronize", "releasing the device", r, 1);
         unload_modules(d);
-        devalloc_destroy(d->alloc);
+        devalloc_destroy(d->alloc);   /* before the stream: backend_free waits for it */
+        d->alloc = NULL;
         for (int h = 0; h < 2; h++)
-            if (d->staged[h]) cu.cuEventDestroy(d->staged[h]);
-        if (d->staging) cu.cuMemFreeHost(d->staging);
-        if (d->stream) cu.cuStreamDestroy(d->stream);
+            if (d->staged[h] && (r = cu.cuEventDestroy(d->staged[h])) != CUDA_SUCCESS)
+                defer_cu(d, "cuEventDestroy", "releasing the device", r, 0);
+        if (d->staging && (r = cu.cuMemFreeHost(d->staging)) != CUDA_SUCCESS)
+            defer_cu(d, "cuMemFreeHost", "releasing the device", r, 0);
+        if (d->flags_host && (r = cu.cuMemFreeHost(d->flags_host)) != CUDA_SUCCESS)
+            defer_cu(d, "cuMemFreeHost", "releasing the device", r, 0);
+        if (d->stream && (r = cu.cuStreamDestroy(d->stream)) != CUDA_SUCCESS)
+            defer_cu(d, "cuStreamDestroy", "releasing the device", r, 0);
     }
+    devalloc_destroy(d->alloc);   /* the allocator's own memory, when the context could not be made current */
     if (d->ctx) {
-        cu.cuDevicePrimaryCtxRelease(d->dev);
+        if ((r = cu.cuDevicePrimaryCtxRelease(d->dev)) != CUDA_SUCCESS)
+            defer_cu(d, "cuDevicePrimaryCtxRelease", "releasing the device", r, 0);
         if (cur_ctx == d->ctx) cur_ctx = NULL;
     }
+    st_free(d->what);
     int ordinal = d->info.ordinal;
     memset(d, 0, sizeof *d);
     d->info.ordinal = ordinal;
@@ -398,14 +547,15 @@ static st_status acquire_dev(cuda_dev *d, int ordinal) {
     d->alloc = devalloc_new(&be);
     if (!d->alloc) return ST_ERR_OOM;
     d->dinfo = (dev_info){d->info.name, d->info.cc_major * 10 + d->info.cc_minor, d->info.sm_count,
-                          d->info.max_threads, d->info.total_mem};
+                          d->info.max_threads, d->info.total_mem, drv.version};
     d->ready = 1;
     base_on_shutdown(BASE_LEVEL_DEVICE, cuda_shutdown);
     return ST_OK;
 }
 
-/* The active device `ordinal`, current on this thread; NULL with the error set. */
-static cuda_dev *get_dev(int ordinal) {
+/* The active device `ordinal`, current on this thread; NULL with the error set. A query (info):
+ * an earlier failure that is still to be reported stays for the next operation. */
+static cuda_dev *query_dev(int ordinal) {
     int n = cuda_probe();
     if (n == 0) {
         st_error(ST_ERR_DEVICE, "CUDA is not available: %s", drv.reason);
@@ -433,8 +583,15 @@ static cuda_dev *get_dev(int ordinal) {
     return d;
 }
 
+/* query_dev for an operation: it fails with an earlier failure that could not be returned then
+ * (report_later), once. */
+static cuda_dev *get_dev(int ordinal) {
+    cuda_dev *d = query_dev(ordinal);
+    return d && report_later() == ST_OK ? d : NULL;
+}
+
 const cuda_device_info *cuda_device(int ordinal) {
-    cuda_dev *d = get_dev(ordinal);
+    cuda_dev *d = query_dev(ordinal);
     return d ? &d->info : NULL;
 }
 
@@ -488,7 +645,7 @@ void cuda_empty_cache(void) {
 static st_status take_half(cuda_dev *d, unsigned char **half, int *h) {
     *h = d->next_half;
     d->next_half ^= 1;
-    CU_TRY("cuEventSynchronize", cu.cuEventSynchronize(d->staged[*h]));
+    CU_WAIT(d, "cuEventSynchronize", cu.cuEventSynchronize(d->staged[*h]));
     *half = d->staging + (size_t)*h * STAGE_BYTES;
     return ST_OK;
 }
@@ -511,11 +668,32 @@ st_status cuda_copy_htod(int dev, st_devptr dst, const void *src, size_t n) {
     return ST_OK;
 }
 
-/* Pipelined: chunk i is copied into one half while the host copies chunk i-1 out of the other. */
+/* Queues the copy of the index-error flags set since the last synchronization into flags_host
+ * (read by take_checks once the stream has passed it). */
+static st_status queue_checks(cuda_dev *d) {
+    if (d->nchecks == 0) return ST_OK;
+    CU_TRY("cuMemcpyDtoHAsync", cu.cuMemcpyDtoHAsync(d->flags_host, d->flags, (size_t)d->nchecks * sizeof(int), d->stream));
+    return ST_OK;
+}
+
+/* After a successful wait that covered queue_checks: the first flag set (in launch order) is
+ * reported with the message its launch gave; every slot is free again. */
+static st_status take_checks(cuda_dev *d) {
+    int n = d->nchecks;
+    d->nchecks = 0;
+    for (int i = 0; i < n; i++)
+        if (d->flags_host[i]) return st_error(ST_ERR_ARG, "%s", d->what[i]);
+    return ST_OK;
+}
+
+/* Pipelined: chunk i is copied into one half while the host copies chunk i-1 out of the other.
+ * A synchronization point: the index-error flags are read on the way. */
 st_status cuda_copy_dtoh(int dev, void *dst, st_devptr src, size_t n) {
     if (n == 0) return ST_OK;
     cuda_dev *d = get_dev(dev);
     if (!d) return st_last_status();
+    st_status s = queue_checks(d);
+    if (s != ST_OK) return s;
     unsigned char *out = dst, *prev = NULL;
     int prev_h = 0;
     size_t prev_off = 0, prev_len = 0;
@@ -523,12 +701,11 @@ st_status cuda_copy_dtoh(int dev, void *dst, st_devptr src, size_t n) {
         size_t len = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
         unsigned char *half;
         int h;
-        st_status s = take_half(d, &half, &h);
-        if (s != ST_OK) return s;
+        if ((s = take_half(d, &half, &h)) != ST_OK) return s;
         CU_TRY("cuMemcpyDtoHAsync", cu.cuMemcpyDtoHAsync(half, src + off, len, d->stream));
         CU_TRY("cuEventRecord", cu.cuEventRecord(d->staged[h], d->stream));
         if (prev) {
-            CU_TRY("cuEventSynchronize", cu.cuEventSynchronize(d->staged[prev_h]));
+            CU_WAIT(d, "cuEventSynchronize", cu.cuEventSynchronize(d->staged[prev_h]));
             memcpy(out + prev_off, prev, prev_len);
         }
         prev = half;
@@ -537,9 +714,11 @@ st_status cuda_copy_dtoh(int dev, void *dst, st_devptr src, size_t n) {
         prev_len = len;
         off += len;
     }
-    CU_TRY("cuEventSynchronize", cu.cuEventSynchronize(d->staged[prev_h]));
+    /* everything queued before this copy has run: no kernel is in flight any more */
+    CU_WAIT(d, "cuEventSynchronize", cu.cuEventSynchronize(d->staged[prev_h]));
+    settled(d);
     memcpy(out + prev_off, prev, prev_len);
-    return ST_OK;
+    return take_checks(d);
 }
 
 st_status cuda_copy_dtod(int dev, st_devptr dst, st_devptr src, size_t n) {
@@ -552,6 +731,11 @@ st_status cuda_copy_dtod(int dev, st_devptr dst, st_devptr src, size_t n) {
 
 /* ---- modules and launches ---- */
 
+/* "cubin" or "PTX" (the driver JIT-compiles PTX text for the device at load). */
+static const char *image_kind(const void *image, size_t n) {
+    return n >= 4 && !memcmp(image, "\177ELF", 4) ? "cubin" : "PTX";
+}
+
 static st_status load_module(cuda_dev *d, const void *cubin, size_t n, cu_mod **out) {
     cu_mod *m = st_calloc(1, sizeof *m);
     if (!m) return ST_ERR_OOM;
@@ -559,14 +743,15 @@ static st_status load_module(cuda_dev *d, const void *cubin, size_t n, cu_mod **
     if (r != CUDA_SUCCESS) {
         st_free(m);
         char w[256];
-        return st_error(ST_ERR_DEVICE, "CUDA error in cuModuleLoadData: %s (a cubin of %zu bytes on %s, %s, sm_%d%d)",
-                        error_words(r, w, sizeof w), n, d->label, d->info.name, d->info.cc_major, d->info.cc_minor);
+        return st_error(ST_ERR_DEVICE, "CUDA error in cuModuleLoadData: %s (%s of %zu bytes on %s, %s, sm_%d%d, CUDA %d.%d)",
+                        error_words(r, w, sizeof w), image_kind(cubin, n), n, d->label, d->info.name,
+                        d->info.cc_major, d->info.cc_minor, drv.version / 1000, drv.version % 1000 / 10);
     }
     m->cubin = cubin;
     base_hash_oom = 0;
     HASH_ADD_PTR(d->mods, cubin, m);
     if (base_hash_oom) {
-        cu.cuModuleUnload(m->mod);
+        if ((r = cu.cuModuleUnload(m->mod)) != CUDA_SUCCESS) defer_cu(d, "cuModuleUnload", "out of memory", r, 0);
         st_free(m);
         return ST_ERR_OOM;
     }
@@ -610,29 +795,68 @@ st_status cuda_module_function(int dev, const void *cubin, size_t n, const char 
     cu_fn *f;
     HASH_FIND_STR(m->fns, name, f);
     if (!f && (s = find_function(m, name, &f)) != ST_OK) return s;
-    *fn = f->fn;
+    *fn = f;
     return ST_OK;
 }
 
-st_status cuda_launch(int dev, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shmem, void **params) {
+void cuda_unload_modules(void) {
+    if (drv.state <= 0) return;
+    for (int i = 0; i < drv.ndev; i++) {
+        cuda_dev *d = &drv.devs[i];
+        if (!d->ready || !d->mods) continue;
+        CUresult r = make_current(d);
+        if (r != CUDA_SUCCESS) {
+            defer_cu(d, "cuCtxSetCurrent", "unloading modules", r, 0);
+            continue;
+        }
+        /* a module may not go while its kernels run */
+        if ((r = cu.cuStreamSynchronize(d->stream)) != CUDA_SUCCESS)
+            defer_cu(d, "cuStreamSynchronize", "unloading modules", r, 1);
+        else
+            settled(d);
+        unload_modules(d);
+    }
+}
+
+/* Launches f on d's stream; with ST_CUDA_SYNC waits for it (and reads the index-error flags). */
+static st_status launch(cuda_dev *d, const cu_fn *f, const char *label, const unsigned grid[3], const unsigned block[3],
+                        unsigned shmem, void **params) {
+    CUresult r = cu.cuLaunchKernel(f->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem, d->stream,
+                                   params, NULL);
+    char w[256], k[160];
+    if (r != CUDA_SUCCESS)
+        return st_error(ST_ERR_DEVICE, "CUDA error in cuLaunchKernel: %s (kernel %s, grid %ux%ux%u, block %ux%ux%u, "
+                        "%u B shared, %s)", error_words(r, w, sizeof w), kernel_words(f, label, k, sizeof k), grid[0],
+                        grid[1], grid[2], block[0], block[1], block[2], shmem, d->label);
+    record_launch(d, f, label);
+    if (!drv.sync_launches) return ST_OK;
+    st_status s = queue_checks(d);
+    if (s != ST_OK) return s;
+    if ((r = cu.cuStreamSynchronize(d->stream)) != CUDA_SUCCESS)
+        return st_error(ST_ERR_DEVICE, "CUDA error in kernel %s on %s: %s (ST_CUDA_SYNC=1: found by the "
+                        "synchronization right after its launch)", kernel_words(f, label, k, sizeof k), d->label,
+                        error_words(r, w, sizeof w));
+    settled(d);
+    return take_checks(d);
+}
+
+st_status cuda_launch(int dev, void *fn, const char *label, const unsigned grid[3], const unsigned block[3],
+                      unsigned shmem, void **params) {
     cuda_dev *d = get_dev(dev);
     if (!d) return st_last_status();
-    CUresult r = cu.cuLaunchKernel((CUfunction)fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem,
-                                   d->stream, params, NULL);
-    if (r != CUDA_SUCCESS) {
-        char w[256];
-        return st_error(ST_ERR_DEVICE, "CUDA error in cuLaunchKernel: %s (grid %ux%ux%u, block %ux%ux%u, %u B shared, %s)",
-                        error_words(r, w, sizeof w), grid[0], grid[1], grid[2], block[0], block[1], block[2], shmem,
-                        d->label);
-    }
-    return ST_OK;
+    return launch(d, fn, label, grid, block, shmem, params);
 }
 
+/* A synchronization point: reports an asynchronous error with the kernels in flight, else the
+ * first index error flagged since the last one. */
 st_status cuda_synchronize(int dev) {
     cuda_dev *d = get_dev(dev);
     if (!d) return st_last_status();
-    CU_TRY("cuStreamSynchronize", cu.cuStreamSynchronize(d->stream));
-    return ST_OK;
+    st_status s = queue_checks(d);
+    if (s != ST_OK) return s;
+    CU_WAIT(d, "cuStreamSynchronize", cu.cuStreamSynchronize(d->stream));
+    settled(d);
+    return take_checks(d);
 }
 
 /* ---- shutdown ---- */
@@ -641,11 +865,27 @@ void cuda_shutdown(void) {
     if (drv.state <= 0) return;
     for (int i = 0; i < drv.ndev; i++) {
         cuda_dev *d = &drv.devs[i];
-        if (!d->ready || make_current(d) != CUDA_SUCCESS) continue;
-        cu.cuCtxSynchronize();
+        if (!d->ready) continue;
+        CUresult r = make_current(d);
+        if (r != CUDA_SUCCESS) {
+            defer_cu(d, "cuCtxSetCurrent", "shutting down", r, 0);
+            continue;
+        }
+        /* index errors flagged since the last synchronization are not lost: kept for the next call */
+        if (queue_checks(d) != ST_OK) {
+            defer(st_last_status(), st_last_error());
+            d->nchecks = 0;
+        }
+        if ((r = cu.cuCtxSynchronize()) != CUDA_SUCCESS) {
+            defer_cu(d, "cuCtxSynchronize", "shutting down", r, 1);
+            d->nchecks = 0;
+        } else {
+            settled(d);
+            if (take_checks(d) != ST_OK) defer(st_last_status(), st_last_error());
+        }
         unload_modules(d);
-        if (d->err_flag) devalloc_free(d->alloc, d->err_flag);
-        d->err_flag = 0;
+        if (d->flags) devalloc_free(d->alloc, d->flags);
+        d->flags = 0;
         devalloc_empty_cache(d->alloc);
         devalloc_stats s;
         devalloc_get_stats(d->alloc, &s);
@@ -656,7 +896,7 @@ void cuda_shutdown(void) {
 /* ---- the device interface (device/device.h) ---- */
 
 static const dev_info *ops_info(int ord) {
-    cuda_dev *d = get_dev(ord);
+    cuda_dev *d = query_dev(ord);
     return d ? &d->dinfo : NULL;
 }
 
@@ -684,18 +924,33 @@ static st_status ops_copy(int ord, void *dst, const void *src, size_t n) {
     return cuda_copy_dtod(ord, (st_devptr)(uintptr_t)dst, (st_devptr)(uintptr_t)src, n);
 }
 
+/* The index-error flags, their pinned read-back area and their messages: made at the first
+ * kernel that reports errors. */
+static st_status make_checks(cuda_dev *d) {
+    if (!d->what && !(d->what = st_malloc(CHECK_SLOTS * sizeof *d->what))) return ST_ERR_OOM;
+    if (!d->flags_host) {
+        void *p = NULL;
+        CU_TRY("cuMemHostAlloc", cu.cuMemHostAlloc(&p, CHECK_SLOTS * sizeof(int), CU_MEMHOSTALLOC_PORTABLE));
+        d->flags_host = p;
+    }
+    if (!d->flags) return devalloc_alloc(d->alloc, CHECK_SLOTS * sizeof(int), &d->flags);
+    return ST_OK;
+}
+
 /* The kernel ABI (jit/render.h): every buffer (a device pointer), every int parameter (long
  * long), every float parameter (double), the device error flag, the threads-per-row count. A
- * kernel that can report an index error gets the flag cleared before and read back after (so
- * that launch waits for the device). */
+ * kernel that can report an index error gets a slot of the flag array, cleared by a memset queued
+ * before it; the next synchronization point reads the slots (take_checks) and reports c->what
+ * for the first one set. Only when every slot is taken does a launch wait, to free them. */
 static st_status ops_launch(int ord, const dev_call *c, int *err) {
     *err = 0;
     cuda_dev *d = get_dev(ord);
     if (!d) return st_last_status();
     st_status s;
-    if (c->check && !d->err_flag && (s = devalloc_alloc(d->alloc, sizeof(int), &d->err_flag)) != ST_OK) return s;
-    int zero = 0;
-    if (c->check && (s = cuda_copy_htod(ord, d->err_flag, &zero, sizeof zero)) != ST_OK) return s;
+    if (c->check && (s = make_checks(d)) != ST_OK) return s;
+    if (c->check && d->nchecks == CHECK_SLOTS && (s = cuda_synchronize(ord)) != ST_OK) return s;
+    st_devptr ep = d->flags + (st_devptr)(c->check ? d->nchecks : 0) * sizeof(int);
+    if (c->check) CU_TRY("cuMemsetD32Async", cu.cuMemsetD32Async(ep, 0, 1, d->stream));
     int np = c->nbufs + c->nints + c->nflts + 2;
     void **params = st_malloc((size_t)np * sizeof *params);
     st_devptr *ptrs = st_malloc((size_t)(c->nbufs ? c->nbufs : 1) * sizeof *ptrs);
@@ -711,18 +966,14 @@ static st_status ops_launch(int ord, const dev_call *c, int *err) {
     }
     for (int i = 0; i < c->nints; i++) params[p++] = (void *)(uintptr_t)&c->ints[i];   /* int64_t == long long */
     for (int i = 0; i < c->nflts; i++) params[p++] = (void *)(uintptr_t)&c->flts[i];
-    st_devptr ep = d->err_flag;
     int rt = c->rt;
     params[p++] = &ep;
     params[p++] = &rt;
-    s = cuda_launch(ord, c->fn, c->grid, c->block, 0, params);
+    if (c->check) /* the slot is taken before the launch: with ST_CUDA_SYNC the launch reads it back */
+        snprintf(d->what[d->nchecks++], CHECK_TEXT, "%s", c->what ? c->what : "a kernel reported an index out of range");
+    s = launch(d, c->fn, c->name, c->grid, c->block, 0, params);
     st_free(params);
     st_free(ptrs);
-    if (s == ST_OK && c->check) {
-        int flag = 0;
-        s = cuda_copy_dtoh(ord, &flag, d->err_flag, sizeof flag);
-        *err = flag;
-    }
     return s;
 }
 
@@ -741,6 +992,7 @@ const st_device_ops dev_cuda_ops = {
     .synchronize = cuda_synchronize,
     .load_function = cuda_module_function,
     .generation = cuda_module_generation,
+    .unload_functions = cuda_unload_modules,
     .launch = ops_launch,
     .mem_stats = cuda_mem_stats,
     .reset_peak = cuda_mem_reset_peak,

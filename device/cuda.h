@@ -10,7 +10,11 @@
  * without any event), a pinned staging buffer for host<->device copies, and a caching allocator
  * (devalloc.h). Errors carry the driver call and its error name and text, e.g.
  * "CUDA error in cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (invalid argument)". Errors of
- * asynchronous work surface at the next call that waits (cuda_copy_dtoh, cuda_synchronize).
+ * asynchronous work surface at the next call that waits (cuda_copy_dtoh, cuda_synchronize) and
+ * name the kernels launched since the device's last successful synchronization (the last 8);
+ * ST_CUDA_SYNC=1 waits after every launch, so that a fault is reported by its own launch. A
+ * driver failure in a path that cannot return it (a free, an unload, shutdown) is kept and
+ * returned by the next call that can (ST_DEBUG prints it at once).
  * Not thread-safe: the runtime calls this layer from one thread at a time.
  */
 #ifndef ST_CUDA_H
@@ -53,23 +57,34 @@ ST_INTERNAL void cuda_empty_cache(void);      /* cached free blocks back to the 
 /* Host -> device: src is copied into pinned staging and the copy is queued on the stream; returns
  * without waiting for the device (src may be reused at once). */
 ST_INTERNAL st_status cuda_copy_htod(int dev, st_devptr dst, const void *src, size_t n);
-/* Device -> host, after all work queued before it on the stream; returns when dst holds the data. */
+/* Device -> host, after all work queued before it on the stream; returns when dst holds the data.
+ * A synchronization point like cuda_synchronize (its errors are reported; dst is filled anyway
+ * when only an index error was flagged). */
 ST_INTERNAL st_status cuda_copy_dtoh(int dev, void *dst, st_devptr src, size_t n);
 /* Device -> device, queued on the stream. */
 ST_INTERNAL st_status cuda_copy_dtod(int dev, st_devptr dst, st_devptr src, size_t n);
 
-/* The function `name` of a cubin. The module is loaded once per (dev, cubin pointer) and the
- * function is cached by (module, name): the cubin must not be freed and another one allocated at
- * its address while the module is cached (until cuda_shutdown). n is its size, for messages. */
+/* The function `name` of a cubin (or of PTX text, NUL-terminated, which the driver compiles for
+ * the device). The module is loaded once per (dev, cubin pointer) and the function is cached by
+ * (module, name): the cubin must not be freed and another one allocated at its address while the
+ * module is loaded (until cuda_unload_modules or cuda_shutdown). n is its size, for messages.
+ * *fn is this layer's handle of the function (it knows its name), for cuda_launch. */
 ST_INTERNAL st_status cuda_module_function(int dev, const void *cubin, size_t n, const char *name, void **fn);
+/* Unloads every module of every device, after waiting for its stream (functions handed out
+ * become invalid; cuda_module_generation changes): the cubins may be freed afterwards. */
+ST_INTERNAL void cuda_unload_modules(void);
 /* A number that changes whenever functions handed out by cuda_module_function become invalid
  * (modules unloaded by cuda_shutdown or a device's release): whoever keeps a function across calls
  * keeps the generation it was resolved under and resolves it again when it differs. Never 0. */
 ST_INTERNAL unsigned cuda_module_generation(void);
-/* Queues fn on the device's stream; params: one pointer per kernel parameter, in order. */
-ST_INTERNAL st_status cuda_launch(int dev, void *fn, const unsigned grid[3], const unsigned block[3], unsigned shmem,
-                                  void **params);
-/* Waits for all work queued on the device's stream; reports errors of asynchronous work. */
+/* Queues fn (from cuda_module_function) on the device's stream; params: one pointer per kernel
+ * parameter, in order. label (may be NULL): a readable name for messages, next to the function's.
+ * With ST_CUDA_SYNC=1 it waits for the kernel and reports its fault naming it. */
+ST_INTERNAL st_status cuda_launch(int dev, void *fn, const char *label, const unsigned grid[3],
+                                  const unsigned block[3], unsigned shmem, void **params);
+/* Waits for all work queued on the device's stream; reports errors of asynchronous work (naming
+ * the kernels in flight), then the first index error flagged since the last synchronization
+ * (ST_ERR_ARG, the launch's message; cuda_copy_dtoh does the same). */
 ST_INTERNAL st_status cuda_synchronize(int dev);
 
 /* Frees the caches: waits for each device, unloads every module (functions handed out become

@@ -5,10 +5,8 @@
  * is number 0, cuda:N is 1 + N. Everything above this file reaches a device through the table
  * (dev_ops); adding a device is one implementation and one row here.
  *
- * The default device is resolved once: ST_DEVICE if set, else cuda:0 when the driver loads and
- * reports a GPU, else the CPU — and then stitch says once, on stderr, why there is no GPU. A
- * requested device that is not there is said once too, and the CPU is used: a sync point must
- * never fail because of the environment.
+ * The default device is the runtime's choice (runtime/device.c): a GPU is usable only when its
+ * kernel compiler is too, which this layer cannot know.
  */
 #include "device/device.h"
 
@@ -20,8 +18,6 @@ static const struct { const st_device_ops *ops; int first, max; } impls[] = {
     {&dev_cuda_ops, 1, DEV_MAX - 1},
 };
 enum { NIMPLS = sizeof impls / sizeof impls[0] };
-
-static int default_dev = -2;   /* -2: not resolved yet */
 
 const st_device_ops *dev_ops(int dev, int *ord) {
     for (int i = 0; i < NIMPLS; i++)
@@ -96,36 +92,14 @@ const char *st_dev_static_name(int dev) {
     return names[dev];
 }
 
-int st_default_dev(void) {
-    if (default_dev != -2) return default_dev;
-    default_dev = ST_DEV_CPU;
-    const char *env = base_env(SET_DEVICE);
-    if (env) {
-        int d;
-        if (dev_parse(env, &d) != ST_OK) {
-            fprintf(stderr, "stitch: ignoring %s=%s (expected cpu, cuda or cuda:N); running on the cpu\n",
-                    base_env_name(SET_DEVICE), env);
-        } else if (dev_check(d) != ST_OK) {
-            fprintf(stderr, "stitch: %s=%s: %s; running on the cpu\n", base_env_name(SET_DEVICE), env, st_last_error());
-        } else {
-            default_dev = d;
-        }
-        st_clear_error();
-        return default_dev;
+int dev_first_accel(const char **why) {
+    *why = "";
+    for (int i = 1; i < NIMPLS; i++) {
+        if (impls[i].ops->count() > 0) return impls[i].first;
+        *why = impls[i].ops->unavailable();
     }
-    /* the first usable device of the first implementation after the CPU that has one */
-    const char *why = "";
-    for (int i = 1; i < NIMPLS && default_dev == ST_DEV_CPU; i++) {
-        const st_device_ops *o = impls[i].ops;
-        if (o->count() > 0 && o->info(0)) default_dev = impls[i].first;
-        else why = o->unavailable();
-    }
-    if (default_dev == ST_DEV_CPU) fprintf(stderr, "stitch: no usable GPU (%s); running on the cpu\n", why);
-    st_clear_error();
-    return default_dev;
+    return ST_DEV_CPU;
 }
-
-void dev_set_default(int dev) { default_dev = dev; }
 
 int dev_accel_count(void) {
     int n = 0;
@@ -150,6 +124,11 @@ void dev_reset_peak(void) {
 
 void dev_empty_caches(void) {
     for (int i = 0; i < NIMPLS; i++) impls[i].ops->empty_cache();
+}
+
+void dev_unload_functions(void) {
+    for (int i = 0; i < NIMPLS; i++)
+        if (impls[i].ops->unload_functions) impls[i].ops->unload_functions();
 }
 
 /* ---- buffers ---- */

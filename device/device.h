@@ -31,6 +31,7 @@ typedef struct dev_info {
     int units;             /* CUDA: multiprocessors; CPU: online processors */
     int max_threads;       /* threads per block (CUDA); 1 (CPU) */
     size_t total_mem;      /* bytes (CUDA); 0: unknown (CPU) */
+    int version;           /* CUDA: the driver's CUDA version (12040 for 12.4); CPU: 0 */
 } dev_info;
 
 /* The kernel ABI of the C target: every generated CPU kernel is `void NAME(const st_kargs *a)`.
@@ -45,8 +46,10 @@ typedef struct st_kargs {
 typedef void (*st_kernel_fn)(const st_kargs *a);
 
 /* One kernel launch in the device's kernel ABI: buffers, int parameters, float parameters (CUDA
- * adds the device error flag and rt, jit/render.h). check: the kernel may report an index error
- * (read back after it ran: a CUDA launch with check waits for the device). */
+ * adds the device error flag and rt, jit/render.h). check: the kernel may report an index error.
+ * The C target reads the flag back at once (launch's *err); a CUDA launch does not wait: its
+ * flag is read at the device's next synchronization point (synchronize, copy_out), which then
+ * fails with ST_ERR_ARG and the message `what`. */
 typedef struct dev_call {
     void *fn;                      /* C: st_kernel_fn; CUDA: a function from load_function */
     void *const *bufs;
@@ -57,6 +60,8 @@ typedef struct dev_call {
     int rt;                        /* CUDA: threads per row (CL_ROWS), else 0 */
     int nthreads;                  /* C: threads the kernel may use (>= 1) */
     int check;
+    const char *what;              /* CUDA, with check: the error its flag means (copied) */
+    const char *name;              /* CUDA: a readable name for error messages ("k3_softmax"), or NULL */
 } dev_call;
 
 /* A device implementation. ord is the ordinal within the implementation (cuda:ord). Every function
@@ -73,12 +78,15 @@ typedef struct st_device_ops {
     st_status (*copy_in)(int ord, void *dst, const void *src, size_t n);   /* host -> device, queued */
     st_status (*copy_out)(int ord, void *dst, const void *src, size_t n);  /* device -> host, waits */
     st_status (*copy)(int ord, void *dst, const void *src, size_t n);      /* on the device, queued */
-    st_status (*synchronize)(int ord);
+    st_status (*synchronize)(int ord);    /* reports asynchronous errors (and flagged index errors) */
     /* The function `name` of a compiled image (a cubin), loaded once per image; NULL for targets
      * whose kernels the JIT loads itself (C). */
     st_status (*load_function)(int ord, const void *image, size_t n, const char *name, void **fn);
     /* Changes whenever functions from load_function become invalid (modules unloaded); never 0. */
     unsigned (*generation)(void);
+    /* Unloads every module load_function loaded (on every ordinal; the generation changes): the
+     * images they came from may be freed afterwards, not before. NULL when there is nothing to do. */
+    void (*unload_functions)(void);
     st_status (*launch)(int ord, const dev_call *c, int *err);   /* *err: the kernel's error flag */
     void (*mem_stats)(uint64_t *in_use, uint64_t *reserved, uint64_t *peak);   /* all ordinals */
     void (*reset_peak)(void);
@@ -103,20 +111,23 @@ static inline bool dev_host_memory(int dev) {
 }
 /* Parses "cpu", "cuda", "gpu", "cuda:N"; ST_ERR_ARG naming it when malformed. */
 ST_INTERNAL st_status dev_parse(const char *name, int *dev);
-/* ST_OK when dev can be used now (activating it); else ST_ERR_DEVICE saying why in plain words. */
+/* ST_OK when dev can be used now (activating it); else ST_ERR_DEVICE saying why in plain words.
+ * The device alone: whether its kernels can be compiled is the JIT's to say (runtime/device.c
+ * asks both). */
 ST_INTERNAL st_status dev_check(int dev);
 ST_INTERNAL const dev_info *dev_info_of(int dev);          /* NULL with the error set */
 ST_INTERNAL const char *st_dev_name(int dev, char *buf, size_t n);   /* "cpu", "cuda:0", "any" */
 ST_INTERNAL const char *st_dev_static_name(int dev);      /* the same, static storage */
-/* The default device: ST_DEVICE if set and usable, else the first usable GPU, else the CPU
- * (saying once on stderr why there is no GPU). Resolved once; st_set_default_device changes it. */
-ST_INTERNAL int st_default_dev(void);
-ST_INTERNAL void dev_set_default(int dev);
 ST_INTERNAL int dev_accel_count(void);          /* usable devices that are not the CPU */
+/* The first device of the first implementation after the CPU that reports one (cuda:0), else
+ * ST_DEV_CPU with *why saying in words why there is none. */
+ST_INTERNAL int dev_first_accel(const char **why);
 /* Sums of every implementation's memory statistics; peaks restart; cached blocks freed. */
 ST_INTERNAL void dev_mem_stats(uint64_t *in_use, uint64_t *reserved, uint64_t *peak);
 ST_INTERNAL void dev_reset_peak(void);
 ST_INTERNAL void dev_empty_caches(void);
+/* Every implementation's unload_functions (before a cache frees the images they came from). */
+ST_INTERNAL void dev_unload_functions(void);
 
 /* ---- buffers (device.c) ----
  * Tensor data: refcounted, on one device. On the CPU: 64-byte aligned host memory counted in

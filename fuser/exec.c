@@ -157,6 +157,10 @@ static void debug_kernel_line(const st_region *r, const fuse_pgroup *pg, size_t 
             dev_target_of(pg->dev) == DEV_TARGET_CUDA ? "cuda" : "jit", pg->L.inplace ? " (in place)" : "");
 }
 
+void fuse_index_error(char *buf, size_t cap, const char *op, const char *kernel) {
+    snprintf(buf, cap, "%s: index out of range (kernel %s)", op, kernel);
+}
+
 /* One compiled group of a plan-cache entry: a CPU kernel, or a CUDA launch (compiled by NVRTC
  * through the cubin cache, launched on the device's stream). */
 static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *k, const fuse_pgroup *pg) {
@@ -166,8 +170,9 @@ static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *
     if (s != ST_OK) return s;
     double t0 = st_now_ms();
     int err = 0;
+    const char *op = pg->kind == FG_SCATTER ? "scatter_add" : "gather";
     if (dev_target_of(pg->dev) == DEV_TARGET_CUDA) {
-        if ((s = exec_cuda_launch(&pg->L, pg->dev, pg->cuda, bufs, &err)) != ST_OK) return s;
+        if ((s = exec_cuda_launch(&pg->L, pg->dev, pg->cuda, bufs, op)) != ST_OK) return s;
     } else {
         int ord;
         const st_device_ops *o = dev_ops(pg->dev, &ord);
@@ -177,9 +182,11 @@ static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *
         if ((s = o->launch(ord, &c, &err)) != ST_OK) return s;
     }
     debug_kernel_line(r, pg, bytes, t0);
-    if (err)
-        return st_error(ST_ERR_ARG, "%s: index out of range (kernel %s)",
-                        pg->kind == FG_SCATTER ? "scatter_add" : "gather", pg->L.name);
+    if (err) {
+        char what[160];
+        fuse_index_error(what, sizeof what, op, pg->L.name);
+        return st_error(ST_ERR_ARG, "%s", what);
+    }
     return ST_OK;
 }
 

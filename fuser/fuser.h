@@ -191,10 +191,15 @@ typedef struct exec_cuda_fn exec_cuda_fn;
 ST_INTERNAL exec_cuda_fn *exec_cuda_fn_new(void);       /* empty (NULL with ST_ERR_OOM) */
 ST_INTERNAL void exec_cuda_fn_free(exec_cuda_fn *f);    /* NULL is a no-op */
 /* Runs lowered group L on device dev (of the CUDA target; fuser/exec_cuda.c): bufs are the slots'
- * device pointers; *err is set when the kernel reported an index out of range. cache: L's slot
- * (NULL: resolved for this launch only); it must always be used with the same L and dev. */
+ * device pointers. cache: L's slot (NULL: resolved for this launch only); it must always be used
+ * with the same L and dev. An index out of range is not known when this returns: the device
+ * reports it at its next synchronization point with the error fuse_index_error words for `op`
+ * ("gather", "scatter_add"). */
 ST_INTERNAL st_status exec_cuda_launch(const fuse_launch *L, int dev, exec_cuda_fn *cache, void *const *bufs,
-                                       int *err);
+                                       const char *op);
+/* exec.c: the error of kernel `kernel` whose index flag was set: "gather: index out of range
+ * (kernel k3_gather)". The same words on every device. */
+ST_INTERNAL void fuse_index_error(char *buf, size_t cap, const char *op, const char *kernel);
 /* Tests: CUDA sources rendered for launches so far (each costs a render and a hash). */
 ST_INTERNAL uint64_t exec_cuda_renders(void);
 

@@ -1,18 +1,21 @@
 /*
  * cache_cuda.c — the cubin cache: (kernel source, KNAME, architecture) -> cubin, in memory and on
- * disk, compiling with NVRTC (nvrtc.c) on a miss.
+ * disk, compiling with NVRTC (nvrtc.c) on a miss. For a virtual architecture (compute_XY) the
+ * entry is PTX text instead of a cubin; everything else is the same.
  *
  * Key = base_hash128 over a version tag, the NVRTC version, the fixed options, the prelude, the
- * architecture, KNAME and the source, each hashed as its own segment (boundaries count). The NVRTC
- * version and options are read after libnvrtc is loaded, so a lookup loads it.
+ * kind of output (cubin or PTX), the architecture, KNAME and the source, each hashed as its own
+ * segment (boundaries count). The NVRTC version and options are read after libnvrtc is loaded, so
+ * a lookup loads it.
  *
  * Memory: a uthash table key -> cubin (st_malloc'ed, owned here). A pointer handed out stays valid
- * until jit_cubin_shutdown, which frees them all: whoever caches modules by cubin pointer (the
- * driver layer) must drop them first.
+ * until jit_cubin_shutdown, which has every device unload its modules (they are cached by cubin
+ * pointer: dev_unload_functions) and then frees them all. This is the only place cubins are
+ * freed: the memory cache has no eviction.
  *
- * Disk: <cache dir>/cuda/<32-hex key>.cubin = a 40-byte header (magic "STCUBIN1", the key, the
- * payload size, a checksum of the payload; host byte order: the cache is per machine) followed by
- * the cubin. Written whole to a temp name and renamed (base_write_atomic). An entry whose magic,
+ * Disk: <cache dir>/cuda/<32-hex key>.cubin (.ptx for PTX) = a 40-byte header (magic "STCUBIN1",
+ * the key, the payload size, a checksum of the payload; host byte order: the cache is per machine)
+ * followed by the cubin. Written whole to a temp name and renamed (base_write_atomic). An entry whose magic,
  * key, size or checksum does not match is removed and the kernel recompiled and rewritten: a
  * corrupt cache costs time, never correctness. Disk writes are best effort (a read-only cache dir
  * only means recompiling next time).
@@ -56,7 +59,7 @@ static base_hash cubin_ctx(void) {
     static int ready;
     static base_hash ctx;
     if (!ready) {
-        static const char tag[] = "stitch-cubin-key-v1";
+        static const char tag[] = "stitch-cubin-key-v2";
         int major = 0, minor = 0;
         char ver[32];
         (void)nvrtc_version(&major, &minor); /* loaded by the caller */
@@ -71,8 +74,13 @@ static base_hash cubin_ctx(void) {
     return ctx;
 }
 
+/* What NVRTC writes for arch: PTX text for a virtual architecture (compute_XY), else a cubin. */
+static const char *output_kind(const char *arch) { return strncmp(arch, "compute_", 8) ? "cubin" : "ptx"; }
+
 static base_hash cubin_key(const char *src, const char *kname, const char *arch) {
     base_hash k = cubin_ctx();
+    const char *kind = output_kind(arch);
+    k = base_hash128(kind, strlen(kind), k);
     k = base_hash128(arch, strlen(arch), k);
     k = base_hash128(kname, strlen(kname), k);
     return base_hash128(src, strlen(src), k);
@@ -112,12 +120,12 @@ static void debug_drop(const char *path, const char *why) {
     if (st_rt.debug & 1) fprintf(stderr, "stitch: dropped %s from the kernel cache (%s)\n", path, why);
 }
 
-/* Reads <cuda dir>/<hex>.cubin and verifies it. On success *block holds the whole file (header
+/* Reads <cuda dir>/<hex>.<ext> and verifies it. On success *block holds the whole file (header
  * first). A corrupt entry is removed. 0 on a hit, -1 on a miss (no error set), -2 when out of
  * memory (error set). */
-static int disk_load(const char *cdir, const char *hex, base_hash key, void **block, size_t *size) {
+static int disk_load(const char *cdir, const char *hex, const char *ext, base_hash key, void **block, size_t *size) {
     char path[4300];
-    snprintf(path, sizeof path, "%s/%s.cubin", cdir, hex);
+    snprintf(path, sizeof path, "%s/%s.%s", cdir, hex, ext);
     char *buf;
     size_t n;
     int r = base_read_file(path, &buf, &n);
@@ -154,9 +162,9 @@ static int disk_load(const char *cdir, const char *hex, base_hash key, void **bl
 }
 
 /* Writes the entry for a freshly compiled cubin (best effort). */
-static void disk_store(const char *cdir, const char *hex, base_hash key, const void *cubin, size_t n) {
+static void disk_store(const char *cdir, const char *hex, const char *ext, base_hash key, const void *cubin, size_t n) {
     char name[48];
-    snprintf(name, sizeof name, "%s.cubin", hex);
+    snprintf(name, sizeof name, "%s.%s", hex, ext);
     cubin_header h;
     memcpy(h.magic, CUBIN_MAGIC, 8);
     h.key[0] = key.h[0];
@@ -198,7 +206,8 @@ st_status jit_cubin_get(const char *src, const char *kname, const char *arch, co
 
     void *block = NULL;
     size_t size = 0;
-    int r = disk_load(cdir, hex, key, &block, &size);
+    const char *ext = output_kind(arch);
+    int r = disk_load(cdir, hex, ext, key, &block, &size);
     if (r == -2) return ST_ERR_OOM;
     if (r == 0) {
         if ((s = mem_insert(key, block, sizeof(cubin_header), size, &e)) != ST_OK) return s;
@@ -216,7 +225,7 @@ st_status jit_cubin_get(const char *src, const char *kname, const char *arch, co
                     s == ST_OK ? "" : " [failed]");
         if (s != ST_OK) return s;
         st_stats_g.kernels_compiled++;
-        disk_store(cdir, hex, key, block, size);
+        disk_store(cdir, hex, ext, key, block, size);
         if ((s = mem_insert(key, block, 0, size, &e)) != ST_OK) return s;
     }
     *cubin = (char *)e->block + e->off;
@@ -224,7 +233,10 @@ st_status jit_cubin_get(const char *src, const char *kname, const char *arch, co
     return ST_OK;
 }
 
+/* The devices' modules first: they are keyed by the cubins' addresses, and a module must be
+ * unloaded before the memory it was loaded from is freed (and reused for another cubin). */
 void jit_cubin_shutdown(void) {
+    if (cubins) dev_unload_functions();
     cubin_entry *e, *tmp;
     HASH_ITER(hh, cubins, e, tmp) {
         HASH_DEL(cubins, e);

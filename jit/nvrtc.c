@@ -10,6 +10,13 @@
  *  - nvrtc_try touches no shared runtime state (no st_error, no st_malloc, no counters), so the
  *    check mode may compile two architectures in two threads; NVRTC programs are independent.
  *  - A failing unit is kept under <cache dir>/failed/ with its log, and the error names both.
+ *  - One rule names the architecture a GPU's kernels are compiled for (nvrtc_arch), for the
+ *    runtime and the check mode alike: sm_XY, sm_90a on Hopper; when NVRTC cannot compile for the
+ *    GPU (its list of supported architectures lacks it), PTX for the newest virtual architecture
+ *    it supports below the GPU's (compute_XY), which the driver compiles at load.
+ *  - NVRTC must not be newer than the driver (nvrtc_driver_check): cubins of a newer CUDA major
+ *    version do not load on an older driver; within one major version they do (CUDA's minor
+ *    version compatibility), but PTX of a newer version does not.
  */
 #include "jit/nvrtc.h"
 
@@ -39,8 +46,15 @@ static struct {
     nvrtcResult (*get_log)(nvrtcProgram, char *);
     nvrtcResult (*cubin_size)(nvrtcProgram, size_t *);
     nvrtcResult (*get_cubin)(nvrtcProgram, char *);
+    nvrtcResult (*ptx_size)(nvrtcProgram, size_t *);
+    nvrtcResult (*get_ptx)(nvrtcProgram, char *);
     nvrtcResult (*destroy)(nvrtcProgram *);
     const char *(*error_string)(nvrtcResult);
+    /* optional (NVRTC 11.2+): the real architectures it compiles for, ascending */
+    nvrtcResult (*num_archs)(int *);
+    nvrtcResult (*get_archs)(int *);
+    int narchs;         /* 0: not known */
+    int archs[64];
 } L;
 
 /* ---- options ---- */
@@ -73,10 +87,13 @@ const char *nvrtc_options(void) {
     return joined;
 }
 
-/* sm_<digits> with an optional 'a' (arch-specific, e.g. sm_90a) or 'f' (family) suffix. */
+/* sm_<digits> (a cubin) or compute_<digits> (PTX), with an optional 'a' (arch-specific, e.g.
+ * sm_90a) or 'f' (family) suffix. */
 static int arch_ok(const char *arch) {
-    if (!arch || strncmp(arch, "sm_", 3)) return 0;
-    const char *p = arch + 3;
+    const char *p;
+    if (arch && !strncmp(arch, "sm_", 3)) p = arch + 3;
+    else if (arch && !strncmp(arch, "compute_", 8)) p = arch + 8;
+    else return 0;
     int digits = 0;
     while (*p >= '0' && *p <= '9') p++, digits++;
     if (*p == 'a' || *p == 'f') p++;
@@ -194,6 +211,8 @@ static const char *resolve(void *h) {
         {"nvrtcGetProgramLog", &L.get_log, sizeof L.get_log},
         {"nvrtcGetCUBINSize", &L.cubin_size, sizeof L.cubin_size},
         {"nvrtcGetCUBIN", &L.get_cubin, sizeof L.get_cubin},
+        {"nvrtcGetPTXSize", &L.ptx_size, sizeof L.ptx_size},
+        {"nvrtcGetPTX", &L.get_ptx, sizeof L.get_ptx},
         {"nvrtcDestroyProgram", &L.destroy, sizeof L.destroy},
         {"nvrtcGetErrorString", &L.error_string, sizeof L.error_string},
     };
@@ -203,7 +222,21 @@ static const char *resolve(void *h) {
         /* POSIX: a dlsym result converts to a function pointer; memcpy avoids ISO C's objection. */
         memcpy(fns[i].slot, &p, fns[i].size);
     }
+    void *na = dlsym(h, "nvrtcGetNumSupportedArchs"), *ga = dlsym(h, "nvrtcGetSupportedArchs");
+    if (na && ga) {
+        memcpy(&L.num_archs, &na, sizeof na);
+        memcpy(&L.get_archs, &ga, sizeof ga);
+    }
     return NULL;
+}
+
+/* The architectures NVRTC supports, when it can say (else L.narchs stays 0: not known). */
+static void read_archs(void) {
+    int n = 0;
+    L.narchs = 0;
+    if (!L.num_archs || L.num_archs(&n) != NVRTC_OK || n <= 0 || n > (int)(sizeof L.archs / sizeof L.archs[0]))
+        return;
+    if (L.get_archs(L.archs) == NVRTC_OK) L.narchs = n;
 }
 
 /* Records the file a soname resolved to (for messages), from the address of a resolved function. */
@@ -230,6 +263,7 @@ st_status nvrtc_load(void) {
         } else {
             resolve_path();
             if (L.version(&L.major, &L.minor) != NVRTC_OK) s = st_error(ST_ERR_DEVICE, "%s: nvrtcVersion failed", L.path);
+            else read_archs();
         }
         if (s != ST_OK) dlclose(h);
     }
@@ -252,6 +286,67 @@ int nvrtc_version(int *major, int *minor) {
 }
 
 const char *nvrtc_library_path(void) { return L.state == 1 ? L.path : NULL; }
+
+int nvrtc_supported_archs(const int **archs) {
+    *archs = L.archs;
+    return L.state == 1 ? L.narchs : 0;
+}
+
+/* ---- which architecture, and whether the driver agrees ---- */
+
+/* The name of a real architecture: sm_XY; sm_90a on Hopper (the wgmma-ready target) when NVRTC
+ * has arch-specific targets (12.0 and later). */
+static void real_arch(int cc, char *out, size_t cap) {
+    snprintf(out, cap, "sm_%d%s", cc, cc == 90 && L.major >= 12 ? "a" : "");
+}
+
+st_status nvrtc_arch(int cc, char *out, size_t cap) {
+    st_status s = nvrtc_load();
+    if (s != ST_OK) return s;
+    if (L.narchs == 0) { /* NVRTC cannot say: compile for the GPU itself */
+        real_arch(cc, out, cap);
+        return ST_OK;
+    }
+    int best = 0;
+    for (int i = 0; i < L.narchs; i++) {
+        if (L.archs[i] == cc) {
+            real_arch(cc, out, cap);
+            return ST_OK;
+        }
+        if (L.archs[i] < cc && L.archs[i] > best) best = L.archs[i];
+    }
+    if (best == 0)
+        return st_error(ST_ERR_DEVICE, "NVRTC %d.%d (%s) compiles for sm_%d to sm_%d; this GPU (sm_%d) is older than "
+                        "all of them: use an older CUDA toolkit's NVRTC (ST_NVRTC_PATH)", L.major, L.minor, L.path,
+                        L.archs[0], L.archs[L.narchs - 1], cc);
+    /* PTX for the newest virtual architecture below the GPU's: the driver compiles it for the GPU */
+    snprintf(out, cap, "compute_%d", best);
+    return ST_OK;
+}
+
+st_status nvrtc_driver_check(int driver_version, const char *arch) {
+    st_status s = nvrtc_load();
+    if (s != ST_OK) return s;
+    int dmaj = driver_version / 1000, dmin = driver_version % 1000 / 10;
+    int ptx = arch && !strncmp(arch, "compute_", 8);
+    if (L.major > dmaj)
+        return st_error(ST_ERR_DEVICE, "NVRTC %d.%d (%s) is newer than the CUDA driver (CUDA %d.%d): the driver cannot "
+                        "load what it compiles. Install a driver for CUDA %d.%d or newer, or set ST_NVRTC_PATH to an "
+                        "NVRTC of CUDA %d.x", L.major, L.minor, L.path, dmaj, dmin, L.major, L.minor, dmaj);
+    if (ptx && (L.major == dmaj && L.minor > dmin))
+        return st_error(ST_ERR_DEVICE, "NVRTC %d.%d (%s) is newer than the CUDA driver (CUDA %d.%d), and this GPU needs "
+                        "PTX (%s: NVRTC has no cubin target for it), which a driver older than its NVRTC cannot "
+                        "compile. Install a driver for CUDA %d.%d or newer, or set ST_NVRTC_PATH to an NVRTC of "
+                        "CUDA %d.%d or older", L.major, L.minor, L.path, dmaj, dmin, arch, L.major, L.minor, dmaj,
+                        dmin);
+    return ST_OK;
+}
+
+st_status jit_cuda_target(const dev_info *di, char *arch, size_t cap) {
+    st_status s = nvrtc_arch(di->arch, arch, cap);
+    if (s == ST_OK) s = nvrtc_driver_check(di->version, arch);
+    return s;
+}
 
 const char *nvrtc_result_name(int rc) {
     if (rc == -1) return "libnvrtc not loaded or bad architecture";
@@ -306,11 +401,12 @@ static int run_nvrtc(const char *unit, const char *arch, const char *name, void 
         if (ls > 0 && L.get_log(prog, *log) != NVRTC_OK) (*log)[0] = '\0';
         (*log)[ls] = '\0';
     }
-    if (rc == NVRTC_OK && cubin) {
+    if (rc == NVRTC_OK && cubin) { /* a cubin for sm_XY; PTX text (with its NUL) for compute_XY */
+        int ptx = !strncmp(arch, "compute_", 8);
         size_t cs = 0;
-        rc = L.cubin_size(prog, &cs);
+        rc = ptx ? L.ptx_size(prog, &cs) : L.cubin_size(prog, &cs);
         if (rc == NVRTC_OK && !(*cubin = alloc(cs ? cs : 1))) rc = NVRTC_ERR_OOM;
-        if (rc == NVRTC_OK && (rc = L.get_cubin(prog, *cubin)) == NVRTC_OK) {
+        if (rc == NVRTC_OK && (rc = ptx ? L.get_ptx(prog, *cubin) : L.get_cubin(prog, *cubin)) == NVRTC_OK) {
             *n = cs;
         } else {
             free(*cubin);
@@ -369,8 +465,8 @@ st_status nvrtc_compile(const char *src, const char *arch, const char *tag, void
     *n = 0;
     *ms = 0;
     if (!arch_ok(arch))
-        return st_error(ST_ERR_ARG, "bad CUDA architecture '%s': expected sm_<digits> with an optional a or f suffix "
-                        "(sm_80, sm_90a)", arch ? arch : "(null)");
+        return st_error(ST_ERR_ARG, "bad CUDA architecture '%s': expected sm_<digits> or compute_<digits> with an "
+                        "optional a or f suffix (sm_80, sm_90a, compute_90)", arch ? arch : "(null)");
     st_status s = nvrtc_load();
     if (s != ST_OK) return s;
     char name[96], *log = NULL;

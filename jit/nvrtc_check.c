@@ -1,7 +1,8 @@
 /*
  * nvrtc_check.c — the CI check mode (ST_NVRTC_CHECK=1): every kernel the executor lowers is also
- * rendered to CUDA C and compiled by NVRTC to cubins for sm_80 and sm_90, on a machine without a
- * GPU. A kernel that does not compile makes the process exit non-zero.
+ * rendered to CUDA C and compiled by NVRTC for an A100 (compute capability 8.0) and an H100 (9.0),
+ * on a machine without a GPU, under the architecture names the runtime would use there
+ * (nvrtc_arch: sm_80 and sm_90a). A kernel that does not compile makes the process exit non-zero.
  *
  * Flow: jit_nvrtc_check renders the kernel, drops a source seen before (process-wide, by hash) and
  * queues it. A full queue (CHECK_BATCH kernels or CHECK_BYTES of source) and the end of every flush
@@ -10,7 +11,7 @@
  * kernel), the two architectures in two threads. When a batch fails, its kernels are compiled one
  * by one for that architecture to name the failing ones; each failing source and log is saved
  * under <cache dir>/failed/ and printed. At exit one line goes to stderr:
- *     nvrtc-check: N kernels compiled for sm_80 and sm_90, F failed (T s)
+ *     nvrtc-check: N kernels compiled for sm_80 and sm_90a, F failed (T s)
  * "N F" is appended to $ST_NVRTC_CHECK_LOG when set (make test-nvrtc totals the test programs),
  * and the process ends with _exit(1) when F > 0 (an exit handler cannot change the status in any
  * other way; stdio is flushed first).
@@ -43,7 +44,7 @@
 #define CHECK_BATCH 64
 #define CHECK_BYTES (256 * 1024)
 #define CHECK_NARCH 2
-static const char *const check_arch[CHECK_NARCH] = {"sm_80", "sm_90"};
+static const int check_cc[CHECK_NARCH] = {80, 90};   /* the GPUs checked for: A100, H100 */
 
 typedef struct check_seen { base_hash key; UT_hash_handle hh; } check_seen;
 
@@ -65,6 +66,7 @@ static struct {
     unsigned long long compiled, failed, skipped, batches;
     double ms;           /* wall time of the compilations */
     int load_reported;
+    char arch[CHECK_NARCH][16];   /* what the runtime compiles for on check_cc (nvrtc_arch) */
 } C = {.enabled = -1};
 
 static void check_at_exit(void);
@@ -77,12 +79,15 @@ static void register_exit(void) {
     if (atexit(check_at_exit) != 0) fprintf(stderr, "nvrtc-check: cannot register the exit report\n");
 }
 
-/* First use in this process: load libnvrtc (a failure is reported by the first batch), then
- * register the exit report. */
+/* First use in this process: load libnvrtc (a failure is reported by the first batch), name the
+ * architectures as the runtime does, then register the exit report. */
 static void start(void) {
     if (C.owner) return;
     C.owner = getpid();
     (void)nvrtc_load();
+    for (int a = 0; a < CHECK_NARCH; a++)
+        if (nvrtc_arch(check_cc[a], C.arch[a], sizeof C.arch[a]) != ST_OK) /* no libnvrtc: said by the first batch */
+            snprintf(C.arch[a], sizeof C.arch[a], "sm_%d", check_cc[a]);
     register_exit();
 }
 
@@ -186,7 +191,7 @@ static void flush_queue(void) {
         snprintf(bname, sizeof bname, "nvrtc-check-batch-%llu.cu", C.batches + 1);
         check_job jobs[CHECK_NARCH];
         for (int a = 0; a < CHECK_NARCH; a++)
-            jobs[a] = (check_job){.unit = unit, .arch = check_arch[a], .name = bname, .rc = 0, .log = NULL, .ms = 0};
+            jobs[a] = (check_job){.unit = unit, .arch = C.arch[a], .name = bname, .rc = 0, .log = NULL, .ms = 0};
         double t0 = st_now_ms();
         pthread_t th;
         int threaded = pthread_create(&th, NULL, run_job, &jobs[1]) == 0;
@@ -299,8 +304,8 @@ static void check_at_exit(void) {
     if (getpid() != C.owner || C.reported) return;
     C.reported = 1;
     flush_queue();
-    fprintf(stderr, "nvrtc-check: %llu kernels compiled for sm_80 and sm_90, %llu failed (%.1f s)", C.compiled,
-            C.failed, C.ms / 1000);
+    fprintf(stderr, "nvrtc-check: %llu kernels compiled for %s and %s, %llu failed (%.1f s)", C.compiled, C.arch[0],
+            C.arch[1], C.failed, C.ms / 1000);
     if (C.skipped) fprintf(stderr, ", %llu not checked (out of memory)", C.skipped);
     fputc('\n', stderr);
     const char *logp = base_env(SET_NVRTC_CHECK_LOG);

@@ -49,6 +49,11 @@ struct st_tensor {
 ST_INTERNAL st_tensor *st_tensor_from_node(st_node *n);
 /* st_to_dev (runtime/device.c): t on device dev (t itself, retained, when already there). */
 ST_INTERNAL st_tensor *st_to_dev(st_tensor *t, int dev);
+/* The default device (runtime/device.c): ST_DEVICE if set and usable, else the first GPU whose
+ * driver and kernel compiler (NVRTC) load and agree, else the CPU. Resolved once;
+ * st_set_default_device changes it. Falling back to the CPU is silent unless a GPU was asked for
+ * (ST_DEVICE) or ST_DEBUG is set: then stderr says why, once. */
+ST_INTERNAL int st_default_dev(void);
 /* The global random stream (runtime.c): seed, and the next counter a random op takes. */
 ST_INTERNAL extern uint64_t st_rng_seed, st_rng_offset;
 /* Host-memory creators for loaders that write the data themselves (st_empty/st_from_data put data

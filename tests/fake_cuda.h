@@ -34,6 +34,24 @@ static inline int fake_cuda_stat(const char *what) {
     return f(what);
 }
 
+/* In the child: a function the fake driver exports (fakecu_fault, fakecu_raise, fakecu_fail: see
+ * tests/test_cuda_driver.c), NULL when the loaded driver is not the fake. */
+static inline void *fake_cuda_sym(const char *name) {
+    void *h = getenv("ST_CUDA_LIB") ? dlopen(getenv("ST_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *sym = h ? dlsym(h, name) : NULL;
+    if (h) dlclose(h);   /* balances the NOLOAD reference; the library stays loaded */
+    return sym;
+}
+
+/* In the child: the fake's fakecu_fault / fakecu_raise (a kernel name, "*": the next kernel). */
+static inline void fake_cuda_trouble(const char *fn, const char *kernel) {
+    void *sym = fake_cuda_sym(fn);
+    void (*f)(const char *);
+    if (!sym) return;
+    memcpy(&f, &sym, sizeof f);
+    f(kernel);
+}
+
 /* In the child: the name of the last cubin kernel launched ("" when none, or not the fake). */
 static inline const char *fake_cuda_last_kernel(void) {
     void *h = getenv("ST_CUDA_LIB") ? dlopen(getenv("ST_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD) : NULL;
@@ -57,21 +75,39 @@ static inline void fake_cuda_child(int argc, char **argv, void (*body)(void)) {
     exit(test_cur_failed);
 }
 
+/* Builds the fake driver into a new temp dir: dir[] = "/tmp/st_fakecuda_XXXXXX" (filled in), lib
+ * gets dir/libcuda.so.1. 0 with the test failed when it cannot (run from the repository root);
+ * fake_cuda_remove cleans up. */
+static inline int fake_cuda_build(char dir[24], char lib[96]) {
+    char cmd[512];
+    if (!mkdtemp(dir)) {
+        TEST_FAILF("mkdtemp failed");
+        return 0;
+    }
+    snprintf(lib, 96, "%s/libcuda.so.1", dir);
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -O1 -DST_FAKE_LIBCUDA -o %s tests/test_cuda_driver.c", lib);
+    if (system(cmd) != 0) {
+        TEST_FAILF("could not build the fake driver (run from the repository root)");
+        return 0;
+    }
+    return 1;
+}
+static inline void fake_cuda_remove(const char *dir, const char *lib) {
+    unlink(lib);
+    rmdir(dir);
+}
+
 /* In the parent: builds the fake driver, runs `/proc/self/exe FAKE_CUDA_ARG` with ST_CUDA_LIB set
  * (ST_DEVICE unset: the fake GPU is the default device) and fails the current test with whatever
  * the child reported, or how it died. The child's stderr is the parent's. */
 static inline void fake_cuda_spawn(void) {
-    char dir[] = "/tmp/st_fakecuda_XXXXXX", lib[96], cmd[512];
-    if (!mkdtemp(dir)) {
-        TEST_FAILF("mkdtemp failed");
-        return;
+    char dir[24] = "/tmp/st_fakecuda_XXXXXX", lib[96];
+    int fd[2], ok = fake_cuda_build(dir, lib);
+    if (ok && pipe(fd) != 0) {
+        TEST_FAILF("pipe failed");
+        ok = 0;
     }
-    snprintf(lib, sizeof lib, "%s/libcuda.so.1", dir);
-    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -O1 -DST_FAKE_LIBCUDA -o %s tests/test_cuda_driver.c", lib);
-    int fd[2];
-    if (system(cmd) != 0) TEST_FAILF("could not build the fake driver (run from the repository root)");
-    else if (pipe(fd) != 0) TEST_FAILF("pipe failed");
-    else {
+    if (ok) {
         fflush(stdout);
         fflush(stderr);
         pid_t pid = fork();
@@ -96,8 +132,7 @@ static inline void fake_cuda_spawn(void) {
         else if (WIFSIGNALED(status)) TEST_FAILF("the child died of signal %d", WTERMSIG(status));
         else CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
     }
-    unlink(lib);
-    rmdir(dir);
+    fake_cuda_remove(dir, lib);
 }
 
 #endif

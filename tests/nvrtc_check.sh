@@ -1,7 +1,7 @@
 #!/bin/sh
 # nvrtc_check.sh — `make test-nvrtc`: render every kernel that the op tests, the fuzzer (its first
 # NVRTC_GRAPHS graphs, default 300), autograd and the Lua tests lower as CUDA C and compile it with
-# NVRTC for sm_80 and sm_90 (no GPU needed). Prints the
+# NVRTC for sm_80 and sm_90a (no GPU needed). Prints the
 # number of distinct kernels compiled per program and in all; exits non-zero if any failed.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -19,6 +19,6 @@ for t in "$BUILD"/tests/test_ops "$BUILD"/tests/test_fuzz "$BUILD"/tests/test_fu
     $cmd > /dev/null 2>&1 || { echo "FAIL $(basename "$t") (rerun: ST_NVRTC_CHECK=1 $cmd)"; status=1; }
     tail -n +$((before + 1)) "$ST_NVRTC_CHECK_LOG" | awk -v n="$(basename "$t")" '{c += $1; f += $2} END {printf "  %-22s %5d kernels compiled, %d failed\n", n, c, f}'
 done
-awk '{c += $1; f += $2} END {printf "nvrtc: %d CUDA kernels compiled for sm_80 and sm_90, %d failed\n", c, f; exit f > 0}' "$ST_NVRTC_CHECK_LOG" || status=1
+awk '{c += $1; f += $2} END {printf "nvrtc: %d CUDA kernels compiled for sm_80 and sm_90a, %d failed\n", c, f; exit f > 0}' "$ST_NVRTC_CHECK_LOG" || status=1
 rm -f "$ST_NVRTC_CHECK_LOG"
 exit $status

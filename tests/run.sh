@@ -24,7 +24,7 @@ run() { # name, command...
 }
 export ST_CACHE_DIR=${ST_CACHE_DIR:-$(mktemp -d)}
 # Every test runs on the CPU (GPU runs: tests/gpu/run.sh). In the plain build every kernel the suite
-# lowers is also rendered as CUDA C and compiled by NVRTC for sm_80 and sm_90 (jit/nvrtc_check.c;
+# lowers is also rendered as CUDA C and compiled by NVRTC for sm_80 and sm_90a (jit/nvrtc_check.c;
 # the fuzzer: its first NVRTC_GRAPHS graphs); the sanitizer pass skips that (NVRTC is not
 # instrumented, and the plain pass covers it).
 export ST_DEVICE=${ST_DEVICE:-cpu}
@@ -60,7 +60,7 @@ if [ "$ST_NVRTC_CHECK" = 1 ]; then
     # one line "compiled failed" per test process (kernels are deduplicated within a process only)
     set -- $(awk '{c += $1; f += $2} END {print c + 0, f + 0}' "$nvlog")
     if [ "$2" -gt 0 ]; then echo "FAIL nvrtc_check: $2 CUDA kernels failed to compile (see the logs above)"; total_fail=$((total_fail + 1))
-    elif [ "$1" -gt 0 ]; then echo "PASS nvrtc_check: $1 CUDA kernels compiled for sm_80 and sm_90"; total_pass=$((total_pass + 1))
+    elif [ "$1" -gt 0 ]; then echo "PASS nvrtc_check: $1 CUDA kernels compiled for sm_80 and sm_90a"; total_pass=$((total_pass + 1))
     else echo "  nvrtc_check: skipped (no libnvrtc)"; fi
 fi
 # The suites again on the simulated GPU (tests/sim/run.sh; `make test` builds it with `make sim`).

@@ -17,7 +17,17 @@
  *    function is found when its name is in the image, and launching it only records the launch
  *    (count, grid, block, name; fakecu_stat, fakecu_last_kernel) — no kernel runs, so values are
  *    meaningless — while launching a function of an unloaded module is a violation and an error
- *    (tests/fake_cuda.h, tests/test_cuda_counts.c);
+ *    (tests/fake_cuda.h, tests/test_cuda_counts.c). PTX text loads too (its .entry names are its
+ *    functions: the driver would compile it). Trouble can be injected (fakecu_fault: a kernel
+ *    faults when the stream runs it, and waits return CUDA_ERROR_ILLEGAL_ADDRESS; fakecu_raise: a
+ *    kernel sets the index-error flag that the last cuMemsetD32Async cleared; fakecu_fail: the
+ *    next call of an entry point fails), and FAKE_CUDA_CC / FAKE_CUDA_VERSION set the GPU's
+ *    compute capability and the driver's CUDA version;
+ *  - on the fake: an asynchronous fault names the kernels in flight since the last successful
+ *    synchronization; ST_CUDA_SYNC=1 names the faulting kernel at its launch; index-error flags are
+ *    cleared by a memset, never waited for at the launch, and reported at the next synchronization
+ *    point with the launch's message; a failed cuMemFree or cuModuleUnload (which cannot be
+ *    returned) is reported by the next call;
  *  - the real driver, when one is present: the same round-trip suite, including a PTX launch.
  */
 #ifdef ST_FAKE_LIBCUDA
@@ -26,27 +36,36 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE   /* memmem */
 #endif
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef unsigned long long CUdeviceptr;
 typedef struct fake_event { int recorded; long seq; } fake_event;
 typedef struct fake_op {
-    int kind;             /* 0 copy, 1 event record, 2 fill launch */
+    int kind;             /* 0 copy, 1 event record, 2 fill launch, 3 memset, 4 fault, 5 raise a flag */
     void *dst;
     const void *src;
     size_t n;
+    unsigned value;
     fake_event *ev;
 } fake_op;
 
 static fake_op *queue;
 static long qn, qdone, qcap;
 static int ctx_refs, stream_live, event_live, pinned_live, allocs_live, loads, unloads, violations, set_current;
-static int launches, last_grid[3], last_block[3];
+static int launches, last_grid[3], last_block[3], ptx_loads, waits, memsets;
 static char last_name[128];
 static size_t mem_used, mem_cap;
 static int ctx_marker, stream_marker, module_marker, fill_marker;
 static void *current;
+/* Injected trouble (fakecu_fault, fakecu_raise, fakecu_fail): */
+static char fault_kernel[128];   /* its next launch faults when the stream runs it */
+static int fault;                /* the sticky error of a fault that ran (0: none) */
+static char raise_kernel[128];   /* its next launch sets the flag memset last before it */
+static unsigned *last_memset;
+static char fail_api[64];        /* the next call of this entry point fails with fail_code */
+static int fail_code;
 
 static int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
@@ -57,10 +76,37 @@ static void run_op(fake_op *o) {
     if (o->kind == 0) memcpy(o->dst, o->src, o->n);
     else if (o->kind == 2)
         for (size_t i = 0; i < o->n; i++) ((unsigned *)o->dst)[i] = (unsigned)i;
+    else if (o->kind == 3)
+        for (size_t i = 0; i < o->n; i++) ((unsigned *)o->dst)[i] = o->value;
+    else if (o->kind == 4) fault = 700;   /* CUDA_ERROR_ILLEGAL_ADDRESS */
+    else if (o->kind == 5) *(unsigned *)o->dst = 1;
 }
 static void run_until(long seq) {
     while (qdone <= seq && qdone < qn) run_op(&queue[qdone++]);
     if (qdone == qn) qn = qdone = 0;
+}
+/* Whether this call of entry point api must fail (fakecu_fail), once. */
+static int failing(const char *api) {
+    if (!fail_api[0] || strcmp(fail_api, api)) return 0;
+    fail_api[0] = 0;
+    return fail_code;
+}
+/* The next launch of kernel name (fill, or a cubin kernel; "*": any) faults, and every wait afterwards
+ * returns CUDA_ERROR_ILLEGAL_ADDRESS, as a real context does after a fault; NULL clears both. */
+void fakecu_fault(const char *name);
+void fakecu_fault(const char *name) {
+    snprintf(fault_kernel, sizeof fault_kernel, "%s", name ? name : "");
+    if (!name) fault = 0;
+}
+/* The next launch of kernel name ("*": any) writes 1 into the flag that the last
+ * cuMemsetD32Async before it cleared: the kernel "reports an index error". */
+void fakecu_raise(const char *name);
+void fakecu_raise(const char *name) { snprintf(raise_kernel, sizeof raise_kernel, "%s", name ? name : ""); }
+/* The next call of entry point api (its exported name, e.g. "cuMemFree_v2") fails with code. */
+void fakecu_fail(const char *api, int code);
+void fakecu_fail(const char *api, int code) {
+    snprintf(fail_api, sizeof fail_api, "%s", api ? api : "");
+    fail_code = code;
 }
 static long enqueue(fake_op o) {
     if (qn == qcap) {
@@ -92,14 +138,18 @@ int fakecu_stat(const char *what) {
     if (!strcmp(what, "block_x")) return last_block[0];
     if (!strcmp(what, "block_y")) return last_block[1];
     if (!strcmp(what, "block_z")) return last_block[2];
+    if (!strcmp(what, "ptx_loads")) return ptx_loads;   /* modules loaded from PTX text (not fill) */
+    if (!strcmp(what, "waits")) return waits;           /* stream, event and context synchronizations */
+    if (!strcmp(what, "memsets")) return memsets;
     return -1;
 }
 const char *fakecu_last_kernel(void);
 const char *fakecu_last_kernel(void) { return last_name; }
 
-/* Cubin modules (ELF images): a copy of the image; functions are never freed (a stale handle must
- * stay readable to be caught), they point at their module, which says whether it is loaded. */
-typedef struct fake_mod { int live; unsigned char *img; size_t n; } fake_mod;
+/* Cubin modules (ELF images) and PTX modules (NVRTC's text): a copy of the image; functions are
+ * never freed (a stale handle must stay readable to be caught), they point at their module, which
+ * says whether it is loaded. */
+typedef struct fake_mod { int live, ptx; unsigned char *img; size_t n; } fake_mod;
 typedef struct fake_fn { fake_mod *mod; char name[128]; struct fake_fn *next; } fake_fn;
 static fake_fn *fns;
 
@@ -127,13 +177,16 @@ static size_t elf_size(const unsigned char *e) {
 
 #define API(name, params) int name params; int name params
 API(cuInit, (unsigned f)) { (void)f; return env_int("FAKE_CUDA_INIT", 0); }
-API(cuDriverGetVersion, (int *v)) { *v = 12040; return 0; }
+/* CUDA 20.0 unless FAKE_CUDA_VERSION says otherwise: newer than any NVRTC, which must not be newer
+ * than the driver (jit/nvrtc.c). */
+API(cuDriverGetVersion, (int *v)) { *v = env_int("FAKE_CUDA_VERSION", 20000); return 0; }
 API(cuDeviceGetCount, (int *n)) { *n = env_int("FAKE_CUDA_DEVICES", 1); return 0; }
 API(cuDeviceGet, (int *d, int o)) { *d = o; return 0; }
 API(cuDeviceGetName, (char *s, int n, int d)) { (void)d; strncpy(s, "Fake GPU", (size_t)n); return 0; }
 API(cuDeviceGetAttribute, (int *v, int a, int d)) {
     (void)d;
-    *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 132 : a == 1 ? 1024 : 0;
+    int cc = env_int("FAKE_CUDA_CC", 90);   /* compute capability, major * 10 + minor */
+    *v = a == 75 ? cc / 10 : a == 76 ? cc % 10 : a == 16 ? 132 : a == 1 ? 1024 : 0;
     return 0;
 }
 API(cuDeviceTotalMem_v2, (size_t *b, int d)) {
@@ -145,10 +198,15 @@ API(cuDeviceTotalMem_v2, (size_t *b, int d)) {
 API(cuDevicePrimaryCtxRetain, (void **c, int d)) { (void)d; ctx_refs++; *c = &ctx_marker; return 0; }
 API(cuDevicePrimaryCtxRelease_v2, (int d)) { (void)d; ctx_refs--; return 0; }
 API(cuCtxSetCurrent, (void *c)) { set_current++; current = c; return 0; }
-API(cuCtxSynchronize, (void)) { run_until(qn); return 0; }
+API(cuCtxSynchronize, (void)) { waits++; run_until(qn); return fault; }
 API(cuStreamCreate, (void **s, unsigned f)) { violations += f != 1; stream_live++; *s = &stream_marker; return 0; }
 API(cuStreamDestroy_v2, (void *s)) { violations += s != &stream_marker || !idle(); stream_live--; return 0; }
-API(cuStreamSynchronize, (void *s)) { violations += s != &stream_marker; run_until(qn); return 0; }
+API(cuStreamSynchronize, (void *s)) {
+    violations += s != &stream_marker;
+    waits++;
+    run_until(qn);
+    return fault;
+}
 API(cuEventCreate, (fake_event **e, unsigned f)) { (void)f; *e = calloc(1, sizeof **e); event_live++; return 0; }
 API(cuEventRecord, (fake_event *e, void *s)) {
     violations += s != &stream_marker;
@@ -156,7 +214,11 @@ API(cuEventRecord, (fake_event *e, void *s)) {
     e->seq = enqueue((fake_op){.kind = 1, .ev = e});
     return 0;
 }
-API(cuEventSynchronize, (fake_event *e)) { if (e->recorded) run_until(e->seq); return 0; }
+API(cuEventSynchronize, (fake_event *e)) {
+    waits++;
+    if (e->recorded) run_until(e->seq);
+    return fault;
+}
 API(cuEventDestroy_v2, (fake_event *e)) { free(e); event_live--; return 0; }
 API(cuMemAlloc_v2, (CUdeviceptr *p, size_t n)) {
     if (!ready()) return 201;
@@ -170,6 +232,8 @@ API(cuMemAlloc_v2, (CUdeviceptr *p, size_t n)) {
     return 0;
 }
 API(cuMemFree_v2, (CUdeviceptr p)) {
+    int f = failing("cuMemFree_v2");
+    if (f) return f;   /* the block stays allocated, as after a real failure */
     violations += !idle() || !ready();
     size_t *b = (size_t *)p - 2;
     mem_used -= b[0];
@@ -195,6 +259,13 @@ API(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr s, size_t n, void *st)) {
     enqueue((fake_op){.kind = 0, .dst = (void *)d, .src = (const void *)s, .n = n});
     return 0;
 }
+API(cuMemsetD32Async, (CUdeviceptr d, unsigned v, size_t n, void *st)) {
+    violations += st != &stream_marker || !ready();
+    memsets++;
+    last_memset = (unsigned *)d;
+    enqueue((fake_op){.kind = 3, .dst = (void *)d, .n = n, .value = v});
+    return 0;
+}
 API(cuModuleLoadData, (void **m, const void *image)) {
     const unsigned char *e = image;
     if (!memcmp(e, "\177ELF", 4)) {
@@ -208,9 +279,31 @@ API(cuModuleLoadData, (void **m, const void *image)) {
         *m = fm;
         return 0;
     }
-    if (!strstr((const char *)image, ".entry fill")) return 200;
+    if (strstr((const char *)image, ".entry fill(")) {
+        loads++;
+        *m = &module_marker;
+        return 0;
+    }
+    if (!strstr((const char *)image, ".version") || !strstr((const char *)image, ".entry")) return 218;
+    fake_mod *fm = calloc(1, sizeof *fm);   /* PTX: the driver would compile it for the device */
+    fm->n = strlen(image) + 1;
+    fm->img = malloc(fm->n);
+    memcpy(fm->img, image, fm->n);
+    fm->live = fm->ptx = 1;
     loads++;
-    *m = &module_marker;
+    ptx_loads++;
+    *m = fm;
+    return 0;
+}
+/* Whether module fm has a function name: a symbol of the ELF image, an entry of the PTX text. */
+static int has_function(const fake_mod *fm, const char *name) {
+    size_t len = strlen(name);
+    if (!fm->ptx) return memmem(fm->img, fm->n, name, len + 1) != NULL;
+    for (const char *p = strstr((const char *)fm->img, ".entry "); p; p = strstr(p + 1, ".entry ")) {
+        const char *q = p + 7;
+        while (*q == ' ') q++;
+        if (!strncmp(q, name, len) && (q[len] == '(' || q[len] == ' ' || q[len] == '\n')) return 1;
+    }
     return 0;
 }
 API(cuModuleGetFunction, (void **f, void *m, const char *name)) {
@@ -218,7 +311,7 @@ API(cuModuleGetFunction, (void **f, void *m, const char *name)) {
         fake_mod *fm = m;
         violations += !fm->live;
         size_t len = strlen(name);
-        if (!fm->live || len >= sizeof fns->name || !memmem(fm->img, fm->n, name, len + 1)) return 500;
+        if (!fm->live || len >= sizeof fns->name || !has_function(fm, name)) return 500;
         fake_fn *fn = calloc(1, sizeof *fn);
         fn->mod = fm;
         memcpy(fn->name, name, len + 1);
@@ -232,6 +325,8 @@ API(cuModuleGetFunction, (void **f, void *m, const char *name)) {
     return 0;
 }
 API(cuModuleUnload, (void *m)) {
+    int f = failing("cuModuleUnload");
+    if (f) return f;   /* the module stays loaded */
     violations += !idle();
     if (m != &module_marker) {
         fake_mod *fm = m;
@@ -257,17 +352,32 @@ static int launch_cubin(fake_fn *fn, const unsigned g[3], const unsigned b[3], v
     strcpy(last_name, k->name);
     return 0;
 }
+/* Queues the trouble injected for a launch of kernel name. */
+static void trouble(const char *name) {
+    if (fault_kernel[0] && (!strcmp(fault_kernel, "*") || !strcmp(fault_kernel, name))) {
+        fault_kernel[0] = 0;
+        enqueue((fake_op){.kind = 4});
+    }
+    if (raise_kernel[0] && last_memset && (!strcmp(raise_kernel, "*") || !strcmp(raise_kernel, name))) {
+        raise_kernel[0] = 0;
+        enqueue((fake_op){.kind = 5, .dst = last_memset});
+    }
+}
 API(cuLaunchKernel, (void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned sh,
                      void *st, void **params, void **extra)) {
     (void)sh, (void)extra;
+    if (fault) return fault;   /* a context that faulted refuses new work */
     if (f != &fill_marker) {
         violations += st != &stream_marker;
-        return launch_cubin(f, (unsigned[]){gx, gy, gz}, (unsigned[]){bx, by, bz}, params);
+        int r = launch_cubin(f, (unsigned[]){gx, gy, gz}, (unsigned[]){bx, by, bz}, params);
+        if (r == 0) trouble(last_name);
+        return r;
     }
     violations += st != &stream_marker;
     if (bx > 1024) return 1;
     size_t n = *(unsigned *)params[1], threads = (size_t)gx * bx;
     enqueue((fake_op){.kind = 2, .dst = (void *)*(CUdeviceptr *)params[0], .n = n < threads ? n : threads});
+    trouble("fill");
     return 0;
 }
 API(cuGetErrorName, (int e, const char **s)) { (void)e; *s = NULL; return 1; } /* like the stub: no words */
@@ -277,6 +387,7 @@ API(cuGetErrorString, (int e, const char **s)) { (void)e; *s = NULL; return 1; }
 /* ------------------------------------------------------------------------------------------- */
 #include "test.h"
 #include "device/cuda.h"
+#include "device/device.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -541,15 +652,15 @@ static void suite_launch(void) {
     if (out && d) {
         void *params[] = {&d, &n};
         unsigned grid[3] = {(n + 255) / 256, 1, 1}, block[3] = {256, 1, 1}, bad[3] = {4096, 1, 1};
-        CHECK(cuda_launch(0, fn, grid, block, 0, params) == ST_OK);
+        CHECK(cuda_launch(0, fn, "fill_test", grid, block, 0, params) == ST_OK);
         CHECK(cuda_copy_dtoh(0, out, d, n * sizeof *out) == ST_OK);
         int bad_at = -1;
         for (unsigned i = 0; i < n && bad_at < 0; i++)
             if (out[i] != i) bad_at = (int)i;
         CHECK_MSG(bad_at < 0, "fill kernel: out[%d] = %u", bad_at, bad_at >= 0 ? out[bad_at] : 0);
-        CHECK_EQ_INT(cuda_launch(0, fn, grid, bad, 0, params), ST_ERR_DEVICE);
-        CHECK_MSG(strstr(st_last_error(), "CUDA error in cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (invalid argument)"),
-                  "message: %s", st_last_error());
+        CHECK_EQ_INT(cuda_launch(0, fn, NULL, grid, bad, 0, params), ST_ERR_DEVICE);
+        CHECK_MSG(strstr(st_last_error(), "CUDA error in cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (invalid argument) "
+                         "(kernel fill, grid"), "message: %s", st_last_error());
         CHECK(cuda_synchronize(0) == ST_OK);
     }
     cuda_mem_free(0, d);
@@ -588,6 +699,190 @@ static void suite_shutdown(void) {
     if (suite_fake) CHECK_EQ_INT(fake_stat("ctx_refs"), 0);
 }
 
+/* ---- trouble, on the fake driver only: faults, index flags, failures that cannot be returned ---- */
+
+/* A control function of the fake driver (fakecu_fault, fakecu_raise, fakecu_fail). */
+static void *fake_fn(const char *name) {
+    if (!fake_handle) fake_handle = dlopen(getenv("ST_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+    return fake_handle ? dlsym(fake_handle, name) : NULL;
+}
+static void fake_fault(const char *kernel) {
+    void *p = fake_fn("fakecu_fault");
+    void (*f)(const char *);
+    if (!p) return;
+    memcpy(&f, &p, sizeof f);
+    f(kernel);
+}
+static void fake_raise(const char *kernel) {
+    void *p = fake_fn("fakecu_raise");
+    void (*f)(const char *);
+    if (!p) return;
+    memcpy(&f, &p, sizeof f);
+    f(kernel);
+}
+static void fake_fail(const char *api, int code) {
+    void *p = fake_fn("fakecu_fail");
+    void (*f)(const char *, int);
+    if (!p) return;
+    memcpy(&f, &p, sizeof f);
+    f(api, code);
+}
+
+enum { FILL_N = 1000 };
+static st_devptr fill_buf;
+static void *fill_fn;
+
+/* The fill kernel and a buffer for it. */
+static int fill_setup(void) {
+    CHECK(cuda_module_function(0, fill_ptx, sizeof fill_ptx, "fill", &fill_fn) == ST_OK && fill_fn);
+    CHECK(cuda_mem_alloc(0, FILL_N * sizeof(unsigned), &fill_buf) == ST_OK);
+    return fill_fn && fill_buf;
+}
+static st_status fill(const char *label) {
+    unsigned n = FILL_N, grid[3] = {(FILL_N + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+    void *params[] = {&fill_buf, &n};
+    return cuda_launch(0, fill_fn, label, grid, block, 0, params);
+}
+
+/* An asynchronous fault surfaces at the next wait, naming the kernels launched since the last
+ * successful synchronization (and only those). */
+static void fault_body(void) {
+    if (!fill_setup()) return;
+    CHECK(fill("before_sync") == ST_OK);
+    CHECK(cuda_synchronize(0) == ST_OK);
+    CHECK(fill("first") == ST_OK);
+    fake_fault("fill");
+    CHECK(fill("second") == ST_OK);          /* asynchronous: the launch itself succeeds */
+    CHECK(fill("third") == ST_OK);
+    CHECK_EQ_INT(cuda_synchronize(0), ST_ERR_DEVICE);
+    const char *m = st_last_error();
+    CHECK_MSG(strstr(m, "CUDA error in cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS") &&
+              strstr(m, "kernels in flight on cuda:0 since its last successful synchronization, oldest first: "
+                        "first (fill), second (fill), third (fill)") && !strstr(m, "before_sync"),
+              "message: %s", m);
+    /* a copy to the host is a wait too */
+    unsigned out[4];
+    CHECK_EQ_INT(cuda_copy_dtoh(0, out, fill_buf, sizeof out), ST_ERR_DEVICE);
+    CHECK_MSG(strstr(st_last_error(), "CUDA error in cuEventSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS") &&
+              strstr(st_last_error(), "third (fill)"), "message: %s", st_last_error());
+    fake_fault(NULL);   /* the fake's context recovers (a real one would not) */
+    CHECK(cuda_synchronize(0) == ST_OK);
+    /* more launches than the ring holds: the last 8, and how many came before */
+    for (int i = 0; i < 11; i++) {
+        char l[16];
+        snprintf(l, sizeof l, "k%d", i);
+        if (i == 10) fake_fault("fill");
+        CHECK(fill(l) == ST_OK);
+    }
+    CHECK_EQ_INT(cuda_copy_dtoh(0, out, fill_buf, sizeof out), ST_ERR_DEVICE);
+    CHECK_MSG(strstr(st_last_error(), "oldest first: (3 earlier) k3 (fill), k4 (fill)") &&
+              strstr(st_last_error(), "k10 (fill)") && !strstr(st_last_error(), "k2 "), "message: %s", st_last_error());
+    fake_fault(NULL);
+    CHECK(cuda_synchronize(0) == ST_OK);
+    cuda_mem_free(0, fill_buf);
+    cuda_shutdown();
+}
+
+/* ST_CUDA_SYNC=1: the launch of the faulting kernel reports it, by name. */
+static void sync_body(void) {
+    setenv("ST_CUDA_SYNC", "1", 1);   /* read when the driver is probed: before any CUDA call */
+    if (!fill_setup()) return;
+    int w0 = fake_stat("waits");
+    CHECK(fill("good") == ST_OK);
+    CHECK(fake_stat("waits") > w0 && fake_stat("pending") == 0);   /* it waited */
+    fake_fault("fill");
+    CHECK_EQ_INT(fill("k7_bad_gather"), ST_ERR_DEVICE);
+    CHECK_MSG(strstr(st_last_error(), "CUDA error in kernel k7_bad_gather (fill) on cuda:0: CUDA_ERROR_ILLEGAL_ADDRESS "
+                                      "(an illegal memory access was encountered) (ST_CUDA_SYNC=1"),
+              "message: %s", st_last_error());
+    fake_fault(NULL);
+    cuda_mem_free(0, fill_buf);
+    cuda_shutdown();
+}
+
+/* Kernels that report index errors (the device interface's check): their flag is cleared by an
+ * asynchronous memset, nothing waits at the launch, and the next synchronization point reports
+ * the launch's message for the first flag set. */
+static st_status check_launch(const char *what) {
+    int64_t n = FILL_N;
+    void *bufs[1] = {(void *)(uintptr_t)fill_buf};
+    dev_call c = {.fn = fill_fn, .bufs = bufs, .ints = &n, .nbufs = 1, .nints = 1, .grid = {4, 1, 1},
+                  .block = {256, 1, 1}, .check = 1, .what = what, .name = "k_check"};
+    int err = 7;
+    st_status s = dev_cuda_ops.launch(0, &c, &err);
+    CHECK_EQ_INT(err, 0);   /* never known at the launch */
+    return s;
+}
+
+static void flags_body(void) {
+    if (!fill_setup()) return;
+    unsigned out[4];
+    int w0 = fake_stat("waits"), m0 = fake_stat("memsets");
+    CHECK(check_launch("gather: index out of range (kernel k1_gather)") == ST_OK);
+    fake_raise("fill");
+    CHECK(check_launch("scatter_add: index out of range (kernel k2_scatter)") == ST_OK);
+    CHECK(check_launch("gather: index out of range (kernel k3_gather)") == ST_OK);
+    CHECK_EQ_INT(fake_stat("waits"), w0);          /* no launch waited */
+    CHECK_EQ_INT(fake_stat("memsets") - m0, 3);    /* each flag cleared on the stream */
+    CHECK(fake_stat("pending") > 0);
+    CHECK_EQ_INT(cuda_copy_dtoh(0, out, fill_buf, sizeof out), ST_ERR_ARG);
+    CHECK_MSG(!strcmp(st_last_error(), "scatter_add: index out of range (kernel k2_scatter)"), "message: %s",
+              st_last_error());
+    CHECK(out[3] == 3);                            /* the copy itself was done */
+    CHECK(cuda_synchronize(0) == ST_OK);           /* reported once */
+    CHECK(cuda_copy_dtoh(0, out, fill_buf, sizeof out) == ST_OK);
+    /* cuda_synchronize is a synchronization point too */
+    fake_raise("fill");
+    CHECK(check_launch("gather: index out of range (kernel k4_gather)") == ST_OK);
+    CHECK_EQ_INT(cuda_synchronize(0), ST_ERR_ARG);
+    CHECK_MSG(strstr(st_last_error(), "k4_gather"), "message: %s", st_last_error());
+    /* more check launches than slots: the launch that finds them all taken waits, reads them, and
+     * reports one flagged before it */
+    for (int i = 0; i < 64; i++) {
+        if (i == 5) fake_raise("fill");
+        CHECK(check_launch(i == 5 ? "gather: index out of range (kernel k5_gather)" : "no error here") == ST_OK);
+    }
+    CHECK_EQ_INT(check_launch("after the slots"), ST_ERR_ARG);
+    CHECK_MSG(strstr(st_last_error(), "k5_gather"), "message: %s", st_last_error());
+    CHECK(cuda_synchronize(0) == ST_OK);
+    /* a flag still pending at shutdown is kept for the next call */
+    fake_raise("fill");
+    CHECK(check_launch("gather: index out of range (kernel k6_gather)") == ST_OK);
+    cuda_shutdown();
+    CHECK_EQ_INT(cuda_synchronize(0), ST_ERR_ARG);
+    CHECK_MSG(strstr(st_last_error(), "an earlier CUDA call failed where it could not report it: gather: index out of "
+                                      "range (kernel k6_gather)"), "message: %s", st_last_error());
+    CHECK(cuda_synchronize(0) == ST_OK);
+    cuda_mem_free(0, fill_buf);
+    cuda_shutdown();
+    CHECK_EQ_INT(fake_stat("violations"), 0);
+}
+
+/* A driver failure in a free or an unload cannot be returned there: the next call that can
+ * return an error reports it (once), naming the call. */
+static void deferred_body(void) {
+    st_devptr p = 0, q = 0;
+    CHECK(cuda_mem_alloc(0, 4096, &p) == ST_OK);
+    cuda_mem_free(0, p);                        /* cached by the allocator */
+    fake_fail("cuMemFree_v2", 1);
+    cuda_empty_cache();                         /* the driver's free fails here */
+    CHECK_EQ_INT(cuda_mem_alloc(0, 4096, &q), ST_ERR_DEVICE);
+    CHECK_MSG(strstr(st_last_error(), "an earlier CUDA call failed where it could not report it: CUDA error in "
+                                      "cuMemFree (freeing a block on cuda:0): CUDA_ERROR_INVALID_VALUE"),
+              "message: %s", st_last_error());
+    CHECK(cuda_mem_alloc(0, 4096, &q) == ST_OK && q);   /* reported once; usable again */
+    cuda_mem_free(0, q);
+    void *fn = NULL;
+    CHECK(cuda_module_function(0, fill_ptx, sizeof fill_ptx, "fill", &fn) == ST_OK);
+    fake_fail("cuModuleUnload", 999);
+    cuda_shutdown();
+    CHECK_EQ_INT(cuda_synchronize(0), ST_ERR_DEVICE);
+    CHECK_MSG(strstr(st_last_error(), "CUDA error in cuModuleUnload (unloading a module on cuda:0): CUDA_ERROR_UNKNOWN"),
+              "message: %s", st_last_error());
+    CHECK(cuda_synchronize(0) == ST_OK);
+    cuda_shutdown();
+}
+
 static void suite_body(void) {
     suite_devices();
     suite_copies();
@@ -624,7 +919,27 @@ static void fake_suite_body(void) {
     suite_fake = 1;
     suite_body();
 }
+static void fake_fault_body(void) {
+    suite_fake = 1;
+    fault_body();
+}
+static void fake_sync_body(void) {
+    suite_fake = 1;
+    sync_body();
+}
+static void fake_flags_body(void) {
+    suite_fake = 1;
+    flags_body();
+}
+static void fake_deferred_body(void) {
+    suite_fake = 1;
+    deferred_body();
+}
 TEST(fake_init_error) { in_child(fake_lib, fake_init_error_body); }
+TEST(fault_names_kernels_in_flight) { in_child(fake_lib, fake_fault_body); }
+TEST(cuda_sync_names_the_faulting_kernel) { in_child(fake_lib, fake_sync_body); }
+TEST(index_flags_read_at_the_next_sync) { in_child(fake_lib, fake_flags_body); }
+TEST(unreturnable_errors_reported_later) { in_child(fake_lib, fake_deferred_body); }
 TEST(fake_no_device) { in_child(fake_lib, fake_no_device_body); }
 TEST(fake_driver) { in_child(fake_lib, fake_suite_body); }
 TEST(real_driver) { in_child(NULL, suite_body); }
@@ -653,6 +968,10 @@ int main(void) {
         RUN(fake_init_error);
         RUN(fake_no_device);
         RUN(fake_driver);
+        RUN(fault_names_kernels_in_flight);
+        RUN(cuda_sync_names_the_faulting_kernel);
+        RUN(index_flags_read_at_the_next_sync);
+        RUN(unreturnable_errors_reported_later);
     } else {
         printf("FAIL fake_driver: could not build the fake driver from %s (run from the repository root)\n", __FILE__);
         test_failed_total++;

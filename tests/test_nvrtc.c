@@ -164,8 +164,8 @@ TEST(bad_arch) {
     void *cubin;
     size_t n;
     double ms;
-    const char *bad[] = {"sm80", "compute_80", "sm_9", "sm_90b", "sm_90a;rm", ""};
-    for (int i = 0; i < 6; i++) {
+    const char *bad[] = {"sm80", "compute80", "sm_9", "compute_9", "sm_90b", "sm_90a;rm", ""};
+    for (int i = 0; i < 7; i++) {
         CHECK_MSG(nvrtc_compile(K_AXPB, bad[i], "x", &cubin, &n, &ms) == ST_ERR_ARG, "arch '%s' accepted", bad[i]);
         CHECK(strstr(st_last_error(), bad[i]) != NULL);
     }
@@ -221,6 +221,85 @@ TEST(keys_differ) {
     CHECK(memcmp(&a, &d, sizeof a) != 0 && memcmp(&b, &d, sizeof a) != 0);
     CHECK(memmem(c, n, "st_k_axpb2", 10) != NULL);
     CHECK_EQ_INT(compiles() - comp, 2);
+}
+
+/* The one rule naming the architecture a GPU gets (the runtime's and the check mode's): its own
+ * sm_XY (sm_90a on Hopper), PTX for the newest supported virtual architecture below it when NVRTC
+ * cannot compile for it, an error when it is older than everything NVRTC supports. */
+TEST(arch_rule) {
+    SKIP_IF_NO_NVRTC();
+    int major = 0, minor = 0;
+    CHECK(nvrtc_version(&major, &minor) == 0);
+    const int *archs;
+    int n = nvrtc_supported_archs(&archs);
+    CHECK_MSG(n > 0, "NVRTC %d.%d lists no supported architecture", major, minor);   /* 11.2 and later can */
+    if (n <= 0) return;
+    char a[16];
+    CHECK(nvrtc_arch(80, a, sizeof a) == ST_OK && !strcmp(a, "sm_80"));
+    CHECK(nvrtc_arch(90, a, sizeof a) == ST_OK && !strcmp(a, major >= 12 ? "sm_90a" : "sm_90"));
+    int newest = archs[n - 1], oldest = archs[0];
+    CHECK(nvrtc_arch(newest + 30, a, sizeof a) == ST_OK);
+    char want[64];
+    snprintf(want, sizeof want, "compute_%d", newest);
+    CHECK_MSG(!strcmp(a, want), "a GPU newer than NVRTC: %s, expected %s", a, want);
+    CHECK_EQ_INT(nvrtc_arch(oldest - 1, a, sizeof a), ST_ERR_DEVICE);
+    snprintf(want, sizeof want, "this GPU (sm_%d) is older than", oldest - 1);
+    CHECK_MSG(strstr(st_last_error(), want), "message: %s", st_last_error());
+    /* what the device layer says, through jit_cuda_target: a device newer than NVRTC gets PTX */
+    dev_info di = {.name = "future GPU", .arch = newest + 30, .version = 99000};
+    CHECK(jit_cuda_target(&di, a, sizeof a) == ST_OK && !strncmp(a, "compute_", 8));
+}
+
+/* NVRTC must not be newer than the driver: never by its major version (its cubins do not load),
+ * and not at all when the GPU needs PTX. Both versions are named. */
+TEST(driver_check) {
+    SKIP_IF_NO_NVRTC();
+    int major = 0, minor = 0;
+    CHECK(nvrtc_version(&major, &minor) == 0);
+    int same = major * 1000 + minor * 10, older_major = (major - 1) * 1000 + 80;
+    CHECK(nvrtc_driver_check(same, "sm_90a") == ST_OK);
+    CHECK(nvrtc_driver_check(same, "compute_90") == ST_OK);
+    CHECK(nvrtc_driver_check(same + 1000, "compute_90") == ST_OK);
+    CHECK_EQ_INT(nvrtc_driver_check(older_major, "sm_90a"), ST_ERR_DEVICE);
+    char want[96];
+    snprintf(want, sizeof want, "NVRTC %d.%d (", major, minor);
+    CHECK_MSG(strstr(st_last_error(), want), "message: %s", st_last_error());
+    snprintf(want, sizeof want, "is newer than the CUDA driver (CUDA %d.8)", major - 1);
+    CHECK_MSG(strstr(st_last_error(), want), "message: %s", st_last_error());
+    if (minor > 0) { /* the same major version: cubins load (minor version compatibility), PTX does not */
+        int older_minor = major * 1000 + (minor - 1) * 10;
+        CHECK(nvrtc_driver_check(older_minor, "sm_90a") == ST_OK);
+        CHECK_EQ_INT(nvrtc_driver_check(older_minor, "compute_90"), ST_ERR_DEVICE);
+        CHECK_MSG(strstr(st_last_error(), "needs PTX (compute_90"), "message: %s", st_last_error());
+    }
+    dev_info di = {.name = "old driver", .arch = 80, .version = older_major};
+    char a[16];
+    CHECK_EQ_INT(jit_cuda_target(&di, a, sizeof a), ST_ERR_DEVICE);
+}
+
+/* A virtual architecture gives PTX text (loadable by cuModuleLoadData), cached under its own key
+ * and file: never mistaken for the cubin of the same source. */
+TEST(ptx_output) {
+    SKIP_IF_NO_NVRTC();
+    const void *c, *p;
+    size_t n, pn;
+    base_hash kc, kp;
+    CHECK(jit_cubin_get(K_AXPB, "st_k_axpb", "sm_90", &c, &n, &kc) == ST_OK && is_elf(c, n));
+    uint64_t comp = compiles();
+    CHECK(jit_cubin_get(K_AXPB, "st_k_axpb", "compute_90", &p, &pn, &kp) == ST_OK);
+    CHECK_EQ_INT(compiles() - comp, 1);
+    CHECK(memcmp(&kc, &kp, sizeof kc) != 0);
+    CHECK_MSG(p && pn > 1 && !is_elf(p, pn) && ((const char *)p)[pn - 1] == '\0' && strstr(p, ".version") &&
+                  strstr(p, ".entry st_k_axpb("), "not PTX text: %.80s", p ? (const char *)p : "(null)");
+    char hex[33], path[4300];
+    base_hash_hex(kp, hex);
+    snprintf(path, sizeof path, "%s/cuda/%s.ptx", cache_dir, hex);
+    CHECK_MSG(file_exists(path), "no disk entry %.300s", path);
+    jit_cubin_shutdown();   /* from disk, still PTX */
+    uint64_t disk = st_stats_g.cache_hits_disk;
+    CHECK(jit_cubin_get(K_AXPB, "st_k_axpb", "compute_90", &p, &pn, NULL) == ST_OK);
+    CHECK_EQ_INT(st_stats_g.cache_hits_disk - disk, 1);
+    CHECK(p && strstr(p, ".entry st_k_axpb("));
 }
 
 /* Damages the disk entry of K_SUM/sm_90 with how, then checks that the next lookup (memory cache
@@ -388,6 +467,9 @@ static void run_check_child(int set, child_out *o) {
     }
 }
 
+/* The architectures the runtime compiles for on an A100 and an H100: the check mode uses them. */
+static char arch80[16] = "sm_80", arch90[16] = "sm_90a";
+
 TEST(check_mode_passes) {
     SKIP_IF_NO_NVRTC();
     child_out o;
@@ -396,8 +478,9 @@ TEST(check_mode_passes) {
     CHECK_EQ_INT(o.lines, 1);
     CHECK_EQ_INT(o.n, 2);
     CHECK_EQ_INT(o.f, 0);
-    CHECK_MSG(strstr(o.err, "nvrtc-check: 2 kernels compiled for sm_80 and sm_90, 0 failed (") != NULL, "stderr: %.300s",
-              o.err);
+    char want[128];
+    snprintf(want, sizeof want, "nvrtc-check: 2 kernels compiled for %s and %s, 0 failed (", arch80, arch90);
+    CHECK_MSG(strstr(o.err, want) != NULL, "stderr: %.300s", o.err);
 }
 
 TEST(check_mode_names_the_failing_kernel) {
@@ -407,9 +490,13 @@ TEST(check_mode_names_the_failing_kernel) {
     CHECK_MSG(o.status == 1, "exit status %d", o.status);
     CHECK_EQ_INT(o.n, 3);
     CHECK_EQ_INT(o.f, 1);
-    CHECK(strstr(o.err, "nvrtc-check: 3 kernels compiled for sm_80 and sm_90, 1 failed (") != NULL);
+    char want[128], for80[32], for90[32];
+    snprintf(want, sizeof want, "nvrtc-check: 3 kernels compiled for %s and %s, 1 failed (", arch80, arch90);
+    CHECK(strstr(o.err, want) != NULL);
     /* Named once per architecture, with the log text and a saved source that exists. */
-    CHECK_MSG(strstr(o.err, "FAILED kernel k1 (st_k_") && strstr(o.err, "for sm_80") && strstr(o.err, "for sm_90"),
+    snprintf(for80, sizeof for80, "for %s (", arch80);
+    snprintf(for90, sizeof for90, "for %s (", arch90);
+    CHECK_MSG(strstr(o.err, "FAILED kernel k1 (st_k_") && strstr(o.err, for80) && strstr(o.err, for90),
               "stderr: %.300s", o.err);
     CHECK(strstr(o.err, "FAILED kernel k0") == NULL && strstr(o.err, "FAILED kernel k2") == NULL);
     CHECK(strstr(o.err, "undeclared_thing_xyz") != NULL);
@@ -437,7 +524,7 @@ TEST(check_mode_batches) {
     CHECK_MSG(o.status == 0, "exit status %d, stderr: %.300s", o.status, o.err);
     CHECK_EQ_INT(o.n, MANY);
     CHECK_EQ_INT(o.f, 0);
-    printf("  check mode: %d small kernels for sm_80 and sm_90 in %.0f ms (%.1f ms per kernel)\n", MANY, ms, ms / MANY);
+    printf("  check mode: %d small kernels for %s and %s in %.0f ms (%.1f ms per kernel)\n", MANY, arch80, arch90, ms, ms / MANY);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -457,6 +544,8 @@ int main(int argc, char **argv) {
     setenv("ST_CACHE_DIR", cache_dir, 1);
     st_runtime_init();
     have_nvrtc = nvrtc_load() == ST_OK;
+    if (have_nvrtc && (nvrtc_arch(80, arch80, sizeof arch80) != ST_OK || nvrtc_arch(90, arch90, sizeof arch90) != ST_OK))
+        printf("FAIL arch names: %s\n", st_last_error()), test_failed_total++;
     if (!have_nvrtc) snprintf(skip_reason, sizeof skip_reason, "no libnvrtc: %s", st_last_error());
 
     RUN(loads);
@@ -467,6 +556,9 @@ int main(int argc, char **argv) {
     RUN(cache_memory_and_disk);
     RUN(cache_second_process);
     RUN(keys_differ);
+    RUN(arch_rule);
+    RUN(driver_check);
+    RUN(ptx_output);
     RUN(cache_corrupt_entries);
     RUN(cache_compile_error);
     RUN(check_mode_passes);

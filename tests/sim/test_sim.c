@@ -40,7 +40,7 @@ static st_status launch(const char *src, unsigned grid, unsigned block, float *o
     if (s == ST_OK) s = cuda_copy_htod(0, p, host, (size_t)n * sizeof(float));
     void *params[] = {&p, &n};
     unsigned g[3] = {grid, 1, 1}, b[3] = {block, 1, 1};
-    if (s == ST_OK) s = cuda_launch(0, fn, g, b, 0, params);
+    if (s == ST_OK) s = cuda_launch(0, fn, "sim_test_kernel", g, b, 0, params);
     if (s == ST_OK) s = cuda_copy_dtoh(0, out ? out : host, p, (size_t)n * sizeof(float));
     free(host);
     return s;
