@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.." || exit 1
 export ST_DEVICE=cpu ST_NVRTC_CHECK=1 ST_CACHE_DIR=${ST_CACHE_DIR:-$(mktemp -d)}
 export ST_NVRTC_CHECK_LOG=$(mktemp)
 status=0
-for t in "$BUILD"/tests/test_ops "$BUILD"/tests/test_fuzz "$BUILD"/tests/test_fuser "$BUILD"/tests/test_autograd \
+for t in "$BUILD"/tests/test_ops "$BUILD"/tests/test_opmath "$BUILD"/tests/test_fuzz "$BUILD"/tests/test_fuser "$BUILD"/tests/test_autograd \
          tests/lua/test_*.lua; do
     case "$t" in
     *.lua) cmd="$BUILD/stitch $t" ;;

@@ -52,7 +52,8 @@ int main(void) {
     puts("method and a module function in Lua (`x:exp()`, `st.exp(x)`; binary ones take a tensor or a");
     puts("number on either side), broadcasting and promoting as [api.md](api.md) says. *Result dtype*");
     puts("is the dtype of the result from the inputs' promoted dtype; *gradient*: whether gradients");
-    puts("flow through it ([autograd.md](autograd.md)).");
+    puts("flow through it ([autograd.md](autograd.md)). Every function gives the same bits on the CPU");
+    puts("and on a GPU; its accuracy is in [api.md](api.md#numerics).");
     puts("");
     puts("| C | Lua | result dtype | gradient | what |");
     puts("| --- | --- | --- | --- | --- |");

@@ -25,6 +25,7 @@ run() { # name, command...
 }
 run test_cuda_driver "$BUILD"/tests/test_cuda_driver
 run test_ops env ST_DEVICE=cuda "$BUILD"/tests/test_ops
+run test_opmath env ST_DEVICE=cuda "$BUILD"/tests/test_opmath   # the GPU's math = the CPU's, bit for bit
 run test_fuzz "$BUILD"/tests/test_fuzz --device cuda --graphs ${GRAPHS:-2000}
 run test_autograd env ST_DEVICE=cuda "$BUILD"/tests/test_autograd
 for t in tests/lua/test_*.lua; do run "$(basename "$t")" env ST_DEVICE=cuda "$BUILD"/stitch "$t"; done
