@@ -181,7 +181,7 @@ st_status nvrtc_search(const char *nvrtc_path, void **handle, char *found, size_
         if (stat(nvrtc_path, &st) == 0 && S_ISDIR(st.st_mode)) *handle = try_dir(nvrtc_path, &t, found, cap);
         else *handle = try_open(nvrtc_path, &t, found, cap);
         if (*handle) return ST_OK;
-        return st_error(ST_ERR_DEVICE, "cannot load libnvrtc from %s (named by ST_NVRTC_PATH or ST_CUDA_SIM):%s", nvrtc_path, t.s);
+        return st_error(ST_ERR_DEVICE, "cannot load libnvrtc from ST_NVRTC_PATH=%s:%s", nvrtc_path, t.s);
     }
     static const char *const sonames[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
     for (size_t i = 0; i < sizeof sonames / sizeof sonames[0]; i++)
@@ -252,9 +252,11 @@ st_status nvrtc_load(void) {
     if (L.state == 1) return ST_OK;
     if (L.state == -1) return st_error(ST_ERR_DEVICE, "%s", L.msg);
     void *h = NULL;
-    const char *path = base_env(SET_NVRTC_PATH);
-    if (!path) path = base_cuda_sim_dir();   /* the simulated GPU's stand-in compiler (tests/sim) */
-    st_status s = nvrtc_search(path, &h, L.path, sizeof L.path);
+    const char *path = base_env(SET_NVRTC_PATH), *sim = path ? NULL : base_cuda_sim_dir();
+    st_status s = nvrtc_search(path ? path : sim, &h, L.path, sizeof L.path);   /* sim: the tests' stand-in */
+    if (s != ST_OK && sim)
+        s = st_error(ST_ERR_DEVICE, "cannot load the simulated GPU's libnvrtc from %s (ST_CUDA_SIM; build it with "
+                     "make sim)", sim);
     if (s == ST_OK) {
         const char *missing = resolve(h);
         if (missing) {
