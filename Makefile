@@ -165,7 +165,8 @@ $(SIM)/test_sim_mma: tests/sim/test_sim_mma.c tests/sim/sim_mma.c tests/sim/sim_
 	$(CC) $(SIM_WARN) -O1 -I tests/sim -o $@ tests/sim/test_sim_mma.c tests/sim/sim_mma.c -lm
 
 # Five planted bugs (a barrier, a tail guard, a shuffle mask, an mma fragment, a parameter's size),
-# each of which the simulated GPU must catch (tests/sim/mutate.sh; ~15 s on an idle 2-core machine).
+# each of which the simulated GPU must catch (tests/sim/mutate.sh; ~15 s on an idle 2-core machine;
+# make test runs it after test-sim).
 sim-mutations: all sim
 	@sh tests/sim/mutate.sh
 

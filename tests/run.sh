@@ -75,6 +75,7 @@ case "$BUILD" in
         set -- $(tail -n 1 "$log" | awk '{print $1 + 0, $3 + 0}')
         echo "  test-sim: $1 passed, $2 failed ($(( $(date +%s) - start ))s)"
         total_pass=$((total_pass + $1)); total_fail=$((total_fail + $2))
+        run sim_mutations sh tests/sim/mutate.sh
     else
         echo "  test-sim: skipped (the simulator is not built: make sim)"
     fi ;;
