@@ -7,7 +7,8 @@
 # simulated GPU against the reference interpreter on the CPU.
 #
 # Each suite runs three times: CUDA threads scheduled forward, in reverse and in a seeded random
-# order (ST_SIM_SCHED; blocks too). Kernels are compiled once (the kernel cache is shared by the
+# order (ST_SIM_SCHED; blocks too), on 4, 1 and 3 simulated SMs (ST_SIM_SMS: the grid sizes).
+# Kernels are compiled once (the kernel cache is shared by the
 # runs); a suite's first run pays the compiles. Two suites run at a time (CI has 2 cores).
 # Last line: "N passed, N failed".
 BUILD=${BUILD:-build}
@@ -29,6 +30,8 @@ suite() {
     : > "$out/$name.res"
     for sched in forward reverse random:7; do
         log="$out/$name.$sched.log"
+        # the SM count sets the grids (grid-stride loops): 4, then 1, then 3 (no recompile)
+        case "$sched" in forward) export ST_SIM_SMS=4 ;; reverse) export ST_SIM_SMS=1 ;; *) export ST_SIM_SMS=3 ;; esac
         case "$name" in   # asserts that its first step compiles: a cache of its own each time
         test_plan_cache.lua) ST_CACHE_DIR=$(mktemp -d) ST_SIM_SCHED=$sched "$@" > "$log" 2>&1 ;;
         *) ST_SIM_SCHED=$sched "$@" > "$log" 2>&1 ;;
