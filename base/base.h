@@ -123,6 +123,10 @@ ST_INTERNAL double st_now_ms(void);       /* monotonic clock */
 
 /* ---- shapes (shape.c; st_shape_str is public) ---- */
 ST_INTERNAL int64_t st_shape_numel(int ndim, const int64_t *shape);
+/* The element count of shape, checked: 1 with *numel set when every size is >= 0 and numel *
+ * elem_size fits in an int64 (a tensor's bytes, offsets and strides then all do); 0 otherwise
+ * (no error set: the caller names the op). The one check every new node goes through. */
+ST_INTERNAL int st_shape_numel_checked(int ndim, const int64_t *shape, size_t elem_size, int64_t *numel);
 /* Contiguous strides of a shape, in elements. */
 ST_INTERNAL void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* Do these strides lay the shape out in C order (size-1 dims ignored)? */

@@ -9,6 +9,15 @@ int64_t st_shape_numel(int ndim, const int64_t *shape) {
     return n;
 }
 
+int st_shape_numel_checked(int ndim, const int64_t *shape, size_t elem_size, int64_t *numel) {
+    int64_t n = 1, bytes;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return 0;
+    if (__builtin_mul_overflow(n, (int64_t)(elem_size ? elem_size : 1), &bytes)) return 0;
+    *numel = n;
+    return 1;
+}
+
 void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides) {
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {

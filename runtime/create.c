@@ -9,7 +9,7 @@
 #include "runtime/tensor.h"
 #include <math.h>
 
-static int check_shape(const char *op, int ndim, const int64_t *shape) {
+static int check_shape(const char *op, int ndim, const int64_t *shape, st_dtype dt) {
     if (ndim < 0 || ndim > ST_MAX_DIMS) {
         st_error(ST_ERR_ARG, "%s: %d dims (at most %d)", op, ndim, ST_MAX_DIMS);
         return 0;
@@ -20,6 +20,13 @@ static int check_shape(const char *op, int ndim, const int64_t *shape) {
             st_error(ST_ERR_ARG, "%s: negative size in %s", op, st_shape_str(ndim, shape, b, sizeof b));
             return 0;
         }
+    int64_t n;
+    if (!st_shape_numel_checked(ndim, shape, st_dtypes[dt].size, &n)) {
+        char b[200];
+        st_error(ST_ERR_ARG, "%s: size %s is too large (%s elements: its bytes do not fit in 64 bits)", op,
+                 st_shape_str(ndim, shape, b, sizeof b), st_dtypes[dt].name);
+        return 0;
+    }
     return 1;
 }
 
@@ -68,7 +75,7 @@ st_tensor *st_weak_scalar_i(int64_t v) {
 /* A CONST broadcast to shape: the storage's node is a stride-0 VIEW. */
 static st_tensor *full_impl(const char *op, st_dtype dt, int ndim, const int64_t *shape, double v) {
     st_runtime_init();
-    if (!check_dtype(op, dt) || !check_shape(op, ndim, shape)) return NULL;
+    if (!check_dtype(op, dt) || !check_shape(op, ndim, shape, dt)) return NULL;
     st_node *c = const_node(dt, v, 0);
     if (!c) return NULL;
     if (ndim == 0) return st_tensor_from_node(c);
@@ -85,7 +92,7 @@ st_tensor *st_ones(st_dtype dt, int nd, const int64_t *s) { return full_impl("on
 /* A realized tensor with uninitialized contents (poisoned in test mode). */
 static st_tensor *buffer_tensor(const char *op, st_dtype dt, int ndim, const int64_t *shape) {
     st_runtime_init();
-    if (!check_dtype(op, dt) || !check_shape(op, ndim, shape)) return NULL;
+    if (!check_dtype(op, dt) || !check_shape(op, ndim, shape, dt)) return NULL;
     st_node *n = st_node_new(ST_OP_BUFFER, dt, ndim, shape, 0, NULL, NULL);
     if (!n) return NULL;
     st_buffer *b = st_buffer_new(st_node_nbytes(n));
@@ -125,7 +132,7 @@ static st_tensor *to_default(st_tensor *t) {
 st_tensor *st_empty(st_dtype dt, int ndim, const int64_t *shape) {
     if (!dev_host_memory(st_default_dev())) { /* no host copy of garbage: allocate on the device */
         st_runtime_init();
-        if (!check_dtype("empty", dt) || !check_shape("empty", ndim, shape)) return NULL;
+        if (!check_dtype("empty", dt) || !check_shape("empty", ndim, shape, dt)) return NULL;
         st_node *n = st_node_new(ST_OP_BUFFER, dt, ndim, shape, 0, NULL, NULL);
         st_buffer *b = n ? st_buffer_new_on(st_default_dev(), st_node_nbytes(n)) : NULL;
         if (!b) {
@@ -181,7 +188,7 @@ st_tensor *st_eye(int64_t n, int64_t m, st_dtype dt) {
     st_runtime_init();
     if (m < 0) m = n;
     int64_t shape[2] = {n, m};
-    if (!check_dtype("eye", dt) || !check_shape("eye", 2, shape)) return NULL;
+    if (!check_dtype("eye", dt) || !check_shape("eye", 2, shape, dt)) return NULL;
     st_tensor *r = iota(ST_I64, 2, shape, 0, 0, 1), *c = iota(ST_I64, 2, shape, 1, 0, 1);
     st_tensor *e = r && c ? st_eq(r, c) : NULL;
     st_tensor *out = e ? st_cast(e, dt) : NULL;
@@ -194,7 +201,7 @@ st_tensor *st_eye(int64_t n, int64_t m, st_dtype dt) {
 static st_tensor *random_impl(const char *op, st_op rop, st_dtype dt, int ndim, const int64_t *shape,
                               int64_t lo, int64_t hi) {
     st_runtime_init();
-    if (!check_dtype(op, dt) || !check_shape(op, ndim, shape)) return NULL;
+    if (!check_dtype(op, dt) || !check_shape(op, ndim, shape, dt)) return NULL;
     st_node_arg a;
     memset(&a, 0, sizeof a);
     a.rng.seed = st_rng_seed;

@@ -86,6 +86,13 @@ st_tensor *st_tensor_from_node(st_node *n) {
 
 st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
                           int64_t offset) {
+    int64_t numel;
+    if (!st_shape_numel_checked(ndim, shape, st_dtypes[t->dtype].size, &numel)) {
+        char b[200];
+        st_error(ST_ERR_SHAPE, "view: shape %s is too large (its %s bytes do not fit in 64 bits)",
+                 st_shape_str(ndim, shape, b, sizeof b), st_dtypes[t->dtype].name);
+        return NULL;
+    }
     st_tensor *v = st_malloc(sizeof *v);
     if (!v) return NULL;
     v->refcnt = 1;
@@ -100,7 +107,7 @@ st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *shape, const in
     v->storage = t->storage;
     v->storage->refcnt++;
     const st_node *base = v->storage->node;
-    v->identity = offset == 0 && st_shape_numel(ndim, shape) == base->numel &&
+    v->identity = offset == 0 && numel == base->numel &&
                   ndim == base->ndim &&
                   memcmp(shape, base->shape, ndim * sizeof *shape) == 0 &&
                   st_is_contiguous_view(ndim, shape, strides);

@@ -64,6 +64,13 @@ size_t st_node_nbytes(const st_node *n) { return (size_t)n->numel * st_dtypes[n-
 st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int nsrc,
                      st_node *const *srcs, const st_node_arg *arg) {
     ST_ASSERT(ndim >= 0 && ndim <= ST_MAX_DIMS && nsrc >= 0 && nsrc <= 3);
+    int64_t numel;
+    if (!st_shape_numel_checked(ndim, shape, st_dtypes[dt].size, &numel)) {
+        char b[200];
+        st_error(ST_ERR_SHAPE, "%s: shape %s is too large (its %s bytes do not fit in 64 bits)", st_ops[op].name,
+                 st_shape_str(ndim, shape, b, sizeof b), st_dtypes[dt].name);
+        return NULL;
+    }
     int dev = common_dev(op, nsrc, srcs);
     if (dev == -2) return NULL;
     st_node *n = free_list;
@@ -76,11 +83,8 @@ st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int 
     n->ndim = (uint8_t)ndim;
     n->nsrc = (uint8_t)nsrc;
     n->dev = (int8_t)dev;
-    n->numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        n->shape[i] = shape[i];
-        n->numel *= shape[i];
-    }
+    n->numel = numel;
+    for (int i = 0; i < ndim; i++) n->shape[i] = shape[i];
     for (int i = 0; i < nsrc; i++) n->src[i] = st_node_retain(srcs[i]);
     if (arg) n->arg = *arg;
     else memset(&n->arg, 0, sizeof n->arg);

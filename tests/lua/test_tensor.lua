@@ -200,4 +200,18 @@ test("extend_methods", function()
   eq(st.tensor{1}.nosuch, nil)
 end)
 
+-- Issue 13: element counts whose bytes do not fit in 64 bits are refused where the shape is made
+-- (they used to wrap: a negative numel, 0 elements, a crash printing, an out-of-bounds write).
+test("sizes_too_large", function()
+  H.raises(function() return st.zeros(2^61, 4) end, "zeros: size (2305843009213693952, 4) is too large")
+  H.raises(function() return st.zeros(2^62, 2^62) end, "is too large")
+  H.raises(function() return st.zeros(2^40, 2^30) end, "zeros: size (1099511627776, 1073741824) is too large")
+  H.raises(function() return st.eye(1e10) end, "eye: size (10000000000, 10000000000) is too large")
+  H.raises(function() return st.zeros(2^61, "f64") end, "is too large (f64 elements")
+  H.raises(function() return st.zeros(1):expand(2^62, 2^62) end, "shape (4611686018427387904, 4611686018427387904) is too large")
+  H.raises(function() return st.zeros(2^30, 1, 1) + st.zeros(2^30, 2^3) end, "shape (1073741824, 1073741824, 8) is too large")  -- the broadcast result
+  eq(st.zeros(2^40):numel(), 2^40)          -- large but representable: fine (nothing is allocated)
+  eq(st.zeros(2^59, "f64"):numel(), 2^59)
+end)
+
 H.done()
