@@ -10,11 +10,16 @@
 static _Thread_local st_status err_status;
 static _Thread_local char err_msg[8192];
 
+/* Formatted into a scratch buffer first: callers often wrap the previous message
+ * (st_error(s, "cuda: %s", st_last_error())), and vsnprintf into the buffer it reads from is
+ * undefined (it printed "cuda: cuda:  cannot lower ..."). */
 st_status st_error(st_status s, const char *fmt, ...) {
+    static _Thread_local char scratch[sizeof err_msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    vsnprintf(scratch, sizeof scratch, fmt, ap);
     va_end(ap);
+    memcpy(err_msg, scratch, strlen(scratch) + 1);
     err_status = s;
     return s;
 }

@@ -51,6 +51,17 @@ static double ulps(float got, double want) {
 }
 
 /* ---- prelude: conversions ---- */
+/* base/error.c: a message that wraps the previous one (st_error(s, "...: %s", st_last_error()), 15
+ * places) reads and writes the same buffer; it printed "cuda: cuda:  cannot lower" before. */
+TEST(error_wraps_previous) {
+    st_error(ST_ERR_INTERNAL, "fuser: cannot lower: %s", "expression too deep");
+    st_error(ST_ERR_DEVICE, "cuda: %s (this group has no GPU kernel yet)", st_last_error());
+    CHECK_MSG(!strcmp(st_last_error(), "cuda: fuser: cannot lower: expression too deep (this group has no GPU kernel yet)"),
+              "%s", st_last_error());
+    CHECK(st_last_status() == ST_ERR_DEVICE);
+    st_clear_error();
+}
+
 TEST(f16_bits) {
     CHECK_EQ_INT(st_f2h(1.0f), 0x3C00);
     CHECK_EQ_INT(st_f2h(-2.0f), 0xC000);
@@ -703,6 +714,7 @@ TEST(execute_region) {
 
 int main(void) {
     st_runtime_init();
+    RUN(error_wraps_previous);
     RUN(f16_bits);
     RUN(bf16_bits);
     RUN(cvt);
