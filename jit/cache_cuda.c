@@ -75,7 +75,7 @@ static base_hash cubin_ctx(void) {
 }
 
 /* What NVRTC writes for arch: PTX text for a virtual architecture (compute_XY), else a cubin. */
-static const char *output_kind(const char *arch) { return strncmp(arch, "compute_", 8) ? "cubin" : "ptx"; }
+static const char *output_kind(const char *arch) { return nvrtc_is_ptx(arch) ? "ptx" : "cubin"; }
 
 static base_hash cubin_key(const char *src, const char *kname, const char *arch) {
     base_hash k = cubin_ctx();

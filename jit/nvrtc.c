@@ -87,12 +87,14 @@ const char *nvrtc_options(void) {
     return joined;
 }
 
+int nvrtc_is_ptx(const char *arch) { return arch && !strncmp(arch, "compute_", 8); }
+
 /* sm_<digits> (a cubin) or compute_<digits> (PTX), with an optional 'a' (arch-specific, e.g.
  * sm_90a) or 'f' (family) suffix. */
 static int arch_ok(const char *arch) {
     const char *p;
     if (arch && !strncmp(arch, "sm_", 3)) p = arch + 3;
-    else if (arch && !strncmp(arch, "compute_", 8)) p = arch + 8;
+    else if (nvrtc_is_ptx(arch)) p = arch + 8;
     else return 0;
     int digits = 0;
     while (*p >= '0' && *p <= '9') p++, digits++;
@@ -330,7 +332,7 @@ st_status nvrtc_driver_check(int driver_version, const char *arch) {
     st_status s = nvrtc_load();
     if (s != ST_OK) return s;
     int dmaj = driver_version / 1000, dmin = driver_version % 1000 / 10;
-    int ptx = arch && !strncmp(arch, "compute_", 8);
+    int ptx = nvrtc_is_ptx(arch);
     if (L.major > dmaj)
         return st_error(ST_ERR_DEVICE, "NVRTC %d.%d (%s) is newer than the CUDA driver (CUDA %d.%d): the driver cannot "
                         "load what it compiles. Install a driver for CUDA %d.%d or newer, or set ST_NVRTC_PATH to an "
@@ -404,7 +406,7 @@ static int run_nvrtc(const char *unit, const char *arch, const char *name, void 
         (*log)[ls] = '\0';
     }
     if (rc == NVRTC_OK && cubin) { /* a cubin for sm_XY; PTX text (with its NUL) for compute_XY */
-        int ptx = !strncmp(arch, "compute_", 8);
+        int ptx = nvrtc_is_ptx(arch);
         size_t cs = 0;
         rc = ptx ? L.ptx_size(prog, &cs) : L.cubin_size(prog, &cs);
         if (rc == NVRTC_OK && !(*cubin = alloc(cs ? cs : 1))) rc = NVRTC_ERR_OOM;

@@ -77,6 +77,8 @@ ST_INTERNAL int nvrtc_save_failed(const char *unit, const char *log, const char 
  * Failure: ST_ERR_COMPILE with the NVRTC log and the path of the saved source (<cache
  * dir>/failed/<tag>-XXXXXX.cu, log beside it); ST_ERR_ARG for a malformed arch; ST_ERR_DEVICE
  * when libnvrtc cannot be loaded. */
+/* arch is a virtual architecture (compute_XY): NVRTC writes PTX text for it, not a cubin. */
+ST_INTERNAL int nvrtc_is_ptx(const char *arch);
 ST_INTERNAL st_status nvrtc_compile(const char *src, const char *arch, const char *tag, void **cubin, size_t *n,
                                     double *ms);
 

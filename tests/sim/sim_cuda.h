@@ -68,7 +68,7 @@ static inline long long __double_as_longlong(double f) { long long x; memcpy(&x,
 
 static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     ST_SIM_BARRIER();
-    st_sim_rt->collective(SIM_COLL_SYNCWARP, mask, NULL, 0, NULL);
+    st_sim_rt->collective(SIM_COLL_SYNCWARP, mask, NULL, 0);
     ST_SIM_BARRIER();
 }
 
@@ -78,7 +78,7 @@ template <class T, class P> static inline T st_sim_shfl_(unsigned mask, T v, P p
     static_assert(sizeof(T) <= 8, "shuffle of more than 64 bits");
     uint32_t w[2] = {0, 0};
     memcpy(w, &v, sizeof(T));
-    const uint32_t *all = st_sim_rt->collective(SIM_COLL_SHFL, mask, w, 2, NULL);
+    const uint32_t *all = st_sim_rt->collective(SIM_COLL_SHFL, mask, w, 2);
     int lane = st_sim_rt->cur->lane, src = pick(lane);
     if (src < 0 || src > 31 || !((mask >> src) & 1u)) st_sim_rt->fault("a shuffle reads a lane outside its mask");
     T r;
@@ -108,7 +108,7 @@ template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned d
 }
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
     uint32_t w = pred != 0;
-    const uint32_t *all = st_sim_rt->collective(SIM_COLL_VOTE, mask, &w, 1, NULL);
+    const uint32_t *all = st_sim_rt->collective(SIM_COLL_VOTE, mask, &w, 1);
     unsigned r = 0;
     for (int l = 0; l < 32; l++)
         if (((mask >> l) & 1u) && all[l * SIM_COLL_MAX_WORDS]) r |= 1u << l;
@@ -131,7 +131,7 @@ static inline void st_sim_mma(int kind, float d[4], const uint32_t a[4], const u
     memcpy(w, a, 16);
     memcpy(w + 4, b, 8);
     memcpy(w + 6, d, 16);
-    const uint32_t *all = st_sim_rt->collective(SIM_COLL_MMA + (kind << 4), 0xffffffffu, w, 10, NULL);
+    const uint32_t *all = st_sim_rt->collective(SIM_COLL_MMA + (kind << 4), 0xffffffffu, w, 10);
     st_sim_rt->mma(kind, all, st_sim_rt->cur->lane, d);
 }
 static inline uint32_t st_sim_cvt_tf32(float x) { return st_sim_rt->cvt_tf32(x); }

@@ -131,15 +131,21 @@ static int arena_init(void) {
 
 static int in_arena(uintptr_t p) { return p - A.lo < ARENA_BYTES; }
 
-/* The live allocation holding [p, p + n), or NULL. */
-static alloc_rec *find_alloc(uintptr_t p, size_t n) {
-    if (A.hint < A.n && p >= A.v[A.hint].base && p + n <= A.v[A.hint].base + A.v[A.hint].size) return &A.v[A.hint];
+/* The number of live allocations whose base is <= p (the index after the one that may hold p). */
+static size_t upper(uintptr_t p) {
     size_t lo = 0, hi = A.n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (A.v[mid].base <= p) lo = mid + 1;
         else hi = mid;
     }
+    return lo;
+}
+
+/* The live allocation holding [p, p + n), or NULL. */
+static alloc_rec *find_alloc(uintptr_t p, size_t n) {
+    if (A.hint < A.n && p >= A.v[A.hint].base && p + n <= A.v[A.hint].base + A.v[A.hint].size) return &A.v[A.hint];
+    size_t lo = upper(p);
     if (lo == 0) return NULL;
     alloc_rec *r = &A.v[lo - 1];
     if (p + n > r->base + r->size) return NULL;
@@ -149,12 +155,7 @@ static alloc_rec *find_alloc(uintptr_t p, size_t n) {
 
 /* Words for an address outside every allocation: where it is relative to the nearest one. */
 static void describe_address(uintptr_t p, char *out, size_t cap) {
-    size_t lo = 0, hi = A.n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (A.v[mid].base <= p) lo = mid + 1;
-        else hi = mid;
-    }
+    size_t lo = upper(p);
     if (lo > 0 && p >= A.v[lo - 1].base)
         snprintf(out, cap, "%zu bytes past the end of a %zu-byte allocation at 0x%llx",
                  (size_t)(p - A.v[lo - 1].base - A.v[lo - 1].size), A.v[lo - 1].size,
@@ -523,8 +524,7 @@ static const char *coll_name(int kind) {
     }
 }
 
-static const uint32_t *rt_collective(int kind, unsigned mask, const uint32_t *words, int n, const void *site) {
-    (void)site;
+static const uint32_t *rt_collective(int kind, unsigned mask, const uint32_t *words, int n) {
     fiber *f = L.cur;
     warp_state *w = &L.w[f->th.warp];
     unsigned me = 1u << f->th.lane;
@@ -1148,26 +1148,24 @@ static const struct { CUresult code; const char *name, *text; } errors[] = {
     {E_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
 };
 
+static const char *const *error_entry(CUresult e, int text) {
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == e) return text ? &errors[i].text : &errors[i].name;
+    return NULL;
+}
+
 EXPORT CUresult cuGetErrorName(CUresult e, const char **s) {
     if (!s) return E_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].code == e) {
-            *s = errors[i].name;
-            return OK;
-        }
-    *s = NULL;
-    return E_INVALID_VALUE;
+    const char *const *p = error_entry(e, 0);
+    *s = p ? *p : NULL;
+    return p ? OK : E_INVALID_VALUE;
 }
 
 EXPORT CUresult cuGetErrorString(CUresult e, const char **s) {
     if (!s) return E_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].code == e) {
-            *s = errors[i].text;
-            return OK;
-        }
-    *s = NULL;
-    return E_INVALID_VALUE;
+    const char *const *p = error_entry(e, 1);
+    *s = p ? *p : NULL;
+    return p ? OK : E_INVALID_VALUE;
 }
 
 /* For the simulator's own tests: the message of the last fault ("" when none). */

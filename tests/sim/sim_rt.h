@@ -43,7 +43,7 @@ typedef struct sim_rt {
     void (*syncthreads)(const void *site);
     /* A warp collective: deposits n 32-bit words, waits for every lane of mask, returns the words
      * of all lanes ([32][SIM_COLL_MAX_WORDS], valid until this lane's next collective). */
-    const uint32_t *(*collective)(int kind, unsigned mask, const uint32_t *words, int n, const void *site);
+    const uint32_t *(*collective)(int kind, unsigned mask, const uint32_t *words, int n);
     /* Reports a kernel error (formatted) and abandons the launch; does not return. */
     void (*fault)(const char *what);
     /* Tensor cores: lane's accumulators d += its part of A*B, from every lane's collective words
@@ -69,7 +69,7 @@ typedef struct sim_module_info {
     char *shared_lo, *shared_hi;        /* the module's static shared memory */
 } sim_module_info;
 
-#define SIM_ABI 1
+#define SIM_ABI 2   /* bumped with every change of this table */
 #define SIM_MAGIC "STSIMSO1"            /* "cubin" = magic, then the shared object's bytes */
 
 #endif
