@@ -144,7 +144,10 @@ function DataLoader:_batch(order, start, len)
   local ts, out = self.tensors, {}
   for i = 1, #ts do
     if order then
-      out[i] = ts[i]:index_select(1, order:narrow(1, start, len))
+      -- the order is made on the default device; each tensor is indexed where it lives
+      local idx = order:narrow(1, start, len)
+      if idx:device() ~= ts[i]:device() then idx = idx:to(ts[i]:device()) end
+      out[i] = ts[i]:index_select(1, idx)
     else
       out[i] = ts[i]:narrow(1, start, len)
     end

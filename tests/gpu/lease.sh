@@ -1,0 +1,78 @@
+#!/bin/sh
+# gpu/lease.sh — everything issue 16 asks of a GPU, in one call that fits a short lease (docs/cuda.md,
+# "On a GPU machine"). Build here first (tests/gpu/pack.sh makes gpucarry/: portable binaries,
+# stripped, plus the Fashion-MNIST files and the fortunes corpus), then on the GPU machine:
+#   sh tests/gpu/lease.sh [A_SECONDS B_SECONDS C_SECONDS]
+# Phase A (in parallel, the GPU shared): the C suites and the Lua tests on cuda (as test-gpu), the
+# fuzzer (--device cuda), compute-sanitizer memcheck/racecheck/synccheck. Phase B (the GPU alone):
+# bench/run_gpu.sh --quick. Phase C (the GPU alone): the examples, timed. Each job has a time limit;
+# logs go to $OUT/logs.tgz (or ./gpu-out); a summary table is printed last.
+cd "$(dirname "$0")/../.." || exit 1
+A=${1:-180}; B=${2:-170}; C=${3:-90}
+OUT=${OUT:-$(pwd)/gpu-out}; mkdir -p "$OUT"
+export BUILD=${BUILD:-$(pwd)/gpucarry/build}
+export ST_CACHE_DIR=$(mktemp -d)
+export FASHION_MNIST_DIR=$(pwd)/gpucarry/fashion-mnist
+export PATH=$PATH:/usr/local/cuda/bin PYTHONUNBUFFERED=1
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
+L=$(mktemp -d)   # every log; they come back as $OUT/logs.tgz
+summary=$OUT/summary.txt; : > "$summary"
+{
+    echo "== machine =="; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    echo "cores $(nproc); cc: $(cc --version 2>&1 | head -1); python: $(python3 -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__)' 2>&1 | tail -1)"
+    echo "compute-sanitizer: ${CS:-none}"
+    ST_DEVICE=cuda "$BUILD/stitch" -e 'print("stitch device: " .. st.device())' 2>&1
+} > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+job() { # name seconds command...: runs in the background, one line in the summary
+    name=$1; secs=$2; shift 2
+    (
+        s=$(date +%s)
+        timeout -k 5 "$secs" "$@" > "$L/$name.log" 2>&1; rc=$?
+        p=$(grep -c '^PASS' "$L/$name.log"); f=$(grep -c '^FAIL' "$L/$name.log")
+        printf '%-28s rc=%-3s pass=%-4s fail=%-3s %ss\n' "$name" "$rc" "$p" "$f" "$(( $(date +%s) - s ))" >> "$summary"
+    ) &
+}
+
+echo "== phase A: suites on cuda, fuzzer, sanitizers (limit ${A}s) =="
+T=$((A - 10))
+job c_small $T sh -c 'for t in test_cuda_driver test_cuda_contact test_nvrtc test_mma test_epilogue test_prologue \
+    test_horizontal test_cuda_counts test_fusion_counts test_devalloc test_device test_interp test_render_cuda; do
+    echo "== $t"; ST_DEVICE=cuda "$BUILD/tests/$t" || echo "FAIL $t: exit $?"; done'
+job test_ops $T env ST_DEVICE=cuda "$BUILD/tests/test_ops"
+job test_opmath $T env ST_DEVICE=cuda "$BUILD/tests/test_opmath"
+job test_autograd $T env ST_DEVICE=cuda "$BUILD/tests/test_autograd"
+job fuzz300 $T "$BUILD/tests/test_fuzz" --device cuda --graphs 300
+job fuzz300b $T "$BUILD/tests/test_fuzz" --device cuda --graphs 300 --seed 17
+i=0
+for chain in "autograd char_transformer data" "device einsum epilogue graph horizontal index io" \
+             "nn optim plan_cache print reduce runtime tensor"; do
+    i=$((i + 1))
+    job lua$i $T sh -c "for n in $chain; do echo \"== \$n\"; ST_DEVICE=cuda \"$BUILD/stitch\" tests/lua/test_\$n.lua || echo \"FAIL test_\$n.lua: exit \$?\"; done"
+done
+if [ -n "$CS" ]; then
+    job memcheck_ops $T "$CS" --tool memcheck --error-exitcode 9 env ST_DEVICE=cuda "$BUILD/tests/test_ops"
+    job memcheck_fuzz $T "$CS" --tool memcheck --error-exitcode 9 "$BUILD/tests/test_fuzz" --device cuda --graphs 100 --seed 3
+    job racecheck_fuzz $T "$CS" --tool racecheck --error-exitcode 9 "$BUILD/tests/test_fuzz" --device cuda --graphs 60 --seed 5
+    job racecheck_ops $T "$CS" --tool racecheck --error-exitcode 9 env ST_DEVICE=cuda "$BUILD/tests/test_ops"
+    job synccheck_fuzz $T "$CS" --tool synccheck --error-exitcode 9 "$BUILD/tests/test_fuzz" --device cuda --graphs 60 --seed 7
+fi
+wait
+
+echo "== phase B: bench/run_gpu.sh --quick (limit ${B}s) =="
+timeout -k 5 "$B" sh bench/run_gpu.sh --quick > "$OUT/bench.txt" 2>&1
+echo "bench rc=$?" >> "$OUT/bench.txt"
+
+echo "== phase C: examples (limit ${C}s) =="
+c=$((C / 3))
+timeout -k 5 "$c" "$BUILD/stitch" examples/fashion_mnist_mlp.lua --epochs 2 > "$L/ex_mlp.log" 2>&1; echo "mlp rc=$?" >> "$L/ex_mlp.log"
+timeout -k 5 "$c" "$BUILD/stitch" examples/fashion_mnist_cnn.lua --epochs 1 > "$L/ex_cnn.log" 2>&1; echo "cnn rc=$?" >> "$L/ex_cnn.log"
+timeout -k 5 "$c" "$BUILD/stitch" examples/char_transformer.lua --steps 300 --corpus gpucarry/fortunes > "$L/ex_char.log" 2>&1; echo "char rc=$?" >> "$L/ex_char.log"
+
+cd "$L" && tar czf "$OUT/logs.tgz" . && cd - > /dev/null
+echo "== failures (first 60) =="
+grep -h '^FAIL\|ERROR SUMMARY\|RACECHECK SUMMARY\|Invalid\|error:' "$L"/*.log | sort | uniq -c | sort -rn | head -60
+echo "== examples =="; tail -n 4 "$L"/ex_*.log
+echo "== bench (last 60 lines) =="; tail -n 60 "$OUT/bench.txt"
+echo "== summary =="; cat "$summary"
