@@ -389,9 +389,13 @@ static int ev(lw *w, st_node *n, lctx *c) {
 }
 
 /* ---- kernels ---- */
-/* Two or more dims: a parallel loop over rows and an inner loop over the last dim, with the
- * multi-index of the row computed once per row. A single flat loop would unravel every element's
- * index with a 64-bit division per dim (3 ns an element); the inner loop has none and vectorizes. */
+/* On the CPU, two or more dims: a parallel loop over rows and an inner loop over the last dim,
+ * with the multi-index of the row computed once per row. A single flat loop would unravel every
+ * element's index with a 64-bit division per dim (3 ns an element); the inner loop has none and
+ * vectorizes. On a GPU the parallel loop is what the threads share: rows would give each thread a
+ * row (neighbouring threads a row apart: 14% of each fetched sector used, measured on an H100 at
+ * 2% of a device copy for AdamW), so a GPU kernel is one flat loop, and a view that needs the
+ * multi-index unravels it by division (dead code where nothing reads it). */
 static void lower_pointwise(lw *w) {
     int cls = shape_class(w, w->G->outs[0]);
     if (cls < 0) return;
@@ -399,7 +403,8 @@ static void lower_pointwise(lw *w) {
     kir_builder *b = &w->b;
     lctx c;
     int i;
-    if (nd >= 2) {
+    bool by_rows = nd >= 2 && dev_target_of(w->G->outs[0]->rdev) == DEV_TARGET_C;
+    if (by_rows) {
         int last = size_p(w, cls, nd - 1);
         int nrows = size_p(w, cls, 0);
         for (int d = 1; d < nd - 1; d++) nrows = kir_ibin(b, KI_IMUL, nrows, size_p(w, cls, d));
@@ -423,7 +428,7 @@ static void lower_pointwise(lw *w) {
     }
     for (int o = 0; o < w->G->nouts; o++) store(w, w->G->outs[o], i, ev(w, w->G->outs[o], &c));
     kir_endloop(b);
-    if (nd >= 2) kir_endloop(b);
+    if (by_rows) kir_endloop(b);
     w->L->work = w->G->outs[0]->numel;
 }
 

@@ -46,14 +46,18 @@ ST_INTERNAL char *render_c(const kir_kernel *k);
  *   CL_FLAT    grid-stride loop over the outer loop's count (one thread per iteration);
  *   CL_ROWS    the outer loop's iterations are rows, `rt` threads (the trailing kernel argument)
  *              cooperate on one row, its inner loops split over them;
+ *   CL_COLS    CL_ROWS for a column reduction (KIR_LOOP_COLS: neighbouring rows are neighbours in
+ *              memory): the 32 lanes of a warp take 32 neighbouring rows, the block's warps
+ *              (`rt` of them) split each row's inner loops;
  *   CL_MATMUL  tiled GEMM: grid (ceil(N/64), ceil(M/64), batch), 256 threads;
  *   CL_SINGLE  one block: phases separated by block barriers (scatter, multi-loop kernels);
  *   CL_HORIZONTAL  a horizontal kernel (k->nparts >= 2): consecutive ranges of blocks run the
  *              parts, each part's range sized from its own loop count (part_count). */
-typedef enum cuda_launch_mode { CL_FLAT, CL_ROWS, CL_MATMUL, CL_SINGLE, CL_HORIZONTAL } cuda_launch_mode;
+typedef enum cuda_launch_mode { CL_FLAT, CL_ROWS, CL_MATMUL, CL_SINGLE, CL_HORIZONTAL, CL_COLS } cuda_launch_mode;
 typedef struct cuda_launch_desc {
     int mode;          /* cuda_launch_mode */
-    int count_id;      /* IR value id (kir) of the outer loop count: elements (CL_FLAT) or rows (CL_ROWS); -1 = 1 */
+    int count_id;      /* IR value id (kir) of the outer loop count: elements (CL_FLAT) or rows (CL_ROWS,
+                        * CL_COLS); -1 = 1 */
     int rowlen_id;     /* CL_ROWS: IR value id of a representative inner length (picks threads per row); -1 unknown */
     int block;         /* threads per block the kernel was written for (its __launch_bounds__) */
     int part_count[KIR_MAX_PARTS];  /* CL_HORIZONTAL: IR value id of each part's flat loop count
@@ -66,7 +70,7 @@ typedef struct cuda_launch_desc {
 ST_INTERNAL char *render_cuda(const kir_kernel *k, cuda_launch_desc *d);
 ST_INTERNAL char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d);
 /* Grid and block for one launch; *extra_arg receives the value of the trailing `int rt` parameter
- * (threads per row, CL_ROWS) or 0. sm_count: the device's multiprocessors (caps grid-stride grids). */
+ * (threads per row: CL_ROWS, CL_COLS) or 0. sm_count: the device's multiprocessors (caps grid-stride grids). */
 ST_INTERNAL void cuda_launch_dims(const kir_kernel *k, const cuda_launch_desc *d, const int64_t *ints,
                                   int sm_count, unsigned grid[3], unsigned block[3], int *extra_arg);
 

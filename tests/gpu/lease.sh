@@ -2,7 +2,10 @@
 # gpu/lease.sh — everything issue 16 asks of a GPU, in one call that fits a short lease (docs/cuda.md,
 # "On a GPU machine"). Build here first (tests/gpu/pack.sh makes gpucarry/: portable binaries,
 # stripped, plus the Fashion-MNIST files and the fortunes corpus), then on the GPU machine:
-#   sh tests/gpu/lease.sh [A_SECONDS B_SECONDS C_SECONDS]
+#   sh tests/gpu/lease.sh [A_SECONDS B_SECONDS C_SECONDS]   (a phase given 0 seconds is skipped)
+# Environment: GRAPHS (fuzzer graphs per run, 120), BENCH_ARGS (run_gpu.sh's, "--quick"), OLD_BUILD
+# (a second build, e.g. main before a change: its stitch side of bench_fusion runs first in phase
+# B, so before and after are timed on the same GPU in the same call).
 # Phase A (in parallel, the GPU shared): the C suites and the Lua tests on cuda (as test-gpu), the
 # fuzzer (--device cuda), compute-sanitizer memcheck/racecheck/synccheck. Phase B (the GPU alone):
 # bench/run_gpu.sh --quick. Phase C (the GPU alone): the examples, timed. Each job has a time limit;
@@ -35,6 +38,7 @@ job() { # name seconds command...: runs in the background, one line in the summa
     ) &
 }
 
+if [ "$A" -gt 0 ]; then
 echo "== phase A: suites on cuda, fuzzer, sanitizers (limit ${A}s) =="
 T=$((A - 10))
 job c_small $T sh -c 'for t in test_cuda_driver test_cuda_contact test_nvrtc test_mma test_epilogue test_prologue \
@@ -43,8 +47,9 @@ job c_small $T sh -c 'for t in test_cuda_driver test_cuda_contact test_nvrtc tes
 job test_ops $T env ST_DEVICE=cuda "$BUILD/tests/test_ops"
 job test_opmath $T env ST_DEVICE=cuda "$BUILD/tests/test_opmath"
 job test_autograd $T env ST_DEVICE=cuda "$BUILD/tests/test_autograd"
-job fuzz300 $T "$BUILD/tests/test_fuzz" --device cuda --graphs 300
-job fuzz300b $T "$BUILD/tests/test_fuzz" --device cuda --graphs 300 --seed 17
+G=${GRAPHS:-120}
+job fuzz_a $T "$BUILD/tests/test_fuzz" --device cuda --graphs "$G"
+job fuzz_b $T "$BUILD/tests/test_fuzz" --device cuda --graphs "$G" --seed 17
 i=0
 for chain in "autograd char_transformer data" "device einsum epilogue graph horizontal index io" \
              "nn optim plan_cache print reduce runtime tensor"; do
@@ -59,20 +64,33 @@ if [ -n "$CS" ]; then
     job synccheck_fuzz $T "$CS" --tool synccheck --error-exitcode 9 "$BUILD/tests/test_fuzz" --device cuda --graphs 60 --seed 7
 fi
 wait
+fi
 
+[ "$B" -gt 0 ] && {
+if [ -n "$OLD_BUILD" ]; then
+    echo "== phase B: the stitch side of bench_fusion with OLD_BUILD=$OLD_BUILD (before) =="
+    ST_DEVICE=cuda timeout -k 5 $((B / 3)) "$OLD_BUILD/stitch" bench/bench_fusion.lua "$L/old_fusion.txt" \
+        --cases=softmax,layernorm_fwd,layernorm,cross_entropy,adamw,linear_gelu,block,mlp --quick --device=cuda \
+        > "$L/old_bench.log" 2>&1
+    grep "stitch " "$L/old_bench.log" | sed 's/^/before: /' > "$OUT/bench_before.txt"
+fi
 echo "== phase B: bench/run_gpu.sh --quick (limit ${B}s) =="
-timeout -k 5 "$B" sh bench/run_gpu.sh --quick > "$OUT/bench.txt" 2>&1
+timeout -k 5 "$B" sh bench/run_gpu.sh ${BENCH_ARGS:---quick} > "$OUT/bench.txt" 2>&1
 echo "bench rc=$?" >> "$OUT/bench.txt"
+}
 
+[ "$C" -gt 0 ] && {
 echo "== phase C: examples (limit ${C}s) =="
 c=$((C / 3))
 timeout -k 5 "$c" "$BUILD/stitch" examples/fashion_mnist_mlp.lua --epochs 2 > "$L/ex_mlp.log" 2>&1; echo "mlp rc=$?" >> "$L/ex_mlp.log"
 timeout -k 5 "$c" "$BUILD/stitch" examples/fashion_mnist_cnn.lua --epochs 1 > "$L/ex_cnn.log" 2>&1; echo "cnn rc=$?" >> "$L/ex_cnn.log"
 timeout -k 5 "$c" "$BUILD/stitch" examples/char_transformer.lua --steps 300 --corpus gpucarry/fortunes > "$L/ex_char.log" 2>&1; echo "char rc=$?" >> "$L/ex_char.log"
+}
 
 cd "$L" && tar czf "$OUT/logs.tgz" . && cd - > /dev/null
 echo "== failures (first 60) =="
 grep -h '^FAIL\|ERROR SUMMARY\|RACECHECK SUMMARY\|Invalid\|error:' "$L"/*.log | sort | uniq -c | sort -rn | head -60
-echo "== examples =="; tail -n 4 "$L"/ex_*.log
-echo "== bench (last 60 lines) =="; tail -n 60 "$OUT/bench.txt"
+[ "$C" -gt 0 ] && { echo "== examples =="; tail -n 4 "$L"/ex_*.log; }
+[ -f "$OUT/bench_before.txt" ] && { echo "== bench before (OLD_BUILD) =="; cat "$OUT/bench_before.txt"; }
+[ "$B" -gt 0 ] && { echo "== bench (last 60 lines) =="; tail -n 60 "$OUT/bench.txt"; }
 echo "== summary =="; cat "$summary"

@@ -52,13 +52,14 @@ suite() {
     echo "$(( $(date +%s) - start ))" > "$out/$name.time"
 }
 
-suites="test_sim_mma test_sim test_ops test_autograd test_fuzz"
+suites="test_sim_mma test_sim access test_ops test_autograd test_fuzz"
 for t in tests/lua/test_*.lua; do suites="$suites lua:$t"; done
 
 run_one() {
     case "$1" in
     test_sim_mma) suite test_sim_mma "$BUILD"/sim/test_sim_mma ;;
     test_sim) suite test_sim "$BUILD"/sim/test_sim ;;
+    access) suite access env BUILD="$BUILD" sh tests/sim/access.sh ;;   # coalescing of stitch's kernels
     test_fuzz) suite test_fuzz "$BUILD"/tests/test_fuzz --device cuda --graphs "$GRAPHS" ;;
     lua:*) t=${1#lua:}; suite "$(basename "$t")" "$BUILD"/stitch "$t" ;;
     *) suite "$1" "$BUILD/tests/$1" ;;
