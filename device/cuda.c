@@ -938,7 +938,8 @@ static st_status make_checks(cuda_dev *d) {
 }
 
 /* The kernel ABI (jit/render.h): every buffer (a device pointer), every int parameter (long
- * long), every float parameter (double), the device error flag, the threads-per-row count. A
+ * long), every float parameter (double), the device error flag, the threads-per-row count, and for
+ * a kernel that asks (c->scratch, CL_GRID) a pointer to scratch memory whose first word is 0. A
  * kernel that can report an index error gets a slot of the flag array, cleared by a memset queued
  * before it; the next synchronization point reads the slots (take_checks) and reports c->what
  * for the first one set. Only when every slot is taken does a launch wait, to free them. */
@@ -951,12 +952,24 @@ static st_status ops_launch(int ord, const dev_call *c, int *err) {
     if (c->check && d->nchecks == CHECK_SLOTS && (s = cuda_synchronize(ord)) != ST_OK) return s;
     st_devptr ep = d->flags + (st_devptr)(c->check ? d->nchecks : 0) * sizeof(int);
     if (c->check) CU_TRY("cuMemsetD32Async", cu.cuMemsetD32Async(ep, 0, 1, d->stream));
-    int np = c->nbufs + c->nints + c->nflts + 2;
+    /* scratch (CL_GRID): allocated for this launch, its counter zeroed before it, given back right
+     * after: the stream orders every later use of the block after the kernel */
+    st_devptr scratch = 0;
+    if (c->scratch > 0) {
+        if ((s = devalloc_alloc(d->alloc, (size_t)c->scratch, &scratch)) != ST_OK) return s;
+        CUresult r = cu.cuMemsetD32Async(scratch, 0, 1, d->stream);
+        if (r != CUDA_SUCCESS) {
+            devalloc_free(d->alloc, scratch);
+            return cu_fail("cuMemsetD32Async", r);
+        }
+    }
+    int np = c->nbufs + c->nints + c->nflts + 3;
     void **params = st_malloc((size_t)np * sizeof *params);
     st_devptr *ptrs = st_malloc((size_t)(c->nbufs ? c->nbufs : 1) * sizeof *ptrs);
     if (!params || !ptrs) {
         st_free(params);
         st_free(ptrs);
+        if (scratch) devalloc_free(d->alloc, scratch);
         return st_last_status();
     }
     int p = 0;
@@ -969,9 +982,11 @@ static st_status ops_launch(int ord, const dev_call *c, int *err) {
     int rt = c->rt;
     params[p++] = &ep;
     params[p++] = &rt;
+    if (scratch) params[p++] = &scratch;
     if (c->check) /* the slot is taken before the launch: with ST_CUDA_SYNC the launch reads it back */
         snprintf(d->what[d->nchecks++], CHECK_TEXT, "%s", c->what ? c->what : "a kernel reported an index out of range");
     s = launch(d, c->fn, c->name, c->grid, c->block, 0, params);
+    if (scratch) devalloc_free(d->alloc, scratch);
     st_free(params);
     st_free(ptrs);
     return s;

@@ -58,6 +58,9 @@ typedef struct dev_call {
     int nbufs, nints, nflts;
     unsigned grid[3], block[3];    /* CUDA geometry */
     int rt;                        /* CUDA: threads per row (CL_ROWS), else 0 */
+    int scratch;                   /* CUDA: > 0: the kernel takes a pointer to this many bytes of
+                                    * the device's scratch memory after rt (its first 4 bytes 0
+                                    * before the launch; the kernel leaves them 0) */
     int nthreads;                  /* C: threads the kernel may use (>= 1) */
     int check;
     const char *what;              /* CUDA, with check: the error its flag means (copied) */

@@ -81,7 +81,8 @@ st_status exec_cuda_launch(const fuse_launch *L, int dev, exec_cuda_fn *cache, v
     }
     char what[160];
     dev_call c = {.fn = f->fn, .bufs = bufs, .ints = L->ints, .flts = L->flts, .nbufs = L->k.nbufs,
-                  .nints = L->k.nints, .nflts = L->k.nflts, .check = f->check, .name = L->name};
+                  .nints = L->k.nints, .nflts = L->k.nflts, .check = f->check, .name = L->name,
+                  .scratch = f->d.scratch};
     cuda_launch_dims(&L->k, &f->d, L->ints, di->units, c.grid, c.block, &c.rt);
     if (!c.grid[0] || !c.grid[1] || !c.grid[2]) return ST_OK; /* empty domain: nothing to run */
     if (c.check) {

@@ -49,11 +49,14 @@ ST_INTERNAL char *render_c(const kir_kernel *k);
  *   CL_COLS    CL_ROWS for a column reduction (KIR_LOOP_COLS: neighbouring rows are neighbours in
  *              memory): the 32 lanes of a warp take 32 neighbouring rows, the block's warps
  *              (`rt` of them) split each row's inner loops;
+ *   CL_GRID    a full reduction (one row) whose one loop combines accumulators: the loop is split
+ *              over a grid of blocks; each block's partial goes to the launch's scratch memory
+ *              and the last block to finish combines them in block order and finishes the row;
  *   CL_MATMUL  tiled GEMM: grid (ceil(N/64), ceil(M/64), batch), 256 threads;
  *   CL_SINGLE  one block: phases separated by block barriers (scatter, multi-loop kernels);
  *   CL_HORIZONTAL  a horizontal kernel (k->nparts >= 2): consecutive ranges of blocks run the
  *              parts, each part's range sized from its own loop count (part_count). */
-typedef enum cuda_launch_mode { CL_FLAT, CL_ROWS, CL_MATMUL, CL_SINGLE, CL_HORIZONTAL, CL_COLS } cuda_launch_mode;
+typedef enum cuda_launch_mode { CL_FLAT, CL_ROWS, CL_MATMUL, CL_SINGLE, CL_HORIZONTAL, CL_COLS, CL_GRID } cuda_launch_mode;
 typedef struct cuda_launch_desc {
     int mode;          /* cuda_launch_mode */
     int count_id;      /* IR value id (kir) of the outer loop count: elements (CL_FLAT) or rows (CL_ROWS,
@@ -62,6 +65,8 @@ typedef struct cuda_launch_desc {
     int block;         /* threads per block the kernel was written for (its __launch_bounds__) */
     int part_count[KIR_MAX_PARTS];  /* CL_HORIZONTAL: IR value id of each part's flat loop count
                                      * (grid-stride over its blocks); -1: the part runs on one thread */
+    int scratch;       /* CL_GRID: bytes of device scratch memory the launch passes after `rt` (a
+                        * counter at 0, kept 0 between launches, then the blocks' partials); else 0 */
 } cuda_launch_desc;
 /* CUDA C source of k (one extern "C" __global__ function named by the macro KNAME), or NULL (ST_ERR_OOM).
  * render_cuda_sm: for compute capability sm (major * 10 + minor): matmuls that cuda_mma_eligible

@@ -29,9 +29,18 @@
  *              Rows that combine or that read what another thread of the row stored ("coop":
  *              cuda_kernel_coop) need rt >= 32: a warp per row, or rt = blockDim (a row per block,
  *              for long rows) so that barriers are never divergent.
- *              A full reduction (KIR_LOOP_ROW: one row) is one block of up to 1024 threads for now:
- *              correct and deterministic, but one SM; a multi-block split with a second combine
- *              pass is future work.
+ *              A full reduction (KIR_LOOP_ROW: one row) that CL_GRID cannot take is one block of
+ *              up to 1024 threads: correct and deterministic, but one SM.
+ *   CL_GRID    a full reduction (KIR_LOOP_ROW) whose row holds one loop, splittable, combining
+ *              accumulators, with no IF and no store before it (sum, mean, norms, max, argmax of
+ *              a whole tensor): the loop is split over a grid of 1024-thread blocks (iteration j
+ *              on global thread j % threads), each block combines its partials as a CL_ROWS row
+ *              of a block does, thread 0 writes the block's partial to the launch's scratch
+ *              memory and takes a ticket (atomicAdd on the scratch's counter, after a
+ *              __threadfence); the block that draws the last ticket combines the partials in
+ *              block order (deterministic for a given grid), resets the counter to 0 and runs the
+ *              rest of the row; the others return. The grid: one block per 8192 elements, at most
+ *              2 per SM and GRID_MAX.
  *   CL_COLS    CL_ROWS for a column reduction (the outer loop is KIR_LOOP_COLS: row o's element rr
  *              is at rr * nrows + o, so neighbouring rows are neighbours in memory). Rows as
  *              CL_ROWS would give each row its own threads, which then read a row apart from the
@@ -90,6 +99,7 @@
 #define MM_KT 16            /* matmul k tile */
 #define HZ_PART_BLOCKS 1024 /* most blocks one part of a horizontal kernel gets (grid-stride past) */
 #define CU_COLS_SMEM 32768  /* CL_COLS: shared bytes for the partials before 256 threads, not 1024 */
+#define GRID_MAX 1024       /* CL_GRID: most blocks (scratch: 256 bytes, then GRID_MAX partials per accumulator) */
 
 typedef enum where { W_SERIAL, W_ROW, W_SPLIT } where;
 
@@ -271,10 +281,45 @@ static int cols_accs(const cu_ctx *c, int from, int to) {
     return n;
 }
 
-/* Picks the mapping; *outer: the top-level loop of CL_FLAT / CL_ROWS / CL_COLS. */
+/* CL_GRID: the row body [from, to) of a full reduction has exactly one loop, splittable and
+ * updating accumulators, no IF, and no store before the loop. Returns the loop, or -1. */
+static int grid_loop(const cu_ctx *c, int from, int to) {
+    int loop = -1;
+    bool accs = false;
+    for (int i = from; i < to; i++) {
+        const kir_ins *in = &c->k->ins[i];
+        if (!c->live[i]) continue;
+        if (in->op == KI_IF || (in->op == KI_STORE && loop < 0)) return -1;
+        if (in->op != KI_LOOP) continue;
+        if (loop >= 0) return -1;
+        loop = i;
+        int e = render_loop_end(c->k, i);
+        if (!split_ok(c, i, e)) return -1;
+        for (int j = i + 1; j < e; j++)
+            accs |= c->live[j] && (c->k->ins[j].op == KI_ACCUPD || c->k->ins[j].op == KI_ARGUPD);
+        i = e;
+    }
+    return accs ? loop : -1;
+}
+
+/* CL_GRID scratch: accumulator acc's partials start at 256 + rank * GRID_MAX * 8, rank counting
+ * the live accumulators before it. *n: how many there are. */
+static int grid_slot(const cu_ctx *c, int acc, int *n) {
+    int rank = -1, cnt = 0;
+    for (int i = 0; i < c->k->n; i++) {
+        if (!c->live[i] || c->k->ins[i].op != KI_ACC) continue;
+        if (i == acc) rank = cnt;
+        cnt++;
+    }
+    if (n) *n = cnt;
+    return 256 + rank * GRID_MAX * 8;
+}
+
+/* Picks the mapping; *outer: the top-level loop of CL_FLAT / CL_ROWS / CL_COLS / CL_GRID. */
 static void plan(const cu_ctx *c, cuda_launch_desc *d, int *outer) {
     const kir_kernel *k = c->k;
     d->count_id = d->rowlen_id = -1;
+    d->scratch = 0;
     *outer = -1;
     if (k->kind == KK_MATMUL) {
         d->mode = CL_MATMUL;
@@ -302,6 +347,13 @@ static void plan(const cu_ctx *c, cuda_launch_desc *d, int *outer) {
             d->mode = CL_ROWS;
             d->rowlen_id = len;
             d->block = k->ins[t].imm == KIR_LOOP_ROW ? CU_BLOCK_BIG : CU_BLOCK;
+            int naccs = 0;
+            if (k->ins[t].imm == KIR_LOOP_ROW && grid_loop(c, t + 1, e) >= 0) {
+                d->mode = CL_GRID;
+                grid_slot(c, -1, &naccs);
+                d->scratch = 256 + naccs * GRID_MAX * 8;
+                return;
+            }
             int accs = cols_accs(c, t + 1, e);
             if (k->ins[t].imm == KIR_LOOP_COLS && accs >= 0) {
                 d->mode = CL_COLS;   /* one partial per thread and accumulator in shared memory */
@@ -438,6 +490,34 @@ static void cols_combine(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) 
     render_indent(b, depth);
     sbuf_printf(b, "for (int w_ = 1; w_ < rt; w_++) v%d_p = %s(v%d_p, v%d_s[w_ * 32 + c_lane]);\n", u->a,
                 render_accupd_fn(u->imm), u->a, u->a);
+}
+/* CL_GRID: thread 0 stores the block's partial; the last block reads them all in block order */
+static void grid_write(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+    render_indent(b, depth);
+    sbuf_printf(b, "((%s *)(scratch + %d))[blockIdx.x] = v%d_p;\n", acc_type(c, u->a), grid_slot(c, u->a, NULL), u->a);
+    if (u->op == KI_ARGUPD) {
+        render_indent(b, depth);
+        sbuf_printf(b, "((int64_t *)(scratch + %d))[blockIdx.x] = v%d_p;\n", grid_slot(c, u->b, NULL), u->b);
+    }
+}
+static void grid_combine(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+    const char *T = acc_type(c, u->a);
+    int oa = grid_slot(c, u->a, NULL);
+    render_indent(b, depth);
+    if (u->op == KI_ARGUPD) {
+        int ob = grid_slot(c, u->b, NULL);
+        sbuf_printf(b, "v%d_p = ((volatile %s *)(scratch + %d))[0]; v%d_p = ((volatile int64_t *)(scratch + %d))[0];\n",
+                    u->a, T, oa, u->b, ob);
+        render_indent(b, depth);
+        sbuf_printf(b, "for (unsigned g_ = 1; g_ < gridDim.x; g_++) st_arg_merge_(&v%d_p, &v%d_p, "
+                       "((volatile %s *)(scratch + %d))[g_], ((volatile int64_t *)(scratch + %d))[g_], %d);\n",
+                    u->a, u->b, T, oa, ob, arg_max(u));
+        return;
+    }
+    sbuf_printf(b, "v%d_p = ((volatile %s *)(scratch + %d))[0];\n", u->a, T, oa);
+    render_indent(b, depth);
+    sbuf_printf(b, "for (unsigned g_ = 1; g_ < gridDim.x; g_++) v%d_p = %s(v%d_p, ((volatile %s *)(scratch + %d))[g_]);\n",
+                u->a, render_accupd_fn(u->imm), u->a, T, oa);
 }
 static void lane0_broadcast(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     (void)c;
@@ -620,6 +700,47 @@ static void render_cols(sbuf *b, const cu_ctx *c, int t) {
     render_range(b, c, e + 1, c->k->n, 1, W_SERIAL);
 }
 
+/* CL_GRID: the row (one) with its loop L split over the whole grid (see the header). */
+static void render_grid(sbuf *b, const cu_ctx *c, int t) {
+    const kir_kernel *k = c->k;
+    int e = render_loop_end(k, t), L = grid_loop(c, t + 1, e), le = render_loop_end(k, L);
+    render_range(b, c, 0, t, 1, W_SERIAL);
+    sbuf_printf(b, "    const int r_lane = (int)threadIdx.x;\n");
+    sbuf_printf(b, "    const int64_t v%d = 0;   /* the one row */\n", t);
+    render_range(b, c, t + 1, L, 1, W_ROW);
+    sbuf_printf(b, "    { /* split over the grid */\n");
+    each_update(b, c, L, le, 2, partial_decl);
+    sbuf_printf(b, "        for (int64_t v%d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v%d < v%d;\n", L, L,
+                k->ins[L].a);
+    sbuf_printf(b, "             v%d += (int64_t)gridDim.x * blockDim.x) {\n", L);
+    render_range(b, c, L + 1, le, 3, W_SPLIT);
+    sbuf_printf(b, "        }\n");
+    sbuf_printf(b, "        for (int o_ = 16; o_ > 0; o_ >>= 1) { /* warp butterfly */\n");
+    each_update(b, c, L, le, 3, warp_combine);
+    sbuf_printf(b, "        }\n");
+    sbuf_printf(b, "        { /* the block's warps, in warp order */\n");
+    each_update(b, c, L, le, 3, smem_write);
+    sbuf_printf(b, "            __syncthreads();\n");
+    each_update(b, c, L, le, 3, smem_combine);
+    sbuf_printf(b, "            __syncthreads();\n");
+    sbuf_printf(b, "        }\n");
+    sbuf_printf(b, "        __shared__ int g_last;   /* this block finished last */\n");
+    sbuf_printf(b, "        if (threadIdx.x == 0) {\n");
+    each_update(b, c, L, le, 3, grid_write);
+    sbuf_printf(b, "            __threadfence();\n");
+    sbuf_printf(b, "            g_last = atomicAdd((unsigned *)scratch, 1u) == gridDim.x - 1;\n");
+    sbuf_printf(b, "        }\n");
+    sbuf_printf(b, "        __syncthreads();\n");
+    sbuf_printf(b, "        if (!g_last) return;\n");
+    sbuf_printf(b, "        __threadfence();\n");
+    each_update(b, c, L, le, 2, grid_combine);
+    sbuf_printf(b, "        if (threadIdx.x == 0) *(unsigned *)scratch = 0u;   /* ready for the next launch */\n");
+    each_update(b, c, L, le, 2, acc_merge);
+    sbuf_printf(b, "    }\n");
+    render_range(b, c, le + 1, e, 1, W_ROW);
+    render_range(b, c, e + 1, k->n, 1, W_SERIAL);
+}
+
 /* Block-range dispatch over the parts (see CL_HORIZONTAL in the header): hb_ is the block's
  * index within the part being tested, nb_ that part's block count. */
 static void render_horizontal(sbuf *b, const cu_ctx *c, const cuda_launch_desc *d) {
@@ -800,7 +921,7 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
 
 /* ---- the function ---- */
 static void render_signature(sbuf *b, const kir_kernel *k, const cuda_launch_desc *d) {
-    static const char *modes[] = {"flat", "rows", "matmul", "single block", "horizontal", "columns"};
+    static const char *modes[] = {"flat", "rows", "matmul", "single block", "horizontal", "columns", "grid"};
     const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE ? "__restrict__ " : "";
     sbuf_printf(b, "// stitch kernel: %s; launch: %s\n", k->comment, modes[d->mode]);
     sbuf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) KNAME(", d->block);
@@ -810,7 +931,7 @@ static void render_signature(sbuf *b, const kir_kernel *k, const cuda_launch_des
   }
   for (int i = 0; i < k->nints; i++) sbuf_printf(b, "long long i%d, ", i);
   for (int i = 0; i < k->nflts; i++) sbuf_printf(b, "double f%d, ", i);
-  sbuf_printf(b, "int *err, int rt) {\n");
+  sbuf_printf(b, d->mode == CL_GRID ? "int *err, int rt, unsigned char *scratch) {\n" : "int *err, int rt) {\n");
 }
 
 char *render_cuda(const kir_kernel *k, cuda_launch_desc *d) { return render_cuda_sm(k, 0, d); }
@@ -835,6 +956,7 @@ char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d) {
     case CL_FLAT: hoisted(&b, &c); render_flat(&b, &c, outer); break;
     case CL_ROWS: hoisted(&b, &c); render_rows(&b, &c, outer); break;
     case CL_COLS: hoisted(&b, &c); render_cols(&b, &c, outer); break;
+    case CL_GRID: hoisted(&b, &c); render_grid(&b, &c, outer); break;
     case CL_HORIZONTAL: hoisted(&b, &c); render_horizontal(&b, &c, d); break;
     case CL_SINGLE:
         hoisted(&b, &c);
@@ -893,6 +1015,13 @@ void cuda_launch_dims(const kir_kernel *k, const cuda_launch_desc *d, const int6
         int64_t per_block = block[0] / (unsigned)rt;
         grid[0] = clamp_blocks(count / per_block + (count % per_block != 0), sm * CU_THREADS_PER_SM / block[0]);
         *extra_arg = rt;
+        break;
+    }
+    case CL_GRID: {   /* a block per 8192 elements, at most 2 per SM and GRID_MAX */
+        int64_t len = d->rowlen_id >= 0 ? kir_eval_int(k, d->rowlen_id, ints) : -1;
+        int64_t cap = 2 * sm < GRID_MAX ? 2 * sm : GRID_MAX;
+        grid[0] = clamp_blocks(len < 0 ? cap : len / 8192 + (len % 8192 != 0), cap);
+        *extra_arg = bs;
         break;
     }
     case CL_COLS:   /* 32 rows a block, its warps splitting each row */

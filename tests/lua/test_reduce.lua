@@ -60,4 +60,30 @@ test("reduce_int", function()
   check(v, {3, 4}); check(idx, {2, 2})
 end)
 
+-- Whole-tensor reductions large enough for a GPU to split them over several blocks (CL_GRID: a
+-- block per 8192 elements, the last one partial): on the default device against the same values
+-- on the CPU, and against a sum in Lua's doubles.
+test("full_reductions_over_many_blocks", function()
+  for _, n in ipairs({8193, 70001, 300000}) do
+    local x = st.randn({n})
+    local xc = x:to("cpu")
+    local vals, ref = xc:tolist(), 0
+    for i = 1, n do ref = ref + vals[i] end
+    local function close(a, b, what)
+      if math.abs(a - b) > 1e-5 * math.max(1, math.abs(b)) then
+        error(string.format("%s over %d elements: %.9g on %s, expected %.9g", what, n, a, x:device(), b))
+      end
+    end
+    close(x:sum():item(), ref, "sum")
+    close(x:mean():item(), ref / n, "mean")
+    close((x * x):sum():sqrt():item(), (xc * xc):sum():sqrt():item(), "norm")
+    eq(x:max():item(), xc:max():item(), "max over " .. n)
+    eq(x:min():item(), xc:min():item(), "min over " .. n)
+    eq(x:argmax():item(), xc:argmax():item(), "argmax over " .. n)
+    eq(x:argmin():item(), xc:argmin():item(), "argmin over " .. n)
+    local i = st.arange(n) % 7                       -- integer sums are exact on every device
+    eq(i:sum():item(), i:to("cpu"):sum():item(), "integer sum over " .. n)
+  end
+end)
+
 H.done()

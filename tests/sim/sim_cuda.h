@@ -119,6 +119,7 @@ static inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mas
 
 /* ---- atomics (one OS thread runs the grid: plain read-modify-write, still seen by the hooks) ---- */
 template <class T> static inline T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }
+static inline void __threadfence(void) {}   /* blocks run one after another */
 template <class T> static inline T atomicMax(T *p, T v) { T o = *p; *p = o < v ? v : o; return o; }
 template <class T> static inline T atomicMin(T *p, T v) { T o = *p; *p = v < o ? v : o; return o; }
 template <class T> static inline T atomicExch(T *p, T v) { T o = *p; *p = v; return o; }
