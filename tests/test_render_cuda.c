@@ -41,10 +41,10 @@ static void bufs(kir_kernel *k, int n, const st_dtype *dts, const uint8_t *out) 
 }
 
 enum { K_PW1, K_PW2, K_SOFTMAX, K_ARGMAX, K_PROD, K_FULL, K_INTRED, K_READACC, K_SCATTER, K_SETVIEW,
-       K_RAND, K_MM_F32, K_MM_F16, K_MM_BF16, K_MM_F64, K_MM_I32, K_MM_BOOL, K_COUNT };
+       K_RAND, K_MM_F32, K_MM_F16, K_MM_BF16, K_MM_F64, K_MM_I32, K_MM_BOOL, K_COLSUM, K_COUNT };
 static const char *const kname[K_COUNT] = {
     "pw1", "pw2", "softmax", "argmax", "prod", "full", "intred", "readacc", "scatter", "setview",
-    "rand", "mm_f32", "mm_f16", "mm_bf16", "mm_f64", "mm_i32", "mm_bool"};
+    "rand", "mm_f32", "mm_f16", "mm_bf16", "mm_f64", "mm_i32", "mm_bool", "colsum"};
 
 /* y = exp(x) * f0, 1-D: ints {n} */
 static void build_pw1(kir_builder *b) {
@@ -140,6 +140,20 @@ static void build_full(kir_builder *b) {
     st(b, 1, ST_BF16, o, kir_emit(b, KI_ROUND, KT_F32, 0, cvt(b, s, KT_F32), -1, -1, -1, ST_BF16, 0));
     kir_endloop(b);
     bufs(b->k, 2, (const st_dtype[]){ST_BF16, ST_BF16}, (const uint8_t[]){0, 1});
+}
+
+/* a column sum (KIR_LOOP_COLS: element rr of output column o at rr * ncols + o): ints {ncols, nred} */
+static void build_colsum(kir_builder *b) {
+    int ncols = ip(b, 1), nred = ip(b, 2);
+    int o = kir_loop(b, ncols, kir_ibin(b, KI_IMUL, ncols, nred), KIR_LOOP_COLS);
+    int s = kir_emit(b, KI_ACC, KT_F64, 0, kir_fconst(b, KT_F64, 0), -1, -1, -1, 0, 0);
+    int rr = kir_loop(b, nred, -1, KIR_LOOP_SERIAL);
+    int at = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, rr, ncols), o);
+    kir_emit(b, KI_ACCUPD, KT_VOID, 0, s, cvt(b, ld(b, 0, ST_F32, at), KT_F64), -1, -1, ST_OP_RSUM, 0);
+    kir_endloop(b);
+    st(b, 1, ST_F32, o, cvt(b, s, KT_F32));
+    kir_endloop(b);
+    bufs(b->k, 2, (const st_dtype[]){ST_F32, ST_F32}, (const uint8_t[]){0, 1});
 }
 
 /* integer reductions in one row loop: i32 max, i64 sum, bool min (and): ints {rows, nred} */
@@ -262,6 +276,7 @@ static void build_all(void) {
         case K_ARGMAX: build_argmax(&b); break;
         case K_PROD: build_prod(&b); break;
         case K_FULL: build_full(&b); break;
+        case K_COLSUM: build_colsum(&b); break;
         case K_INTRED: build_intred(&b); break;
         case K_READACC: build_readacc(&b); break;
         case K_SCATTER: build_scatter(&b); break;
@@ -315,10 +330,10 @@ TEST(modes) {
     for (int i = 0; i < K_COUNT; i++) CHECK_MSG(srcs[i] != NULL, "%s: not rendered", kname[i]);
     static const struct { int k, mode, block; } want[] = {
         {K_PW1, CL_FLAT, 256},      {K_PW2, CL_ROWS, 256},      {K_SOFTMAX, CL_ROWS, 256},
-        {K_ARGMAX, CL_ROWS, 256},   {K_PROD, CL_ROWS, 256},     {K_FULL, CL_ROWS, 1024},
+        {K_ARGMAX, CL_ROWS, 256},   {K_PROD, CL_ROWS, 256},     {K_FULL, CL_GRID, 1024},
         {K_INTRED, CL_ROWS, 256},   {K_READACC, CL_FLAT, 256},  {K_SCATTER, CL_SINGLE, 1024},
         {K_SETVIEW, CL_SINGLE, 1024}, {K_RAND, CL_FLAT, 256},   {K_MM_F32, CL_MATMUL, 256},
-        {K_MM_BOOL, CL_MATMUL, 256}};
+        {K_MM_BOOL, CL_MATMUL, 256}, {K_COLSUM, CL_COLS, 1024}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const cuda_launch_desc *d = &descs[want[i].k];
         CHECK_MSG(d->mode == want[i].mode && d->block == want[i].block, "%s: mode %d block %d, expected %d %d",
@@ -364,11 +379,21 @@ TEST(launch_dims) {
     CHECK_EQ_INT(rt, 256);
     CHECK_EQ_INT(bl[0], 256);
     CHECK_EQ_INT(g[0], 10);
-    /* the full reduction: one block of 1024 */
+    /* the full reduction (CL_GRID): a block of 1024 per 8192 elements, at most 2 per SM */
     dims(K_FULL, (const int64_t[]){1, 1 << 24}, 132, g, bl, &rt);
     CHECK_EQ_INT(rt, 1024);
     CHECK_EQ_INT(bl[0], 1024);
+    CHECK_EQ_INT(g[0], 264);
+    dims(K_FULL, (const int64_t[]){1, 8193}, 132, g, bl, &rt);
+    CHECK_EQ_INT(g[0], 2);
+    dims(K_FULL, (const int64_t[]){1, 5}, 132, g, bl, &rt);
     CHECK_EQ_INT(g[0], 1);
+    CHECK(descs[K_FULL].scratch == 256 + 1024 * 8);   /* the counter, then one accumulator's partials */
+    /* column sums (CL_COLS): 32 columns a block, the block's 32 warps splitting each column */
+    dims(K_COLSUM, (const int64_t[]){1000, 5000}, 132, g, bl, &rt);
+    CHECK_EQ_INT(bl[0], 1024);
+    CHECK_EQ_INT(rt, 32);
+    CHECK_EQ_INT(g[0], 32);
     /* non-coop rows (2-D pointwise): the power of two covering the row, many rows a block */
     dims(K_PW2, (const int64_t[]){1000, 3}, 132, g, bl, &rt);
     CHECK_EQ_INT(rt, 4);
