@@ -12,6 +12,8 @@
  *                one output: minimal bytes 3 * 256 MiB
  *   rowsum_1k    sum(x, dim -1), x viewed as (65536, 1024)   bytes: input + output
  *   rowsum_8k    sum(x, dim -1), x viewed as (8192, 8192)
+ *   colsum_1k    sum over dim 0 of x viewed as (65536, 1024): a column reduction (CL_COLS); bytes: in + out
+ *   sum_all      sum(x) of all 64M elements: a whole-tensor reduction (CL_GRID)  bytes: input
  *   softmax_1k   softmax(x, dim -1), (65536, 1024)           bytes: input + output (2 * 256 MiB)
  *   softmax_8k   softmax(x, dim -1), (8192, 8192)
  *   copy         cuda_copy_dtod of 256 MiB (the driver's device-to-device copy): 2 * 256 MiB moved
@@ -95,6 +97,8 @@ static st_tensor *build_chain(void) {
 }
 static st_tensor *build_rowsum_1k(void) { return st_sum(X1k, 1, (const int[]){-1}, 0); }
 static st_tensor *build_rowsum_8k(void) { return st_sum(X8k, 1, (const int[]){-1}, 0); }
+static st_tensor *build_colsum_1k(void) { return st_sum(X1k, 1, (const int[]){0}, 0); }
+static st_tensor *build_sum_all(void) { return st_sum(X, 0, NULL, 0); }
 static st_tensor *build_softmax_1k(void) { return st_softmax(X1k, -1); }
 static st_tensor *build_softmax_8k(void) { return st_softmax(X8k, -1); }
 static st_tensor *build_tiny(void) { return st_add_s(Xtiny, 1.0); }
@@ -135,6 +139,25 @@ static double check_rowsum(st_tensor *out, int64_t rows, int64_t cols) {
     return m;
 }
 static double check_rowsum_1k(st_tensor *out) { return check_rowsum(out, N_ELEMS / 1024, 1024); }
+
+/* Column sums of x viewed as (65536, 1024), every 13th column checked. */
+static double check_colsum_1k(st_tensor *out) {
+    if (!fetch(out, 1024)) return INFINITY;
+    double m = 0;
+    for (int64_t c = 0; c < 1024; c += 13) {
+        double s = 0, a = 0;
+        for (int64_t r = 0; r < N_ELEMS / 1024; r++) s += hx[r * 1024 + c], a += fabs(hx[r * 1024 + c]);
+        m = worse(m, hout[c], s, a);
+    }
+    return m;
+}
+
+static double check_sum_all(st_tensor *out) {
+    if (!fetch(out, 1)) return INFINITY;
+    double s = 0, a = 0;
+    for (int64_t i = 0; i < N_ELEMS; i++) s += hx[i], a += fabs(hx[i]);
+    return worse(0, hout[0], s, a);
+}
 static double check_rowsum_8k(st_tensor *out) { return check_rowsum(out, 8192, 8192); }
 
 /* Softmax rows, every 7th row checked (the whole output is read back). */
@@ -430,6 +453,8 @@ int main(int argc, char **argv) {
         {"chain", build_chain, check_chain, 3 * n * f4, 0, 0, 0},
         {"rowsum_1k", build_rowsum_1k, check_rowsum_1k, (n + r1k) * f4, 0, 0, 0},
         {"rowsum_8k", build_rowsum_8k, check_rowsum_8k, (n + 8192) * f4, 0, 0, 0},
+        {"colsum_1k", build_colsum_1k, check_colsum_1k, (n + 1024) * f4, 0, 0, 0},
+        {"sum_all", build_sum_all, check_sum_all, n * f4, 0, 0, 0},
         {"softmax_1k", build_softmax_1k, check_softmax_1k, 2 * n * f4, 0, 0, 0},
         {"softmax_8k", build_softmax_8k, check_softmax_8k, 2 * n * f4, 0, 0, 0},
         {"tiny", build_tiny, check_tiny, 2 * TINY_N * f4, 0, 0, 0},

@@ -8,6 +8,7 @@ Without torch or without a usable CUDA device it prints one line saying so and e
 Cases (f32, the same shapes and expressions as bench_cuda.c; inputs in [-3, 3) made on the GPU):
   chain       sigmoid(x * 1.5 + y) * tanh(y) - exp(-(x * x))   x, y: 64M; eager runs 9 kernels
   rowsum_1k / rowsum_8k     x.view(65536, 1024).sum(-1) / x.view(8192, 8192).sum(-1)
+  colsum_1k / sum_all       x.view(65536, 1024).sum(0) / x.sum()
   softmax_1k / softmax_8k   torch.softmax(view, -1)
   copy        dst.copy_(x): torch's own device-to-device copy, 2 * 256 MiB moved
   tiny        x1024 + 1: host cost of one eager op (1000 back to back, one synchronize)
@@ -84,6 +85,8 @@ def run(out_path, quick):
         ("chain", lambda: chain(x, y), 3 * N * f4),
         ("rowsum_1k", lambda: x1k.sum(-1), (N + N // 1024) * f4),
         ("rowsum_8k", lambda: x8k.sum(-1), (N + 8192) * f4),
+        ("colsum_1k", lambda: x1k.sum(0), (N + 1024) * f4),
+        ("sum_all", lambda: x.sum(), N * f4),
         ("softmax_1k", lambda: torch.softmax(x1k, -1), 2 * N * f4),
         ("softmax_8k", lambda: torch.softmax(x8k, -1), 2 * N * f4),
     ]
@@ -152,7 +155,7 @@ def report(paths):
         return 0
     print("device copy (cuda_copy_dtod, 256 MiB): %s GB/s best, %s pipelined; torch copy_ %s GB/s"
           % (g("copy_gbs"), g("copy_pipe_gbs"), g("torch_copy_gbs")))
-    for case in ["chain", "rowsum_1k", "rowsum_8k", "softmax_1k", "softmax_8k"]:
+    for case in ["chain", "rowsum_1k", "rowsum_8k", "colsum_1k", "sum_all", "softmax_1k", "softmax_8k"]:
         line = "%s: stitch %s GB/s (%s ms) = %s of device copy (pipelined %s GB/s = %s); torch eager %s GB/s" % (
             case, g(case + "_gbs"), g(case + "_best_ms", "%.3f"), pct(case + "_gbs", "copy_gbs"),
             g(case + "_pipe_gbs"), pct(case + "_pipe_gbs", "copy_pipe_gbs"), g("torch_%s_gbs" % case))
