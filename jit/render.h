@@ -52,7 +52,7 @@ ST_INTERNAL char *render_c(const kir_kernel *k);
  *   CL_GRID    a full reduction (one row) whose one loop combines accumulators: the loop is split
  *              over a grid of blocks; each block's partial goes to the launch's scratch memory
  *              and the last block to finish combines them in block order and finishes the row;
- *   CL_MATMUL  tiled GEMM: grid (ceil(N/64), ceil(M/64), batch), 256 threads;
+ *   CL_MATMUL  tiled GEMM: grid (ceil(N/tile), ceil(M/tile), batch), 256 threads;
  *   CL_SINGLE  one block: phases separated by block barriers (scatter, multi-loop kernels);
  *   CL_HORIZONTAL  a horizontal kernel (k->nparts >= 2): consecutive ranges of blocks run the
  *              parts, each part's range sized from its own loop count (part_count). */
@@ -65,6 +65,7 @@ typedef struct cuda_launch_desc {
     int block;         /* threads per block the kernel was written for (its __launch_bounds__) */
     int part_count[KIR_MAX_PARTS];  /* CL_HORIZONTAL: IR value id of each part's flat loop count
                                      * (grid-stride over its blocks); -1: the part runs on one thread */
+    int tile;          /* CL_MATMUL: the output tile's side (the grid is ceil(N/tile) x ceil(M/tile)) */
     int scratch;       /* CL_GRID: bytes of device scratch memory the launch passes after `rt` (a
                         * counter at 0, kept 0 between launches, then the blocks' partials); else 0 */
 } cuda_launch_desc;

@@ -95,7 +95,8 @@
 #define CU_BLOCK 256        /* threads per block: flat, row and matmul kernels */
 #define CU_BLOCK_BIG 1024   /* a full reduction's one row; single-block phases */
 #define CU_THREADS_PER_SM 8192  /* grid-stride kernels: at most this many threads per SM (4 waves) */
-#define MM_T 64             /* matmul output tile (MM_T x MM_T), 16x16 threads, 4x4 each */
+#define MM_T 64             /* matmul output tile (MM_T x MM_T), 16x16 threads, 4x4 each: 8-byte sums, mma */
+#define MM_T_F32 128        /* the tile of f32/f16/bf16 matmuls on CUDA cores: 8x8 outputs a thread */
 #define MM_KT 16            /* matmul k tile */
 #define HZ_PART_BLOCKS 1024 /* most blocks one part of a horizontal kernel gets (grid-stride past) */
 #define CU_COLS_SMEM 32768  /* CL_COLS: shared bytes for the partials before 256 threads, not 1024 */
@@ -319,7 +320,7 @@ static int grid_slot(const cu_ctx *c, int acc, int *n) {
 static void plan(const cu_ctx *c, cuda_launch_desc *d, int *outer) {
     const kir_kernel *k = c->k;
     d->count_id = d->rowlen_id = -1;
-    d->scratch = 0;
+    d->scratch = d->tile = 0;
     *outer = -1;
     if (k->kind == KK_MATMUL) {
         d->mode = CL_MATMUL;
@@ -828,6 +829,15 @@ static const char *mm_load(int dt) { return dt == ST_F16 ? "st_h2f" : dt == ST_B
  * value, rounded to the storage dtype as the unfused store would round it, feeds the epilogue's
  * straight-line code from the register (e_acc, e_i, e_j, e_z, e_flat bound as render_c binds
  * them); the epilogue's STOREs are the kernel's writes. */
+/* The output tile of matmul k for compute capability sm: 64 for the tensor-core body and for
+ * 8-byte sums (f64, integers: 16 of them a thread), else MM_T_F32 (8x8 float sums a thread: twice
+ * the arithmetic per shared-memory load of 4x4). render_cuda and cuda_launch_dims agree on it. */
+static int mm_tile(const kir_kernel *k, int sm) {
+    int dt = k->mm.dtype;
+    if (sm && !k->mm.epi && cuda_mma_eligible(k, sm)) return MM_T;
+    return dt == ST_F32 || dt == ST_F16 || dt == ST_BF16 ? MM_T_F32 : MM_T;
+}
+
 static void mm_store(sbuf *b, const cu_ctx *c, const char *st) {
     const kir_matmul *m = &c->k->mm;
     bool flt = st_is_float((st_dtype)m->dtype);
@@ -873,10 +883,11 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
                 m->p_boff);
     sbuf_printf(b, "    int64_t NB = 1;\n");
     for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
+    const int T = mm_tile(k, 0), R = T / 16, lt = T == 128 ? 7 : 6;   /* R x R outputs a thread */
     sbuf_printf(b, "    __shared__ %s As[%d][%d + 1], Bs[%d][%d];   /* k-major tiles; As padded */\n",
-                C, MM_KT, MM_T, MM_KT, MM_T);
+                C, MM_KT, T, MM_KT, T);
     sbuf_printf(b, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
-    sbuf_printf(b, "    const int64_t mt = (M + %d) / %d;\n", MM_T - 1, MM_T);
+    sbuf_printf(b, "    const int64_t mt = (M + %d) / %d;\n", T - 1, T);
     sbuf_printf(b, "    for (int64_t z = blockIdx.z; z < NB; z += gridDim.z) {\n");
     sbuf_printf(b, "        int64_t ao = aoff, bo = boff;\n");
     if (nb) sbuf_printf(b, "        int64_t r = z;\n");
@@ -884,13 +895,13 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
         sbuf_printf(b, "        { const int64_t i = r %% i%d; r /= i%d; ao += i * i%d; bo += i * i%d; }\n",
                     m->p_bsize + d, m->p_bsize + d, m->p_astr + d, m->p_bstr + d);
     sbuf_printf(b, "        for (int64_t by = blockIdx.y; by < mt; by += gridDim.y) {\n");
-    sbuf_printf(b, "            const int64_t m0 = by * %d, n0 = (int64_t)blockIdx.x * %d;\n", MM_T, MM_T);
-    sbuf_printf(b, "            %s acc[4][4];\n", C);
-    sbuf_printf(b, "            for (int i = 0; i < 4; i++)\n");
-    sbuf_printf(b, "                for (int j = 0; j < 4; j++) acc[i][j] = 0;\n");
+    sbuf_printf(b, "            const int64_t m0 = by * %d, n0 = (int64_t)blockIdx.x * %d;\n", T, T);
+    sbuf_printf(b, "            %s acc[%d][%d];\n", C, R, R);
+    sbuf_printf(b, "            for (int i = 0; i < %d; i++)\n", R);
+    sbuf_printf(b, "                for (int j = 0; j < %d; j++) acc[i][j] = 0;\n", R);
     sbuf_printf(b, "            for (int64_t k0 = 0; k0 < K; k0 += %d) {\n", MM_KT);
-    sbuf_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", MM_T * MM_KT, CU_BLOCK);
-    sbuf_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l >> 6, bn = l & 63;\n");
+    sbuf_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", T * MM_KT, CU_BLOCK);
+    sbuf_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l >> %d, bn = l & %d;\n", lt, T - 1);
     sbuf_printf(b, "                    const int64_t gm = m0 + am, gk = k0 + ak, gk2 = k0 + bk, gn = n0 + bn;\n");
     sbuf_printf(b, "                    As[ak][am] = gm < M && gk < K ? (%s)%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n",
                 C, lda, C);
@@ -902,16 +913,16 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
     /* only the k < K of the tile: a padded zero would turn -0 into +0 and inf * 0 into NaN */
     sbuf_printf(b, "                const int kn = K - k0 < %d ? (int)(K - k0) : %d;\n", MM_KT, MM_KT);
     sbuf_printf(b, "                for (int kk = 0; kk < kn; kk++) {\n");
-    sbuf_printf(b, "                    %s a[4], bv[4];\n", C);
-    sbuf_printf(b, "                    for (int i = 0; i < 4; i++) a[i] = As[kk][ty + 16 * i];\n");
-    sbuf_printf(b, "                    for (int j = 0; j < 4; j++) bv[j] = Bs[kk][tx + 16 * j];\n");
-    sbuf_printf(b, "                    for (int i = 0; i < 4; i++)\n");
-    sbuf_printf(b, "                        for (int j = 0; j < 4; j++) acc[i][j] = acc[i][j] + a[i] * bv[j];\n");
+    sbuf_printf(b, "                    %s a[%d], bv[%d];\n", C, R, R);
+    sbuf_printf(b, "                    for (int i = 0; i < %d; i++) a[i] = As[kk][ty + 16 * i];\n", R);
+    sbuf_printf(b, "                    for (int j = 0; j < %d; j++) bv[j] = Bs[kk][tx + 16 * j];\n", R);
+    sbuf_printf(b, "                    for (int i = 0; i < %d; i++)\n", R);
+    sbuf_printf(b, "                        for (int j = 0; j < %d; j++) acc[i][j] = acc[i][j] + a[i] * bv[j];\n", R);
     sbuf_printf(b, "                }\n");
     sbuf_printf(b, "                __syncthreads();\n");
     sbuf_printf(b, "            }\n");
-    sbuf_printf(b, "            for (int i = 0; i < 4; i++)\n");
-    sbuf_printf(b, "                for (int j = 0; j < 4; j++) {\n");
+    sbuf_printf(b, "            for (int i = 0; i < %d; i++)\n", R);
+    sbuf_printf(b, "                for (int j = 0; j < %d; j++) {\n", R);
     sbuf_printf(b, "                    const int64_t gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;\n");
     mm_store(b, c, st);
     sbuf_printf(b, "                }\n");
@@ -950,6 +961,7 @@ char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d) {
     render_signature(&b, k, d);
     switch ((cuda_launch_mode)d->mode) {
     case CL_MATMUL:
+        d->tile = mm_tile(k, sm);
         if (!k->mm.epi && cuda_mma_eligible(k, sm)) render_matmul_mma(&b, k, cuda_mm_store_plain);
         else render_matmul(&b, &c);
         break;
@@ -1032,8 +1044,9 @@ void cuda_launch_dims(const kir_kernel *k, const cuda_launch_desc *d, const int6
         const kir_matmul *m = &k->mm;
         int64_t M = ints[m->p_m], N = ints[m->p_n], NB = 1;
         for (int i = 0; i < m->nbatch; i++) NB *= ints[m->p_bsize + i];
-        grid[0] = clamp_blocks((N + MM_T - 1) / MM_T, INT32_MAX);
-        grid[1] = clamp_blocks((M + MM_T - 1) / MM_T, 65535);
+        const int64_t T = d->tile > 0 ? d->tile : MM_T;
+        grid[0] = clamp_blocks((N + T - 1) / T, INT32_MAX);
+        grid[1] = clamp_blocks((M + T - 1) / T, 65535);
         grid[2] = clamp_blocks(NB, 65535);
         break;
     }
