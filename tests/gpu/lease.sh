@@ -2,7 +2,8 @@
 # gpu/lease.sh — everything issue 16 asks of a GPU, in one call that fits a short lease (docs/cuda.md,
 # "On a GPU machine"). Build here first (tests/gpu/pack.sh makes gpucarry/: portable binaries,
 # stripped, plus the Fashion-MNIST files and the fortunes corpus), then on the GPU machine:
-#   sh tests/gpu/lease.sh [A_SECONDS B_SECONDS C_SECONDS]   (a phase given 0 seconds is skipped)
+#   sh tests/gpu/lease.sh [A_SECONDS B_SECONDS C_SECONDS]   (a phase given 0 seconds is skipped;
+#   NCU=seconds adds an Nsight Compute profile of bench/ncu_cases.lua after phase B)
 # Environment: GRAPHS (fuzzer graphs per run, 120), BENCH_ARGS (run_gpu.sh's, "--quick"), OLD_BUILD
 # (a second build, e.g. main before a change: its stitch side of bench_fusion runs first in phase
 # B, so before and after are timed on the same GPU in the same call).
@@ -58,26 +59,38 @@ for chain in "autograd char_transformer data" "device einsum epilogue graph hori
 done
 if [ -n "$CS" ]; then
     job memcheck_ops $T "$CS" --tool memcheck --error-exitcode 9 env ST_DEVICE=cuda "$BUILD/tests/test_ops"
-    job memcheck_fuzz $T "$CS" --tool memcheck --error-exitcode 9 "$BUILD/tests/test_fuzz" --device cuda --graphs 100 --seed 3
-    job racecheck_fuzz $T "$CS" --tool racecheck --error-exitcode 9 "$BUILD/tests/test_fuzz" --device cuda --graphs 60 --seed 5
+    job memcheck_fuzz $T "$CS" --tool memcheck --error-exitcode 9 "$BUILD/tests/test_fuzz" --device cuda --graphs 60 --seed 3
     job racecheck_ops $T "$CS" --tool racecheck --error-exitcode 9 env ST_DEVICE=cuda "$BUILD/tests/test_ops"
-    job synccheck_fuzz $T "$CS" --tool synccheck --error-exitcode 9 "$BUILD/tests/test_fuzz" --device cuda --graphs 60 --seed 7
+    job synccheck_ops $T "$CS" --tool synccheck --error-exitcode 9 env ST_DEVICE=cuda "$BUILD/tests/test_ops"
+    job racecheck_reduce $T "$CS" --tool racecheck --error-exitcode 9 env ST_DEVICE=cuda "$BUILD/stitch" tests/lua/test_reduce.lua
 fi
 wait
 fi
 
 [ "$B" -gt 0 ] && {
 if [ -n "$OLD_BUILD" ]; then
-    echo "== phase B: the stitch side of bench_fusion with OLD_BUILD=$OLD_BUILD (before) =="
-    ST_DEVICE=cuda timeout -k 5 $((B / 3)) "$OLD_BUILD/stitch" bench/bench_fusion.lua "$L/old_fusion.txt" \
+    echo "== phase B: OLD_BUILD=$OLD_BUILD (before): bench_cuda, the stitch side of bench_fusion =="
+    [ -x "$OLD_BUILD/bench/bench_cuda" ] &&
+        timeout -k 5 $((B / 4)) "$OLD_BUILD/bench/bench_cuda" "$L/old_cuda.txt" --quick > "$L/old_cuda.log" 2>&1
+    ST_DEVICE=cuda timeout -k 5 $((B / 4)) "$OLD_BUILD/stitch" bench/bench_fusion.lua "$L/old_fusion.txt" \
         --cases=softmax,layernorm_fwd,layernorm,cross_entropy,adamw,linear_gelu,block,mlp --quick --device=cuda \
         > "$L/old_bench.log" 2>&1
-    grep "stitch " "$L/old_bench.log" | sed 's/^/before: /' > "$OUT/bench_before.txt"
+    { grep "GB/s\|us per\|per kernel" "$L/old_cuda.log"; grep "stitch " "$L/old_bench.log"; } |
+        sed 's/^/before: /' > "$OUT/bench_before.txt"
 fi
 echo "== phase B: bench/run_gpu.sh --quick (limit ${B}s) =="
 timeout -k 5 "$B" sh bench/run_gpu.sh ${BENCH_ARGS:---quick} > "$OUT/bench.txt" 2>&1
 echo "bench rc=$?" >> "$OUT/bench.txt"
 }
+
+# NCU=seconds: Nsight Compute's speed-of-light and memory sections for bench/ncu_cases.lua's kernels
+if [ "${NCU:-0}" -gt 0 ] && command -v ncu > /dev/null 2>&1; then
+    echo "== ncu (limit ${NCU}s) =="
+    ST_DEVICE=cuda timeout -k 5 "$NCU" ncu --kernel-name regex:st_k --launch-skip 0 --launch-count 12 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+        "$BUILD/stitch" bench/ncu_cases.lua > "$OUT/ncu.txt" 2>&1
+    echo "ncu rc=$?" >> "$OUT/ncu.txt"
+fi
 
 [ "$C" -gt 0 ] && {
 echo "== phase C: examples (limit ${C}s) =="

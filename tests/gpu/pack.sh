@@ -14,6 +14,13 @@ cp $B/stitch gpucarry/build/
 for f in $B/tests/test_*; do case $f in *.d) ;; *) cp "$f" gpucarry/build/tests/ ;; esac; done
 cp $B/bench/bench_cuda gpucarry/build/bench/
 strip --strip-debug gpucarry/build/tests/* gpucarry/build/bench/* gpucarry/build/stitch
+# OLD=dir: a second portable build (e.g. main before a change, built in its own worktree) as
+# gpucarry/build-old, for lease.sh's OLD_BUILD before/after timings in one call
+if [ -n "$OLD" ]; then
+    mkdir -p gpucarry/build-old/bench
+    cp "$OLD/stitch" gpucarry/build-old/ && cp "$OLD/bench/bench_cuda" gpucarry/build-old/bench/ || exit 1
+    strip --strip-debug gpucarry/build-old/stitch gpucarry/build-old/bench/bench_cuda
+fi
 [ -d /usr/share/datasets/fashion-mnist ] && cp -r /usr/share/datasets/fashion-mnist gpucarry/
 [ -d /usr/share/games/fortunes ] && cp -rL /usr/share/games/fortunes gpucarry/
 du -sh gpucarry
