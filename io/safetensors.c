@@ -12,7 +12,9 @@
  *    temporary file is removed and an existing file at path is untouched.
  *  - Load never reads outside the file: the header size, every offset and every size are checked
  *    against the file size before any data is touched, and the JSON parser checks its position
- *    against the end of the header at every byte. Anything malformed is ST_ERR_IO with a message
+ *    against the end of the header at every byte. The file is read with pread, not mapped: a file
+ *    that another process truncates while we read it gives a short read and an error (a mapping
+ *    would fault with SIGBUS). BOOL bytes are normalised to 0/1 as they are read. Anything malformed is ST_ERR_IO with a message
  *    "load: FILE: what is wrong"; out of memory stays ST_ERR_OOM.
  *  - What we write is what the reference writes: entries ordered by element size (largest first,
  *    so every tensor's data is aligned to its element size) then by name, data contiguous from 0,
@@ -28,7 +30,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,8 @@
 #error "safetensors.c assumes a little-endian host (the format's data is little-endian)"
 #endif
 
+
+void (*io_load_test_hook)(const char *path);
 
 #define ST_HEADER_MAX 100000000ull /* the reference implementation's limit */
 #define JSON_DEPTH_MAX 64
@@ -775,14 +778,42 @@ static st_status parse_entry(const char *path, const char *name, const jval *v, 
     return ST_OK;
 }
 
-/* A tensor of le's shape with the data at p (le->end - le->begin bytes, any alignment). */
-static st_tensor *make_tensor(const load_entry *le, const unsigned char *p) {
-    if (le->fdt->conv == CONV_NONE) return st_from_data_host(le->fdt->dt, le->ndim, le->shape, p);
-    st_tensor *t = st_empty_host(ST_I32, le->ndim, le->shape);
-    if (!t) return NULL;
+/* pread n bytes at off of the file (size bytes when it was opened); ST_ERR_IO naming the file when
+ * the read fails or the file ends first (someone truncated it since we opened it). */
+static st_status read_at(const char *path, int fd, void *buf, size_t n, uint64_t off, uint64_t size) {
+    int r = base_pread_all(fd, buf, n, off);
+    if (r == 0) return ST_OK;
+    if (r > 0)
+        return st_error(ST_ERR_IO, "load: %s: the file ended before byte %llu while it was being read (it had %llu "
+                        "bytes when opened): truncated by another process?", path,
+                        (unsigned long long)(off + n), (unsigned long long)size);
+    return st_error(ST_ERR_IO, "load: %s: read failed at byte %llu: %s", path, (unsigned long long)off, strerror(errno));
+}
+
+/* A tensor of le's shape read from the file at off (le->end - le->begin bytes). BOOL bytes are
+ * normalised to 0/1 (a file may hold any non-zero byte for true; kernels assume 0/1). */
+static st_tensor *make_tensor(const char *path, int fd, uint64_t size, const load_entry *le, uint64_t off) {
+    size_t nbytes = (size_t)(le->end - le->begin);
+    st_tensor *t = st_empty_host(le->fdt->dt, le->ndim, le->shape);
+    if (!t || nbytes == 0) return t;
+    unsigned char *data = t->storage->node->buf->data;
+    if (le->fdt->conv == CONV_NONE) {
+        if (read_at(path, fd, data, nbytes, off, size) != ST_OK) {
+            st_release(t);
+            return NULL;
+        }
+        if (le->fdt->dt == ST_BOOL)
+            for (size_t i = 0; i < nbytes; i++) data[i] = data[i] != 0;
+        return t;
+    }
+    unsigned char *p = st_malloc(nbytes);
+    if (!p || read_at(path, fd, p, nbytes, off, size) != ST_OK) {
+        st_free(p);
+        st_release(t);
+        return NULL;
+    }
     int64_t n = st_numel(t);
-    if (n == 0) return t;
-    int32_t *dst = (int32_t *)t->storage->node->buf->data;
+    int32_t *dst = (int32_t *)data;
     for (int64_t i = 0; i < n; i++) {
         switch (le->fdt->conv) {
         case CONV_U8: dst[i] = p[i]; break;
@@ -802,33 +833,46 @@ static st_tensor *make_tensor(const load_entry *le, const unsigned char *p) {
         default: ST_ASSERT(0);
         }
     }
+    st_free(p);
     return t;
 }
 
-/* Validates the header of a mapped file (map[0..size)) and builds the tensors. */
-static st_status load_mapped(const char *path, const unsigned char *map, uint64_t size, int *n_out,
-                             char ***names_out, st_tensor ***ts_out, int *nmeta_out, char ***keys_out,
-                             char ***values_out) {
+/* Reads and validates the header of the open file fd (size bytes when opened), then reads each
+ * tensor's data with pread: a file cut short meanwhile is an error, never a fault. */
+static st_status load_fd(const char *path, int fd, uint64_t size, int *n_out, char ***names_out,
+                         st_tensor ***ts_out, int *nmeta_out, char ***keys_out, char ***values_out) {
     if (size < 8)
         return st_error(ST_ERR_IO, "load: %s: file too short (%llu bytes) to hold the 8-byte header size", path,
                         (unsigned long long)size);
+    unsigned char len8[8];
+    st_status rs = read_at(path, fd, len8, 8, 0, size);
+    if (rs != ST_OK) return rs;
     uint64_t hsize = 0;
-    for (int k = 7; k >= 0; k--) hsize = (hsize << 8) | map[k];
+    for (int k = 7; k >= 0; k--) hsize = (hsize << 8) | len8[k];
     if (hsize > ST_HEADER_MAX)
         return st_error(ST_ERR_IO, "load: %s: header size %llu exceeds the limit of %llu bytes (not a safetensors file?)",
                         path, (unsigned long long)hsize, ST_HEADER_MAX);
     if (hsize > size - 8)
         return st_error(ST_ERR_IO, "load: %s: header size %llu is larger than the rest of the file (%llu bytes): "
                         "truncated?", path, (unsigned long long)hsize, (unsigned long long)(size - 8));
-    const char *hdr = (const char *)map + 8;
-    uint64_t data_len = size - 8 - hsize;
-    const unsigned char *data = map + 8 + hsize;
+    char *hdr = st_malloc((size_t)hsize + 1);
+    if (!hdr) return ST_ERR_OOM;
+    rs = read_at(path, fd, hdr, (size_t)hsize, 8, size);
+    if (rs != ST_OK) {
+        st_free(hdr);
+        return rs;
+    }
+    uint64_t data_len = size - 8 - hsize, data_off = 8 + hsize;
     size_t bad;
-    if (!utf8_valid((const unsigned char *)hdr, (size_t)hsize, &bad))
+    if (!utf8_valid((const unsigned char *)hdr, (size_t)hsize, &bad)) {
+        st_free(hdr);
         return st_error(ST_ERR_IO, "load: %s: header is not valid UTF-8 (byte %zu)", path, bad);
+    }
     jparser P;
     jval root;
-    if (!jparse(&P, hdr, (size_t)hsize, &root)) {
+    int parsed = jparse(&P, hdr, (size_t)hsize, &root);
+    st_free(hdr); /* the tree holds copies of every string */
+    if (!parsed) {
         if (P.fail == ST_ERR_OOM) return ST_ERR_OOM;
         return st_error(ST_ERR_IO, "load: %s: bad header JSON at byte %zu: %s", path, P.pos, P.msg);
     }
@@ -901,7 +945,7 @@ static st_status load_mapped(const char *path, const unsigned char *map, uint64_
     }
     for (int k = 0; k < n; k++) {
         names[k] = st_strdup(ents[k].name);
-        ts[k] = names[k] ? make_tensor(&ents[k], data + ents[k].begin) : NULL;
+        ts[k] = names[k] ? make_tensor(path, fd, size, &ents[k], data_off + ents[k].begin) : NULL;
         if (!ts[k]) {
             s = st_last_status() != ST_OK ? st_last_status() : ST_ERR_OOM;
             goto done;
@@ -959,34 +1003,14 @@ st_status st_load_meta(const char *path, int *n, char ***names, st_tensor ***ts,
     if (values) *values = NULL;
     if ((keys != NULL) != (values != NULL) || (keys && !nmeta))
         return st_error(ST_ERR_ARG, "load: nmeta, keys and values go together");
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* O_NONBLOCK: a FIFO must not block us */
+    uint64_t size;
+    unsigned mode;
+    int fd = base_open_regular(path, &size, &mode);
+    if (fd == -2) return st_error(ST_ERR_IO, "load: %s: is %s, not a regular file", path, base_file_kind(mode));
     if (fd < 0) return st_error(ST_ERR_IO, "load: %s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return st_error(ST_ERR_IO, "load: %s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return st_error(ST_ERR_IO, "load: %s: not a regular file", path);
-    }
-    uint64_t size = (uint64_t)sb.st_size;
-    if (size < 8) {
-        close(fd);
-        return st_error(ST_ERR_IO, "load: %s: file too short (%llu bytes) to hold the 8-byte header size", path,
-                        (unsigned long long)size);
-    }
-    if (size > (uint64_t)SIZE_MAX) {
-        close(fd);
-        return st_error(ST_ERR_IO, "load: %s: file too large to map", path);
-    }
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
+    if (io_load_test_hook) io_load_test_hook(path);
+    st_status s = load_fd(path, fd, size, n, names, ts, nmeta, keys, values);
     close(fd);
-    if (map == MAP_FAILED) return st_error(ST_ERR_IO, "load: %s: cannot map: %s", path, strerror(e));
-    st_status s = load_mapped(path, map, size, n, names, ts, nmeta, keys, values);
-    munmap(map, (size_t)size);
     return s;
 }
 

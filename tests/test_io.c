@@ -15,6 +15,7 @@
  * removes its files.
  */
 #include "test.h"
+#include "io/io.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -457,6 +458,90 @@ TEST(malformed_sizes_and_truncation) {
     CHECK_EQ_INT(in_use(), base);
 }
 
+/* The file is cut by "another process" after st_load opened it and took its size, before it read
+ * anything (io_load_test_hook): at every stage of the file the load is an error naming the file,
+ * not a SIGBUS (as copying out of a mapping was), and nothing leaks. */
+static const char *trunc_path;
+static off_t trunc_at;
+static void truncate_hook(const char *path) {
+    if (trunc_path && strcmp(path, trunc_path) == 0 && truncate(path, trunc_at) != 0) trunc_at = -1;
+}
+
+TEST(truncated_while_loading) {
+    uint64_t base = in_use();
+    const char *path = tpath("cut.safetensors");
+    enum { NA = 1 << 16 };
+    float *a = malloc(NA * sizeof *a);
+    for (int k = 0; k < NA; k++) a[k] = (float)k;
+    uint8_t b[5] = {1, 0, 1, 1, 0};
+    st_tensor *ts[2] = {st_from_data(ST_F32, 1, SH(NA), a), st_from_data(ST_BOOL, 1, SH(5), b)};
+    const char *names[2] = {"a", "b"};
+    CHECK_EQ_INT(st_save(path, 2, names, ts), ST_OK);
+    st_release(ts[0]);
+    st_release(ts[1]);
+    free(a);
+    size_t n = 0;
+    unsigned char *file = read_file(path, &n);
+    CHECK(file && n > 8 + 4 * (size_t)NA);
+    if (!file) return;
+    uint64_t h = 0;
+    for (int k = 7; k >= 0; k--) h = (h << 8) | file[k];
+    /* nothing left, a part of the size, half the header, the header only, a page into the data,
+     * one byte short */
+    off_t cuts[6] = {0, 5, (off_t)(8 + h / 2), (off_t)(8 + h), (off_t)(8 + h + 4096), (off_t)n - 1};
+    io_load_test_hook = truncate_hook;
+    trunc_path = path;
+    for (int k = 0; k < 6; k++) {
+        write_file(path, file, n);
+        trunc_at = cuts[k];
+        expect_bad(path, "truncated", k);
+        CHECK_MSG(trunc_at >= 0, "truncate failed");
+        if (test_cur_failed) break;
+    }
+    io_load_test_hook = NULL;
+    trunc_path = NULL;
+    /* Untouched, the same file loads. */
+    write_file(path, file, n);
+    int m = 0;
+    char **ln = NULL;
+    st_tensor **lt = NULL;
+    CHECK_EQ_INT(st_load(path, &m, &ln, &lt), ST_OK);
+    CHECK_EQ_INT(m, 2);
+    st_free_loaded(m, ln, lt);
+    free(file);
+    remove(path);
+    CHECK_EQ_INT(in_use(), base);
+}
+
+/* A BOOL byte other than 0 or 1 in a file loads as 1 (true), so sums and comparisons see 0/1. */
+TEST(bool_bytes_normalised) {
+    uint64_t base = in_use();
+    const char *path = tpath("bool.safetensors");
+    const unsigned char data[4] = {2, 0, 255, 1};
+    CHECK(write_st(path, "{\"b\":{\"dtype\":\"BOOL\",\"shape\":[4],\"data_offsets\":[0,4]}}", data, 4));
+    int m = 0;
+    char **ln = NULL;
+    st_tensor **lt = NULL;
+    CHECK_EQ_INT(st_load(path, &m, &ln, &lt), ST_OK);
+    if (m == 1) {
+        static const unsigned char want[4] = {1, 0, 1, 1};
+        CHECK(same_bytes(lt[0], want, 4));
+        st_tensor *s = st_sum(lt[0], 0, NULL, 0);
+        int64_t v = -1;
+        CHECK(s && st_item_i64(s, &v) == ST_OK);
+        CHECK_EQ_INT(v, 3); /* was 258 */
+        st_tensor *e = st_eq(lt[0], lt[0]);
+        st_tensor *all = e ? st_sum(e, 0, NULL, 0) : NULL;
+        CHECK(all && st_item_i64(all, &v) == ST_OK && v == 4);
+        st_release(all);
+        st_release(e);
+        st_release(s);
+    }
+    st_free_loaded(m, ln, lt);
+    remove(path);
+    CHECK_EQ_INT(in_use(), base);
+}
+
 TEST(save_refuses_bad_arguments) {
     const char *path = tpath("args.safetensors");
     float a = 1;
@@ -771,6 +856,8 @@ int main(void) {
     RUN(hand_written_file);
     RUN(malformed_headers);
     RUN(malformed_sizes_and_truncation);
+    RUN(truncated_while_loading);
+    RUN(bool_bytes_normalised);
     RUN(save_refuses_bad_arguments);
     RUN(failed_save_keeps_old_file);
     RUN(load_out_of_memory);
