@@ -745,6 +745,22 @@ static void expect_idx_bad(const char *path, const char *what, int line) {
         TEST_FAILF("line %d: message '%s' does not contain '%s'", line, st_last_error(), what);
 }
 
+/* A FIFO (nobody writing to it) given to read_idx or load is refused at once instead of blocking
+ * in open() forever; alarm() turns a hang into a failure. */
+TEST(fifo_refused) {
+    const char *p = tpath("fifo");
+    CHECK(mkfifo(p, 0600) == 0);
+    alarm(20);
+    st_clear_error();
+    st_tensor *t = st_read_idx(p);
+    CHECK(t == NULL && st_last_status() == ST_ERR_IO);
+    CHECK_MSG(strstr(st_last_error(), p) && strstr(st_last_error(), "is a FIFO"), "message: %s", st_last_error());
+    st_release(t);
+    expect_bad(p, "is a FIFO", __LINE__);
+    alarm(0);
+    remove(p);
+}
+
 TEST(idx_malformed) {
     uint64_t base = in_use();
     const char *p = tpath("bad.idx"), *gz = tpath("bad.idx.gz");
@@ -863,6 +879,7 @@ int main(void) {
     RUN(load_out_of_memory);
     RUN(idx_every_type_plain_and_gzip);
     RUN(idx_malformed);
+    RUN(fifo_refused);
     RUN(fashion_mnist_labels);
     rmdir(tmpdir);
     st_shutdown();
