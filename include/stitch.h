@@ -256,7 +256,10 @@ ST_API int st_grad_enabled(void);
  * safetensors (https://github.com/huggingface/safetensors format): an 8-byte little-endian header
  * size, a JSON header {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}, ...,
  * "__metadata__": {..}}, then the raw little-endian data. st_save writes to a temporary file in the
- * same directory, fsyncs it and renames it over path, so a crash never leaves a broken file. st_load
+ * same directory, fsyncs it and renames it over path, so a crash never leaves a broken file; it
+ * writes regular files only: a symbolic link is followed (the file it leads to is replaced, the
+ * link stays), an existing file keeps its mode, and a directory, FIFO, device or socket at path is
+ * refused (ST_ERR_IO naming it). st_load
  * validates the header, dtypes, shapes and offsets and rejects a malformed file with ST_ERR_IO
  * naming what is wrong; it never reads out of bounds. U8/I8/I16/U16 data loads as i32; BOOL, I32,
  * I64, F16, BF16, F32, F64 load as themselves; other dtypes are refused. */

@@ -566,21 +566,92 @@ static st_status build_header(sbuf *hb, int n, save_entry *e, int nmeta, const c
 
 static int write_all(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
 
-/* Opens a new temporary file next to path (O_EXCL: never reuses someone else's file). *tmp owned
- * by the caller. */
-static FILE *open_temp(const char *path, char **tmp) {
+/* Where a save to path writes. A regular file is replaced; a symbolic link is followed (a chain
+ * of them, a relative one read relative to its own directory) and the file it ends at is replaced,
+ * so the link stays a link; nothing there means a new file. Anything else (a directory, a FIFO, a
+ * device, a socket) is refused, naming it: rename() would replace a FIFO or a device node with a
+ * regular file. *target: st_malloc'ed; *exists: a regular file is there, its stat in *st. */
+static st_status save_target(const char *path, char **target, int *exists, struct stat *st) {
+    char *cur = st_strdup(path);
+    if (!cur) return ST_ERR_OOM;
+    *exists = 0;
+    for (int hops = 0;; hops++) {
+        if (lstat(cur, st) != 0) {
+            if (errno == ENOENT) break; /* a new file (or a missing directory: the create says so) */
+            st_status s = st_error(ST_ERR_IO, "save: %s: cannot stat '%s': %s", path, cur, strerror(errno));
+            st_free(cur);
+            return s;
+        }
+        if (S_ISREG(st->st_mode)) {
+            *exists = 1;
+            break;
+        }
+        if (!S_ISLNK(st->st_mode)) {
+            st_status s = strcmp(cur, path) == 0
+                ? st_error(ST_ERR_IO, "save: %s: is %s; only a regular file can be saved to", path,
+                           base_file_kind((unsigned)st->st_mode))
+                : st_error(ST_ERR_IO, "save: %s: the symbolic link leads to '%s', which is %s; only a regular file "
+                           "can be saved to", path, cur, base_file_kind((unsigned)st->st_mode));
+            st_free(cur);
+            return s;
+        }
+        if (hops == 40) {
+            st_free(cur);
+            return st_error(ST_ERR_IO, "save: %s: too many levels of symbolic links", path);
+        }
+        size_t cap = (size_t)(st->st_size > 0 ? st->st_size : 255) + 1;
+        const char *slash = strrchr(cur, '/');
+        size_t dlen = slash ? (size_t)(slash - cur) + 1 : 0; /* the link's directory, with its '/' */
+        char *next = st_malloc(dlen + cap + 1);
+        if (!next) {
+            st_free(cur);
+            return ST_ERR_OOM;
+        }
+        ssize_t len = readlink(cur, next + dlen, cap);
+        if (len < 0 || (size_t)len >= cap) {
+            st_status s = st_error(ST_ERR_IO, "save: %s: cannot read the symbolic link '%s': %s", path, cur,
+                                   len < 0 ? strerror(errno) : "it changed while being read");
+            st_free(next);
+            st_free(cur);
+            return s;
+        }
+        next[dlen + (size_t)len] = '\0';
+        if (next[dlen] == '/') memmove(next, next + dlen, (size_t)len + 1); /* absolute */
+        else memcpy(next, cur, dlen);
+        st_free(cur);
+        cur = next;
+    }
+    *target = cur;
+    return ST_OK;
+}
+
+/* Opens a new temporary file next to target (O_EXCL: never reuses someone else's file), with the
+ * permission bits of the file it will replace when there is one (else 0666 minus the umask).
+ * Messages name path (what the caller asked for). *tmp owned by the caller. */
+static FILE *open_temp(const char *path, const char *target, int exists, const struct stat *old, char **tmp) {
     static unsigned counter;
-    size_t n = strlen(path) + 64;
+    size_t n = strlen(target) + 64;
     char *name = st_malloc(n);
     if (!name) return NULL;
     for (int attempt = 0; attempt < 100; attempt++) {
-        snprintf(name, n, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
-        int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        snprintf(name, n, "%s.tmp-%ld-%u", target, (long)getpid(), counter++);
+        int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? 0600 : 0666);
         if (fd < 0) {
             if (errno == EEXIST) continue;
             st_error(ST_ERR_IO, "save: %s: cannot create the temporary file '%s': %s", path, name, strerror(errno));
             st_free(name);
             return NULL;
+        }
+        if (exists) {
+            /* The replaced file's owner (only root can give a file away; best effort) and mode. */
+            if (old->st_uid != geteuid() || old->st_gid != getegid()) (void)!fchown(fd, old->st_uid, old->st_gid);
+            if (fchmod(fd, old->st_mode & 07777) != 0) {
+                st_error(ST_ERR_IO, "save: %s: cannot set the mode of '%s': %s", path, name, strerror(errno));
+                close(fd);
+                unlink(name);
+                st_free(name);
+                return NULL;
+            }
         }
         FILE *f = fdopen(fd, "wb");
         if (!f) {
@@ -628,10 +699,20 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
         if (!utf8_valid((const unsigned char *)values[k], strlen(values[k]), NULL))
             return st_error(ST_ERR_ARG, "save: %s: metadata value for \"%.100s\" is not valid UTF-8", path, keys[k]);
     }
+    /* What is at path decides where we write, before anything is computed. */
+    char *target = NULL;
+    int exists = 0;
+    struct stat old;
+    s = save_target(path, &target, &exists, &old);
+    if (s != ST_OK) return s;
     save_entry *e = st_calloc((size_t)(n ? n : 1), sizeof *e);
-    if (!e) return ST_ERR_OOM;
+    if (!e) {
+        st_free(target);
+        return ST_ERR_OOM;
+    }
     for (int k = 0; k < n; k++) {
         if (!ts[k]) {
+            st_free(target);
             st_free(e);
             return st_error(ST_ERR_ARG, "save: %s: tensor \"%.100s\" is NULL", path, names[k]);
         }
@@ -642,6 +723,7 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
         e[k].esize = st_dtype_size(dt);
         e[k].nbytes = (uint64_t)st_numel(ts[k]) * e[k].esize;
         if (!e[k].dtype) {
+            st_free(target);
             st_free(e);
             return st_error(ST_ERR_DTYPE, "save: %s: tensor \"%.100s\" has dtype %s, which safetensors cannot hold",
                             path, names[k], st_dtype_name(dt));
@@ -650,6 +732,7 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
     /* Compute everything before touching the file system: a failing computation creates nothing. */
     s = n > 0 ? st_realize(n, ts) : ST_OK;
     if (s != ST_OK) {
+        st_free(target);
         st_free(e);
         return s;
     }
@@ -657,13 +740,15 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
     sbuf hb = {0};
     s = build_header(&hb, n, e, nmeta, keys, values);
     if (s != ST_OK) {
+        st_free(target);
         st_free(hb.s);
         st_free(e);
         return s;
     }
     char *tmp = NULL;
-    FILE *f = open_temp(path, &tmp);
+    FILE *f = open_temp(path, target, exists, &old, &tmp);
     if (!f) {
+        st_free(target);
         st_free(hb.s);
         st_free(e);
         return st_last_status();
@@ -688,11 +773,12 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
     if (s == ST_OK && fflush(f) != 0) s = st_error(ST_ERR_IO, "save: %s: write failed: %s", path, strerror(errno));
     if (s == ST_OK && fsync(fileno(f)) != 0) s = st_error(ST_ERR_IO, "save: %s: fsync failed: %s", path, strerror(errno));
     if (fclose(f) != 0 && s == ST_OK) s = st_error(ST_ERR_IO, "save: %s: close failed: %s", path, strerror(errno));
-    if (s == ST_OK && rename(tmp, path) != 0)
-        s = st_error(ST_ERR_IO, "save: %s: cannot rename '%s' over it: %s", path, tmp, strerror(errno));
+    if (s == ST_OK && rename(tmp, target) != 0)
+        s = st_error(ST_ERR_IO, "save: %s: cannot rename '%s' over '%s': %s", path, tmp, target, strerror(errno));
     if (s != ST_OK) unlink(tmp);
-    else sync_dir(path);
+    else sync_dir(target);
     st_free(tmp);
+    st_free(target);
     st_free(hb.s);
     st_free(e);
     return s;
