@@ -258,9 +258,7 @@ static void fifo_entry_and_reload(const char *suffix) {
     alarm(0);
     st_stats_t s1 = snap();
     CHECK(s1.compile_calls == s0.compile_calls + 1);
-    CHECK(s1.kernels_compiled == s0.kernels_compiled + 3);
-    struct stat st;
-    CHECK(stat(f, &st) != 0 || S_ISREG(st.st_mode)); /* the FIFO was removed (or replaced) */
+    CHECK(s1.kernels_compiled == s0.kernels_compiled + 3); /* every index led to a FIFO: dropped */
     if (fn[0] && fn[1] && fn[2]) check_kernels(fn);
 }
 TEST(fifo_k) { fifo_entry_and_reload(".k"); }
