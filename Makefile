@@ -115,6 +115,8 @@ $(BUILD)/stitch.so: $(LUA_OBJ) $(BUILD)/libstitch.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libstitch.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libstitch.a $(LDSAN) $(LDLIBS)
+# test_api_null checks that it calls every function the shared library exports (nm -D).
+$(BUILD)/tests/test_api_null: $(BUILD)/libstitch.so
 
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(if $(SANITIZE),,sim)

@@ -175,6 +175,17 @@ ST_INTERNAL int base_write_atomic(const char *dir, const char *name, const void 
 /* The whole of a regular file (opened without blocking: a FIFO or device is refused with EINVAL),
  * st_malloc'ed into *data (NUL-terminated, *n bytes without the NUL). -2 when out of memory. */
 ST_INTERNAL int base_read_file(const char *path, char **data, size_t *n);
+/* Opens path for reading only if it is a regular file: opened with O_NONBLOCK (opening a FIFO
+ * with no writer, or a device, must not block), checked with fstat, then switched back to
+ * blocking reads. Returns the fd (O_CLOEXEC) with *size set; -1 with errno when it cannot be
+ * opened or stat'ed; -2 when it is something else (*mode says what: base_file_kind). */
+ST_INTERNAL int base_open_regular(const char *path, uint64_t *size, unsigned *mode);
+/* "a FIFO", "a directory", "a character device", "a block device", "a socket", "a symbolic link",
+ * "a regular file" or "a special file": what a st_mode is, for messages. */
+ST_INTERNAL const char *base_file_kind(unsigned mode);
+/* pread(2) until n bytes from offset off are in buf: 0; 1 when the file ends first (it is shorter
+ * than expected: cut by someone else while we read); -1 with errno on a read error. */
+ST_INTERNAL int base_pread_all(int fd, void *buf, size_t n, uint64_t off);
 
 /* ---- hooks (hooks.c) ----
  * A layer that keeps caches registers a shutdown hook the first time it fills one; st_shutdown

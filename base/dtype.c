@@ -32,13 +32,20 @@ int st_dtype_from_name(const char *name) {
         {"bool", ST_BOOL}, {"f16", ST_F16},     {"float16", ST_F16}, {"half", ST_F16},
         {"bf16", ST_BF16}, {"bfloat16", ST_BF16},
     };
-    if (!name) return -1;
+    if (!name) {
+        st_error(ST_ERR_ARG, "dtype_from_name: NULL name");
+        return -1;
+    }
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (strcasecmp(name, aliases[i].alias) == 0) return (int)aliases[i].dt;
     return -1;
 }
 
 st_dtype st_promote_types(st_dtype a, st_dtype b) {
+    if ((unsigned)a >= ST_DTYPE_COUNT || (unsigned)b >= ST_DTYPE_COUNT) {
+        st_error(ST_ERR_DTYPE, "promote_types: unknown dtype %d", (int)((unsigned)a >= ST_DTYPE_COUNT ? a : b));
+        return ST_DTYPE_COUNT;
+    }
     if (a == b) return a;
     const st_dtype_traits *ta = &st_dtypes[a], *tb = &st_dtypes[b];
     if (ta->cat != tb->cat) return ta->cat > tb->cat ? a : b;

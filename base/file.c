@@ -60,24 +60,74 @@ int base_write_atomic(const char *dir, const char *name, const void *data, size_
     return bad;
 }
 
-int base_read_file(const char *path, char **data, size_t *n) {
-    *data = NULL;
-    *n = 0;
+const char *base_file_kind(unsigned mode) {
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "a special file";
+    }
+}
+
+int base_open_regular(const char *path, uint64_t *size, unsigned *mode) {
+    *size = 0;
+    *mode = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return -1;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
+    int flags;
+    if (fstat(fd, &st) != 0 || (flags = fcntl(fd, F_GETFL)) < 0) {
         int e = errno;
         close(fd);
         errno = e;
         return -1;
     }
+    *mode = (unsigned)st.st_mode;
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         errno = EINVAL;
+        return -2;
+    }
+    /* A regular file ignores O_NONBLOCK today; clear it anyway so reads are plain blocking reads. */
+    if (fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
         return -1;
     }
-    size_t size = (size_t)st.st_size, got = 0;
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+int base_pread_all(int fd, void *buf, size_t n, uint64_t off) {
+    char *p = buf;
+    while (n > 0) {
+        size_t want = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
+        ssize_t r = pread(fd, p, want, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (r == 0) return 1;
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+int base_read_file(const char *path, char **data, size_t *n) {
+    *data = NULL;
+    *n = 0;
+    uint64_t fsize;
+    unsigned mode;
+    int fd = base_open_regular(path, &fsize, &mode);
+    if (fd < 0) return -1; /* errno: EINVAL when it is not a regular file */
+    size_t size = (size_t)fsize, got = 0;
     char *buf = st_malloc(size + 1);
     if (!buf) {
         close(fd);

@@ -37,6 +37,10 @@ int st_is_contiguous_view(int ndim, const int64_t *shape, const int64_t *strides
 }
 
 char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+    if (!buf || n == 0 || ndim < 0 || ndim > ST_MAX_DIMS || (ndim > 0 && !shape)) {
+        st_error(ST_ERR_ARG, "shape_str: %s", !buf || n == 0 ? "no output buffer" : !shape && ndim > 0 ? "NULL shape" : "bad dim count");
+        return NULL;
+    }
     size_t k = 0;
     k += snprintf(buf + k, n - k, "(");
     for (int i = 0; i < ndim && k < n; i++)

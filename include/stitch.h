@@ -12,6 +12,16 @@
  *  - Errors are immediate: a bad shape, dtype or argument makes the call return NULL (or a non-zero
  *    st_status) and st_last_error() holds a message naming the offending shapes. Nothing reachable
  *    from this API exits or aborts the process. Errors are per thread.
+ *  - NULL arguments: a NULL tensor, or a NULL array/pointer that the call needs (a shape with
+ *    ndim > 0, axes with naxes > 0, a perm, a destination, an output pointer, a path), is an
+ *    ST_ERR_ARG error like any other bad argument: NULL / the error status, with st_last_error set.
+ *    Functions that return a plain value cannot return a status; on a NULL tensor they return
+ *    -1 (st_ndim, st_size, st_numel), 0 (st_is_contiguous, st_is_realized, st_requires_grad,
+ *    st_is_leaf), ST_DTYPE_COUNT (st_dtype_of) or NULL (st_device_of, st_shape_str), and set the
+ *    error; void functions (st_shape, st_stats) only set it. A successful call does not clear the
+ *    error, so call st_clear_error() first when you need to tell such a value from a real one.
+ *    NULL is fine where a function says so (st_release, st_retain, st_set_grad's g, st_backward's
+ *    grad, the optional outputs of st_load_meta, the handlers' callbacks).
  *  - The runtime is single-threaded: use one thread at a time.
  */
 #ifndef STITCH_H
@@ -65,16 +75,16 @@ ST_API st_status st_last_status(void);
 ST_API void st_clear_error(void);
 
 /* ---- handles ---- */
-ST_API st_tensor *st_retain(st_tensor *t); /* returns t */
+ST_API st_tensor *st_retain(st_tensor *t); /* returns t (NULL stays NULL, not an error) */
 ST_API void st_release(st_tensor *t);      /* NULL is fine */
 
 /* ---- dtypes ---- */
 ST_API const char *st_dtype_name(st_dtype dt);          /* "f32", "f64", "i32", "i64", "bool", "f16", "bf16" */
 ST_API int st_dtype_from_name(const char *name);        /* -1 if unknown; accepts "float32", "float", "int64", "long", ... */
 ST_API size_t st_dtype_size(st_dtype dt);
-ST_API st_dtype st_promote_types(st_dtype a, st_dtype b);
+ST_API st_dtype st_promote_types(st_dtype a, st_dtype b); /* ST_DTYPE_COUNT (and an error) for an unknown dtype */
 
-/* ---- inspection (never flushes) ---- */
+/* ---- inspection (never flushes; a NULL tensor: see "NULL arguments" above) ---- */
 ST_API int st_ndim(const st_tensor *t);
 ST_API int64_t st_size(const st_tensor *t, int dim);    /* dim may be negative; -1 on a bad dim */
 ST_API void st_shape(const st_tensor *t, int64_t out[ST_MAX_DIMS]);
@@ -83,7 +93,8 @@ ST_API st_dtype st_dtype_of(const st_tensor *t);
 ST_API const char *st_device_of(const st_tensor *t);    /* "cpu", "cuda:0", ... */
 ST_API int st_is_contiguous(const st_tensor *t);
 ST_API int st_is_realized(const st_tensor *t);          /* data already computed (no pending work) */
-/* Writes "(2, 3)"-style text of a shape into buf; returns buf. */
+/* Writes "(2, 3)"-style text of a shape into buf (cut to n - 1 characters); returns buf, or NULL
+ * when buf is NULL, n is 0, ndim is not 0..ST_MAX_DIMS or shape is NULL with ndim > 0. */
 ST_API char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 
 /* ---- creation ---- */
@@ -245,7 +256,10 @@ ST_API int st_grad_enabled(void);
  * safetensors (https://github.com/huggingface/safetensors format): an 8-byte little-endian header
  * size, a JSON header {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}, ...,
  * "__metadata__": {..}}, then the raw little-endian data. st_save writes to a temporary file in the
- * same directory, fsyncs it and renames it over path, so a crash never leaves a broken file. st_load
+ * same directory, fsyncs it and renames it over path, so a crash never leaves a broken file; it
+ * writes regular files only: a symbolic link is followed (the file it leads to is replaced, the
+ * link stays), an existing file keeps its mode, and a directory, FIFO, device or socket at path is
+ * refused (ST_ERR_IO naming it). st_load
  * validates the header, dtypes, shapes and offsets and rejects a malformed file with ST_ERR_IO
  * naming what is wrong; it never reads out of bounds. U8/I8/I16/U16 data loads as i32; BOOL, I32,
  * I64, F16, BF16, F32, F64 load as themselves; other dtypes are refused. */

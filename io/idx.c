@@ -9,12 +9,14 @@
  * there (the raw buffer grows as bytes arrive, so a lying header cannot make us allocate gigabytes);
  * the element count is checked for overflow; a file with fewer or more data bytes than its dims say
  * is refused (ST_ERR_IO, naming the file, the expected and the actual sizes). zlib's gzread reads
- * plain files as they are, so one path serves both.
+ * plain files as they are, so one path serves both. Only a regular file is read (a FIFO is refused
+ * without blocking: base_open_regular).
  */
 #include "io/io.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define IDX_CHUNK ((size_t)1 << 20)
@@ -186,10 +188,20 @@ st_tensor *st_read_idx(const char *path) {
         st_error(ST_ERR_ARG, "read_idx: empty path");
         return NULL;
     }
+    /* Opened by us, not by gzopen: a FIFO or a device would block an ordinary open forever. */
+    uint64_t size;
+    unsigned mode;
+    int fd = base_open_regular(path, &size, &mode);
+    if (fd < 0) {
+        if (fd == -2) st_error(ST_ERR_IO, "read_idx: %s: is %s, not a regular file", path, base_file_kind(mode));
+        else st_error(ST_ERR_IO, "read_idx: %s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
     errno = 0;
-    gzFile f = gzopen(path, "rb");
+    gzFile f = gzdopen(fd, "rb"); /* owns fd from now on */
     if (!f) {
         st_error(ST_ERR_IO, "read_idx: %s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+        close(fd);
         return NULL;
     }
     unsigned char *raw = NULL;

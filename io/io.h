@@ -14,4 +14,9 @@
 
 #include "runtime/tensor.h"
 
+/* Test hook: when set, st_load calls it with the path once the file is open and its size known,
+ * before anything is read (tests truncate the file there: another process cutting it while we
+ * read). NULL in normal use. */
+ST_INTERNAL extern void (*io_load_test_hook)(const char *path);
+
 #endif

@@ -12,7 +12,9 @@
  *    temporary file is removed and an existing file at path is untouched.
  *  - Load never reads outside the file: the header size, every offset and every size are checked
  *    against the file size before any data is touched, and the JSON parser checks its position
- *    against the end of the header at every byte. Anything malformed is ST_ERR_IO with a message
+ *    against the end of the header at every byte. The file is read with pread, not mapped: a file
+ *    that another process truncates while we read it gives a short read and an error (a mapping
+ *    would fault with SIGBUS). BOOL bytes are normalised to 0/1 as they are read. Anything malformed is ST_ERR_IO with a message
  *    "load: FILE: what is wrong"; out of memory stays ST_ERR_OOM.
  *  - What we write is what the reference writes: entries ordered by element size (largest first,
  *    so every tensor's data is aligned to its element size) then by name, data contiguous from 0,
@@ -28,7 +30,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,8 @@
 #error "safetensors.c assumes a little-endian host (the format's data is little-endian)"
 #endif
 
+
+void (*io_load_test_hook)(const char *path);
 
 #define ST_HEADER_MAX 100000000ull /* the reference implementation's limit */
 #define JSON_DEPTH_MAX 64
@@ -563,21 +566,92 @@ static st_status build_header(sbuf *hb, int n, save_entry *e, int nmeta, const c
 
 static int write_all(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
 
-/* Opens a new temporary file next to path (O_EXCL: never reuses someone else's file). *tmp owned
- * by the caller. */
-static FILE *open_temp(const char *path, char **tmp) {
+/* Where a save to path writes. A regular file is replaced; a symbolic link is followed (a chain
+ * of them, a relative one read relative to its own directory) and the file it ends at is replaced,
+ * so the link stays a link; nothing there means a new file. Anything else (a directory, a FIFO, a
+ * device, a socket) is refused, naming it: rename() would replace a FIFO or a device node with a
+ * regular file. *target: st_malloc'ed; *exists: a regular file is there, its stat in *st. */
+static st_status save_target(const char *path, char **target, int *exists, struct stat *st) {
+    char *cur = st_strdup(path);
+    if (!cur) return ST_ERR_OOM;
+    *exists = 0;
+    for (int hops = 0;; hops++) {
+        if (lstat(cur, st) != 0) {
+            if (errno == ENOENT) break; /* a new file (or a missing directory: the create says so) */
+            st_status s = st_error(ST_ERR_IO, "save: %s: cannot stat '%s': %s", path, cur, strerror(errno));
+            st_free(cur);
+            return s;
+        }
+        if (S_ISREG(st->st_mode)) {
+            *exists = 1;
+            break;
+        }
+        if (!S_ISLNK(st->st_mode)) {
+            st_status s = strcmp(cur, path) == 0
+                ? st_error(ST_ERR_IO, "save: %s: is %s; only a regular file can be saved to", path,
+                           base_file_kind((unsigned)st->st_mode))
+                : st_error(ST_ERR_IO, "save: %s: the symbolic link leads to '%s', which is %s; only a regular file "
+                           "can be saved to", path, cur, base_file_kind((unsigned)st->st_mode));
+            st_free(cur);
+            return s;
+        }
+        if (hops == 40) {
+            st_free(cur);
+            return st_error(ST_ERR_IO, "save: %s: too many levels of symbolic links", path);
+        }
+        size_t cap = (size_t)(st->st_size > 0 ? st->st_size : 255) + 1;
+        const char *slash = strrchr(cur, '/');
+        size_t dlen = slash ? (size_t)(slash - cur) + 1 : 0; /* the link's directory, with its '/' */
+        char *next = st_malloc(dlen + cap + 1);
+        if (!next) {
+            st_free(cur);
+            return ST_ERR_OOM;
+        }
+        ssize_t len = readlink(cur, next + dlen, cap);
+        if (len < 0 || (size_t)len >= cap) {
+            st_status s = st_error(ST_ERR_IO, "save: %s: cannot read the symbolic link '%s': %s", path, cur,
+                                   len < 0 ? strerror(errno) : "it changed while being read");
+            st_free(next);
+            st_free(cur);
+            return s;
+        }
+        next[dlen + (size_t)len] = '\0';
+        if (next[dlen] == '/') memmove(next, next + dlen, (size_t)len + 1); /* absolute */
+        else memcpy(next, cur, dlen);
+        st_free(cur);
+        cur = next;
+    }
+    *target = cur;
+    return ST_OK;
+}
+
+/* Opens a new temporary file next to target (O_EXCL: never reuses someone else's file), with the
+ * permission bits of the file it will replace when there is one (else 0666 minus the umask).
+ * Messages name path (what the caller asked for). *tmp owned by the caller. */
+static FILE *open_temp(const char *path, const char *target, int exists, const struct stat *old, char **tmp) {
     static unsigned counter;
-    size_t n = strlen(path) + 64;
+    size_t n = strlen(target) + 64;
     char *name = st_malloc(n);
     if (!name) return NULL;
     for (int attempt = 0; attempt < 100; attempt++) {
-        snprintf(name, n, "%s.tmp-%ld-%u", path, (long)getpid(), counter++);
-        int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        snprintf(name, n, "%s.tmp-%ld-%u", target, (long)getpid(), counter++);
+        int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? 0600 : 0666);
         if (fd < 0) {
             if (errno == EEXIST) continue;
             st_error(ST_ERR_IO, "save: %s: cannot create the temporary file '%s': %s", path, name, strerror(errno));
             st_free(name);
             return NULL;
+        }
+        if (exists) {
+            /* The replaced file's owner (only root can give a file away; best effort) and mode. */
+            if (old->st_uid != geteuid() || old->st_gid != getegid()) (void)!fchown(fd, old->st_uid, old->st_gid);
+            if (fchmod(fd, old->st_mode & 07777) != 0) {
+                st_error(ST_ERR_IO, "save: %s: cannot set the mode of '%s': %s", path, name, strerror(errno));
+                close(fd);
+                unlink(name);
+                st_free(name);
+                return NULL;
+            }
         }
         FILE *f = fdopen(fd, "wb");
         if (!f) {
@@ -625,10 +699,20 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
         if (!utf8_valid((const unsigned char *)values[k], strlen(values[k]), NULL))
             return st_error(ST_ERR_ARG, "save: %s: metadata value for \"%.100s\" is not valid UTF-8", path, keys[k]);
     }
+    /* What is at path decides where we write, before anything is computed. */
+    char *target = NULL;
+    int exists = 0;
+    struct stat old;
+    s = save_target(path, &target, &exists, &old);
+    if (s != ST_OK) return s;
     save_entry *e = st_calloc((size_t)(n ? n : 1), sizeof *e);
-    if (!e) return ST_ERR_OOM;
+    if (!e) {
+        st_free(target);
+        return ST_ERR_OOM;
+    }
     for (int k = 0; k < n; k++) {
         if (!ts[k]) {
+            st_free(target);
             st_free(e);
             return st_error(ST_ERR_ARG, "save: %s: tensor \"%.100s\" is NULL", path, names[k]);
         }
@@ -639,6 +723,7 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
         e[k].esize = st_dtype_size(dt);
         e[k].nbytes = (uint64_t)st_numel(ts[k]) * e[k].esize;
         if (!e[k].dtype) {
+            st_free(target);
             st_free(e);
             return st_error(ST_ERR_DTYPE, "save: %s: tensor \"%.100s\" has dtype %s, which safetensors cannot hold",
                             path, names[k], st_dtype_name(dt));
@@ -647,6 +732,7 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
     /* Compute everything before touching the file system: a failing computation creates nothing. */
     s = n > 0 ? st_realize(n, ts) : ST_OK;
     if (s != ST_OK) {
+        st_free(target);
         st_free(e);
         return s;
     }
@@ -654,13 +740,15 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
     sbuf hb = {0};
     s = build_header(&hb, n, e, nmeta, keys, values);
     if (s != ST_OK) {
+        st_free(target);
         st_free(hb.s);
         st_free(e);
         return s;
     }
     char *tmp = NULL;
-    FILE *f = open_temp(path, &tmp);
+    FILE *f = open_temp(path, target, exists, &old, &tmp);
     if (!f) {
+        st_free(target);
         st_free(hb.s);
         st_free(e);
         return st_last_status();
@@ -685,11 +773,12 @@ st_status st_save_meta(const char *path, int n, const char *const *names, st_ten
     if (s == ST_OK && fflush(f) != 0) s = st_error(ST_ERR_IO, "save: %s: write failed: %s", path, strerror(errno));
     if (s == ST_OK && fsync(fileno(f)) != 0) s = st_error(ST_ERR_IO, "save: %s: fsync failed: %s", path, strerror(errno));
     if (fclose(f) != 0 && s == ST_OK) s = st_error(ST_ERR_IO, "save: %s: close failed: %s", path, strerror(errno));
-    if (s == ST_OK && rename(tmp, path) != 0)
-        s = st_error(ST_ERR_IO, "save: %s: cannot rename '%s' over it: %s", path, tmp, strerror(errno));
+    if (s == ST_OK && rename(tmp, target) != 0)
+        s = st_error(ST_ERR_IO, "save: %s: cannot rename '%s' over '%s': %s", path, tmp, target, strerror(errno));
     if (s != ST_OK) unlink(tmp);
-    else sync_dir(path);
+    else sync_dir(target);
     st_free(tmp);
+    st_free(target);
     st_free(hb.s);
     st_free(e);
     return s;
@@ -775,14 +864,42 @@ static st_status parse_entry(const char *path, const char *name, const jval *v, 
     return ST_OK;
 }
 
-/* A tensor of le's shape with the data at p (le->end - le->begin bytes, any alignment). */
-static st_tensor *make_tensor(const load_entry *le, const unsigned char *p) {
-    if (le->fdt->conv == CONV_NONE) return st_from_data_host(le->fdt->dt, le->ndim, le->shape, p);
-    st_tensor *t = st_empty_host(ST_I32, le->ndim, le->shape);
-    if (!t) return NULL;
+/* pread n bytes at off of the file (size bytes when it was opened); ST_ERR_IO naming the file when
+ * the read fails or the file ends first (someone truncated it since we opened it). */
+static st_status read_at(const char *path, int fd, void *buf, size_t n, uint64_t off, uint64_t size) {
+    int r = base_pread_all(fd, buf, n, off);
+    if (r == 0) return ST_OK;
+    if (r > 0)
+        return st_error(ST_ERR_IO, "load: %s: the file ended before byte %llu while it was being read (it had %llu "
+                        "bytes when opened): truncated by another process?", path,
+                        (unsigned long long)(off + n), (unsigned long long)size);
+    return st_error(ST_ERR_IO, "load: %s: read failed at byte %llu: %s", path, (unsigned long long)off, strerror(errno));
+}
+
+/* A tensor of le's shape read from the file at off (le->end - le->begin bytes). BOOL bytes are
+ * normalised to 0/1 (a file may hold any non-zero byte for true; kernels assume 0/1). */
+static st_tensor *make_tensor(const char *path, int fd, uint64_t size, const load_entry *le, uint64_t off) {
+    size_t nbytes = (size_t)(le->end - le->begin);
+    st_tensor *t = st_empty_host(le->fdt->dt, le->ndim, le->shape);
+    if (!t || nbytes == 0) return t;
+    unsigned char *data = t->storage->node->buf->data;
+    if (le->fdt->conv == CONV_NONE) {
+        if (read_at(path, fd, data, nbytes, off, size) != ST_OK) {
+            st_release(t);
+            return NULL;
+        }
+        if (le->fdt->dt == ST_BOOL)
+            for (size_t i = 0; i < nbytes; i++) data[i] = data[i] != 0;
+        return t;
+    }
+    unsigned char *p = st_malloc(nbytes);
+    if (!p || read_at(path, fd, p, nbytes, off, size) != ST_OK) {
+        st_free(p);
+        st_release(t);
+        return NULL;
+    }
     int64_t n = st_numel(t);
-    if (n == 0) return t;
-    int32_t *dst = (int32_t *)t->storage->node->buf->data;
+    int32_t *dst = (int32_t *)data;
     for (int64_t i = 0; i < n; i++) {
         switch (le->fdt->conv) {
         case CONV_U8: dst[i] = p[i]; break;
@@ -802,33 +919,46 @@ static st_tensor *make_tensor(const load_entry *le, const unsigned char *p) {
         default: ST_ASSERT(0);
         }
     }
+    st_free(p);
     return t;
 }
 
-/* Validates the header of a mapped file (map[0..size)) and builds the tensors. */
-static st_status load_mapped(const char *path, const unsigned char *map, uint64_t size, int *n_out,
-                             char ***names_out, st_tensor ***ts_out, int *nmeta_out, char ***keys_out,
-                             char ***values_out) {
+/* Reads and validates the header of the open file fd (size bytes when opened), then reads each
+ * tensor's data with pread: a file cut short meanwhile is an error, never a fault. */
+static st_status load_fd(const char *path, int fd, uint64_t size, int *n_out, char ***names_out,
+                         st_tensor ***ts_out, int *nmeta_out, char ***keys_out, char ***values_out) {
     if (size < 8)
         return st_error(ST_ERR_IO, "load: %s: file too short (%llu bytes) to hold the 8-byte header size", path,
                         (unsigned long long)size);
+    unsigned char len8[8];
+    st_status rs = read_at(path, fd, len8, 8, 0, size);
+    if (rs != ST_OK) return rs;
     uint64_t hsize = 0;
-    for (int k = 7; k >= 0; k--) hsize = (hsize << 8) | map[k];
+    for (int k = 7; k >= 0; k--) hsize = (hsize << 8) | len8[k];
     if (hsize > ST_HEADER_MAX)
         return st_error(ST_ERR_IO, "load: %s: header size %llu exceeds the limit of %llu bytes (not a safetensors file?)",
                         path, (unsigned long long)hsize, ST_HEADER_MAX);
     if (hsize > size - 8)
         return st_error(ST_ERR_IO, "load: %s: header size %llu is larger than the rest of the file (%llu bytes): "
                         "truncated?", path, (unsigned long long)hsize, (unsigned long long)(size - 8));
-    const char *hdr = (const char *)map + 8;
-    uint64_t data_len = size - 8 - hsize;
-    const unsigned char *data = map + 8 + hsize;
+    char *hdr = st_malloc((size_t)hsize + 1);
+    if (!hdr) return ST_ERR_OOM;
+    rs = read_at(path, fd, hdr, (size_t)hsize, 8, size);
+    if (rs != ST_OK) {
+        st_free(hdr);
+        return rs;
+    }
+    uint64_t data_len = size - 8 - hsize, data_off = 8 + hsize;
     size_t bad;
-    if (!utf8_valid((const unsigned char *)hdr, (size_t)hsize, &bad))
+    if (!utf8_valid((const unsigned char *)hdr, (size_t)hsize, &bad)) {
+        st_free(hdr);
         return st_error(ST_ERR_IO, "load: %s: header is not valid UTF-8 (byte %zu)", path, bad);
+    }
     jparser P;
     jval root;
-    if (!jparse(&P, hdr, (size_t)hsize, &root)) {
+    int parsed = jparse(&P, hdr, (size_t)hsize, &root);
+    st_free(hdr); /* the tree holds copies of every string */
+    if (!parsed) {
         if (P.fail == ST_ERR_OOM) return ST_ERR_OOM;
         return st_error(ST_ERR_IO, "load: %s: bad header JSON at byte %zu: %s", path, P.pos, P.msg);
     }
@@ -901,7 +1031,7 @@ static st_status load_mapped(const char *path, const unsigned char *map, uint64_
     }
     for (int k = 0; k < n; k++) {
         names[k] = st_strdup(ents[k].name);
-        ts[k] = names[k] ? make_tensor(&ents[k], data + ents[k].begin) : NULL;
+        ts[k] = names[k] ? make_tensor(path, fd, size, &ents[k], data_off + ents[k].begin) : NULL;
         if (!ts[k]) {
             s = st_last_status() != ST_OK ? st_last_status() : ST_ERR_OOM;
             goto done;
@@ -959,34 +1089,14 @@ st_status st_load_meta(const char *path, int *n, char ***names, st_tensor ***ts,
     if (values) *values = NULL;
     if ((keys != NULL) != (values != NULL) || (keys && !nmeta))
         return st_error(ST_ERR_ARG, "load: nmeta, keys and values go together");
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* O_NONBLOCK: a FIFO must not block us */
+    uint64_t size;
+    unsigned mode;
+    int fd = base_open_regular(path, &size, &mode);
+    if (fd == -2) return st_error(ST_ERR_IO, "load: %s: is %s, not a regular file", path, base_file_kind(mode));
     if (fd < 0) return st_error(ST_ERR_IO, "load: %s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return st_error(ST_ERR_IO, "load: %s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return st_error(ST_ERR_IO, "load: %s: not a regular file", path);
-    }
-    uint64_t size = (uint64_t)sb.st_size;
-    if (size < 8) {
-        close(fd);
-        return st_error(ST_ERR_IO, "load: %s: file too short (%llu bytes) to hold the 8-byte header size", path,
-                        (unsigned long long)size);
-    }
-    if (size > (uint64_t)SIZE_MAX) {
-        close(fd);
-        return st_error(ST_ERR_IO, "load: %s: file too large to map", path);
-    }
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
+    if (io_load_test_hook) io_load_test_hook(path);
+    st_status s = load_fd(path, fd, size, n, names, ts, nmeta, keys, values);
     close(fd);
-    if (map == MAP_FAILED) return st_error(ST_ERR_IO, "load: %s: cannot map: %s", path, strerror(e));
-    st_status s = load_mapped(path, map, size, n, names, ts, nmeta, keys, values);
-    munmap(map, (size_t)size);
     return s;
 }
 

@@ -112,8 +112,16 @@ static void tried_add(tried *t, const char *path, const char *why) {
         t->n += (size_t)snprintf(t->s + t->n, sizeof t->s - t->n, "\n  %s: %s", path, why ? why : "failed");
 }
 
-/* dlopen(path); on failure records dlerror() in t. */
+/* dlopen(path); on failure records dlerror() in t. A file path (with a '/') must lead to a regular
+ * file: dlopen of a FIFO (ST_NVRTC_PATH pointing at one) would block forever in open(). */
 static void *try_open(const char *path, tried *t, char *found, size_t cap) {
+    struct stat st;
+    if (strchr(path, '/') && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        char why[64];
+        snprintf(why, sizeof why, "is %s, not a regular file", base_file_kind((unsigned)st.st_mode));
+        tried_add(t, path, why);
+        return NULL;
+    }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();

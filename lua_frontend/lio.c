@@ -84,9 +84,18 @@ static void lio_flatten(lua_State *L, int tbl, const char *prefix, int depth, in
     }
 }
 
+/* The path argument at index i: a string without NUL bytes (C would cut it at the first one and
+ * write or read another file). */
+static const char *lio_check_path(lua_State *L, int i, const char *fn) {
+    size_t len;
+    const char *path = luaL_checklstring(L, i, &len);
+    if (strlen(path) != len) luaL_error(L, "%s: the path contains a NUL byte", fn);
+    return path;
+}
+
 /* st.save(path, tbl [, metadata]) */
 static int lio_save(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = lio_check_path(L, 1, "save");
     luaL_checktype(L, 2, LUA_TTABLE);
     if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
     lua_settop(L, 3);
@@ -111,11 +120,23 @@ static int lio_save(lua_State *L) {
         lua_pushnil(L);
         while (lua_next(L, 3)) {
             if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "save: metadata keys must be strings");
-            const char *key = lua_tostring(L, -2);
+            size_t klen, vlen;
+            const char *key = lua_tolstring(L, -2, &klen);
+            if (strlen(key) != klen) luaL_error(L, "save: %s: a metadata key contains a NUL byte", path);
             int vt = lua_type(L, -1);
-            if (vt == LUA_TBOOLEAN) lua_pushstring(L, lua_toboolean(L, -1) ? "true" : "false");
-            else if (vt == LUA_TSTRING || vt == LUA_TNUMBER) lua_pushstring(L, lua_tostring(L, -1));
-            else luaL_error(L, "save: metadata \"%s\" is a %s (strings, numbers or booleans)", key, luaL_typename(L, -1));
+            if (vt == LUA_TBOOLEAN) {
+                lua_pushstring(L, lua_toboolean(L, -1) ? "true" : "false");
+            } else if (vt == LUA_TSTRING || vt == LUA_TNUMBER) {
+                /* A NUL would silently cut the value: the format's metadata are text without NULs
+                 * (st.load refuses them too). */
+                const char *v = lua_tolstring(L, -1, &vlen);
+                if (strlen(v) != vlen)
+                    luaL_error(L, "save: %s: metadata \"%s\": the value contains a NUL byte (at byte %d)", path, key,
+                               (int)strlen(v) + 1);
+                lua_pushstring(L, v);
+            } else {
+                luaL_error(L, "save: metadata \"%s\" is a %s (strings, numbers or booleans)", key, luaL_typename(L, -1));
+            }
             lua_rawseti(L, mtab, 2 * nmeta + 2); /* value */
             lua_pushvalue(L, -2);
             lua_rawseti(L, mtab, 2 * nmeta + 1); /* key */
@@ -141,7 +162,7 @@ static int lio_save(lua_State *L) {
 
 /* st.load(path) -> {name = tensor}, {metadata key = value} */
 static int lio_load(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = lio_check_path(L, 1, "load");
     lua_settop(L, 1);
     lio_loaded *h = lua_newuserdatauv(L, sizeof *h, 0); /* 2 */
     memset(h, 0, sizeof *h);
@@ -168,7 +189,7 @@ static int lio_load(lua_State *L) {
 
 /* st.read_idx(path) -> tensor (i32 for integer data, f32 / f64 for float / double) */
 static int lio_read_idx(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = lio_check_path(L, 1, "read_idx");
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_read_idx(path));

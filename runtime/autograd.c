@@ -142,16 +142,29 @@ st_status st_set_requires_grad(st_tensor *t, int on) {
     return st_ag_mark_leaf(s);
 }
 
-int st_requires_grad(const st_tensor *t) { return t && t->storage->node->ag != NULL; }
+int st_requires_grad(const st_tensor *t) {
+    if (!t) {
+        st_error(ST_ERR_ARG, "requires_grad: NULL tensor");
+        return 0;
+    }
+    return t->storage->node->ag != NULL;
+}
 
 int st_is_leaf(const st_tensor *t) {
-    const st_ag *ag = t ? t->storage->node->ag : NULL;
+    if (!t) {
+        st_error(ST_ERR_ARG, "is_leaf: NULL tensor");
+        return 0;
+    }
+    const st_ag *ag = t->storage->node->ag;
     return !ag || ag->acc != NULL;
 }
 
 st_tensor *st_grad(st_tensor *t) {
+    if (!t) {
+        st_error(ST_ERR_ARG, "grad: NULL tensor");
+        return NULL;
+    }
     st_clear_error();
-    if (!t) return NULL;
     st_grad_acc *acc = t->storage->acc;
     if (!acc || !acc->grad) return NULL;
     if (t->identity) return st_retain(acc->grad);

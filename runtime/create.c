@@ -14,6 +14,10 @@ static int check_shape(const char *op, int ndim, const int64_t *shape, st_dtype 
         st_error(ST_ERR_ARG, "%s: %d dims (at most %d)", op, ndim, ST_MAX_DIMS);
         return 0;
     }
+    if (ndim > 0 && !shape) {
+        st_error(ST_ERR_ARG, "%s: NULL shape for %d dims", op, ndim);
+        return 0;
+    }
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) {
             char b[160];
@@ -214,6 +218,7 @@ static st_tensor *random_impl(const char *op, st_op rop, st_dtype dt, int ndim, 
 }
 
 st_tensor *st_rand(st_dtype dt, int ndim, const int64_t *shape) {
+    if (!check_dtype("rand", dt)) return NULL;
     if (!st_is_float(dt)) {
         st_error(ST_ERR_DTYPE, "rand: needs a float dtype, got %s", st_dtype_name(dt));
         return NULL;
@@ -222,6 +227,7 @@ st_tensor *st_rand(st_dtype dt, int ndim, const int64_t *shape) {
 }
 
 st_tensor *st_randn(st_dtype dt, int ndim, const int64_t *shape) {
+    if (!check_dtype("randn", dt)) return NULL;
     if (!st_is_float(dt)) {
         st_error(ST_ERR_DTYPE, "randn: needs a float dtype, got %s", st_dtype_name(dt));
         return NULL;
@@ -234,6 +240,7 @@ st_tensor *st_randint(int64_t lo, int64_t hi, st_dtype dt, int ndim, const int64
         st_error(ST_ERR_ARG, "randint: empty range [%lld, %lld)", (long long)lo, (long long)hi);
         return NULL;
     }
+    if (!check_dtype("randint", dt)) return NULL;
     if (st_is_int(dt)) return random_impl("randint", ST_OP_RAND_INT, dt, ndim, shape, lo, hi);
     st_tensor *i = random_impl("randint", ST_OP_RAND_INT, ST_I64, ndim, shape, lo, hi);
     st_tensor *r = i ? st_cast(i, dt) : NULL;

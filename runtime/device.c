@@ -79,7 +79,13 @@ static int tensor_dev(const st_tensor *t) {
     return d == ST_DEV_ANY ? st_default_dev() : d;
 }
 
-const char *st_device_of(const st_tensor *t) { return st_dev_static_name(tensor_dev(t)); }
+const char *st_device_of(const st_tensor *t) {
+    if (!t) {
+        st_error(ST_ERR_ARG, "device_of: NULL tensor");
+        return NULL;
+    }
+    return st_dev_static_name(tensor_dev(t));
+}
 
 st_tensor *st_to_dev(st_tensor *t, int dev) {
     if (usable(dev) != ST_OK) return NULL;
@@ -120,6 +126,10 @@ st_tensor *st_to_dev(st_tensor *t, int dev) {
 
 st_tensor *st_to(st_tensor *t, const char *device) {
     int d;
+    if (!t) {
+        st_error(ST_ERR_ARG, "to: NULL tensor");
+        return NULL;
+    }
     if (dev_parse(device, &d) != ST_OK) return NULL;
     return st_to_dev(t, d);
 }

@@ -18,6 +18,10 @@ st_tensor *st_cat(int n, st_tensor *const *ts, int dim) {
         st_error(ST_ERR_ARG, "cat: needs at least one tensor");
         return NULL;
     }
+    if (!ts) {
+        st_error(ST_ERR_ARG, "cat: NULL array of tensors");
+        return NULL;
+    }
     for (int i = 0; i < n; i++)
         if (!check("cat", ts[i])) return NULL;
     const st_tensor *a = ts[0];
@@ -85,6 +89,10 @@ fail:
 st_tensor *st_stack(int n, st_tensor *const *ts, int dim) {
     if (n <= 0) {
         st_error(ST_ERR_ARG, "stack: needs at least one tensor");
+        return NULL;
+    }
+    if (!ts) {
+        st_error(ST_ERR_ARG, "stack: NULL array of tensors");
         return NULL;
     }
     for (int i = 0; i < n; i++)

@@ -214,6 +214,10 @@ st_tensor *st_cast(st_tensor *a, st_dtype dt) {
 /* Reduce mask over a's dims from (naxes, axes); 0 axes = all. -1 on error. */
 static int64_t axes_mask(const char *op, const st_tensor *a, int naxes, const int *axes) {
     uint32_t m = 0;
+    if (naxes < 0 || (naxes > 0 && !axes)) {
+        st_error(ST_ERR_ARG, "%s: %s", op, naxes < 0 ? "negative number of dims" : "NULL dims array");
+        return -1;
+    }
     if (naxes == 0) return a->ndim ? (int64_t)((1u << a->ndim) - 1) : 0;
     for (int i = 0; i < naxes; i++) {
         int d = st_norm_dim(op, axes[i], a->ndim);

@@ -10,6 +10,10 @@
 uint64_t st_rng_seed = 0x5eed, st_rng_offset;
 
 void st_stats(st_stats_t *out) {
+    if (!out) {
+        st_error(ST_ERR_ARG, "stats: NULL output");
+        return;
+    }
     *out = st_stats_g;
     dev_mem_stats(&out->device_bytes_in_use, &out->device_bytes_reserved, &out->device_bytes_peak);
 }

@@ -219,31 +219,48 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
     return ST_OK;
 }
 
-/* ---- inspection ---- */
-int st_ndim(const st_tensor *t) { return t->ndim; }
+/* ---- inspection ----
+ * These return plain values, so a NULL tensor gets the value stitch.h documents (-1 for counts and
+ * sizes, 0 for predicates, ST_DTYPE_COUNT for a dtype) and an ST_ERR_ARG error. */
+static int null_tensor(const st_tensor *t, const char *fn) {
+    if (t) return 0;
+    st_error(ST_ERR_ARG, "%s: NULL tensor", fn);
+    return 1;
+}
+int st_ndim(const st_tensor *t) { return null_tensor(t, "ndim") ? -1 : t->ndim; }
 int64_t st_size(const st_tensor *t, int dim) {
+    if (null_tensor(t, "size")) return -1;
     if (dim < 0) dim += t->ndim;
     return dim < 0 || dim >= t->ndim ? -1 : t->shape[dim];
 }
 void st_shape(const st_tensor *t, int64_t out[ST_MAX_DIMS]) {
+    if (!out) {
+        st_error(ST_ERR_ARG, "shape: NULL output array");
+        return;
+    }
     memset(out, 0, ST_MAX_DIMS * sizeof *out);
-    memcpy(out, t->shape, t->ndim * sizeof *out);
+    if (!null_tensor(t, "shape")) memcpy(out, t->shape, t->ndim * sizeof *out);
 }
-int64_t st_numel(const st_tensor *t) { return st_shape_numel(t->ndim, t->shape); }
-st_dtype st_dtype_of(const st_tensor *t) { return (st_dtype)t->dtype; }
-int st_is_contiguous(const st_tensor *t) { return st_is_contiguous_view(t->ndim, t->shape, t->strides); }
-int st_is_realized(const st_tensor *t) { return t->storage->node->op == ST_OP_BUFFER; }
+int64_t st_numel(const st_tensor *t) { return null_tensor(t, "numel") ? -1 : st_shape_numel(t->ndim, t->shape); }
+st_dtype st_dtype_of(const st_tensor *t) { return null_tensor(t, "dtype") ? ST_DTYPE_COUNT : (st_dtype)t->dtype; }
+int st_is_contiguous(const st_tensor *t) {
+    return !null_tensor(t, "is_contiguous") && st_is_contiguous_view(t->ndim, t->shape, t->strides);
+}
+int st_is_realized(const st_tensor *t) { return !null_tensor(t, "is_realized") && t->storage->node->op == ST_OP_BUFFER; }
 
 
 /* ---- sync points ---- */
 st_status st_realize(int n, st_tensor *const *ts) {
     st_runtime_init();
+    if (n < 0 || (n > 0 && !ts)) return st_error(ST_ERR_ARG, "realize: %s", n < 0 ? "negative count" : "NULL array");
+    for (int i = 0; i < n; i++)
+        if (!ts[i]) return st_error(ST_ERR_ARG, "realize: tensor %d of %d is NULL", i, n);
     st_node *stack[64];
     st_node **nodes = n <= 64 ? stack : st_malloc(n * sizeof *nodes);
     if (!nodes) return st_last_status();
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (ts[i] && ts[i]->storage->node->op != ST_OP_BUFFER) nodes[k++] = ts[i]->storage->node;
+        if (ts[i]->storage->node->op != ST_OP_BUFFER) nodes[k++] = ts[i]->storage->node;
     st_status s = k ? st_flush_nodes(k, nodes) : ST_OK;
     if (nodes != stack) st_free(nodes);
     return s;
@@ -269,11 +286,13 @@ st_status st_sync(void) {
 }
 
 st_status st_to_host(st_tensor *t, st_dtype dt, void *dst, size_t nbytes) {
+    if (!t) return st_error(ST_ERR_ARG, "to_host: NULL tensor");
     int64_t numel = st_numel(t);
     if ((unsigned)dt >= ST_DTYPE_COUNT) return st_error(ST_ERR_DTYPE, "to_host: bad dtype %d", (int)dt);
     if (nbytes != (size_t)numel * st_dtypes[dt].size)
         return st_error(ST_ERR_ARG, "to_host: %zu bytes given for %lld elements of %s", nbytes,
                         (long long)numel, st_dtypes[dt].name);
+    if (!dst && nbytes) return st_error(ST_ERR_ARG, "to_host: NULL destination for %zu bytes", nbytes);
     st_status s = st_realize(1, &t);
     if (s != ST_OK) return s;
     const st_node *base = t->storage->node;
@@ -301,6 +320,7 @@ st_status st_to_host(st_tensor *t, st_dtype dt, void *dst, size_t nbytes) {
 }
 
 st_status st_item(st_tensor *t, double *out) {
+    if (!t || !out) return st_error(ST_ERR_ARG, "item: NULL %s", t ? "output pointer" : "tensor");
     if (st_numel(t) != 1) {
         char b[128];
         return st_error(ST_ERR_SHAPE, "item: the tensor has %lld elements %s, not 1",
@@ -310,6 +330,7 @@ st_status st_item(st_tensor *t, double *out) {
 }
 
 st_status st_item_i64(st_tensor *t, int64_t *out) {
+    if (!t || !out) return st_error(ST_ERR_ARG, "item: NULL %s", t ? "output pointer" : "tensor");
     if (st_numel(t) != 1) {
         char b[128];
         return st_error(ST_ERR_SHAPE, "item: the tensor has %lld elements %s, not 1",

@@ -48,6 +48,10 @@ static int infer_shape(const char *op, const st_tensor *a, int ndim, const int64
         st_error(ST_ERR_ARG, "%s: %d dims (at most %d)", op, ndim, ST_MAX_DIMS);
         return 0;
     }
+    if (ndim > 0 && !shape) {
+        st_error(ST_ERR_ARG, "%s: NULL shape for %d dims", op, ndim);
+        return 0;
+    }
     for (int i = 0; i < ndim; i++) {
         out[i] = shape[i];
         if (shape[i] == -1) {
@@ -104,6 +108,10 @@ st_tensor *st_view(st_tensor *a, int ndim, const int64_t *shape) { return reshap
 
 st_tensor *st_permute(st_tensor *a, const int *perm) {
     if (!check("permute", a)) return NULL;
+    if (a->ndim > 0 && !perm) {
+        st_error(ST_ERR_ARG, "permute: NULL perm for a tensor with %d dims", a->ndim);
+        return NULL;
+    }
     int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
     int seen = 0;
     for (int i = 0; i < a->ndim; i++) {
@@ -134,6 +142,10 @@ st_tensor *st_transpose(st_tensor *a, int d0, int d1) {
 
 st_tensor *st_expand(st_tensor *a, int ndim, const int64_t *shape) {
     if (!check("expand", a)) return NULL;
+    if (ndim > 0 && !shape) {
+        st_error(ST_ERR_ARG, "expand: NULL shape for %d dims", ndim);
+        return NULL;
+    }
     char x[160], y[160];
     if (ndim < a->ndim || ndim > ST_MAX_DIMS) goto bad;
     int64_t ns[ST_MAX_DIMS], nstr[ST_MAX_DIMS];

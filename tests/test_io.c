@@ -15,8 +15,13 @@
  * removes its files.
  */
 #include "test.h"
+#include "io/io.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -457,6 +462,90 @@ TEST(malformed_sizes_and_truncation) {
     CHECK_EQ_INT(in_use(), base);
 }
 
+/* The file is cut by "another process" after st_load opened it and took its size, before it read
+ * anything (io_load_test_hook): at every stage of the file the load is an error naming the file,
+ * not a SIGBUS (as copying out of a mapping was), and nothing leaks. */
+static const char *trunc_path;
+static off_t trunc_at;
+static void truncate_hook(const char *path) {
+    if (trunc_path && strcmp(path, trunc_path) == 0 && truncate(path, trunc_at) != 0) trunc_at = -1;
+}
+
+TEST(truncated_while_loading) {
+    uint64_t base = in_use();
+    const char *path = tpath("cut.safetensors");
+    enum { NA = 1 << 16 };
+    float *a = malloc(NA * sizeof *a);
+    for (int k = 0; k < NA; k++) a[k] = (float)k;
+    uint8_t b[5] = {1, 0, 1, 1, 0};
+    st_tensor *ts[2] = {st_from_data(ST_F32, 1, SH(NA), a), st_from_data(ST_BOOL, 1, SH(5), b)};
+    const char *names[2] = {"a", "b"};
+    CHECK_EQ_INT(st_save(path, 2, names, ts), ST_OK);
+    st_release(ts[0]);
+    st_release(ts[1]);
+    free(a);
+    size_t n = 0;
+    unsigned char *file = read_file(path, &n);
+    CHECK(file && n > 8 + 4 * (size_t)NA);
+    if (!file) return;
+    uint64_t h = 0;
+    for (int k = 7; k >= 0; k--) h = (h << 8) | file[k];
+    /* nothing left, a part of the size, half the header, the header only, a page into the data,
+     * one byte short */
+    off_t cuts[6] = {0, 5, (off_t)(8 + h / 2), (off_t)(8 + h), (off_t)(8 + h + 4096), (off_t)n - 1};
+    io_load_test_hook = truncate_hook;
+    trunc_path = path;
+    for (int k = 0; k < 6; k++) {
+        write_file(path, file, n);
+        trunc_at = cuts[k];
+        expect_bad(path, "truncated", k);
+        CHECK_MSG(trunc_at >= 0, "truncate failed");
+        if (test_cur_failed) break;
+    }
+    io_load_test_hook = NULL;
+    trunc_path = NULL;
+    /* Untouched, the same file loads. */
+    write_file(path, file, n);
+    int m = 0;
+    char **ln = NULL;
+    st_tensor **lt = NULL;
+    CHECK_EQ_INT(st_load(path, &m, &ln, &lt), ST_OK);
+    CHECK_EQ_INT(m, 2);
+    st_free_loaded(m, ln, lt);
+    free(file);
+    remove(path);
+    CHECK_EQ_INT(in_use(), base);
+}
+
+/* A BOOL byte other than 0 or 1 in a file loads as 1 (true), so sums and comparisons see 0/1. */
+TEST(bool_bytes_normalised) {
+    uint64_t base = in_use();
+    const char *path = tpath("bool.safetensors");
+    const unsigned char data[4] = {2, 0, 255, 1};
+    CHECK(write_st(path, "{\"b\":{\"dtype\":\"BOOL\",\"shape\":[4],\"data_offsets\":[0,4]}}", data, 4));
+    int m = 0;
+    char **ln = NULL;
+    st_tensor **lt = NULL;
+    CHECK_EQ_INT(st_load(path, &m, &ln, &lt), ST_OK);
+    if (m == 1) {
+        static const unsigned char want[4] = {1, 0, 1, 1};
+        CHECK(same_bytes(lt[0], want, 4));
+        st_tensor *s = st_sum(lt[0], 0, NULL, 0);
+        int64_t v = -1;
+        CHECK(s && st_item_i64(s, &v) == ST_OK);
+        CHECK_EQ_INT(v, 3); /* was 258 */
+        st_tensor *e = st_eq(lt[0], lt[0]);
+        st_tensor *all = e ? st_sum(e, 0, NULL, 0) : NULL;
+        CHECK(all && st_item_i64(all, &v) == ST_OK && v == 4);
+        st_release(all);
+        st_release(e);
+        st_release(s);
+    }
+    st_free_loaded(m, ln, lt);
+    remove(path);
+    CHECK_EQ_INT(in_use(), base);
+}
+
 TEST(save_refuses_bad_arguments) {
     const char *path = tpath("args.safetensors");
     float a = 1;
@@ -477,6 +566,111 @@ TEST(save_refuses_bad_arguments) {
 }
 
 /* A save that fails leaves the old file as it was and no temporary file. */
+/* 1 when the file at path loads as one tensor "w" equal to want (4 floats). */
+static int holds(const char *path, const float *want) {
+    int m = 0;
+    char **ln = NULL;
+    st_tensor **lt = NULL;
+    if (st_load(path, &m, &ln, &lt) != ST_OK) return 0;
+    float got[4];
+    int ok = m == 1 && strcmp(ln[0], "w") == 0 && st_numel(lt[0]) == 4 &&
+             st_to_host(lt[0], ST_F32, got, sizeof got) == ST_OK && memcmp(got, want, sizeof got) == 0;
+    st_free_loaded(m, ln, lt);
+    return ok;
+}
+
+static int is_type(const char *path, unsigned type) {
+    struct stat st;
+    return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+/* save writes regular files only: a symbolic link is followed (the link stays, its target gets the
+ * new data, atomically), an existing file keeps its mode, and a FIFO, a directory, a socket or a
+ * device node is refused with a message naming the path and what it is, and left as it was. */
+TEST(save_to_links_and_special_files) {
+    uint64_t base = in_use();
+    float a[4] = {1, 2, 3, 4}, b[4] = {9, 8, 7, 6};
+    st_tensor *ta = st_from_data(ST_F32, 1, SH(4), a), *tb = st_from_data(ST_F32, 1, SH(4), b);
+    const char *names[1] = {"w"};
+    const char *real = tpath("real.safetensors"), *link = tpath("link.safetensors");
+    const char *chain = tpath("chain.safetensors"), *dangling = tpath("dangling.safetensors");
+    const char *created = tpath("created.safetensors");
+    char abs_link[300];
+    snprintf(abs_link, sizeof abs_link, "%s", link);
+
+    /* A relative link, and a chain of an absolute link to it: the target is replaced. */
+    CHECK_EQ_INT(st_save(real, 1, names, &ta), ST_OK);
+    CHECK(symlink("real.safetensors", link) == 0 && symlink(abs_link, chain) == 0);
+    CHECK_EQ_INT(st_save(link, 1, names, &tb), ST_OK);
+    CHECK(is_type(link, S_IFLNK) && is_type(real, S_IFREG));
+    CHECK(holds(real, b));
+    CHECK_EQ_INT(st_save(chain, 1, names, &ta), ST_OK);
+    CHECK(is_type(chain, S_IFLNK) && is_type(link, S_IFLNK) && holds(real, a));
+    char buf[300] = "";
+    CHECK(readlink(link, buf, sizeof buf - 1) > 0 && strcmp(buf, "real.safetensors") == 0);
+    /* A dangling link: the file it names is created. */
+    CHECK(symlink("created.safetensors", dangling) == 0);
+    CHECK_EQ_INT(st_save(dangling, 1, names, &tb), ST_OK);
+    CHECK(is_type(dangling, S_IFLNK) && is_type(created, S_IFREG) && holds(created, b));
+    /* A loop of links. */
+    const char *l1 = tpath("loop1"), *l2 = tpath("loop2");
+    CHECK(symlink("loop2", l1) == 0 && symlink("loop1", l2) == 0);
+    CHECK_EQ_INT(st_save(l1, 1, names, &ta), ST_ERR_IO);
+    CHECK_MSG(strstr(st_last_error(), "symbolic links"), "message: %s", st_last_error());
+
+    /* Modes: a 0600 file stays 0600, a 0640 one 0640. */
+    const unsigned modes[2] = {0600, 0640};
+    for (int k = 0; k < 2; k++) {
+        CHECK(chmod(real, modes[k]) == 0);
+        CHECK_EQ_INT(st_save(real, 1, names, &tb), ST_OK);
+        struct stat st;
+        CHECK(stat(real, &st) == 0);
+        CHECK_MSG((st.st_mode & 07777) == modes[k], "mode %o after saving over a %o file", st.st_mode & 07777, modes[k]);
+        CHECK(holds(real, b));
+        CHECK_EQ_INT(st_save(link, 1, names, &ta), ST_OK); /* through the link too */
+        CHECK(stat(real, &st) == 0 && (st.st_mode & 07777) == modes[k] && holds(real, a));
+    }
+
+    /* Refused: a FIFO (alarm: a save that opened it would block), a link to it, a socket, a device. */
+    const char *fifo = tpath("fifo.safetensors"), *tofifo = tpath("tofifo.safetensors");
+    CHECK(mkfifo(fifo, 0600) == 0 && symlink("fifo.safetensors", tofifo) == 0);
+    alarm(20);
+    CHECK_EQ_INT(st_save(fifo, 1, names, &ta), ST_ERR_IO);
+    CHECK_MSG(strstr(st_last_error(), fifo) && strstr(st_last_error(), "is a FIFO"), "message: %s", st_last_error());
+    CHECK_EQ_INT(st_save(tofifo, 1, names, &ta), ST_ERR_IO);
+    CHECK_MSG(strstr(st_last_error(), tofifo) && strstr(st_last_error(), "which is a FIFO"), "message: %s",
+              st_last_error());
+    alarm(0);
+    CHECK(is_type(fifo, S_IFIFO) && is_type(tofifo, S_IFLNK));
+    const char *sock = tpath("sock");
+    int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+    CHECK(sfd >= 0 && bind(sfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    CHECK_EQ_INT(st_save(sock, 1, names, &ta), ST_ERR_IO);
+    CHECK_MSG(strstr(st_last_error(), "is a socket"), "message: %s", st_last_error());
+    CHECK(is_type(sock, S_IFSOCK));
+    if (sfd >= 0) close(sfd);
+    /* A character device with /dev/null's numbers, made here (needs root and CAP_MKNOD). */
+    const char *dev = tpath("null");
+    if (mknod(dev, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        CHECK_EQ_INT(st_save(dev, 1, names, &ta), ST_ERR_IO);
+        CHECK_MSG(strstr(st_last_error(), "is a character device"), "message: %s", st_last_error());
+        CHECK(is_type(dev, S_IFCHR));
+        remove(dev);
+    } else {
+        printf("  (save_to_links_and_special_files: no device node test: mknod: %s)\n", strerror(errno));
+    }
+    CHECK_EQ_INT(count_temp_files(), 0);
+    const char *all[] = {real, link, chain, dangling, created, l1, l2, fifo, tofifo, sock};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) remove(all[k]);
+    st_release(ta);
+    st_release(tb);
+    CHECK_EQ_INT(in_use(), base);
+}
+
 TEST(failed_save_keeps_old_file) {
     uint64_t base = in_use();
     const char *path = tpath("keep.safetensors"), *other = tpath("new.safetensors");
@@ -493,7 +687,7 @@ TEST(failed_save_keeps_old_file) {
     CHECK(strstr(st_last_error(), "nodir") != NULL);
     mkdir(tpath("adir"), 0755);
     CHECK_EQ_INT(st_save(tpath("adir"), 1, names, &tb), ST_ERR_IO);
-    CHECK(strstr(st_last_error(), "rename") != NULL);
+    CHECK(strstr(st_last_error(), "is a directory") != NULL);
     rmdir(tpath("adir"));
     CHECK_EQ_INT(count_temp_files(), 0);
     /* Out of memory at every allocation of a save: the file is the old one or the new one. */
@@ -660,6 +854,22 @@ static void expect_idx_bad(const char *path, const char *what, int line) {
         TEST_FAILF("line %d: message '%s' does not contain '%s'", line, st_last_error(), what);
 }
 
+/* A FIFO (nobody writing to it) given to read_idx or load is refused at once instead of blocking
+ * in open() forever; alarm() turns a hang into a failure. */
+TEST(fifo_refused) {
+    const char *p = tpath("fifo");
+    CHECK(mkfifo(p, 0600) == 0);
+    alarm(20);
+    st_clear_error();
+    st_tensor *t = st_read_idx(p);
+    CHECK(t == NULL && st_last_status() == ST_ERR_IO);
+    CHECK_MSG(strstr(st_last_error(), p) && strstr(st_last_error(), "is a FIFO"), "message: %s", st_last_error());
+    st_release(t);
+    expect_bad(p, "is a FIFO", __LINE__);
+    alarm(0);
+    remove(p);
+}
+
 TEST(idx_malformed) {
     uint64_t base = in_use();
     const char *p = tpath("bad.idx"), *gz = tpath("bad.idx.gz");
@@ -771,11 +981,15 @@ int main(void) {
     RUN(hand_written_file);
     RUN(malformed_headers);
     RUN(malformed_sizes_and_truncation);
+    RUN(truncated_while_loading);
+    RUN(bool_bytes_normalised);
     RUN(save_refuses_bad_arguments);
     RUN(failed_save_keeps_old_file);
+    RUN(save_to_links_and_special_files);
     RUN(load_out_of_memory);
     RUN(idx_every_type_plain_and_gzip);
     RUN(idx_malformed);
+    RUN(fifo_refused);
     RUN(fashion_mnist_labels);
     rmdir(tmpdir);
     st_shutdown();

@@ -240,6 +240,30 @@ TEST(corrupt_k) {
     if (fn[0] && fn[1] && fn[2]) check_kernels(fn);
 }
 
+/* A .k or a .so planted in the cache as a FIFO (nobody writing to it) is dropped and the kernels
+ * recompiled, instead of the open blocking forever; alarm() turns a hang into a failure. */
+static void fifo_entry_and_reload(const char *suffix) {
+    jit_shutdown();
+    char f[512];
+    int n = find_file(suffix, f, sizeof f, 0);
+    CHECK(n >= 1);
+    for (int i = 0; i < n; i++) { /* every one: all three kernels are recompiled */
+        find_file(suffix, f, sizeof f, i);
+        CHECK(unlink(f) == 0 && mkfifo(f, 0600) == 0);
+    }
+    alarm(30);
+    st_stats_t s0 = snap();
+    st_kernel_fn fn[3] = {0};
+    CHECK(jit_get_kernels(3, srcs3, hints3, fn) == ST_OK);
+    alarm(0);
+    st_stats_t s1 = snap();
+    CHECK(s1.compile_calls == s0.compile_calls + 1);
+    CHECK(s1.kernels_compiled == s0.kernels_compiled + 3); /* every index led to a FIFO: dropped */
+    if (fn[0] && fn[1] && fn[2]) check_kernels(fn);
+}
+TEST(fifo_k) { fifo_entry_and_reload(".k"); }
+TEST(fifo_so) { fifo_entry_and_reload(".so"); }
+
 TEST(mixed_and_duplicates) {
     static const char *K_NEW = "void KNAME(const st_kargs *a) { *a->err = 42; }\n";
     const char *srcs[4] = {srcs3[0], K_NEW, K_NEW, srcs3[1]};
@@ -338,6 +362,8 @@ int main(void) {
     RUN(corrupt_so);
     RUN(missing_so);
     RUN(corrupt_k);
+    RUN(fifo_k);
+    RUN(fifo_so);
     RUN(mixed_and_duplicates);
     RUN(compile_error);
     RUN(bad_cc);

@@ -104,6 +104,15 @@ TEST(search_explicit_path) {
     CHECK(nvrtc_search(cache_dir, &h, found, sizeof found) == ST_ERR_DEVICE);
     CHECK(strstr(st_last_error(), cache_dir) != NULL);
     CHECK(strstr(st_last_error(), "no libnvrtc.so") != NULL);
+    /* A FIFO (nobody writing): refused at once, not a dlopen blocked in open() forever. */
+    char fifo[4200];
+    snprintf(fifo, sizeof fifo, "%s/libnvrtc.so.fifo", cache_dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    alarm(20);
+    CHECK(nvrtc_search(fifo, &h, found, sizeof found) == ST_ERR_DEVICE);
+    alarm(0);
+    CHECK(strstr(st_last_error(), "is a FIFO") != NULL);
+    unlink(fifo);
     SKIP_IF_NO_NVRTC();
     /* The directory the library was loaded from finds it again. */
     char dir[4096];

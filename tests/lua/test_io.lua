@@ -78,6 +78,27 @@ test("errors_are_lua_errors", function()
   eq(st.ones(2):sum():item(), 2)
 end)
 
+-- A NUL byte in metadata (or in a path) would be cut off silently by the C strings underneath:
+-- it is refused, and nothing is written.
+test("nul_bytes_refused", function()
+  local p = path("nul.safetensors")
+  H.raises(function() st.save(p, {a = st.ones(1)}, {note = "a\0b"}) end, "metadata \"note\": the value contains a NUL")
+  H.raises(function() st.save(p, {a = st.ones(1)}, {["k\0x"] = "v"}) end, "metadata key contains a NUL")
+  eq(io.open(p, "rb"), nil, "nothing written")
+  H.raises(function() st.save(p .. "\0.x", {a = st.ones(1)}) end, "path contains a NUL")
+  eq(io.open(p, "rb"), nil, "nothing written")
+  H.raises(function() st.load(p .. "\0.x") end, "path contains a NUL")
+  H.raises(function() st.read_idx(p .. "\0.x") end, "path contains a NUL")
+  -- A BOOL byte other than 0/1 in a file loads as true (1).
+  local f = io.open(p, "wb")
+  f:write("\56\0\0\0\0\0\0\0{\"b\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[0,2]}} ", "\2\255")
+  f:close()
+  local t = st.load(p)
+  eq(t.b:sum():item(), 2, "sum of two true values")
+  eq(t.b:tolist()[1], true)
+  os.remove(p)
+end)
+
 test("failed_save_keeps_old_file", function()
   local p = path("keep.safetensors")
   st.save(p, {w = st.tensor{1, 2, 3}})
