@@ -170,10 +170,16 @@ LT_FUNC int lt_index_set(lua_State *L, st_tensor *t) {
  * Index tensors (1-based in Lua)
  * ---------------------------------------------------------------------------------------------- */
 
-/* The index argument at arg as a tensor: a tensor, or a Lua table converted to i64 (pushed). */
-static st_tensor *lt_index_arg(lua_State *L, int arg) {
+/* The index argument at arg as a tensor: an integer tensor, or a Lua table converted to i64
+ * (pushed). Checked here, before lt_shift: a bool index minus one would become an integer one. */
+static st_tensor *lt_index_arg(lua_State *L, int arg, const char *name) {
     st_tensor *t = lt_totensor(L, arg);
-    if (t) return t;
+    if (t) {
+        st_dtype dt = st_dtype_of(t);
+        if (dt != ST_I32 && dt != ST_I64)
+            luaL_error(L, "%s: index must be i32 or i64, got %s", name, st_dtype_name(dt));
+        return t;
+    }
     if (!lua_istable(L, arg)) luaL_typeerror(L, arg, "index tensor or table");
     lt_push_table_tensor(L, arg, ST_I64);
     lua_replace(L, arg);
@@ -197,7 +203,7 @@ static st_tensor *lt_indexop_apply(int op, st_tensor *t, int d, st_tensor *idx1,
 static int lt_indexop(lua_State *L, int op, const char *name) {
     st_tensor *t = lt_check(L, 1);
     int d = lt_checkdim(L, 2, st_ndim(t), false);
-    st_tensor *idx = lt_index_arg(L, 3);
+    st_tensor *idx = lt_index_arg(L, 3, name);
     st_tensor *src = op >= LT_SCATTER_ADD ? lt_check(L, 4) : NULL;
     lua_settop(L, 4);
     lt_box *box = lt_push_box(L);
@@ -217,10 +223,10 @@ static st_tensor *lt_one_hot_apply(st_tensor *idx1, int64_t n) {
     return r;
 }
 
-/* st.one_hot(idx, n): idx holds 1-based class ids. */
+/* st.one_hot(idx [, n]): idx holds 1-based class ids; n omitted or -1: the largest id. */
 static int lt_one_hot(lua_State *L) {
-    st_tensor *idx = lt_index_arg(L, 1);
-    int64_t n = (int64_t)luaL_checkinteger(L, 2);
+    st_tensor *idx = lt_index_arg(L, 1, "one_hot");
+    int64_t n = (int64_t)luaL_optinteger(L, 2, -1);
     lua_settop(L, 2);
     lt_box *box = lt_push_box(L);
     st_tensor *r;

@@ -20,8 +20,7 @@ typedef st_tensor *(*lt_shapeop)(st_tensor *, int, const int64_t *);
 static int lt_shape_view(lua_State *L, lt_shapeop fn, const char *name) {
     st_tensor *t = lt_check(L, 1);
     int64_t shape[ST_MAX_DIMS];
-    int next;
-    int nd = lt_sizes(L, 2, shape, &next);
+    int nd = lt_sizes_only(L, 2, shape, "size");
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, fn(t, nd, shape));
@@ -71,8 +70,7 @@ static int lt_permute(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int nd = st_ndim(t);
     int64_t dims[ST_MAX_DIMS];
-    int next;
-    int n = lt_sizes(L, 2, dims, &next);
+    int n = lt_sizes_only(L, 2, dims, "dim");
     char sb[128];
     if (n != nd)
         return luaL_error(L, "permute: %d dims given for a tensor of shape %s", n, lt_shapestr(t, sb, sizeof sb));
