@@ -155,8 +155,8 @@ LT_FUNC int lt_dim(lua_State *L, lua_Integer d, int nd, bool insert) {
     int n = nd + (insert ? 1 : 0);
     if (n == 0) n = 1;
     if (d == 0 || d > n || d < -n)
-        return luaL_error(L, "dim %d out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)",
-                          (int)d, nd, n, n);
+        return luaL_error(L, "dim %I out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)",
+                          (lua_Integer)d, nd, n, n);
     return d > 0 ? (int)d - 1 : n + (int)d;
 }
 
@@ -169,8 +169,8 @@ LT_FUNC int lt_checkdim(lua_State *L, int arg, int nd, bool insert) {
 LT_FUNC int64_t lt_norm_index(lua_State *L, lua_Integer i, int64_t n, int d) {
     if (i >= 1 && i <= n) return i - 1;
     if (i < 0 && -i <= n) return n + i;
-    return luaL_error(L, "index %d out of range for dim %d of size %d (indices are 1-based)", (int)i, d + 1,
-                      (int)n);
+    return luaL_error(L, "index %I out of range for dim %d of size %I (indices are 1-based)", (lua_Integer)i, d + 1,
+                      (lua_Integer)n);
 }
 
 /* Reduction dims at arg: none/nil (all dims: returns 0), a number or a table of numbers. */
@@ -236,7 +236,7 @@ LT_FUNC int lt_sizes_only(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], con
 LT_FUNC int lt_creation_shape(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next) {
     int n = lt_sizes(L, arg, shape, next, "size");
     for (int d = 0; d < n; d++)
-        if (shape[d] < 0) luaL_error(L, "negative size %d in dim %d", (int)shape[d], d + 1);
+        if (shape[d] < 0) luaL_error(L, "negative size %I in dim %d", (lua_Integer)shape[d], d + 1);
     return n;
 }
 

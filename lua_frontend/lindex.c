@@ -81,9 +81,9 @@ static int lt_parse_key(lua_State *L, int k, st_tensor *t, lt_idx spec[ST_MAX_DI
                 int64_t a1 = a < 0 ? size + a + 1 : a; /* 1-based, inclusive */
                 int64_t b1 = b < 0 ? size + b + 1 : b;
                 if (a1 < 1 || a1 > size || b1 < a1 - 1 || b1 > size)
-                    luaL_error(L, "range {%d, %d} out of bounds for dim %d of size %d", (int)a, (int)b, j + 1,
-                               (int)size);
-                if (s < 1) luaL_error(L, "range step must be positive, got %d", (int)s);
+                    luaL_error(L, "range {%I, %I} out of bounds for dim %d of size %I", (lua_Integer)a, (lua_Integer)b, j + 1,
+                               (lua_Integer)size);
+                if (s < 1) luaL_error(L, "range step must be positive, got %I", (lua_Integer)s);
                 spec[j].kind = 1;
                 spec[j].a = a1 - 1;
                 spec[j].b = b1;

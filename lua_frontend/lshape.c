@@ -124,8 +124,8 @@ static int lt_narrow(lua_State *L) {
     int64_t start = s1 > 0 ? s1 - 1 : size + s1; /* start == size: an empty narrow at the end */
     int64_t len = (int64_t)luaL_checkinteger(L, 4);
     if (s1 == 0 || start < 0 || len < 0 || start + len > size)
-        return luaL_error(L, "narrow: start %d + length %d out of range for dim %d of size %d",
-                          (int)s1, (int)len, d + 1, (int)size);
+        return luaL_error(L, "narrow: start %I + length %I out of range for dim %d of size %I",
+                          (lua_Integer)s1, (lua_Integer)len, d + 1, (lua_Integer)size);
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_slice(t, d, start, start + len, 1));

@@ -158,7 +158,7 @@ static int lt_randint(lua_State *L) {
     int next;
     int nd = lt_creation_shape(L, 3, shape, &next);
     st_dtype dt = lt_optdtype(L, next, ST_I64);
-    if (hi < lo) return luaL_error(L, "randint: empty range [%d, %d]", (int)lo, (int)hi);
+    if (hi < lo) return luaL_error(L, "randint: empty range [%I, %I]", (lua_Integer)lo, (lua_Integer)hi);
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_randint(lo, hi + 1, dt, nd, shape));

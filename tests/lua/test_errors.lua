@@ -35,6 +35,16 @@ test("positions_are_1_based_in_backward", function()
   H.raises(function() y:backward(); st.sync(x.grad) end, "index 3 out of range for dim 2 of size 2")
 end)
 
+test("large_positions_are_not_truncated", function()
+  -- lua_Integer values were printed through (int): 2^40 showed as index 0
+  local x = st.ones(3)
+  H.raises(function() return x[1 << 40] end, "index 1099511627776 out of range for dim 1 of size 3")
+  H.raises(function() return x[{{1, 1 << 40}}] end, "range {1, 1099511627776} out of bounds")
+  H.raises(function() return x:sum(1 << 33) end, "dim 8589934592 out of range")
+  H.raises(function() return x:narrow(1, 1 << 33, 1) end, "narrow: start 8589934592 + length 1")
+  H.raises(function() return st.randint(1 << 40, 1, {2}) end, "randint: empty range [1099511627776, 1]")
+end)
+
 test("list_entries_are_named", function()
   local x = m22()
   local e = H.raises(function() return st.cat({x, 3}) end, "bad list entry 2: expected a tensor, got number")
