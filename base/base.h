@@ -58,6 +58,21 @@ ST_INTERNAL void st_store_i64(st_dtype dt, void *base, int64_t i, int64_t v);
 /* Sets the error (printf-style) and returns status, for `return st_error(...)`. */
 ST_INTERNAL st_status st_error(st_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Positions in a message: a dim, an index or a list entry is formatted with one of these marks and
+ * passed 0-based as a long long; st_last_error() shows it 0-based, st_last_error_base(1) (Lua)
+ * 1-based. BASE_POS is for a position the caller gave or could give (a dim, select's index, the
+ * k-th tensor of a list): negative values count from the end and are shown as they are.
+ * BASE_INDEX is for a value read from an index tensor (Lua shifts those by one before the call),
+ * shifted whatever its sign. Example: st_error(ST_ERR_ARG, "permute: dim " BASE_POS " appears
+ * twice", BASE_P(d)). */
+#define BASE_MARK_POS "\x1d"
+#define BASE_MARK_INDEX "\x1e"
+#define BASE_POS BASE_MARK_POS "%lld"
+#define BASE_INDEX BASE_MARK_INDEX "%lld"
+#define BASE_P(v) ((long long)(v))
+/* The last message with its marks, for wrapping it into a new one without losing them:
+ * st_error(s, "backward: %s", base_error_raw()). */
+ST_INTERNAL const char *base_error_raw(void);
 
 /* ---- host memory: one allocation hook for every layer, uthash and (through lua_Alloc) Lua ----
  * NULL with ST_ERR_OOM set on failure, after the trim hooks (caches of freed blocks) and then the

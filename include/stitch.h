@@ -72,6 +72,9 @@ typedef enum st_status {
 /* ---- errors ---- */
 ST_API const char *st_last_error(void);   /* message of the last failure on this thread, "" if none */
 ST_API st_status st_last_status(void);
+/* st_last_error() with the dims, indices and list positions it names counted from base (0 gives
+ * st_last_error()'s text; the Lua module asks for 1). Valid until the next call on this thread. */
+ST_API const char *st_last_error_base(int base);
 ST_API void st_clear_error(void);
 
 /* ---- handles ---- */
@@ -98,6 +101,8 @@ ST_API int st_is_realized(const st_tensor *t);          /* data already computed
 ST_API char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 
 /* ---- creation ---- */
+/* st_scalar, st_full and st_fill_ drop v's fraction for integer dtypes (toward zero); a v that the
+ * dtype cannot hold (2^40 for i32, NaN, an infinity) is an ST_ERR_ARG error, as in PyTorch. */
 ST_API st_tensor *st_scalar(double v, st_dtype dt);     /* 0-d tensor */
 /* A "weak" 0-d scalar, as a bare number in an expression: it adopts the other operand's dtype when
  * that is of the same or a higher category (bool < int < float); see docs/api.md. */
@@ -193,7 +198,9 @@ ST_API st_tensor *st_index_select(st_tensor *a, int dim, st_tensor *index); /* i
 /* out = a with out[index[i][j]][j] += src[i][j] (dim 0); out of place. */
 ST_API st_tensor *st_scatter_add(st_tensor *a, int dim, st_tensor *index, st_tensor *src);
 ST_API st_tensor *st_index_add(st_tensor *a, int dim, st_tensor *index, st_tensor *src);
-ST_API st_tensor *st_one_hot(st_tensor *index, int64_t num_classes);      /* i64, last dim added */
+/* i64, last dim added; num_classes -1: the largest class + 1. A sync point: a class outside
+ * [0, num_classes) is an ST_ERR_ARG error naming it (not a row of zeros). */
+ST_API st_tensor *st_one_hot(st_tensor *index, int64_t num_classes);
 
 /* ---- in-place (eager semantics; every view of the same storage sees the write) ---- */
 ST_API st_status st_add_(st_tensor *a, st_tensor *b);

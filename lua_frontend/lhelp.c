@@ -10,7 +10,8 @@
  * Invariants (the module's, see lstitch.c, kept here for every binding that uses these):
  *  - The allocation observer only counts bytes (it runs inside the runtime's allocator and never
  *    calls into Lua); lt_gc_feed turns that count into a full collection, lt_collect runs one.
- *  - lt_raise copies st_last_error() into the Lua error and clears it.
+ *  - lt_raise copies st_last_error_base(1) into the Lua error and clears it: the C library marks
+ *    the dims, indices and list positions in its messages, so Lua sees them 1-based.
  *  - A box is pushed empty (lt_push_box) before the C call and takes its result afterwards
  *    (lt_box_finish), so no st_tensor * is held only by a C local while Lua may raise. The
  *    helpers that hold temporaries (lt_take's weak scalars, lt_shift's shifted index tensors,
@@ -67,9 +68,9 @@ LT_FUNC void lt_gc_feed(lua_State *L) {
 }
 
 /* Raises st_last_error() as a Lua error (with the caller's position), prefixed with name unless
- * the message already starts with it. */
+ * the message already starts with it; the positions it names are counted from 1. */
 LT_FUNC int lt_raise(lua_State *L, const char *name) {
-    const char *msg = st_last_error();
+    const char *msg = st_last_error_base(1);
     if (!msg || !*msg) msg = "unknown error";
     size_t n = strlen(name);
     luaL_where(L, 1);
@@ -106,7 +107,16 @@ LT_FUNC int lt_box_finish(lua_State *L, lt_box *b, st_tensor *r, const char *nam
 LT_FUNC st_tensor *lt_totensor(lua_State *L, int i) {
     lt_box *b = luaL_testudata(L, i, LT_MT);
     if (!b) return NULL;
-    if (!b->t) luaL_error(L, "bad argument #%d: tensor was closed", i);
+    if (!b->t) luaL_argerror(L, i, "tensor was closed");
+    return b->t;
+}
+
+/* The entry on top of the stack, entry k (1-based) of a list argument, as a tensor; raises
+ * naming the entry when it is not one or was closed (not "bad argument #-1"). */
+LT_FUNC st_tensor *lt_list_entry(lua_State *L, int k) {
+    lt_box *b = luaL_testudata(L, -1, LT_MT);
+    if (!b) luaL_error(L, "bad list entry %d: expected a tensor, got %s", k, luaL_typename(L, -1));
+    if (!b->t) luaL_error(L, "bad list entry %d: tensor was closed", k);
     return b->t;
 }
 
@@ -145,8 +155,8 @@ LT_FUNC int lt_dim(lua_State *L, lua_Integer d, int nd, bool insert) {
     int n = nd + (insert ? 1 : 0);
     if (n == 0) n = 1;
     if (d == 0 || d > n || d < -n)
-        return luaL_error(L, "dim %d out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)",
-                          (int)d, nd, n, n);
+        return luaL_error(L, "dim %I out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)",
+                          (lua_Integer)d, nd, n, n);
     return d > 0 ? (int)d - 1 : n + (int)d;
 }
 
@@ -159,8 +169,8 @@ LT_FUNC int lt_checkdim(lua_State *L, int arg, int nd, bool insert) {
 LT_FUNC int64_t lt_norm_index(lua_State *L, lua_Integer i, int64_t n, int d) {
     if (i >= 1 && i <= n) return i - 1;
     if (i < 0 && -i <= n) return n + i;
-    return luaL_error(L, "index %d out of range for dim %d of size %d (indices are 1-based)", (int)i, d + 1,
-                      (int)n);
+    return luaL_error(L, "index %I out of range for dim %d of size %I (indices are 1-based)", (lua_Integer)i, d + 1,
+                      (lua_Integer)n);
 }
 
 /* Reduction dims at arg: none/nil (all dims: returns 0), a number or a table of numbers. */
@@ -171,7 +181,9 @@ LT_FUNC int lt_axes(lua_State *L, int arg, int nd, int axes[ST_MAX_DIMS]) {
         if (n > ST_MAX_DIMS) luaL_error(L, "too many dims (%d)", (int)n);
         for (int k = 0; k < (int)n; k++) {
             lua_rawgeti(L, arg, k + 1);
-            lua_Integer d = luaL_checkinteger(L, -1);
+            int ok;
+            lua_Integer d = lua_tointegerx(L, -1, &ok);
+            if (!ok) luaL_error(L, "bad dim list entry %d: expected an integer, got %s", k + 1, luaL_typename(L, -1));
             lua_pop(L, 1);
             axes[k] = lt_dim(L, d, nd, false);
         }
@@ -182,10 +194,10 @@ LT_FUNC int lt_axes(lua_State *L, int arg, int nd, int axes[ST_MAX_DIMS]) {
     return 1;
 }
 
-/* Sizes from arg on: a table {2, 3} or integers up to the first non-number. Returns the count and
- * sets *next to the first argument after the sizes. Negative sizes are passed on (reshape's -1);
- * creators check them. */
-LT_FUNC int lt_sizes(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next) {
+/* Sizes (what: "size", or "dim" for permute; for messages) from arg on: a table {2, 3} or integers up to the
+ * first non-number. Returns the count and sets *next to the first argument after the sizes.
+ * Negative sizes are passed on (reshape's -1); creators check them. */
+LT_FUNC int lt_sizes(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next, const char *what) {
     int n = 0;
     if (lua_istable(L, arg)) {
         lua_Integer len = luaL_len(L, arg);
@@ -194,7 +206,7 @@ LT_FUNC int lt_sizes(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *nex
             lua_rawgeti(L, arg, n + 1);
             int ok;
             shape[n] = (int64_t)lua_tointegerx(L, -1, &ok);
-            if (!ok) luaL_error(L, "size %d is not an integer", n + 1);
+            if (!ok) luaL_error(L, "bad %s list entry %d: expected an integer, got %s", what, n + 1, luaL_typename(L, -1));
             lua_pop(L, 1);
         }
         *next = arg + 1;
@@ -209,10 +221,22 @@ LT_FUNC int lt_sizes(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *nex
     return n;
 }
 
+/* lt_sizes for a call that takes nothing after the sizes (reshape, view, expand, permute): a
+ * leftover argument is an error, not dropped (x:reshape("a") is not x:reshape()). */
+LT_FUNC int lt_sizes_only(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], const char *what) {
+    int next;
+    int n = lt_sizes(L, arg, shape, &next, what);
+    for (int i = next; i <= lua_gettop(L); i++) /* trailing nils are fine; anything else is not */
+        if (!lua_isnil(L, i))
+            luaL_argerror(L, i, lua_pushfstring(L, "expected integer %ss or one table of them, got %s", what,
+                                                luaL_typename(L, i)));
+    return n;
+}
+
 LT_FUNC int lt_creation_shape(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next) {
-    int n = lt_sizes(L, arg, shape, next);
+    int n = lt_sizes(L, arg, shape, next, "size");
     for (int d = 0; d < n; d++)
-        if (shape[d] < 0) luaL_error(L, "negative size %d in dim %d", (int)shape[d], d + 1);
+        if (shape[d] < 0) luaL_error(L, "negative size %I in dim %d", (lua_Integer)shape[d], d + 1);
     return n;
 }
 
@@ -224,8 +248,7 @@ LT_FUNC st_tensor **lt_tensor_list(lua_State *L, int arg, int *n) {
     st_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)len, 0);
     for (int k = 0; k < len; k++) {
         lua_rawgeti(L, arg, k + 1);
-        ts[k] = lt_totensor(L, -1);
-        if (!ts[k]) luaL_error(L, "bad list entry %d: expected a tensor, got %s", k + 1, luaL_typename(L, -1));
+        ts[k] = lt_list_entry(L, k + 1);
         lua_pop(L, 1);
     }
     *n = len;
@@ -285,6 +308,7 @@ typedef struct lt_fill_ctx {
     int64_t shape[ST_MAX_DIMS];
     int path[ST_MAX_DIMS];
     bool isint;       /* fill the i64 buffer, else the f64 one */
+    st_dtype dt;      /* the tensor's dtype: integer ones check each value's range */
     double *f;
     int64_t *i;
     int64_t pos;
@@ -300,6 +324,29 @@ static const char *lt_pathstr(lua_State *L, const lt_fill_ctx *c, int depth) {
     }
     luaL_pushresult(&b);
     return lua_tostring(L, -1);
+}
+
+/* The number on top as an element of an integer (or bool) tensor: the fraction dropped, and a value
+ * the dtype cannot hold an error (as st_full's, and PyTorch's torch.tensor([2**40], dtype=int32)),
+ * not a silent wrap. Lua integers stay exact (no trip through a double). */
+static int64_t lt_fill_int(lua_State *L, const lt_fill_ctx *c, int d) {
+    if (c->dt == ST_BOOL) return lua_tonumber(L, -1) != 0;
+    bool i32 = c->dt == ST_I32, ok;
+    int64_t v = 0;
+    if (lua_isinteger(L, -1)) {
+        v = (int64_t)lua_tointeger(L, -1);
+        ok = !i32 || (v >= INT32_MIN && v <= INT32_MAX);
+    } else {
+        double f = (double)lua_tonumber(L, -1);
+        ok = i32 ? f > -2147483649.0 && f < 2147483648.0 : f >= -9223372036854775808.0 && f < 9223372036854775808.0;
+        if (ok) v = (int64_t)f;
+    }
+    if (!ok) {
+        const char *vs = lua_tostring(L, -1), *at = lt_pathstr(L, c, d + 1);
+        luaL_error(L, "tensor: value %s at %s cannot be converted to type %s without overflow", vs, at,
+                   st_dtype_name(c->dt));
+    }
+    return v;
 }
 
 /* Walks the nested table at stack index idx (depth d), checking it is rectangular. */
@@ -320,8 +367,7 @@ static void lt_fill(lua_State *L, lt_fill_ctx *c, int idx, int d) {
         } else if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
             if (c->isint) {
                 if (ty == LUA_TBOOLEAN) c->i[c->pos] = lua_toboolean(L, -1);
-                else if (lua_isinteger(L, -1)) c->i[c->pos] = (int64_t)lua_tointeger(L, -1);
-                else c->i[c->pos] = (int64_t)lua_tonumber(L, -1);
+                else c->i[c->pos] = lt_fill_int(L, c, d);
             } else {
                 c->f[c->pos] = ty == LUA_TBOOLEAN ? lua_toboolean(L, -1) : (double)lua_tonumber(L, -1);
             }
@@ -353,6 +399,7 @@ LT_FUNC void lt_push_table_tensor(lua_State *L, int idx, int dtin) {
     lua_pop(L, 1);
     st_dtype dt = dtin >= 0 ? (st_dtype)dtin : (leaf == LUA_TBOOLEAN ? ST_BOOL : ST_F32);
     c.isint = !lt_isfloat(dt);
+    c.dt = dt;
     int64_t numel = 1;
     for (int d = 0; d < c.nd; d++) numel *= c.shape[d];
     void *buf = lua_newuserdatauv(L, (size_t)(numel > 0 ? numel : 1) * 8, 0);

@@ -81,9 +81,9 @@ static int lt_parse_key(lua_State *L, int k, st_tensor *t, lt_idx spec[ST_MAX_DI
                 int64_t a1 = a < 0 ? size + a + 1 : a; /* 1-based, inclusive */
                 int64_t b1 = b < 0 ? size + b + 1 : b;
                 if (a1 < 1 || a1 > size || b1 < a1 - 1 || b1 > size)
-                    luaL_error(L, "range {%d, %d} out of bounds for dim %d of size %d", (int)a, (int)b, j + 1,
-                               (int)size);
-                if (s < 1) luaL_error(L, "range step must be positive, got %d", (int)s);
+                    luaL_error(L, "range {%I, %I} out of bounds for dim %d of size %I", (lua_Integer)a, (lua_Integer)b, j + 1,
+                               (lua_Integer)size);
+                if (s < 1) luaL_error(L, "range step must be positive, got %I", (lua_Integer)s);
                 spec[j].kind = 1;
                 spec[j].a = a1 - 1;
                 spec[j].b = b1;
@@ -170,10 +170,16 @@ LT_FUNC int lt_index_set(lua_State *L, st_tensor *t) {
  * Index tensors (1-based in Lua)
  * ---------------------------------------------------------------------------------------------- */
 
-/* The index argument at arg as a tensor: a tensor, or a Lua table converted to i64 (pushed). */
-static st_tensor *lt_index_arg(lua_State *L, int arg) {
+/* The index argument at arg as a tensor: an integer tensor, or a Lua table converted to i64
+ * (pushed). Checked here, before lt_shift: a bool index minus one would become an integer one. */
+static st_tensor *lt_index_arg(lua_State *L, int arg, const char *name) {
     st_tensor *t = lt_totensor(L, arg);
-    if (t) return t;
+    if (t) {
+        st_dtype dt = st_dtype_of(t);
+        if (dt != ST_I32 && dt != ST_I64)
+            luaL_error(L, "%s: index must be i32 or i64, got %s", name, st_dtype_name(dt));
+        return t;
+    }
     if (!lua_istable(L, arg)) luaL_typeerror(L, arg, "index tensor or table");
     lt_push_table_tensor(L, arg, ST_I64);
     lua_replace(L, arg);
@@ -197,7 +203,7 @@ static st_tensor *lt_indexop_apply(int op, st_tensor *t, int d, st_tensor *idx1,
 static int lt_indexop(lua_State *L, int op, const char *name) {
     st_tensor *t = lt_check(L, 1);
     int d = lt_checkdim(L, 2, st_ndim(t), false);
-    st_tensor *idx = lt_index_arg(L, 3);
+    st_tensor *idx = lt_index_arg(L, 3, name);
     st_tensor *src = op >= LT_SCATTER_ADD ? lt_check(L, 4) : NULL;
     lua_settop(L, 4);
     lt_box *box = lt_push_box(L);
@@ -217,10 +223,10 @@ static st_tensor *lt_one_hot_apply(st_tensor *idx1, int64_t n) {
     return r;
 }
 
-/* st.one_hot(idx, n): idx holds 1-based class ids. */
+/* st.one_hot(idx [, n]): idx holds 1-based class ids; n omitted or -1: the largest id. */
 static int lt_one_hot(lua_State *L) {
-    st_tensor *idx = lt_index_arg(L, 1);
-    int64_t n = (int64_t)luaL_checkinteger(L, 2);
+    st_tensor *idx = lt_index_arg(L, 1, "one_hot");
+    int64_t n = (int64_t)luaL_optinteger(L, 2, -1);
     lua_settop(L, 2);
     lt_box *box = lt_push_box(L);
     st_tensor *r;

@@ -109,7 +109,7 @@ static int lio_save(lua_State *L) {
         lua_rawgeti(L, 4, k + 1);
         cnames[k] = lua_tostring(L, -1); /* anchored in the names table */
         lua_rawgeti(L, 5, k + 1);
-        cts[k] = lt_check(L, -1);
+        cts[k] = lt_list_entry(L, k + 1); /* checked by lio_flatten: cannot raise */
         lua_pop(L, 2);
     }
     /* Metadata: string keys; string, number or boolean values (saved as text). */

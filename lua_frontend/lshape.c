@@ -20,8 +20,7 @@ typedef st_tensor *(*lt_shapeop)(st_tensor *, int, const int64_t *);
 static int lt_shape_view(lua_State *L, lt_shapeop fn, const char *name) {
     st_tensor *t = lt_check(L, 1);
     int64_t shape[ST_MAX_DIMS];
-    int next;
-    int nd = lt_sizes(L, 2, shape, &next);
+    int nd = lt_sizes_only(L, 2, shape, "size");
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, fn(t, nd, shape));
@@ -71,8 +70,7 @@ static int lt_permute(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int nd = st_ndim(t);
     int64_t dims[ST_MAX_DIMS];
-    int next;
-    int n = lt_sizes(L, 2, dims, &next);
+    int n = lt_sizes_only(L, 2, dims, "dim");
     char sb[128];
     if (n != nd)
         return luaL_error(L, "permute: %d dims given for a tensor of shape %s", n, lt_shapestr(t, sb, sizeof sb));
@@ -126,8 +124,8 @@ static int lt_narrow(lua_State *L) {
     int64_t start = s1 > 0 ? s1 - 1 : size + s1; /* start == size: an empty narrow at the end */
     int64_t len = (int64_t)luaL_checkinteger(L, 4);
     if (s1 == 0 || start < 0 || len < 0 || start + len > size)
-        return luaL_error(L, "narrow: start %d + length %d out of range for dim %d of size %d",
-                          (int)s1, (int)len, d + 1, (int)size);
+        return luaL_error(L, "narrow: start %I + length %I out of range for dim %d of size %I",
+                          (lua_Integer)s1, (lua_Integer)len, d + 1, (lua_Integer)size);
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_slice(t, d, start, start + len, 1));

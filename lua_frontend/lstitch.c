@@ -15,7 +15,7 @@
  *  - Lua errors are longjmps, so no st_tensor * is ever held only by a C local across something that
  *    can raise: every binding (1) checks all its arguments, (2) pushes the result's box, (3) runs the
  *    C calls in a helper that cannot raise and releases its own temporaries, (4) stores the result
- *    in the box or raises with st_last_error(). Scratch host memory is Lua userdata.
+ *    in the box or raises with st_last_error_base(1) (positions 1-based). Scratch host memory is Lua userdata.
  *  - Lua conventions at the boundary: dims and indices are 1-based (negative ones count from the
  *    end), index tensors hold 1-based indices; the C API is 0-based. Conversions happen in the
  *    bindings only (lhelp.c: lt_dim, lt_norm_index, lt_shift; lindex.c: the index keys).
@@ -158,7 +158,7 @@ static int lt_randint(lua_State *L) {
     int next;
     int nd = lt_creation_shape(L, 3, shape, &next);
     st_dtype dt = lt_optdtype(L, next, ST_I64);
-    if (hi < lo) return luaL_error(L, "randint: empty range [%d, %d]", (int)lo, (int)hi);
+    if (hi < lo) return luaL_error(L, "randint: empty range [%I, %I]", (lua_Integer)lo, (lua_Integer)hi);
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_randint(lo, hi + 1, dt, nd, shape));
@@ -429,7 +429,7 @@ static int l_device(lua_State *L) {
     return 1;
 }
 static int l_set_device(lua_State *L) {
-    if (st_set_default_device(luaL_checkstring(L, 1)) != ST_OK) return luaL_error(L, "%s", st_last_error());
+    if (st_set_default_device(luaL_checkstring(L, 1)) != ST_OK) return luaL_error(L, "%s", st_last_error_base(1));
     return 0;
 }
 static int l_cuda_device_count(lua_State *L) {
@@ -454,14 +454,25 @@ static int lt_move(lua_State *L, const char *device) {
     LT_TRY(L, r, st_to(t, device));
     return lt_box_finish(L, box, r, "to");
 }
+/* The device or dtype name at i: a string, not a number (Lua would turn 99 into "99", reported as
+ * an unknown device "99"; the device numbered 99 is "cuda:99"). */
+static const char *lt_device_name(lua_State *L, int i, const char *what) {
+    if (lua_type(L, i) == LUA_TSTRING) return lua_tostring(L, i);
+    if (lua_type(L, i) == LUA_TNUMBER)
+        luaL_argerror(L, i, lua_pushfstring(L, "expected %s name as a string, got the number %s (the device numbered "
+                                               "%s is \"cuda:%s\")", what, lua_tostring(L, i), lua_tostring(L, i),
+                                            lua_tostring(L, i)));
+    luaL_typeerror(L, i, what);
+    return NULL;
+}
 static int lt_to(lua_State *L) {
     lt_check(L, 1);
-    const char *s = luaL_checkstring(L, 2);
+    const char *s = lt_device_name(L, 2, "a device or dtype");
     if (strcmp(s, "cpu") == 0 || strcmp(s, "cuda") == 0 || strcmp(s, "gpu") == 0 || strncmp(s, "cuda:", 5) == 0)
         return lt_move(L, s);
     return lt_cast_to(L, lt_optdtype(L, 2, ST_F32));
 }
-static int lt_cuda(lua_State *L) { return lt_move(L, luaL_optstring(L, 2, "cuda")); }
+static int lt_cuda(lua_State *L) { return lt_move(L, lua_isnoneornil(L, 2) ? "cuda" : lt_device_name(L, 2, "a device")); }
 static int lt_cpu(lua_State *L) { return lt_move(L, "cpu"); }
 static int lt_float(lua_State *L) { return lt_cast_to(L, ST_F32); }
 static int lt_double(lua_State *L) { return lt_cast_to(L, ST_F64); }
@@ -535,7 +546,7 @@ static int lt_sync(lua_State *L) {
         st_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(m ? m : 1), 0);
         for (int k = 0; k < m; k++) {
             lua_geti(L, 1, k + 1);
-            ts[k] = lt_check(L, -1); /* the table keeps it alive */
+            ts[k] = lt_list_entry(L, k + 1); /* the table keeps it alive */
             lua_pop(L, 1);
         }
         LT_TRY_STATUS(L, s, st_realize(m, ts));

@@ -39,6 +39,7 @@ LT_FUNC lt_box *lt_push_box(lua_State *L);
 LT_FUNC int lt_box_finish(lua_State *L, lt_box *b, st_tensor *r, const char *name);
 LT_FUNC st_tensor *lt_totensor(lua_State *L, int i); /* NULL when not a tensor; raises when closed */
 LT_FUNC st_tensor *lt_check(lua_State *L, int i);    /* raises when not a tensor */
+LT_FUNC st_tensor *lt_list_entry(lua_State *L, int k); /* the top as entry k of a list; raises naming k */
 
 /* Argument checks. Dims and indices are 1-based in Lua (negative: from the end); these return
  * the C API's 0-based ones. */
@@ -49,7 +50,8 @@ LT_FUNC int lt_dim(lua_State *L, lua_Integer d, int nd, bool insert);
 LT_FUNC int lt_checkdim(lua_State *L, int arg, int nd, bool insert);
 LT_FUNC int64_t lt_norm_index(lua_State *L, lua_Integer i, int64_t n, int d);
 LT_FUNC int lt_axes(lua_State *L, int arg, int nd, int axes[ST_MAX_DIMS]);
-LT_FUNC int lt_sizes(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next);
+LT_FUNC int lt_sizes(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next, const char *what);
+LT_FUNC int lt_sizes_only(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], const char *what);
 LT_FUNC int lt_creation_shape(lua_State *L, int arg, int64_t shape[ST_MAX_DIMS], int *next);
 LT_FUNC st_tensor **lt_tensor_list(lua_State *L, int arg, int *n);
 

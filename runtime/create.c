@@ -40,6 +40,19 @@ static int check_dtype(const char *op, st_dtype dt) {
     return 0;
 }
 
+/* A value that an integer dtype cannot hold (or NaN, or an infinity) is an error, as PyTorch's
+ * "value cannot be converted to type int32 without overflow" for full, fill_ and tensor(...): a
+ * silent wrap (2^40 into i32 is 0) would hide the mistake. The fraction is dropped (toward zero),
+ * as in C and PyTorch. Float dtypes round; bool is v != 0. */
+static int check_value(const char *op, st_dtype dt, double v) {
+    if (!st_is_int(dt)) return 1;
+    int ok = st_dtypes[dt].size == 4 ? v > -2147483649.0 && v < 2147483648.0 /* trunc(v) in [-2^31, 2^31) */
+                                     : v >= -9223372036854775808.0 && v < 9223372036854775808.0; /* 2^63 */
+    if (ok) return 1;
+    st_error(ST_ERR_ARG, "%s: value %.17g cannot be converted to type %s without overflow", op, v, st_dtype_name(dt));
+    return 0;
+}
+
 static st_node *const_node(st_dtype dt, double v, int flags) {
     st_node_arg a;
     memset(&a, 0, sizeof a);
@@ -51,11 +64,12 @@ static st_node *const_node(st_dtype dt, double v, int flags) {
     return n;
 }
 
-st_tensor *st_scalar(double v, st_dtype dt) {
+st_tensor *st_scalar_op(const char *op, double v, st_dtype dt) {
     st_runtime_init();
-    if (!check_dtype("scalar", dt)) return NULL;
+    if (!check_dtype(op, dt) || !check_value(op, dt, v)) return NULL;
     return st_tensor_from_node(const_node(dt, v, 0));
 }
+st_tensor *st_scalar(double v, st_dtype dt) { return st_scalar_op("scalar", v, dt); }
 
 st_tensor *st_weak_scalar_f(double v) {
     st_runtime_init();
@@ -79,7 +93,7 @@ st_tensor *st_weak_scalar_i(int64_t v) {
 /* A CONST broadcast to shape: the storage's node is a stride-0 VIEW. */
 static st_tensor *full_impl(const char *op, st_dtype dt, int ndim, const int64_t *shape, double v) {
     st_runtime_init();
-    if (!check_dtype(op, dt) || !check_shape(op, ndim, shape, dt)) return NULL;
+    if (!check_dtype(op, dt) || !check_shape(op, ndim, shape, dt) || !check_value(op, dt, v)) return NULL;
     st_node *c = const_node(dt, v, 0);
     if (!c) return NULL;
     if (ndim == 0) return st_tensor_from_node(c);

@@ -17,7 +17,7 @@ static st_tensor *keep(grad_arena *A, st_tensor *t) {
     if (!t) {
         if (A->status == ST_OK) {
             A->status = st_last_status() ? st_last_status() : ST_ERR_INTERNAL;
-            snprintf(A->msg, sizeof A->msg, "%s", st_last_error());
+            snprintf(A->msg, sizeof A->msg, "%s", base_error_raw()); /* marks kept */
         }
         return NULL;
     }
@@ -35,7 +35,7 @@ static st_tensor *keep(grad_arena *A, st_tensor *t) {
 static void arena_check(grad_arena *A, st_status s) {
     if (s != ST_OK && A->status == ST_OK) {
         A->status = s;
-        snprintf(A->msg, sizeof A->msg, "%s", st_last_error());
+        snprintf(A->msg, sizeof A->msg, "%s", base_error_raw()); /* marks kept */
     }
 }
 

@@ -41,8 +41,9 @@ st_tensor *st_cat(int n, st_tensor *const *ts, int dim) {
         for (int k = 0; ok && k < a->ndim; k++) ok = k == d || t->shape[k] == a->shape[k];
         if (!ok) {
             char x[160], y[160];
-            st_error(ST_ERR_SHAPE, "cat: tensor %d has shape %s, incompatible with %s along dim %d", i,
-                     st_shape_str(t->ndim, t->shape, x, sizeof x), st_shape_str(a->ndim, a->shape, y, sizeof y), dim);
+            st_error(ST_ERR_SHAPE, "cat: tensor " BASE_POS " has shape %s, incompatible with %s along dim " BASE_POS,
+                     BASE_P(i), st_shape_str(t->ndim, t->shape, x, sizeof x), st_shape_str(a->ndim, a->shape, y, sizeof y),
+                     BASE_P(dim));
             return NULL;
         }
         shape[d] += t->shape[d];
@@ -100,9 +101,9 @@ st_tensor *st_stack(int n, st_tensor *const *ts, int dim) {
     for (int i = 1; i < n; i++)
         if (ts[i]->ndim != ts[0]->ndim || memcmp(ts[i]->shape, ts[0]->shape, ts[0]->ndim * sizeof(int64_t))) {
             char x[160], y[160];
-            st_error(ST_ERR_SHAPE, "stack: tensor %d has shape %s but tensor 0 has %s", i,
+            st_error(ST_ERR_SHAPE, "stack: tensor " BASE_POS " has shape %s but tensor " BASE_POS " has %s", BASE_P(i),
                      st_shape_str(ts[i]->ndim, ts[i]->shape, x, sizeof x),
-                     st_shape_str(ts[0]->ndim, ts[0]->shape, y, sizeof y));
+                     BASE_P(0), st_shape_str(ts[0]->ndim, ts[0]->shape, y, sizeof y));
             return NULL;
         }
     int d = st_norm_dim("stack", dim, ts[0]->ndim + 1);
@@ -133,8 +134,8 @@ static int check_index(const char *op, st_tensor *index, int64_t bound, int dim)
     int ok = st_to_host(index, ST_I64, v, n * sizeof *v) == ST_OK;
     for (int64_t i = 0; ok && i < n; i++)
         if (v[i] < 0 || v[i] >= bound) {
-            st_error(ST_ERR_ARG, "%s: index %lld out of range for dim %d of size %lld", op,
-                     (long long)v[i], dim, (long long)bound);
+            st_error(ST_ERR_ARG, "%s: index " BASE_INDEX " out of range for dim " BASE_POS " of size %lld", op,
+                     BASE_P(v[i]), BASE_P(dim), (long long)bound);
             ok = 0;
         }
     st_free(v);
@@ -149,8 +150,9 @@ st_tensor *st_gather(st_tensor *a, int dim, st_tensor *index) {
     int ok = index->ndim == a->ndim;
     for (int k = 0; ok && k < a->ndim; k++) ok = k == d || index->shape[k] <= a->shape[k];
     if (!ok) {
-        st_error(ST_ERR_SHAPE, "gather: index shape %s does not fit input shape %s (dim %d)",
-                 st_shape_str(index->ndim, index->shape, x, sizeof x), st_shape_str(a->ndim, a->shape, y, sizeof y), dim);
+        st_error(ST_ERR_SHAPE, "gather: index shape %s does not fit input shape %s (dim " BASE_POS ")",
+                 st_shape_str(index->ndim, index->shape, x, sizeof x), st_shape_str(a->ndim, a->shape, y, sizeof y),
+                 BASE_P(dim));
         return NULL;
     }
     if (!check_index("gather", index, a->shape[d], dim)) return NULL;
@@ -245,13 +247,33 @@ st_tensor *st_one_hot(st_tensor *index, int64_t num_classes) {
         st_error(ST_ERR_DTYPE, "one_hot: index must be an integer tensor, got %s", st_dtype_name((st_dtype)index->dtype));
         return NULL;
     }
-    if (num_classes < 0) { /* infer: max + 1 (a sync point) */
-        st_tensor *m = st_max(index, 0, NULL, 0);
-        int64_t v = -1;
-        st_status s = m ? st_item_i64(m, &v) : st_last_status();
-        st_release(m);
+    if (num_classes < -1) {
+        st_error(ST_ERR_ARG, "one_hot: %lld classes (want >= 0, or -1 to infer the count from the index)",
+                 (long long)num_classes);
+        return NULL;
+    }
+    /* The class ids are checked (a sync point, as in PyTorch): one out of range would give a row of
+     * zeros, silently. */
+    if (st_numel(index) > 0) {
+        st_tensor *mm[2] = {st_min(index, 0, NULL, 0), st_max(index, 0, NULL, 0)};
+        int64_t lo = 0, hi = 0;
+        st_status s = mm[0] && mm[1] ? st_realize(2, mm) : st_last_status();
+        if (s == ST_OK) s = st_item_i64(mm[0], &lo);
+        if (s == ST_OK) s = st_item_i64(mm[1], &hi);
+        st_release(mm[0]);
+        st_release(mm[1]);
         if (s != ST_OK) return NULL;
-        num_classes = v + 1;
+        if (num_classes == -1) num_classes = hi + 1;
+        if (lo < 0 || hi >= num_classes) {
+            char x[160];
+            st_error(ST_ERR_ARG, "one_hot: class " BASE_INDEX " out of range for %lld classes (index of shape %s)",
+                     BASE_P(lo < 0 ? lo : hi), (long long)num_classes,
+                     st_shape_str(index->ndim, index->shape, x, sizeof x));
+            return NULL;
+        }
+    } else if (num_classes == -1) {
+        st_error(ST_ERR_ARG, "one_hot: cannot infer the number of classes from an empty index");
+        return NULL;
     }
     if (index->ndim >= ST_MAX_DIMS) {
         st_error(ST_ERR_SHAPE, "one_hot: index already has %d dims", index->ndim);
@@ -322,7 +344,7 @@ st_status st_copy_(st_tensor *dst, st_tensor *src) {
 
 st_status st_fill_(st_tensor *a, double v) {
     if (!check("fill_", a)) return st_last_status();
-    st_tensor *c = st_scalar(v, (st_dtype)a->dtype);
+    st_tensor *c = st_scalar_op("fill_", v, (st_dtype)a->dtype);
     if (!c) return st_last_status();
     st_status s = write_tensor("fill_", a, c);
     st_release(c);

@@ -31,7 +31,7 @@ int st_norm_dim(const char *op, int dim, int ndim) {
     int d = dim < 0 ? dim + ndim : dim;
     if (d < 0 || d >= ndim || (ndim == 0 && dim != 0 && dim != -1)) {
         if (ndim == 0 && (dim == 0 || dim == -1)) return 0;
-        st_error(ST_ERR_ARG, "%s: dim %d out of range for a tensor with %d dims", op, dim, ndim);
+        st_error(ST_ERR_ARG, "%s: dim " BASE_POS " out of range for a tensor with %d dims", op, BASE_P(dim), ndim);
         return -1;
     }
     return d;
@@ -224,7 +224,7 @@ static int64_t axes_mask(const char *op, const st_tensor *a, int naxes, const in
         if (d < 0) return -1;
         if (a->ndim == 0) continue;
         if (m & (1u << d)) {
-            st_error(ST_ERR_ARG, "%s: dim %d given twice", op, axes[i]);
+            st_error(ST_ERR_ARG, "%s: dim " BASE_POS " given twice", op, BASE_P(axes[i]));
             return -1;
         }
         m |= 1u << d;
@@ -272,7 +272,7 @@ static st_tensor *reduce(st_op op, const char *name, st_tensor *a, int naxes, co
         for (int d = 0; d < a->ndim; d++)
             if ((mask & (1u << d)) && a->shape[d] == 0) {
                 char b[160];
-                st_error(ST_ERR_SHAPE, "%s: cannot reduce over dim %d of size 0 in %s", name, d,
+                st_error(ST_ERR_SHAPE, "%s: cannot reduce over dim " BASE_POS " of size 0 in %s", name, BASE_P(d),
                          st_shape_str(a->ndim, a->shape, b, sizeof b));
                 return NULL;
             }

@@ -195,8 +195,8 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
         for (int d = 0; d < t->ndim; d++)
             if (t->strides[d] == 0 && t->shape[d] > 1) {
                 st_node_release(value);
-                return st_error(ST_ERR_ARG, "in-place write into an expanded view (dim %d has "
-                                "stride 0): more than one element refers to one memory location", d);
+                return st_error(ST_ERR_ARG, "in-place write into an expanded view (dim " BASE_POS " has "
+                                "stride 0): more than one element refers to one memory location", BASE_P(d));
             }
         st_node_arg a;
         memset(&a, 0, sizeof a);

@@ -58,6 +58,8 @@ ST_INTERNAL int st_default_dev(void);
 ST_INTERNAL extern uint64_t st_rng_seed, st_rng_offset;
 /* Host-memory creators for loaders that write the data themselves (st_empty/st_from_data put data
  * on the default device). */
+/* st_scalar with op naming the caller in errors (an integer dtype given a value it cannot hold). */
+ST_INTERNAL st_tensor *st_scalar_op(const char *op, double v, st_dtype dt);
 ST_INTERNAL st_tensor *st_empty_host(st_dtype dt, int ndim, const int64_t *shape);
 ST_INTERNAL st_tensor *st_from_data_host(st_dtype dt, int ndim, const int64_t *shape, const void *data);
 /* A new handle on t's storage with the given view (a view op's result). */

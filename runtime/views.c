@@ -118,7 +118,7 @@ st_tensor *st_permute(st_tensor *a, const int *perm) {
         int d = st_norm_dim("permute", perm[i], a->ndim);
         if (d < 0) return NULL;
         if (seen & (1 << d)) {
-            st_error(ST_ERR_ARG, "permute: dim %d appears twice", perm[i]);
+            st_error(ST_ERR_ARG, "permute: dim " BASE_POS " appears twice", BASE_P(perm[i]));
             return NULL;
         }
         seen |= 1 << d;
@@ -212,8 +212,8 @@ st_tensor *st_select(st_tensor *a, int dim, int64_t index) {
     int64_t n = a->shape[d];
     if (index < -n || index >= n) {
         char x[160];
-        st_error(ST_ERR_ARG, "select: index %lld out of range for dim %d of size %lld in %s",
-                 (long long)index, dim, (long long)n, st_shape_str(a->ndim, a->shape, x, sizeof x));
+        st_error(ST_ERR_ARG, "select: index " BASE_POS " out of range for dim " BASE_POS " of size %lld in %s",
+                 BASE_P(index), BASE_P(dim), (long long)n, st_shape_str(a->ndim, a->shape, x, sizeof x));
         return NULL;
     }
     if (index < 0) index += n;
@@ -271,7 +271,8 @@ st_tensor *st_flatten(st_tensor *a, int start_dim, int end_dim) {
     int s = st_norm_dim("flatten", start_dim, a->ndim), e = s < 0 ? -1 : st_norm_dim("flatten", end_dim, a->ndim);
     if (e < 0) return NULL;
     if (e < s) {
-        st_error(ST_ERR_ARG, "flatten: start dim %d comes after end dim %d", start_dim, end_dim);
+        st_error(ST_ERR_ARG, "flatten: start dim " BASE_POS " comes after end dim " BASE_POS, BASE_P(start_dim),
+                 BASE_P(end_dim));
         return NULL;
     }
     int64_t shape[ST_MAX_DIMS];

@@ -1269,6 +1269,53 @@ TEST(errors) {
     EXPECT_S(y, 2, SH(2, 2), 0, 4, 4, 4, 4);
 }
 
+/* Positions in messages are 0-based for C (st_last_error) and rendered from 1 for Lua
+ * (st_last_error_base(1)); negative dims are shown as given. Integer fills that overflow are
+ * errors; one_hot checks its classes. */
+static void expect_msgs_(int line, const char *what, int failed, const char *c0, const char *c1) {
+    if (test_cur_failed) return;
+    if (!failed) TEST_FAILF("line %d: %s succeeded, expected an error", line, what);
+    else if (!strstr(st_last_error(), c0)) TEST_FAILF("line %d: %s: \"%s\" lacks \"%s\"", line, what, st_last_error(), c0);
+    else if (c1 && !strstr(st_last_error_base(1), c1))
+        TEST_FAILF("line %d: %s: base 1: \"%s\" lacks \"%s\"", line, what, st_last_error_base(1), c1);
+    else if (strchr(st_last_error(), 0x1d) || strchr(st_last_error(), 0x1e))
+        TEST_FAILF("line %d: %s: a position mark is left in \"%s\"", line, what, st_last_error());
+    st_clear_error();
+}
+#define EXPECT_MSGS(expr, c0, c1) expect_msgs_(__LINE__, #expr, !K(expr), c0, c1)
+#define EXPECT_MSGS_S(expr, c0, c1) expect_msgs_(__LINE__, #expr, (expr) != ST_OK, c0, c1)
+TEST(error_positions) {
+    st_tensor *a = K(st_zeros(ST_F32, 2, SH(2, 3)));
+    EXPECT_MSGS(st_permute(a, (const int[]){1, 1}), "permute: dim 1 appears twice", "permute: dim 2 appears twice");
+    EXPECT_MSGS(st_permute(a, (const int[]){1, -1}), "permute: dim -1 appears twice", "permute: dim -1 appears twice");
+    EXPECT_MSGS(st_flatten(a, 1, 0), "start dim 1 comes after end dim 0", "start dim 2 comes after end dim 1");
+    EXPECT_MSGS(st_cat(2, (st_tensor *[]){a, K(st_zeros(ST_F32, 2, SH(3, 3)))}, 1),
+                "cat: tensor 1 has shape (3, 3), incompatible with (2, 3) along dim 1", "tensor 2 has shape (3, 3), incompatible with (2, 3) along dim 2");
+    EXPECT_MSGS(st_stack(2, (st_tensor *[]){a, K(st_zeros(ST_F32, 1, SH(3)))}, 0), "stack: tensor 1 has shape (3) but tensor 0 has",
+                "stack: tensor 2 has shape (3) but tensor 1 has");
+    EXPECT_MSGS(st_sum(a, 2, (const int[]){1, 1}, 0), "sum: dim 1 given twice", "sum: dim 2 given twice");
+    EXPECT_MSGS(st_sum(a, 1, (const int[]){2}, 0), "dim 2 out of range for a tensor with 2 dims", "dim 3 out of range");
+    EXPECT_MSGS(st_select(a, 1, 3), "select: index 3 out of range for dim 1 of size 3", "index 4 out of range for dim 2");
+    EXPECT_MSGS(st_gather(a, 1, MK(ST_I64, 2, SH(1, 1), 3)), "gather: index 3 out of range for dim 1 of size 3",
+                "gather: index 4 out of range for dim 2 of size 3");
+    EXPECT_MSGS(st_gather(a, 1, MK(ST_I64, 2, SH(1, 1), -1)), "gather: index -1 out of range", "gather: index 0 out of range");
+    /* integer values that overflow; one_hot's classes */
+    EXPECT_MSGS(st_full(ST_I32, 1, SH(2), 1099511627776.0), "full: value 1099511627776 cannot be converted to type i32 without overflow", NULL);
+    EXPECT_MSGS(st_scalar(9223372036854775808.0, ST_I64), "cannot be converted to type i64 without overflow", NULL);
+    EXPECT_MSGS(st_scalar(NAN, ST_I32), "without overflow", NULL);
+    st_tensor *i = K(st_zeros(ST_I32, 1, SH(2)));
+    EXPECT_MSGS_S(st_fill_(i, 2147483648.0), "fill_: value 2147483648 cannot be converted to type i32", NULL);
+    CHECK(st_fill_(i, -2147483648.9) == ST_OK); /* toward zero: in range */
+    EXPECT(i, 0, -2147483648.0, -2147483648.0);
+    st_tensor *ok = K(st_scalar(-9223372036854775808.0, ST_I64));
+    int64_t v = 0;
+    CHECK(st_item_i64(ok, &v) == ST_OK && v == INT64_MIN);
+    EXPECT_MSGS(st_one_hot(MK(ST_I64, 1, SH(2), 0, 3), 3), "one_hot: class 3 out of range for 3 classes (index of shape (2))",
+                "one_hot: class 4 out of range for 3 classes");
+    EXPECT_MSGS(st_one_hot(MK(ST_I64, 1, SH(2), -1, 1), 3), "one_hot: class -1 out of range", "one_hot: class 0 out of range");
+    EXPECT_MSGS(st_one_hot(MK(ST_I64, 1, SH(1), 0), -2), "one_hot: -2 classes", NULL);
+}
+
 int main(int argc, char **argv) {
     int only = -1;
     if (argc > 1) { /* optional: a mode name to run only that mode */
@@ -1306,6 +1353,7 @@ int main(int argc, char **argv) {
         RUNM(casts);
         RUNM(host_item);
         RUNM(errors);
+        RUNM(error_positions);
     }
     st_shutdown();
     TEST_MAIN_END();

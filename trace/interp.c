@@ -591,8 +591,8 @@ static st_status eval_gather(st_node *n, st_buffer *out) {
     }
     st_free(I);
     if (bad)
-        return st_error(ST_ERR_ARG, "gather: index %lld out of range for dim %d of size %lld",
-                        (long long)badv, d, (long long)data->shape[d]);
+        return st_error(ST_ERR_ARG, "gather: index " BASE_INDEX " out of range for dim " BASE_POS " of size %lld",
+                        BASE_P(badv), BASE_P(d), (long long)data->shape[d]);
     return ST_OK;
 }
 
@@ -645,8 +645,8 @@ static st_status eval_scatter_add(st_node *n, st_buffer *out) {
     st_free(I);
     st_free(V);
     if (bad)
-        return st_error(ST_ERR_ARG, "scatter_add: index %lld out of range for dim %d of size %lld",
-                        (long long)badv, d, (long long)n->shape[d]);
+        return st_error(ST_ERR_ARG, "scatter_add: index " BASE_INDEX " out of range for dim " BASE_POS " of size %lld",
+                        BASE_P(badv), BASE_P(d), (long long)n->shape[d]);
     return ST_OK;
 }
 
