@@ -73,12 +73,29 @@ static int lt_tensor_new(lua_State *L) {
     return lt_box_finish(L, box, r, "tensor");
 }
 
+/* A creation function's arguments end at i - 1: anything at i or after that is not nil is an error
+ * (st.randn(2, 3, "f32", "cpu") once dropped "cpu" silently and made the tensor elsewhere). */
+static void lt_no_more_args(lua_State *L, int i, const char *name) {
+    for (int top = lua_gettop(L); i <= top; i++) {
+        if (lua_isnil(L, i)) continue;
+        luaL_where(L, 1);
+        lua_pushfstring(L, "%s: unexpected argument #%d (%s%s%s): the arguments are the sizes and an optional "
+                           "dtype; put a tensor on a device with :to(device)",
+                        name, i, lua_type(L, i) == LUA_TSTRING ? "\"" : "a ",
+                        lua_type(L, i) == LUA_TSTRING ? lua_tostring(L, i) : luaL_typename(L, i),
+                        lua_type(L, i) == LUA_TSTRING ? "\"" : "");
+        lua_concat(L, 2);
+        lua_error(L);
+    }
+}
+
 typedef st_tensor *(*lt_shapefn)(st_dtype, int, const int64_t *);
 static int lt_create(lua_State *L, lt_shapefn fn, const char *name) {
     int64_t shape[ST_MAX_DIMS];
     int next;
     int nd = lt_creation_shape(L, 1, shape, &next);
     st_dtype dt = lt_optdtype(L, next, ST_F32);
+    lt_no_more_args(L, next + 1, name);
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, fn(dt, nd, shape));
@@ -98,6 +115,7 @@ static int lt_full(lua_State *L) {
     double v = lua_isboolean(L, next) ? lua_toboolean(L, next) : (double)luaL_checknumber(L, next);
     st_dtype def = lua_isboolean(L, next) ? ST_BOOL : ST_F32;
     st_dtype dt = lt_optdtype(L, next + 1, def);
+    lt_no_more_args(L, next + 2, "full");
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_full(dt, nd, shape, v));
@@ -123,6 +141,7 @@ static int lt_arange(lua_State *L) {
         if (nnum == 3) step = (double)lua_tonumber(L, 3);
     }
     st_dtype dt = lt_optdtype(L, nnum + 1, allint ? ST_I64 : ST_F32);
+    lt_no_more_args(L, nnum + 2, "arange");
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_arange(a, b, step, dt));
@@ -133,6 +152,7 @@ static int lt_linspace(lua_State *L) {
     double a = (double)luaL_checknumber(L, 1), b = (double)luaL_checknumber(L, 2);
     int64_t n = (int64_t)luaL_checkinteger(L, 3);
     st_dtype dt = lt_optdtype(L, 4, ST_F32);
+    lt_no_more_args(L, 5, "linspace");
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_linspace(a, b, n, dt));
@@ -145,6 +165,7 @@ static int lt_eye(lua_State *L) {
     int next = 2;
     if (lua_type(L, 2) == LUA_TNUMBER) m = (int64_t)luaL_checkinteger(L, next++);
     st_dtype dt = lt_optdtype(L, next, ST_F32);
+    lt_no_more_args(L, next + 1, "eye");
     lt_box *box = lt_push_box(L);
     st_tensor *r;
     LT_TRY(L, r, st_eye(n, m, dt));
@@ -158,6 +179,7 @@ static int lt_randint(lua_State *L) {
     int next;
     int nd = lt_creation_shape(L, 3, shape, &next);
     st_dtype dt = lt_optdtype(L, next, ST_I64);
+    lt_no_more_args(L, next + 1, "randint");
     if (hi < lo) return luaL_error(L, "randint: empty range [%I, %I]", (lua_Integer)lo, (lua_Integer)hi);
     lt_box *box = lt_push_box(L);
     st_tensor *r;

@@ -144,4 +144,16 @@ test("integer_overflow_is_an_error", function()
   check(st.tensor({1e300}, "bool"):tolist(), {true})
 end)
 
+-- creation functions end their arguments at the dtype: an extra one (a device, a typo) is an error
+test("creation_extra_arguments", function()
+  H.raises(function() return st.randn(2, 3, "f32", "cpu") end, 'randn: unexpected argument #4 ("cpu")')
+  H.raises(function() return st.zeros({2, 3}, "f32", {device = "cpu"}) end, "zeros: unexpected argument #3 (a table)")
+  H.raises(function() return st.full({2}, 1, "f32", 5) end, "full: unexpected argument #4 (a number)")
+  H.raises(function() return st.arange(5, "i64", "x") end, 'arange: unexpected argument #3 ("x")')
+  H.raises(function() return st.eye(3, 3, "f32", true) end, "eye: unexpected argument #4 (a boolean)")
+  H.raises(function() return st.randint(1, 6, 4, "i64", "cpu") end, 'randint: unexpected argument #5 ("cpu")')
+  H.raises(function() return st.linspace(0, 1, 5, "f32", 2) end, "linspace: unexpected argument #5 (a number)")
+  eq(st.zeros({2}, nil):numel(), 2, "a trailing nil is no argument")
+end)
+
 H.done()
