@@ -112,6 +112,17 @@ static inline int ft_check_flush(ft_build_fn fn, st_tensor **in, double tol, boo
     return s == ST_OK ? (int)(s1.kernels_launched - s0.kernels_launched) : -1;
 }
 
+/* Runs body(true) with the cpu as the default device (inputs made there, so its groups run on the
+ * cpu), then, when the default device is a GPU (ST_DEVICE=cuda, the simulated cuda:0), body(false)
+ * there; the default is restored. For what only the cpu has, such as the interpreter tier. */
+static inline void ft_cpu_then_default(void (*body)(bool on_cpu)) {
+    const char *dev = st_default_device();
+    CHECK(st_set_default_device("cpu") == ST_OK);
+    body(true);
+    CHECK(st_set_default_device(dev) == ST_OK);
+    if (strcmp(dev, "cpu") != 0) body(false);
+}
+
 /* The JIT's cache of this test program: a fresh directory, removed (with what the test wrote
  * there) by ft_cache_dir_remove. */
 static char ft_cache_dir[256];
