@@ -141,10 +141,12 @@ test-nvrtc: all $(TEST_BIN)
 # The simulated GPU (tests/sim, docs/cuda.md "The simulated GPU"): stand-ins for libcuda.so.1 and
 # libnvrtc.so that run the generated CUDA C on the CPU. ST_CUDA_SIM=1 loads them; nothing of it is
 # part of the library. Kernels are compiled by $(SIM_CXX) with SIM_CXXFLAGS, the prelude from a
-# precompiled header built with the same flags.
+# precompiled header built with the same flags. -fno-gnu-unique: a module (a shared object) with a
+# STB_GNU_UNIQUE symbol (a template's static member) could never be unloaded (glibc marks it
+# NODELETE), and the driver's dlopen by fd name would find it again (sim_driver.c cuModuleUnload).
 SIM := $(BUILD)/sim
 SIM_CXX ?= g++
-SIM_CXXFLAGS := -std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fsanitize=thread -w
+SIM_CXXFLAGS := -std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fno-gnu-unique -fsanitize=thread -w
 SIM_WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror=implicit-function-declaration
 SIM_HDR := tests/sim/sim_rt.h tests/sim/sim_cuda.h tests/sim/sim_fiber.h tests/sim/sim_mma.h
 sim: $(SIM)/libcuda.so.1 $(SIM)/libnvrtc.so $(SIM)/sim_pre.h.gch $(SIM)/test_sim_mma $(SIM)/test_sim

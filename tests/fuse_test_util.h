@@ -2,8 +2,8 @@
  * fuse_test_util.h — helpers shared by the fuser's C tests (test_fuser.c, test_epilogue.c,
  * test_prologue.c, test_colred.c, test_plan_cache.c, test_fusion_counts.c, test_cuda_counts.c):
  * the tests' LCG, realized inputs from generated values, a pool of intermediates, reading a
- * tensor back as doubles, the eager-versus-lazy comparison of a multi-output graph with the
- * kernels of its flush, and a fresh ST_CACHE_DIR (mkdtemp) removed at the end.
+ * tensor back as doubles, the comparison of a multi-output graph's lazy flush (and its kernel count)
+ * with the reference interpreter on the cpu, and a fresh ST_CACHE_DIR (mkdtemp) removed at the end.
  *
  * Everything is static: each test program includes this once, after test.h (the checks record
  * their failures in the current test). Inputs are reproducible: a seed gives the same values in
@@ -75,16 +75,27 @@ static inline double *ft_host(st_tensor *t) {
     return fu_read(t, &n);
 }
 
-/* Builds fn eagerly (the reference interpreter) and lazily, realizes the lazy outputs in one
+/* Builds fn eagerly with the reference interpreter — on the cpu, with in[0..nin) copied there, on
+ * every default device (on a GPU an eager op would be a GPU kernel of its own, and a lone matmul's
+ * kernel is not the fused one's) — and lazily on in's own device, realizes the lazy outputs in one
  * flush and compares them element by element: within tol (CHECK_NEAR), or with bits set the very
  * same values. Returns the kernels that flush launched (-1 on a failure, already recorded). */
-enum { FT_MAXOUT = 3 };
+enum { FT_MAXOUT = 3, FT_MAXIN = 8 };
 typedef int (*ft_build_fn)(st_tensor **in, st_tensor **out);   /* returns the number of outputs */
-static inline int ft_check_flush(ft_build_fn fn, st_tensor **in, double tol, bool bits) {
-    st_tensor *ref[FT_MAXOUT] = {0}, *out[FT_MAXOUT] = {0};
+static inline int ft_check_flush(ft_build_fn fn, st_tensor **in, int nin, double tol, bool bits) {
+    st_tensor *ref[FT_MAXOUT] = {0}, *out[FT_MAXOUT] = {0}, *cpu_in[FT_MAXIN] = {0};
+    bool ok = nin > 0 && nin <= FT_MAXIN;
+    CHECK_MSG(ok, "%d inputs (at most %d)", nin, FT_MAXIN);
+    for (int i = 0; ok && i < nin; i++) ok = (cpu_in[i] = st_to(in[i], "cpu")) != NULL;
+    if (!ok) {
+        CHECK_MSG(0, "input to the cpu: %s", st_last_error());
+        for (int i = 0; i < FT_MAXIN; i++) st_release(cpu_in[i]);
+        return -1;
+    }
     st_set_eager(1);
-    int n = fn(in, ref);
+    int n = fn(cpu_in, ref);
     st_set_eager(0);
+    for (int i = 0; i < nin; i++) st_release(cpu_in[i]);
     int n2 = fn(in, out);
     CHECK_EQ_INT(n2, n);
     st_stats_t s0, s1;
@@ -110,6 +121,17 @@ static inline int ft_check_flush(ft_build_fn fn, st_tensor **in, double tol, boo
         st_release(out[o]);
     }
     return s == ST_OK ? (int)(s1.kernels_launched - s0.kernels_launched) : -1;
+}
+
+/* Runs body(true) with the cpu as the default device (inputs made there, so its groups run on the
+ * cpu), then, when the default device is a GPU (ST_DEVICE=cuda, the simulated cuda:0), body(false)
+ * there; the default is restored. For what only the cpu has, such as the interpreter tier. */
+static inline void ft_cpu_then_default(void (*body)(bool on_cpu)) {
+    const char *dev = st_default_device();
+    CHECK(st_set_default_device("cpu") == ST_OK);
+    body(true);
+    CHECK(st_set_default_device(dev) == ST_OK);
+    if (strcmp(dev, "cpu") != 0) body(false);
 }
 
 /* The JIT's cache of this test program: a fresh directory, removed (with what the test wrote

@@ -3,8 +3,8 @@
  *
  * Checked on every machine:
  *  - names: "cpu", "cuda", "cuda:N" parse; anything else is ST_ERR_ARG naming the string;
- *  - binding: an op on sources bound to two devices is ST_ERR_DEVICE naming both (a node is bound
- *    to a fake cuda:0 by hand, so this runs without a GPU); fills and random tensors are unbound
+ *  - binding: an op on sources bound to two devices is ST_ERR_DEVICE naming both (a cpu node is
+ *    bound to a fake cuda:0 by hand, so this runs without a GPU and with any default device); fills and random tensors are unbound
  *    (ST_DEV_ANY) and adopt their consumer's device; a realized node's device is its buffer's;
  *  - st_to(t, "cpu") of a cpu tensor is t's storage itself.
  * Without a usable GPU (this test's own machine): the default device is the cpu, and moving to or
@@ -63,7 +63,7 @@ TEST(no_gpu_is_a_clear_error) {
 
 TEST(mixed_devices_are_refused) {
     float d[3] = {1, 2, 3};
-    st_tensor *a = st_from_data(ST_F32, 1, (int64_t[]){3}, d);
+    st_tensor *a = st_from_data_host(ST_F32, 1, (int64_t[]){3}, d);   /* on the cpu, whatever the default */
     st_tensor *b = st_exp(a);                  /* pending, bound to a's device */
     CHECK(b && st_node_dev(b->storage->node) == ST_DEV_CPU);
     if (!b) return;

@@ -1,8 +1,9 @@
 #!/bin/sh
-# gpu/run.sh — `make test-gpu`, on a machine with an NVIDIA GPU: the op suite and the Lua tests on the
-# CUDA device (ST_DEVICE=cuda: every tensor is created there, every kernel runs there), and the
-# differential fuzzer with its fused run on the GPU against the reference interpreter on the CPU.
-# Last line: "N passed, N failed". See docs/cuda.md for building on a machine without -dev packages.
+# gpu/run.sh — `make test-gpu`, on a machine with an NVIDIA GPU: the op suite, the C suites of the
+# CUDA paths and the Lua tests on the CUDA device (ST_DEVICE=cuda: every tensor is created there,
+# every kernel runs there), and the differential fuzzer with its fused run on the GPU against the
+# reference interpreter on the CPU. Last line: "N passed, N failed". See docs/cuda.md for building
+# on a machine without -dev packages.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 1
 export ST_CACHE_DIR=${ST_CACHE_DIR:-$(mktemp -d)}
@@ -28,6 +29,10 @@ run test_ops env ST_DEVICE=cuda "$BUILD"/tests/test_ops
 run test_opmath env ST_DEVICE=cuda "$BUILD"/tests/test_opmath   # the GPU's math = the CPU's, bit for bit
 run test_fuzz "$BUILD"/tests/test_fuzz --device cuda --graphs ${GRAPHS:-2000}
 run test_autograd env ST_DEVICE=cuda "$BUILD"/tests/test_autograd
+# the C suites of the CUDA paths (as make test-sim runs them on the simulated GPU)
+for t in test_epilogue test_prologue test_device test_horizontal test_fusion_counts test_cuda_counts test_mma; do
+    run $t env ST_DEVICE=cuda "$BUILD/tests/$t"
+done
 for t in tests/lua/test_*.lua; do run "$(basename "$t")" env ST_DEVICE=cuda "$BUILD"/stitch "$t"; done
 rm -f "$log"
 echo "$pass passed, $fail failed"

@@ -1053,7 +1053,15 @@ EXPORT CUresult cuModuleUnload(void *mod) {
     m->fns = NULL;
     m->loaded = 0;
     dlclose(m->dl);
-    close(m->fd);
+    /* The name /proc/self/fd/N is unique only while fd N is open, and dlopen finds a loaded object
+     * by its name: an object dlclose left resident (NODELETE: a STB_GNU_UNIQUE symbol; the stand-in
+     * NVRTC compiles with -fno-gnu-unique) would answer the next module loaded from a memfd that
+     * reuses N, and run the old kernels under the new names. Such an object keeps its fd. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", m->fd);
+    void *resident = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (resident) dlclose(resident);
+    else close(m->fd);
     free(m);
     return S.sticky;
 }

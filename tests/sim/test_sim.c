@@ -3,7 +3,8 @@
  *
  * Hand-written CUDA kernels, compiled by the stand-in NVRTC and launched through stitch's own
  * driver layer (jit/nvrtc.c, device/cuda.c), each in a child process (a fault makes the context
- * unusable, as on a GPU): a correct reduction gives the right sums under every schedule; each
+ * unusable, as on a GPU): a correct reduction gives the right sums under every schedule; a module
+ * loaded after others were unloaded runs its own kernel, not theirs; each
  * planted bug — an out-of-bounds write, a missing barrier (a shared-memory race), a read of shared
  * memory never written, a __syncthreads skipped by part of the block, a shuffle skipped by part of
  * a warp, a launch over __launch_bounds__ or over the block limit — is reported with the kernel's
@@ -114,6 +115,25 @@ TEST(correct_reduction) {
     for (int t = 1; t < 64; t++) CHECK_NEAR(out[t + 1 < 200 ? t + 1 : 0], t ^ 1, 0);
 }
 
+/* A module loaded after another was unloaded runs its own code. The stand-in driver dlopens each
+ * module as /proc/self/fd/N of its memfd; glibc matches a dlopen by that name, so a module that
+ * stayed resident after its dlclose (a C++ STB_GNU_UNIQUE symbol makes it NODELETE) answered the
+ * next module loaded under the same fd number: the old kernel ran under the new one's name. */
+TEST(reload_after_unload) {
+    static const char a[] = "extern \"C\" __global__ void KNAME(float *p, long long n) {\n"
+                            "    if (threadIdx.x < n) p[threadIdx.x] = 3.0f;\n"
+                            "}\n";
+    static const char b[] = "extern \"C\" __global__ void KNAME(float *p, long long n) {\n"
+                            "    if (threadIdx.x < n) p[threadIdx.x] = 5.0f;\n"
+                            "}\n";
+    float out[32];
+    for (int round = 0; round < 3; round++) {
+        CHECK_MSG(launch(round % 2 ? b : a, 1, 32, out, 32) == ST_OK, "%s", st_last_error());
+        CHECK_NEAR(out[7], round % 2 ? 5 : 3, 0);
+        cuda_unload_modules();
+    }
+}
+
 TEST(out_of_bounds) {
     expect_fault("extern \"C\" __global__ void KNAME(float *p, long long n) {\n"
                  "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -200,6 +220,7 @@ int main(void) {
         return 1;
     }
     RUN(correct_reduction);
+    RUN(reload_after_unload);
     RUN(out_of_bounds);
     RUN(missing_barrier_race);
     RUN(uninitialized_shared);
