@@ -212,7 +212,8 @@ ST_API st_status st_fill_(st_tensor *a, double v);
 ST_API st_status st_zero_(st_tensor *a);
 
 /* ---- sync points ---- */
-/* Realize (compute) these tensors in one flush. */
+/* Realize (compute) these tensors in one flush. NULL entries are skipped (an optional output, such as
+ * a gradient that does not exist); a NULL array with n > 0 is an error. */
 ST_API st_status st_realize(int n, st_tensor *const *ts);
 /* Realize every pending tensor still referenced. */
 ST_API st_status st_sync(void);

@@ -253,14 +253,12 @@ int st_is_realized(const st_tensor *t) { return !null_tensor(t, "is_realized") &
 st_status st_realize(int n, st_tensor *const *ts) {
     st_runtime_init();
     if (n < 0 || (n > 0 && !ts)) return st_error(ST_ERR_ARG, "realize: %s", n < 0 ? "negative count" : "NULL array");
-    for (int i = 0; i < n; i++)
-        if (!ts[i]) return st_error(ST_ERR_ARG, "realize: tensor %d of %d is NULL", i, n);
     st_node *stack[64];
     st_node **nodes = n <= 64 ? stack : st_malloc(n * sizeof *nodes);
     if (!nodes) return st_last_status();
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (ts[i]->storage->node->op != ST_OP_BUFFER) nodes[k++] = ts[i]->storage->node;
+        if (ts[i] && ts[i]->storage->node->op != ST_OP_BUFFER) nodes[k++] = ts[i]->storage->node;   /* NULL: skipped */
     st_status s = k ? st_flush_nodes(k, nodes) : ST_OK;
     if (nodes != stack) st_free(nodes);
     return s;
