@@ -264,7 +264,9 @@ static void build_small(st_tensor *x, double c, st_tensor **out) {   /* ops no o
     out[0] = st_add(b, e);
     int ax = 0;
     out[1] = st_sum(out[0], 1, &ax, 0);
-    out[2] = st_expm1(st_mul_s(x, 0.25));   /* the operand's handle is released by the caller */
+    st_tensor *q = st_mul_s(x, 0.25);
+    out[2] = st_expm1(q);
+    st_release(q);
     st_release(a);
     st_release(b);
     st_release(e);
