@@ -122,6 +122,14 @@ test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(if $(SANITIZE),,sim)
 	@BUILD=$(BUILD) sh tests/run.sh
 
+# Parts of make test: the C test programs only, the Lua tests only (tests/lua/test_*.lua).
+test-c: deps
+	@$(MAKE) --no-print-directory all $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh c
+test-lua: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh tests/run.sh lua
+
 # docs/ops.md is generated from trace/ops.def (make test checks that it is current).
 $(BUILD)/tools/gen_ops: tools/gen_ops.c trace/ops.def
 	@mkdir -p $(dir $@)

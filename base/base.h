@@ -97,7 +97,7 @@ ST_INTERNAL void base_trim(void);
 
 /* ---- settings: every environment variable stitch reads, named once (settings.c) ---- */
 typedef enum st_setting {
-    SET_EAGER, SET_DEBUG, SET_POISON, SET_JIT_MIN, SET_TRACE_MAX, SET_DEVICE, SET_THREADS, SET_FUSE,
+    SET_EAGER, SET_DEBUG, SET_POISON, SET_JIT_MIN, SET_JIT_HOT, SET_TRACE_MAX, SET_DEVICE, SET_THREADS, SET_FUSE,
     SET_PLAN_CACHE, SET_GRAPH, SET_CC, SET_CACHE_DIR, SET_CUDA_LIB, SET_NVRTC_PATH, SET_NVRTC_CHECK,
     SET_NVRTC_CHECK_LOG, SET_TF32, SET_CUDA_SIM, SET_CUDA_SYNC,
     /* the system's, read where stitch looks for files and tools */
@@ -125,6 +125,7 @@ typedef struct st_runtime {
     int debug;            /* ST_DEBUG flags */
     int poison;           /* ST_POISON */
     int64_t jit_min;      /* ST_JIT_MIN */
+    int64_t jit_hot;      /* ST_JIT_HOT: runs of a cached plan after which its interpreted groups compile */
     int64_t trace_max;    /* pending nodes before an automatic flush (ST_TRACE_MAX) */
     volatile int interrupted;   /* st_interrupt: running work stops at its next safe point */
     int inited;

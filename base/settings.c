@@ -2,7 +2,7 @@
  * settings.c — every environment variable stitch reads, named in one table, and the runtime flags.
  *
  * Each setting is read here and nowhere else (base_env). The flags (ST_EAGER, ST_DEBUG, ST_POISON,
- * ST_JIT_MIN, ST_TRACE_MAX) are read once, at the first call into the runtime that needs them;
+ * ST_JIT_MIN, ST_JIT_HOT, ST_TRACE_MAX) are read once, at the first call into the runtime that needs them;
  * the st_set_* functions override them. Other settings are read by the layer that uses them, when
  * it first needs them (ST_DEVICE when the default device is resolved, ST_CC when the compiler is
  * set up, ...); README.md's table of settings lists them all with their meaning.
@@ -20,6 +20,7 @@ static const char *const names[SET_COUNT] = {
     [SET_DEBUG] = "ST_DEBUG",                 /* flags: 1 flushes, 2 kernels, 4 sources */
     [SET_POISON] = "ST_POISON",               /* 1: new buffers filled with NaN / sentinel bytes */
     [SET_JIT_MIN] = "ST_JIT_MIN",             /* work (elements) below which small regions interpret */
+    [SET_JIT_HOT] = "ST_JIT_HOT",             /* runs of one plan after which it compiles (0: never) */
     [SET_TRACE_MAX] = "ST_TRACE_MAX",         /* pending nodes before an automatic flush */
     [SET_DEVICE] = "ST_DEVICE",               /* the default device: cpu, cuda, cuda:N */
     [SET_THREADS] = "ST_THREADS",             /* CPU kernel threads */
@@ -96,6 +97,7 @@ void st_runtime_init(void) {
     st_rt.debug = (int)base_env_int(SET_DEBUG, 0, INT32_MIN, INT32_MAX, NULL);
     st_rt.poison = (int)base_env_int(SET_POISON, 0, INT32_MIN, INT32_MAX, NULL);
     st_rt.jit_min = base_env_int(SET_JIT_MIN, 32768, INT64_MIN, INT64_MAX, NULL);
+    st_rt.jit_hot = base_env_int(SET_JIT_HOT, 3, 0, INT64_MAX, NULL);
     st_rt.trace_max = base_env_int(SET_TRACE_MAX, 20000, INT64_MIN, INT64_MAX, NULL);
     /* Kernel threads sleep at barriers instead of spinning (libgomp reads this when the first
      * kernel loads it): a spinning thread whose partner lost its core made 2-thread steps 3-30x

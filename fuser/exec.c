@@ -10,8 +10,10 @@
  *
  * Plan cache (plan_cache.c). The region's key is looked up first: on a hit nothing is planned,
  * lowered, rendered or hashed; the entry's kernels run with fresh buffers and refreshed user
- * scalars. A miss plans as above and runs through the same entry (fuse_pentry_new), which is
- * cached when every group ran compiled. Both paths leave the nodes in the same state.
+ * scalars, its interpreted groups evaluate their node lists. A miss plans as above and runs
+ * through the same entry (fuse_pentry_new), which is cached. Both paths leave the nodes in the
+ * same state. An entry that keeps coming back is hot (compile_if_hot): its interpreted groups
+ * that have a kernel compile, so a small repeated step stops paying the interpreter.
  *
  * Invariant: on failure every buffer this call gave to a node is released and the node's buf
  * reset to NULL; temporaries never outlive their group.
@@ -47,7 +49,6 @@ typedef struct exec_state {
     int nset, capset;
     st_node **temps;        /* temporaries of the interpreter tier's current group */
     int ntemps, captemps;
-    int group;              /* the group being run */
 } exec_state;
 
 static st_status push_node(st_node ***arr, int *n, int *cap, st_node *x) {
@@ -75,36 +76,33 @@ static void drop_temps(exec_state *e) {
     e->ntemps = 0;
 }
 
-/* ---- interpreter tier ---- */
-static st_status interp_one(st_node *n, void *ud) {
-    exec_state *e = ud;
-    fuse_plan *p = &e->plan;
-    st_buffer *b = st_buffer_new(st_node_nbytes(n));
-    if (!b) return st_last_status();
-    st_status s;
-    if (p->mat[n->pos] && n->tag == e->group) {
-        s = give_buffer(e, n, b);
-    } else {
-        n->buf = b;
-        s = push_node(&e->temps, &e->ntemps, &e->captemps, n);
-        if (s != ST_OK) {
-            st_buffer_release(b);
-            n->buf = NULL;
+/* ---- interpreter tier ----
+ * An interpreted group of an entry evaluates its node list in order: a node the group
+ * materializes gets a buffer that outlives it, the others temporaries dropped at the end of each
+ * plan group (a horizontal batch's members run one by one). */
+static st_status run_interp_pgroup(exec_state *e, const st_region *r, const fuse_pgroup *pg) {
+    st_status s = ST_OK;
+    for (int i = 0; i < pg->nnodes && s == ST_OK; i++) {
+        st_node *n = r->nodes[pg->nodes[i].pos];
+        st_buffer *b = st_buffer_new(st_node_nbytes(n));
+        if (!b) {
+            s = st_last_status();
+            break;
         }
+        if (pg->nodes[i].keep) {
+            s = give_buffer(e, n, b);
+        } else {
+            n->buf = b;
+            if ((s = push_node(&e->temps, &e->ntemps, &e->captemps, n)) != ST_OK) {
+                st_buffer_release(b);
+                n->buf = NULL;
+            }
+        }
+        if (s == ST_OK) s = interp_eval_node(n, n->buf);
+        if (pg->nodes[i].last) drop_temps(e);
     }
-    return s != ST_OK ? s : interp_eval_node(n, n->buf);
-}
-
-static st_status run_interp_group(exec_state *e, int g) {
-    fuse_group *G = &e->plan.groups[g];
-    for (int i = 0; i < G->nmembers; i++) { /* FG_HORIZONTAL: its members, one by one */
-        st_status s = run_interp_group(e, G->members[i]);
-        if (s != ST_OK || i + 1 == G->nmembers) return s;
-    }
-    e->group = g;
-    st_status s = fuse_group_nodes(&e->plan, g, interp_one, e);
     drop_temps(e);
-    st_stats_g.interp_groups++;
+    st_stats_g.interp_groups += (uint64_t)pg->nplan;
     return s;
 }
 
@@ -190,13 +188,12 @@ static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *
     return ST_OK;
 }
 
-static void debug_interp_line(exec_state *e, int g, double t0) {
+static void debug_interp_line(const st_region *r, const fuse_pgroup *pg, double t0) {
     if (!(st_rt.debug & 2)) return;
-    fuse_group *G = &e->plan.groups[g];
-    const st_node *o = G->anchor ? G->anchor : G->outs[0];
+    const st_node *o = r->nodes[pg->anchor >= 0 ? pg->anchor : pg->outs[0]];
     char sh[128];
-    const char *name = e->launch[g].name[0] ? e->launch[g].name : "(group)";
-    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10s   %10.1f us  interp\n", name, kind_names[G->kind],
+    const char *name = pg->lowered && pg->L.name[0] ? pg->L.name : "(group)";
+    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10s   %10.1f us  interp\n", name, kind_names[pg->kind],
             st_shape_str(o->ndim, o->shape, sh, sizeof sh), "-", (st_now_ms() - t0) * 1e3);
 }
 
@@ -214,8 +211,8 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
         st_status s;
         if (pg->interp) {
             double t0 = st_now_ms();
-            s = run_interp_group(e, pg->group);
-            debug_interp_line(e, pg->group, t0);
+            s = run_interp_pgroup(e, r, pg);
+            debug_interp_line(r, pg, t0);
         } else {
             s = run_pgroup(e, r, k, pg);
         }
@@ -223,6 +220,43 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
         if (s != ST_OK) return s;
     }
     return ST_OK;
+}
+
+/* A cached entry that runs again and still interprets groups that have a kernel compiles them
+ * (one jit_get_kernels call) once it is hot: run st_rt.jit_hot times (0: never), or its work is
+ * no longer below st_rt.jit_min. A small model's step thus stops paying the interpreter after a
+ * few steps, whatever its size. A compile that fails leaves the entry interpreting (the region
+ * still runs; a note under ST_DEBUG) and is not tried again for it. */
+static void compile_if_hot(fuse_pentry *pe) {
+    if (!pe->ncompilable) return;
+    pe->runs++;
+    if (!((st_rt.jit_hot > 0 && pe->runs >= (uint64_t)st_rt.jit_hot) || pe->work >= st_rt.jit_min)) return;
+    int n = pe->ncompilable, nj = 0;
+    char **src = st_calloc((size_t)n, sizeof *src);
+    const char **hint = st_calloc((size_t)n, sizeof *hint);
+    int *idx = st_calloc((size_t)n, sizeof *idx);
+    st_kernel_fn *fns = st_calloc((size_t)n, sizeof *fns);
+    st_status s = src && hint && idx && fns ? ST_OK : st_last_status();
+    for (int g = 0; g < pe->ngroups && s == ST_OK; g++) {
+        fuse_pgroup *pg = &pe->groups[g];
+        if (!pg->interp || !pg->lowered) continue;
+        if (!(src[nj] = render_c(&pg->L.k))) s = st_last_status();
+        hint[nj] = pg->L.name;
+        idx[nj++] = g;
+    }
+    if (s == ST_OK) s = jit_get_kernels(nj, (const char **)src, hint, fns);
+    if (s == ST_OK) {
+        for (int j = 0; j < nj; j++) fuse_pgroup_compiled(pe, idx[j], fns[j]);
+    } else {
+        if (st_rt.debug) fprintf(stderr, "stitch: a hot plan stays interpreted: %s\n", st_last_error());
+        st_clear_error();
+        pe->ncompilable = 0;   /* not again */
+    }
+    for (int j = 0; j < nj; j++) st_free(src[j]);
+    st_free(src);
+    st_free(hint);
+    st_free(idx);
+    st_free(fns);
 }
 
 /* Regions run by interp_execute because planning failed with ST_ERR_INTERNAL (a bug in the
@@ -249,6 +283,7 @@ st_status fuse_execute(st_region *r) {
     /* a wanted fusion graph needs the lowered plan: no cache lookup then */
     if (fuse_pcache_enabled() && !fuse_graph_wanted() && (pe = fuse_pcache_find(&key))) {
         st_stats_g.plan_cache_hits++;
+        compile_if_hot(pe);
         s = run_entry(&e, r, &key, pe);
         pe = NULL;   /* the cache's */
         goto done;
@@ -338,15 +373,14 @@ st_status fuse_execute(st_region *r) {
 
     if (fuse_graph_wanted()) fuse_graph_emit(&e.plan, e.launch, use_jit); /* ST_GRAPH, st_graph */
 
-    /* run: groups without a CPU kernel or a GPU go to the interpreter; a plan with none is cached */
+    /* run: groups without a CPU kernel or a GPU go to the interpreter */
     for (int g = 0; g < ng; g++) interp[g] = dev_target_of(group_dev(&e, g)) == DEV_TARGET_C && !fns[g];
-    bool cacheable;
-    if (!(pe = fuse_pentry_new(&e.plan, e.launch, fns, interp, &key, &cacheable))) {
+    if (!(pe = fuse_pentry_new(&e.plan, e.launch, fns, interp, &key, work))) {
         s = st_last_status();
         goto done;
     }
     s = run_entry(&e, r, &key, pe);
-    if (s == ST_OK && cacheable && fuse_pcache_enabled()) {
+    if (s == ST_OK && fuse_pcache_enabled()) {
         if (fuse_pcache_insert(pe, &key) != ST_OK) st_clear_error();   /* only a later miss */
         pe = NULL;
     }

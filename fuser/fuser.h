@@ -228,9 +228,19 @@ ST_INTERNAL void fuse_graph_set_auto(const char *path);
  * each buffer slot binds. User scalars (CONST values, IOTA start/step, RAND seed/offset/lo/hi)
  * are not in the key: they are parameter slots refreshed from the new region on a hit
  * (fuse_user_scalar), so partition and lowering must never read those values otherwise.
- * Only regions whose every group runs compiled (CPU JIT or CUDA) are cached: the interpreter
- * tier needs the plan's node sets. ST_PLAN_CACHE=0 switches the cache off. */
-enum { FUSE_PCACHE_MAX = 512 };   /* entries kept; the least recently used is evicted */
+ * Groups the interpreter tier runs keep the region positions they evaluate (fuse_inode), so
+ * small regions are cached too; an entry run st_rt.jit_hot times (ST_JIT_HOT) compiles its
+ * interpreted groups that have a kernel (fuse_pentry_hot). ST_PLAN_CACHE=0 switches the cache off. */
+enum {
+    FUSE_PCACHE_MAX = 512,               /* entries kept; the least recently used is evicted ... */
+    FUSE_PCACHE_BYTES = 64 << 20         /* ... also while the entries hold more than this */
+};
+
+/* A node an interpreted group evaluates: keep = it is materialized by the group (its buffer
+ * outlives the group), else a temporary; last = the end of one plan group (a member of a
+ * horizontal batch): its temporaries are dropped there, as a free node may be evaluated again by
+ * the next member. */
+typedef struct fuse_inode { int32_t pos; uint8_t keep, last; } fuse_inode;
 
 typedef struct fuse_pgroup {
     fuse_launch L;                 /* owned: kernel IR (CUDA launch geometry), ints, flts, name;
@@ -238,9 +248,12 @@ typedef struct fuse_pgroup {
     st_kernel_fn fn;               /* CPU kernel; NULL on a CUDA device */
     exec_cuda_fn *cuda;            /* CUDA groups: the resolved kernel (owned); NULL otherwise */
     int dev, kind;                 /* resolved device; fuse_group_kind */
-    int interp;                    /* run by the interpreter tier (plan group `group`): such an
-                                    * entry lives for one flush only and is never cached */
-    int group;
+    int interp;                    /* run by the interpreter tier: nodes[] says what it evaluates */
+    int lowered;                   /* L, bind and scal are the group's kernel (an interpreted group
+                                    * without one can never compile) */
+    fuse_inode *nodes;             /* interp: the nodes evaluated, in order (owned) */
+    int nnodes;
+    int nplan;                     /* interp: plan groups it stands for (interp_groups counts them) */
     int32_t *outs;                 /* region positions the group writes */
     int nouts;
     int32_t anchor;                /* region position of the anchor (in-place SETVIEW), -1 */
@@ -258,6 +271,10 @@ typedef struct fuse_pentry {
     int ngroups;
     int32_t *tag;                  /* node->tag per region position, as the planning left it */
     int n;
+    int64_t work;                  /* elements its kernels iterate (the tier decision: ST_JIT_MIN) */
+    uint64_t runs;                 /* times run (the first is the run that planned it) */
+    int ncompilable;               /* interpreted groups with a kernel: compiled when hot */
+    size_t bytes;                  /* memory it holds (fuse_pcache_stats, FUSE_PCACHE_BYTES) */
     struct fuse_pentry *lru_prev, *lru_next, *chain;
 } fuse_pentry;
 
@@ -278,12 +295,15 @@ ST_INTERNAL st_status fuse_pkey_build(const st_region *r, fuse_pkey *k);
 ST_INTERNAL void fuse_pkey_free(fuse_pkey *k);
 /* The entry for key k (made most recently used), or NULL. */
 ST_INTERNAL fuse_pentry *fuse_pcache_find(const fuse_pkey *k);
-/* The entry of a planned region: takes ownership of the launch of every group that runs
- * compiled (launch[g] left zeroed); fns[g] is group g's CPU kernel, NULL for CUDA groups and for
- * groups the interpreter runs (interp[g] set: their launch stays with the caller). *cacheable is
- * set when no group is interpreted. NULL on OOM (the launches not yet moved stay with the caller). */
-ST_INTERNAL fuse_pentry *fuse_pentry_new(const fuse_plan *p, fuse_launch *launch, st_kernel_fn *fns,
-                                         const uint8_t *interp, const fuse_pkey *k, bool *cacheable);
+/* The entry of a planned region: takes ownership of the launch of every group that was lowered
+ * (launch[g] left zeroed); fns[g] is group g's CPU kernel, NULL for CUDA groups and for groups
+ * the interpreter runs (interp[g] set: their node lists are copied from the plan). work: the
+ * region's work. NULL on OOM (the launches not yet moved stay with the caller). */
+ST_INTERNAL fuse_pentry *fuse_pentry_new(fuse_plan *p, fuse_launch *launch, st_kernel_fn *fns,
+                                         const uint8_t *interp, const fuse_pkey *k, int64_t work);
+/* Group g of e now runs compiled kernel fn: its node list is dropped (and, as for every CPU group
+ * with a kernel, the IR: only the argument counts are read at launch). */
+ST_INTERNAL void fuse_pgroup_compiled(fuse_pentry *e, int g, st_kernel_fn fn);
 /* Adds e under k (the cache owns e from now on; the least recently used entry beyond
  * FUSE_PCACHE_MAX is freed). Returns ST_OK or ST_ERR_OOM (e is then freed). */
 ST_INTERNAL st_status fuse_pcache_insert(fuse_pentry *e, const fuse_pkey *k);
@@ -291,6 +311,8 @@ ST_INTERNAL void fuse_pentry_free(fuse_pentry *e);
 /* Rewrites every user-scalar slot of e from region r (same key). */
 ST_INTERNAL void fuse_pentry_refresh(fuse_pentry *e, const st_region *r);
 ST_INTERNAL void fuse_pcache_shutdown(void);           /* frees every entry (st_shutdown) */
+/* Entries cached now and the bytes they hold (st_stats). */
+ST_INTERNAL void fuse_pcache_stats(uint64_t *entries, uint64_t *bytes);
 /* lower.c: true when parameter instruction `in` is a user scalar; its value in r now. */
 ST_INTERNAL bool fuse_user_scalar(const kir_ins *in, const st_region *r, int64_t *iv, double *fv);
 

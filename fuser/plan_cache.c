@@ -12,6 +12,11 @@
  * are kernel parameters, refreshed from the new region on a hit (fuse_pentry_refresh). Sizes and
  * strides are in the key, so every other parameter is constant per entry.
  *
+ * Value (fuse_pentry): per group in execution order its launch (a compiled kernel, or the node
+ * list the interpreter tier evaluates, with the kernel kept when there is one so that a hot entry
+ * can compile it: exec.c compile_if_hot). A CPU group with a kernel keeps no IR. The cache is
+ * bounded by entries and by bytes (FUSE_PCACHE_MAX, FUSE_PCACHE_BYTES), least recently used out.
+ *
  * Invariants: a hit requires the whole key to compare equal (the 64-bit hash only picks the
  * chain), so a collision costs a miss, never a wrong plan; two regions with equal keys are
  * planned and lowered identically, which holds as long as partition.c and lower.c read nothing
@@ -33,6 +38,7 @@ static struct {
     fuse_pentry *bucket[NBUCKETS];
     fuse_pentry *mru, *lru;     /* doubly linked, most recently used first */
     int n;
+    size_t bytes;               /* what the entries hold (entry_bytes) */
     int enabled;                /* -1: not read yet */
 } C = {.enabled = -1};
 
@@ -129,6 +135,7 @@ void fuse_pentry_free(fuse_pentry *e) {
         fuse_launch_free(&e->groups[g].L);
         st_free(e->groups[g].outs);
         st_free(e->groups[g].scal);
+        st_free(e->groups[g].nodes);
         exec_cuda_fn_free(e->groups[g].cuda);
     }
     st_free(e->groups);
@@ -144,19 +151,56 @@ static int32_t bind_of(const st_node *x, const fuse_pkey *k) {
     return -1 - x->tag;
 }
 
-static bool fill_group(fuse_pgroup *pg, const fuse_plan *p, int g, fuse_launch *L, st_kernel_fn fn, int interp,
+/* Collects the nodes an interpreted group evaluates (fuse_group_nodes, per plan group). */
+typedef struct inode_walk {
+    fuse_pgroup *pg;
+    const fuse_plan *p;
+    int g, cap;
+} inode_walk;
+
+static st_status add_inode(st_node *n, void *ud) {
+    inode_walk *w = ud;
+    fuse_pgroup *pg = w->pg;
+    if (BASE_GROW(pg->nodes, w->cap, pg->nnodes + 1, 16) != ST_OK) return st_last_status();
+    pg->nodes[pg->nnodes++] = (fuse_inode){n->pos, (uint8_t)(w->p->mat[n->pos] && n->tag == w->g), 0};
+    return ST_OK;
+}
+
+static bool collect_inodes(fuse_pgroup *pg, fuse_plan *p, int g) {
+    const fuse_group *G = &p->groups[g];
+    inode_walk w = {pg, p, g, 0};
+    int n = G->nmembers ? G->nmembers : 1;   /* FG_HORIZONTAL: its members, one by one */
+    for (int i = 0; i < n; i++) {
+        w.g = G->nmembers ? G->members[i] : g;
+        if (fuse_group_nodes(p, w.g, add_inode, &w) != ST_OK) return false;
+        if (pg->nnodes) pg->nodes[pg->nnodes - 1].last = 1;
+    }
+    pg->nplan = n;
+    return true;
+}
+
+/* A CPU group with a kernel reads only its IR's argument counts at launch: the instructions go. */
+static void drop_ir(fuse_pgroup *pg) {
+    if (!pg->fn || dev_target_of(pg->dev) != DEV_TARGET_C) return;
+    st_free(pg->L.k.ins);
+    pg->L.k.ins = NULL;
+    pg->L.k.n = pg->L.k.cap = 0;
+}
+
+static bool fill_group(fuse_pgroup *pg, fuse_plan *p, int g, fuse_launch *L, st_kernel_fn fn, int interp,
                        const fuse_pkey *k) {
     const fuse_group *G = &p->groups[g];
     pg->fn = fn;
     pg->dev = G->outs[0]->rdev;
     pg->kind = G->kind;
-    pg->group = g;
     pg->interp = interp;
+    pg->lowered = !G->interp;   /* set by fuse_execute when the lowering failed */
     pg->anchor = G->anchor ? G->anchor->pos : -1;
     pg->nouts = G->nouts;
     if (!(pg->outs = st_malloc((size_t)G->nouts * sizeof *pg->outs))) return false;
     for (int i = 0; i < G->nouts; i++) pg->outs[i] = G->outs[i]->pos;
-    if (interp) return true;
+    if (interp && !collect_inodes(pg, p, g)) return false;
+    if (!pg->lowered) return true;
     if (dev_target_of(pg->dev) == DEV_TARGET_CUDA && !(pg->cuda = exec_cuda_fn_new())) return false;
     for (int i = 0; i < L->k.nbufs; i++) pg->bind[i] = bind_of(L->buf_node[i], k);
     int64_t iv;
@@ -174,12 +218,24 @@ static bool fill_group(fuse_pgroup *pg, const fuse_plan *p, int g, fuse_launch *
     }
     pg->L = *L;   /* moved: the entry owns the kernel and its arguments now */
     memset(L, 0, sizeof *L);
+    drop_ir(pg);
     return true;
 }
 
-fuse_pentry *fuse_pentry_new(const fuse_plan *p, fuse_launch *launch, st_kernel_fn *fns, const uint8_t *interp,
-                             const fuse_pkey *k, bool *cacheable) {
-    *cacheable = true;
+/* The bytes entry e holds (an estimate of its allocations). */
+static size_t entry_bytes(const fuse_pentry *e) {
+    size_t b = sizeof *e + e->keylen + (size_t)e->n * sizeof *e->tag + (size_t)e->ngroups * sizeof *e->groups;
+    for (int g = 0; g < e->ngroups; g++) {
+        const fuse_pgroup *pg = &e->groups[g];
+        b += (size_t)pg->L.k.cap * sizeof *pg->L.k.ins + (size_t)(pg->L.k.nints + pg->L.k.nflts) * 8 +
+             (size_t)pg->nouts * sizeof *pg->outs + (size_t)pg->nscal * sizeof *pg->scal +
+             (size_t)pg->nnodes * sizeof *pg->nodes;
+    }
+    return b;
+}
+
+fuse_pentry *fuse_pentry_new(fuse_plan *p, fuse_launch *launch, st_kernel_fn *fns, const uint8_t *interp,
+                             const fuse_pkey *k, int64_t work) {
     fuse_pentry *e = st_calloc(1, sizeof *e);
     if (!e) return NULL;
     int ng = p->norder, n = p->r->n;   /* horizontal batches stand for their members */
@@ -188,17 +244,35 @@ fuse_pentry *fuse_pentry_new(const fuse_plan *p, fuse_launch *launch, st_kernel_
     if (!e->groups || !e->tag) goto oom;
     for (int i = 0; i < n; i++) e->tag[i] = p->r->nodes[i]->tag;
     e->n = n;
+    e->work = work;
+    e->runs = 1;
     for (int k2 = 0; k2 < ng; k2++) {
         int g = p->order[k2];
         e->ngroups = k2 + 1;   /* what fuse_pentry_free must look at */
-        *cacheable = *cacheable && !interp[g];
-        if (!fill_group(&e->groups[k2], p, g, &launch[g], fns[g], interp[g], k)) goto oom;
+        fuse_pgroup *pg = &e->groups[k2];
+        if (!fill_group(pg, p, g, &launch[g], fns[g], interp[g], k)) goto oom;
+        e->ncompilable += pg->interp && pg->lowered;
     }
     return e;
 oom:
     /* launches already moved are freed with e; the caller frees the rest */
     fuse_pentry_free(e);
     return NULL;
+}
+
+void fuse_pgroup_compiled(fuse_pentry *e, int g, st_kernel_fn fn) {
+    fuse_pgroup *pg = &e->groups[g];
+    ST_ASSERT(pg->interp && pg->lowered && fn);
+    pg->fn = fn;
+    pg->interp = 0;
+    st_free(pg->nodes);
+    pg->nodes = NULL;
+    pg->nnodes = pg->nplan = 0;
+    drop_ir(pg);
+    e->ncompilable--;
+    size_t b = entry_bytes(e);
+    if (e->key) C.bytes = C.bytes - e->bytes + b;   /* cached: the table's total follows */
+    e->bytes = b;
 }
 
 void fuse_pentry_refresh(fuse_pentry *e, const st_region *r) {
@@ -248,6 +322,7 @@ static void remove_entry(fuse_pentry *e) {
     *pp = e->chain;
     lru_unlink(e);
     C.n--;
+    C.bytes -= e->bytes;
     fuse_pentry_free(e);
 }
 
@@ -260,12 +335,20 @@ st_status fuse_pcache_insert(fuse_pentry *e, const fuse_pkey *k) {
     memcpy(e->key, k->b.s, k->b.n);
     e->keylen = k->b.n;
     e->hash = k->hash;
+    e->bytes = entry_bytes(e);
     fuse_pentry **b = &C.bucket[e->hash & (NBUCKETS - 1)];
     e->chain = *b;
     *b = e;
     lru_push_front(e);
-    if (++C.n > FUSE_PCACHE_MAX) remove_entry(C.lru);
+    C.n++;
+    C.bytes += e->bytes;
+    while (C.n > FUSE_PCACHE_MAX || (C.bytes > FUSE_PCACHE_BYTES && C.n > 1)) remove_entry(C.lru);
     return ST_OK;
+}
+
+void fuse_pcache_stats(uint64_t *entries, uint64_t *bytes) {
+    *entries = (uint64_t)C.n;
+    *bytes = C.bytes;
 }
 
 void fuse_pcache_shutdown(void) {

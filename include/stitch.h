@@ -323,6 +323,11 @@ typedef struct st_stats_t {
     uint64_t device_bytes_peak;     /* high-water mark of device_bytes_in_use */
     double compile_ms;           /* total wall time spent compiling */
     double exec_ms;              /* total wall time spent executing flushes */
+    /* gauges (what is held now; st_reset_stats leaves them): */
+    uint64_t nodes_live;         /* trace nodes alive (held by tensors, autograd records, other nodes) */
+    uint64_t nodes_pending;      /* of those, not computed yet */
+    uint64_t plan_cache_entries; /* flushed regions' plans cached */
+    uint64_t plan_cache_bytes;   /* host memory those plans hold */
 } st_stats_t;
 ST_API void st_stats(st_stats_t *out);
 ST_API void st_reset_stats(void);   /* zeroes the counters; bytes_peak restarts at bytes_in_use */

@@ -32,7 +32,10 @@
 
 static int64_t lt_alloc_since_gc;  /* bytes the runtime allocated since our last full collection */
 static int64_t lt_live_after_gc;   /* bytes_in_use right after that collection */
+static uint64_t lt_nodes_at_gc;    /* nodes_recorded at that collection */
+static uint64_t lt_nodes_after_gc; /* nodes_live right after it */
 #define LT_GC_MIN ((int64_t)32 << 20)
+#define LT_GC_NODES 8192
 
 /* Called by the runtime from inside its allocator: only counts, never calls into Lua. */
 static void lt_observer(int64_t delta, void *ud) {
@@ -49,12 +52,19 @@ LT_FUNC void lt_collect(lua_State *L) {
     st_stats(&s);
     lt_live_after_gc = (int64_t)s.bytes_in_use;
     lt_alloc_since_gc = 0;
+    lt_nodes_at_gc = s.nodes_recorded;
+    lt_nodes_after_gc = s.nodes_live;
 }
 
 /* After a call that may have allocated: a full collection once tensor memory grew by more than
- * max(32 MiB, live tensor bytes, Lua heap) since the last one (a 100% pause, like Lua's own).
+ * max(32 MiB, live tensor bytes, Lua heap) since the last one (a 100% pause, like Lua's own), or
+ * once more trace nodes were recorded than max(LT_GC_NODES, nodes alive after the last one).
  * Why not lua_gc(LUA_GCSTEP, kb): Lua adds those bytes to its own heap estimate and never sees
- * them freed, so its pause threshold drifts upward and collections get rarer and rarer. */
+ * them freed, so its pause threshold drifts upward and collections get rarer and rarer.
+ * Why nodes: a small model's tensors are a few KB, so bytes alone let a collection wait for
+ * thousands of steps, while every dead handle keeps its unrealized nodes pending; past
+ * ST_TRACE_MAX pending nodes the runtime flushed them all, dead ones included: a one-off region
+ * of ~20k nodes planned and compiled every ~1000 steps (bench/NOTES.md "Soak"). */
 LT_FUNC void lt_gc_feed(lua_State *L) {
     st_stats_t s;
     st_stats(&s);
@@ -64,7 +74,9 @@ LT_FUNC void lt_gc_feed(lua_State *L) {
     if (lt_live_after_gc > limit) limit = lt_live_after_gc;
     int64_t heap = (int64_t)lua_gc(L, LUA_GCCOUNT) * 1024;
     if (heap > limit) limit = heap;
-    if (grown >= limit) lt_collect(L);
+    if (s.nodes_recorded < lt_nodes_at_gc) lt_nodes_at_gc = s.nodes_recorded;   /* st_reset_stats */
+    uint64_t nodes_limit = lt_nodes_after_gc > LT_GC_NODES ? lt_nodes_after_gc : LT_GC_NODES;
+    if (grown >= limit || s.nodes_recorded - lt_nodes_at_gc >= nodes_limit) lt_collect(L);
 }
 
 /* Raises st_last_error() as a Lua error (with the caller's position), prefixed with name unless

@@ -603,7 +603,7 @@ static int lt_graph(lua_State *L) {
 static int lt_stats(lua_State *L) {
     st_stats_t s;
     st_stats(&s);
-    lua_createtable(L, 0, 20);
+    lua_createtable(L, 0, 24);
 #define LT_FIELD_U(f)                                                                            \
     lua_pushinteger(L, (lua_Integer)s.f);                                                        \
     lua_setfield(L, -2, #f);
@@ -627,6 +627,10 @@ static int lt_stats(lua_State *L) {
     LT_FIELD_U(device_bytes_peak)
     LT_FIELD_D(compile_ms)
     LT_FIELD_D(exec_ms)
+    LT_FIELD_U(nodes_live)
+    LT_FIELD_U(nodes_pending)
+    LT_FIELD_U(plan_cache_entries)
+    LT_FIELD_U(plan_cache_bytes)
 #undef LT_FIELD_U
 #undef LT_FIELD_D
     return 1;

@@ -5,6 +5,7 @@
  * them. st_shutdown reaches every layer's caches through the hooks they registered (base/hooks.c).
  */
 #include "runtime/tensor.h"
+#include "fuser/fuser.h"
 
 /* The global random stream: each random op takes the next range of counters (create.c). */
 uint64_t st_rng_seed = 0x5eed, st_rng_offset;
@@ -16,6 +17,9 @@ void st_stats(st_stats_t *out) {
     }
     *out = st_stats_g;
     dev_mem_stats(&out->device_bytes_in_use, &out->device_bytes_reserved, &out->device_bytes_peak);
+    out->nodes_live = (uint64_t)st_live_nodes();
+    out->nodes_pending = (uint64_t)st_pending_nodes();
+    fuse_pcache_stats(&out->plan_cache_entries, &out->plan_cache_bytes);
 }
 void st_reset_stats(void) {
     uint64_t in_use = st_stats_g.bytes_in_use;

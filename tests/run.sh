@@ -1,8 +1,11 @@
 #!/bin/sh
 # run.sh — run every test program and print the totals; the last line is "N passed, N failed".
+#   sh tests/run.sh [c|lua]   (c: the C test programs only, lua: tests/lua/test_*.lua only; make
+#                              test-c, make test-lua)
 # Each program prints `PASS name` / `FAIL name: why` lines; a program that crashes or exits non-zero
 # without printing a FAIL line counts as one failure of its own.
 BUILD=${BUILD:-build}
+ONLY=${1:-}
 cd "$(dirname "$0")/.." || exit 1
 log=$(mktemp)
 total_pass=0
@@ -36,6 +39,7 @@ nvlog=$(mktemp)
 export ST_NVRTC_CHECK_LOG="$nvlog"
 
 for t in "$BUILD"/tests/test_*; do
+    [ "$ONLY" = lua ] && break
     [ -x "$t" ] || continue
     case "$t" in
     */test_fuzz)
@@ -47,9 +51,16 @@ for t in "$BUILD"/tests/test_*; do
     esac
 done
 for t in tests/lua/test_*.lua; do
+    [ "$ONLY" = c ] && break
     [ -f "$t" ] || continue
     run "$(basename "$t")" "$BUILD/stitch" "$t"
 done
+if [ -n "$ONLY" ]; then
+    rm -f "$log" "$nvlog"
+    echo "$total_pass passed, $total_fail failed"
+    [ "$total_fail" -eq 0 ]
+    exit
+fi
 run check_layers sh tools/check_layers.sh "$BUILD"
 run check_ops sh tools/check_ops.sh "$BUILD"
 for t in tests/lua/run_*.sh tests/run_*.sh; do

@@ -255,6 +255,82 @@ TEST(disabled_cache_plans_every_flush) {
     st_release(x);
 }
 
+/* A small region (the interpreter tier: work < jit_min, kernels not compiled) is cached too, and
+ * compiled once its entry is hot (st_rt.jit_hot runs); with jit_hot 0 it never compiles. Each
+ * run checked against the reference interpreter, with new scalars. */
+typedef struct small_delta { delta d; uint64_t interp; } small_delta;
+static void build_small(st_tensor *x, double c, st_tensor **out) {   /* ops no other test here uses */
+    st_tensor *a = st_mul_s(x, c), *b = c < 0 ? st_erf(a) : st_sigmoid(a), *e = st_square(x);
+    out[0] = st_add(b, e);
+    int ax = 0;
+    out[1] = st_sum(out[0], 1, &ax, 0);
+    st_tensor *q = st_mul_s(x, 0.25);
+    out[2] = st_expm1(q);
+    st_release(q);
+    st_release(a);
+    st_release(b);
+    st_release(e);
+}
+static small_delta small_run(st_tensor *x, double c) {
+    st_tensor *ref[3], *out[3];
+    st_set_eager(1);
+    build_small(x, c, ref);
+    st_set_eager(0);
+    build_small(x, c, out);
+    st_stats_t s0, s1;
+    st_stats(&s0);
+    begin();
+    CHECK(st_realize(3, out) == ST_OK);
+    small_delta r = {end(), 0};
+    st_stats(&s1);
+    r.interp = s1.interp_groups - s0.interp_groups;
+    for (int i = 0; i < 3; i++) {
+        check_same(out[i], ref[i], 1e-5);
+        st_release(ref[i]);
+        st_release(out[i]);
+    }
+    return r;
+}
+
+TEST(small_region_cached_then_compiled_when_hot) {
+    int64_t jit_min = st_rt.jit_min, jit_hot = st_rt.jit_hot;
+    st_set_jit_min(1 << 30);
+    st_rt.jit_hot = 3;
+    st_tensor *x = input(6, 10, 12);
+    small_delta r[5];
+    for (int i = 0; i < 5; i++) r[i] = small_run(x, 0.5 + i);
+    CHECK_EQ_INT(r[0].d.built, 1);   /* planned, interpreted, cached */
+    CHECK(r[0].interp > 0);
+    CHECK_EQ_INT(r[0].d.compiled, 0);
+    CHECK_EQ_INT(r[1].d.built, 0);   /* a hit, still interpreted */
+    CHECK_EQ_INT(r[1].d.hits, 1);
+    CHECK_EQ_INT(r[1].interp, r[0].interp);
+    CHECK_EQ_INT(r[1].d.compiled, 0);
+    CHECK_EQ_INT(r[2].d.hits, 1);    /* the third run: hot, compiled */
+    CHECK(r[2].d.compiled > 0);
+    CHECK_EQ_INT(r[2].interp, 0);
+    for (int i = 3; i < 5; i++) {
+        CHECK_EQ_INT(r[i].d.built, 0);
+        CHECK_EQ_INT(r[i].d.compiled, 0);
+        CHECK_EQ_INT(r[i].interp, 0);
+        CHECK_EQ_INT(r[i].d.launched, r[0].d.launched);
+    }
+    /* jit_hot 0: a small region (erf for sigmoid: kernels not compiled yet) stays interpreted,
+     * planned once */
+    st_rt.jit_hot = 0;
+    st_tensor *y = input(7, 10, 13);
+    for (int i = 0; i < 5; i++) {
+        small_delta q = small_run(y, -1.0 - i);
+        CHECK_EQ_INT(q.d.built, i == 0);
+        CHECK_EQ_INT(q.d.compiled, 0);
+        CHECK(q.interp > 0);
+    }
+    st_release(x);
+    st_release(y);
+    st_set_jit_min(jit_min);
+    st_rt.jit_hot = jit_hot;
+}
+
 int main(void) {
     if (!ft_cache_dir_create("/tmp/stitch-plan-XXXXXX")) return 1;
     st_set_jit_min(0);
@@ -266,6 +342,7 @@ int main(void) {
     RUN(setview_in_place_and_copy_are_different_plans);
     RUN(kept_row_value_is_part_of_the_key);
     RUN(disabled_cache_plans_every_flush);
+    RUN(small_region_cached_then_compiled_when_hot);
     st_shutdown();
     ft_cache_dir_remove();
     TEST_MAIN_END();

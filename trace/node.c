@@ -23,9 +23,11 @@ static trace_ag_hooks ag_hooks;   /* autograd's, once it made its first record *
 
 void trace_set_ag_hooks(const trace_ag_hooks *h) { ag_hooks = *h; }
 static int64_t pending;        /* live unrealized nodes */
+static int64_t live;           /* nodes not on the free list */
 static uint64_t next_id = 1;
 
 int64_t st_pending_nodes(void) { return pending; }
+int64_t st_live_nodes(void) { return live; }
 
 st_node *st_node_identity_view(st_node *n) {
     st_node_arg a;
@@ -90,6 +92,7 @@ st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int 
     else memset(&n->arg, 0, sizeof n->arg);
     n->id = next_id++;
     n->aux = NULL;
+    live++;
     if (op != ST_OP_BUFFER) pending++;
     st_stats_g.nodes_recorded++;
     if (nsrc && ag_hooks.attach && ag_hooks.attach(n) != ST_OK) {
@@ -133,6 +136,7 @@ void st_node_release(st_node *n) {
         n->nsrc = 0;
         n->src[0] = free_list;
         free_list = n;
+        live--;
         if (top == 0) break;
         n = rel_stack[--top];
     }

@@ -3,7 +3,7 @@
 -- the cache off (ST_PLAN_CACHE=0, run as a child process of this script).
 local H = dofile((arg[0]:match("(.*/)") or "./") .. "harness.lua")
 local nn, F = st.nn, st.nn.functional
-st.set_jit_min(0) -- every region compiled (the interpreter tier is never cached)
+st.set_jit_min(0) -- every region compiled from its first run (small ones would compile when hot)
 
 local FULL, LAST, STEPS = 64, 40, 6 -- six full batches, then a partial one
 
