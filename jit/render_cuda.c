@@ -96,7 +96,11 @@
 #define CU_BLOCK_BIG 1024   /* a full reduction's one row; single-block phases */
 #define CU_THREADS_PER_SM 8192  /* grid-stride kernels: at most this many threads per SM (4 waves) */
 #define MM_T 64             /* matmul output tile (MM_T x MM_T), 16x16 threads, 4x4 each: 8-byte sums, mma */
-#define MM_T_F32 128        /* the tile of f32/f16/bf16 matmuls on CUDA cores: 8x8 outputs a thread */
+#define MM_T_F32 64         /* the tile of f32/f16/bf16 matmuls on CUDA cores. 128 (8x8 sums a thread)
+                             * was measured on an H100 (bench/NOTES.md): Linear+GELU 4096x1024x1024
+                             * 0.768 -> 0.614 ms, but the MLP and transformer-block steps, whose
+                             * matmuls are small, 1.8-2x slower (4x fewer blocks); kept at 64 until
+                             * the tile is chosen per launch from M and N */
 #define MM_KT 16            /* matmul k tile */
 #define HZ_PART_BLOCKS 1024 /* most blocks one part of a horizontal kernel gets (grid-stride past) */
 #define CU_COLS_SMEM 32768  /* CL_COLS: shared bytes for the partials before 256 threads, not 1024 */
@@ -830,8 +834,9 @@ static const char *mm_load(int dt) { return dt == ST_F16 ? "st_h2f" : dt == ST_B
  * straight-line code from the register (e_acc, e_i, e_j, e_z, e_flat bound as render_c binds
  * them); the epilogue's STOREs are the kernel's writes. */
 /* The output tile of matmul k for compute capability sm: 64 for the tensor-core body and for
- * 8-byte sums (f64, integers: 16 of them a thread), else MM_T_F32 (8x8 float sums a thread: twice
- * the arithmetic per shared-memory load of 4x4). render_cuda and cuda_launch_dims agree on it. */
+ * 8-byte sums (f64, integers: 16 of them a thread), else MM_T_F32 (at 128: 8x8 float sums a
+ * thread, twice the arithmetic per shared-memory load of 4x4). render_cuda and cuda_launch_dims
+ * agree on it through the launch description's tile. */
 static int mm_tile(const kir_kernel *k, int sm) {
     int dt = k->mm.dtype;
     if (sm && !k->mm.epi && cuda_mma_eligible(k, sm)) return MM_T;

@@ -402,12 +402,12 @@ TEST(launch_dims) {
     dims(K_PW2, (const int64_t[]){1000, 5000}, 132, g, bl, &rt);
     CHECK_EQ_INT(rt, 256);
     CHECK_EQ_INT(g[0], 1000);
-    /* matmul: 128x128 tiles for f32 on CUDA cores (64x64 for f64 and integers), batch in z */
+    /* matmul: 64x64 tiles on CUDA cores (the launch description's tile), batch in z */
     int64_t mm[12] = {100, 200, 30, 3, 6000, 30, 1, 6000, 200, 1, 0, 0};
     dims(K_MM_F32, mm, 132, g, bl, &rt);
-    CHECK_EQ_INT(descs[K_MM_F32].tile, 128);
-    CHECK_EQ_INT(g[0], 2);
-    CHECK_EQ_INT(g[1], 1);
+    CHECK_EQ_INT(descs[K_MM_F32].tile, 64);
+    CHECK_EQ_INT(g[0], 4);
+    CHECK_EQ_INT(g[1], 2);
     CHECK_EQ_INT(g[2], 3);
     CHECK_EQ_INT(bl[0], 256);
     dims(K_MM_F64, mm, 132, g, bl, &rt);
