@@ -389,11 +389,11 @@ TEST(launch_dims) {
     dims(K_FULL, (const int64_t[]){1, 5}, 132, g, bl, &rt);
     CHECK_EQ_INT(g[0], 1);
     CHECK(descs[K_FULL].scratch == 256 + 1024 * 8);   /* the counter, then one accumulator's partials */
-    /* column sums (CL_COLS): 32 columns a block, the block's 32 warps splitting each column */
+    /* column sums (CL_COLS): 8 columns a block, the block's 128 threads of a column splitting it */
     dims(K_COLSUM, (const int64_t[]){1000, 5000}, 132, g, bl, &rt);
     CHECK_EQ_INT(bl[0], 1024);
-    CHECK_EQ_INT(rt, 32);
-    CHECK_EQ_INT(g[0], 32);
+    CHECK_EQ_INT(rt, 128);
+    CHECK_EQ_INT(g[0], 125);
     /* non-coop rows (2-D pointwise): the power of two covering the row, many rows a block */
     dims(K_PW2, (const int64_t[]){1000, 3}, 132, g, bl, &rt);
     CHECK_EQ_INT(rt, 4);
