@@ -22,7 +22,7 @@ enum {  /* parameter keys */
 };
 enum { MEMO_NODE = 1, MEMO_DONE };
 #define MAX_CLASSES 128
-#define MAX_DEPTH 4000
+#define MAX_DEPTH 4000   /* a guard: partition.c keeps every group within FUSE_MAX_DEPTH levels */
 
 typedef struct lctx {
     int flat;                  /* value id of the flat index into the shape of class cls */

@@ -832,6 +832,26 @@ TEST(single_element_rows) {
     }
 }
 
+/* Groups too big for one kernel: a 5,000-op elementwise chain (deeper than the lowering
+ * recurses: the partition cuts it into kernels) and a pairwise sum of 300 tensors (more buffers
+ * than a kernel binds: the group is planned again in pieces). On the CPU the interpreter used to
+ * run such a group; a GPU has none ("cannot lower: expression too deep", "too many buffers"). */
+TEST(big_groups) {
+    st_tensor *y = MK(ST_F64, 1, SH(2), 1, -2);
+    for (int i = 0; i < 5000 && y; i++) y = K(st_add_s(y, 0.5));
+    EXPECT(y, 1e-12, 2501, 2498);
+    st_tensor *t[300];
+    for (int i = 0; i < 300; i++) t[i] = MK(ST_F32, 1, SH(2), i, 1);
+    CHECK(st_realize(300, t) == ST_OK);
+    for (int n = 300; n > 1;) {
+        int m = 0;
+        for (int i = 0; i + 1 < n; i += 2) t[m++] = K(st_add(t[i], t[i + 1]));
+        if (n & 1) t[m++] = t[n - 1];
+        n = m;
+    }
+    EXPECT(t[0], 0, 300 * 299 / 2, 300);
+}
+
 TEST(softmax) {
     double x[15];
     for (int i = 0; i < 15; i++) x[i] = (float)(((i * 5) % 7) - 3 + 0.1 * i);
@@ -1324,6 +1344,7 @@ int main(int argc, char **argv) {
         RUNM(reductions_f64);
         RUNM(reductions_misc);
         RUNM(single_element_rows);
+        RUNM(big_groups);
         RUNM(softmax);
         RUNM(matmul);
         RUNM(views);
