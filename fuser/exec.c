@@ -6,7 +6,9 @@
  * each node a group evaluates, with temporary buffers for values the group keeps internal), so
  * a REPL never waits for the compiler. Otherwise every kernel is fetched from the JIT in ONE
  * jit_get_kernels call (one compiler run for all missing ones) and launched in plan order. A
- * group the lowering cannot express runs through the interpreter in either tier.
+ * group the lowering cannot express runs through the interpreter in either tier on the CPU; on
+ * a GPU (no interpreter next to its memory) the region is planned again with that group's nodes
+ * cut apart (cut_group), so only an op with no GPU kernel at all is an error there.
  *
  * Plan cache (plan_cache.c). The region's key is looked up first: on a hit nothing is planned,
  * lowered, rendered or hashed; the entry's kernels run with fresh buffers and refreshed user
@@ -266,6 +268,26 @@ static uint64_t plan_fallbacks;
 
 uint64_t fuse_plan_fallbacks(void) { return plan_fallbacks; }
 
+/* A group with no kernel on a device without an interpreter (a GPU) is split: every node it
+ * evaluates is cut apart (each stored by a group of its own) and the region planned again, so
+ * a program that runs on the CPU runs on the GPU. Marks group g's nodes in *cut (allocated on
+ * first use, one byte per region position); returns how many were not cut already (0: g was a
+ * single node, so splitting cannot help), or -1 on OOM. */
+static int cut_group(const fuse_plan *p, int g, uint8_t **cut) {
+    if (!*cut && !(*cut = st_calloc((size_t)p->r->n + 1, 1))) return -1;
+    const fuse_group *G = &p->groups[g];
+    int more = 0;
+    for (int i = 0; i < p->r->n; i++) {
+        int t = p->r->nodes[i]->tag, in = t == g;
+        for (int m = 0; m < G->nmembers && !in; m++) in = t == G->members[m];   /* FG_HORIZONTAL */
+        if (in && !(*cut)[i]) {
+            (*cut)[i] = 1;
+            more++;
+        }
+    }
+    return more;
+}
+
 st_status fuse_execute(st_region *r) {
     exec_state e;
     memset(&e, 0, sizeof e);
@@ -276,6 +298,7 @@ st_status fuse_execute(st_region *r) {
     const char **jsrc = NULL, **jhint = NULL;
     int *jidx = NULL;
     uint8_t *interp = NULL;
+    uint8_t *cut = NULL;   /* nodes cut apart after a group had no GPU kernel (cut_group) */
 
     /* the key is built even with the cache off: slots bind through its external input list */
     st_status s = fuse_pkey_build(r, &key);
@@ -291,7 +314,8 @@ st_status fuse_execute(st_region *r) {
 
     int any_cuda = 0;
     for (int i = 0; i < r->n; i++) any_cuda |= !dev_host_memory(r->nodes[i]->rdev);
-    s = fuse_partition(r, &e.plan);
+replan:
+    s = fuse_partition(r, &e.plan, cut);
     if (s == ST_ERR_INTERNAL && !any_cuda) {
         /* a planning bug must not cost the user a result: run the region op by op */
         plan_fallbacks++;
@@ -325,9 +349,35 @@ st_status fuse_execute(st_region *r) {
                                      : fuse_lower(&e.plan, g, &e.launch[g]);
         if (s == ST_ERR_OOM) goto done;
         if (s != ST_OK && !dev_host_memory(group_dev(&e, g))) { /* no interpreter next to a GPU's memory */
-            s = st_error(ST_ERR_DEVICE, "cuda: %s (this group has no GPU kernel yet; run it on the cpu)",
-                         st_last_error());
-            goto done;
+            int more = cut_group(&e.plan, g, &cut);
+            if (more < 0) {
+                s = st_last_status();
+                goto done;
+            }
+            if (more == 0) {
+                s = st_error(ST_ERR_DEVICE, "cuda: %s (an op with no GPU kernel; run it on the cpu)", st_last_error());
+                goto done;
+            }
+            if (st_rt.debug) fprintf(stderr, "stitch: group %d: %s; planning again with its %d nodes apart\n", g,
+                                     st_last_error(), more);
+            st_clear_error();
+            for (int j = 0; j < ng; j++) fuse_launch_free(&e.launch[j]);
+            for (int j = 0; j < ng; j++) st_free(e.src[j]);
+            st_free(e.launch);
+            st_free(e.src);
+            st_free(fns);
+            st_free(jsrc);
+            st_free(jhint);
+            st_free(jidx);
+            st_free(interp);
+            e.launch = NULL;
+            e.src = NULL;
+            fns = NULL;
+            jsrc = jhint = NULL;
+            jidx = NULL;
+            interp = NULL;
+            fuse_plan_free(&e.plan);
+            goto replan;
         }
         if (s != ST_OK) {
             if (st_rt.debug & 2) fprintf(stderr, "stitch: group %d: %s (interpreter)\n", g, st_last_error());
@@ -409,6 +459,7 @@ done:
     st_free(jhint);
     st_free(jidx);
     st_free(interp);
+    st_free(cut);
     fuse_plan_free(&e.plan);
     return s;
 }

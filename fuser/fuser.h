@@ -65,7 +65,10 @@ typedef struct fuse_plan {
     uint8_t *need;            /* per region position: a consumer needs it as a buffer */
     int *cg;                  /* per position: consumer-group summary (-1 none, -2 several) */
     int *cons_off, *cons;     /* consumers (CSR over region positions) */
+    const uint8_t *cut;       /* per position, or NULL: stored by a group of its own (borrowed) */
     uint32_t *stamp;          /* DFS marks */
+    int *depth;               /* per position: how deep its group's lowering recurses to it
+                               * (partition.c eval_depth; at most FUSE_MAX_DEPTH) */
     uint32_t stamp_now;
     /* scratch of the passes over the plan (partition.c), kept with it so that a flush is
      * re-entrant: a DFS stack, the placed nodes bucketed by group (CSR), a group's node walk */
@@ -118,8 +121,16 @@ ST_INTERNAL void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides,
  * element as it loads it (base/opmath.h ST_GEMM_MIXED). */
 ST_INTERNAL bool fuse_mm_cast_ok(st_dtype to, st_dtype from);
 
+/* partition.c: builds the plan (groups, materialization, order). A node that would be evaluated
+ * deeper than FUSE_MAX_DEPTH levels into its group's expressions is stored by another group
+ * instead (a 10,000-op elementwise chain is cut into kernels of at most this many levels): the
+ * lowering recurses once per level (lower.c, whose own limit is above this one). */
+enum { FUSE_MAX_DEPTH = 250 };
 /* partition.c: builds the plan (groups, materialization, order). */
-ST_INTERNAL st_status fuse_partition(st_region *r, fuse_plan *p);
+/* cut (per region position, or NULL): nodes placed alone, each materialized by a new group that
+ * nothing else joins (fuser/exec.c: a group with no kernel on a device without an interpreter is
+ * planned again with its nodes cut apart). */
+ST_INTERNAL st_status fuse_partition(st_region *r, fuse_plan *p, const uint8_t *cut);
 /* Regions that fell back to the interpreter because planning failed (ST_ERR_INTERNAL: a fuser
  * bug such as a cycle between groups; results stay right). Tests count each as a failure. */
 ST_INTERNAL uint64_t fuse_plan_fallbacks(void);

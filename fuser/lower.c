@@ -22,7 +22,7 @@ enum {  /* parameter keys */
 };
 enum { MEMO_NODE = 1, MEMO_DONE };
 #define MAX_CLASSES 128
-#define MAX_DEPTH 4000
+#define MAX_DEPTH 4000   /* a guard: partition.c keeps every group within FUSE_MAX_DEPTH levels */
 
 typedef struct lctx {
     int flat;                  /* value id of the flat index into the shape of class cls */
@@ -40,6 +40,8 @@ typedef struct rows {
     bool suffix;                /* the reduced dims are the last ones: row o is contiguous */
     bool prefix;                /* the reduced dims are the first ones (column reductions): element
                                  * rr of row o is at rr * nout + o */
+    bool single;                /* every reduced dim has size 1: row o is the one element o, the
+                                 * input shape is the output shape */
     int nd, firstr;
     int kept[ST_MAX_DIMS];      /* kept dims' indices, computed from o */
 } rows;
@@ -453,7 +455,12 @@ static lctx row_ctx(lw *w, const rows *R, int rr) {
         }
     }
     ic.has_midx = 1;
-    if (R->suffix) {
+    if (R->single) {
+        /* the row's element is the row's output element: the same SSA index, so a value read
+         * both in the row loop and at the output index (a degenerate reduction's consumer, of
+         * the input shape and the output shape alike) finds the row's register through the memo */
+        ic.flat = R->o;
+    } else if (R->suffix) {
         ic.flat = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, R->o, R->nred), rr);
     } else if (R->prefix) {
         ic.flat = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, rr, R->nout), R->o);
@@ -591,6 +598,7 @@ static void lower_reduce(lw *w) {
             firstk = d;
         }
     }
+    R.single = nred_v == 1;
     R.suffix = R.prefix = true;
     for (int d = first; d < R.nd; d++) R.suffix = R.suffix && (R.axes >> d & 1);
     for (int d = firstk < 0 ? R.nd : firstk; d < R.nd; d++) R.prefix = R.prefix && !(R.axes >> d & 1);

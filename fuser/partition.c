@@ -23,6 +23,9 @@
  *     needed as a buffer) is inlined into it; otherwise it is materialized and joins a compatible
  *     group (same pointwise domain, or the input domain of a reduction, which stores it while
  *     reducing) when that creates no cycle, else it starts a new pointwise group.
+ * A node that would sit deeper than FUSE_MAX_DEPTH levels into its group's expressions is not
+ * inlined there but stored by another group (eval_depth), and the nodes of `cut` each get a group
+ * of their own (the executor's re-plan of a group that had no kernel: fuser/exec.c).
  * Then the cost model's one decision (store_kept_rows, cost.c): row values kept alive outside the
  * region are stored by the reduce group computing their rows when recomputing them would cost more.
  * Invariant: the group graph stays acyclic — a materialized node joins group g only if no path
@@ -142,6 +145,20 @@ static int consumer_summary(const fuse_plan *p, const st_node *x) {
         s = combine(s, fuse_is_free(p, c) ? p->cg[c->pos] : c->tag);
     }
     return s;
+}
+
+/* How deep in group g's expressions x would be evaluated: 1 + the deepest consumer g evaluates
+ * by recursing into its sources (its inlined or stored nodes and the free nodes it reads; an
+ * anchor starts its own evaluation: a reduction's phase, the GEMM's epilogue). Lowering recurses
+ * once per level (fuser/lower.c ev), so no group holds a node deeper than FUSE_MAX_DEPTH. */
+static int eval_depth(const fuse_plan *p, const st_node *x, int g) {
+    int d = 0;
+    for (int k = p->cons_off[x->pos]; k < p->cons_off[x->pos + 1]; k++) {
+        const st_node *c = p->r->nodes[p->cons[k]];
+        bool in_g = fuse_is_free(p, c) ? (g < 0 || p->cg[c->pos] == g || p->cg[c->pos] == -2) : c->tag == g;
+        if (in_g && !is_anchor(c) && p->depth[c->pos] > d) d = p->depth[c->pos];
+    }
+    return d + 1;
 }
 
 /* ---- DFS helpers over consumers ---- */
@@ -518,7 +535,7 @@ static int join_target(fuse_plan *p, const st_node *x, int *side) {
         for (int j = 0; j < ncons; j++) skip |= cand[j] == g && !may_join_consumer(p, g);
         if (skip) continue;
         *side = join_side(p, x, g);
-        if (*side >= 0 && !creates_cycle(p, x, g)) return g;
+        if (*side >= 0 && eval_depth(p, x, g) <= FUSE_MAX_DEPTH && !creates_cycle(p, x, g)) return g;
     }
     return -1;
 }
@@ -594,11 +611,15 @@ static int shared_stitch_group(fuse_plan *p, const st_node *x) {
 
 static int place(fuse_plan *p, st_node *x) {
     int pos = x->pos;
-    bool keep = (x->flags & NODE_TARGET) || p->need[pos];
-    int s = consumer_summary(p, x);
+    /* a node cut out of a group that had no kernel (fuse_partition's `cut`) is stored by a new
+     * group of its own: its consumers load it, and it joins, heads or stitches nothing */
+    bool cut = p->cut && p->cut[pos];
+    bool keep = (x->flags & NODE_TARGET) || p->need[pos] || cut;
+    int s = cut ? -1 : consumer_summary(p, x);
     x->tag = -1;
     if (!keep && s != -1 && (is_free_kind(x) || mm_cast_folded(p, x))) {
         p->cg[pos] = s;
+        p->depth[pos] = eval_depth(p, x, -1);   /* evaluated by every group reading it */
         return 0;
     }
     if (is_anchor(x)) {
@@ -618,7 +639,7 @@ static int place(fuse_plan *p, st_node *x) {
             if (stitch_into(p, x, s, keep || reload)) return -1;
         } else if (red && s == -2 && (sib = shared_stitch_group(p, x)) >= 0) {
             if (stitch_into(p, x, sib, true)) return -1;
-        } else if (red && (sib = sibling_group(p, x)) >= 0) {
+        } else if (red && !cut && (sib = sibling_group(p, x)) >= 0) {
             if (add_red(p, sib, x) || add_out(p, sib, x, FUSE_OUT_MAIN)) return -1;
         } else if (G && mm_epilogue_ok(p, x, s)) {
             /* the GEMM stores through g's outputs; x itself only when something needs it */
@@ -642,12 +663,16 @@ static int place(fuse_plan *p, st_node *x) {
             }
         }
     } else if (!keep && s >= 0 && (p->groups[s].kind != FG_MATMUL || mm_has_epilogue(&p->groups[s])) &&
-               may_join_consumer(p, s)) {
+               may_join_consumer(p, s) && eval_depth(p, x, s) <= FUSE_MAX_DEPTH) {
         x->tag = s; /* inlined (a matmul's operands are kept: `need`, set when it was placed) */
-    } else if (materialize(p, x)) {
-        return -1;
+    } else if (cut) {
+        int g = new_group(p, FG_POINTWISE, NULL, x);
+        if (g < 0 || add_out(p, g, x, FUSE_OUT_MAIN)) return -1;
+    } else if (materialize(p, x)) {   /* (a node too deep for its consumers' group: stored by */
+        return -1;                    /* another, so a long chain is cut into kernels) */
     }
     p->cg[pos] = x->tag;
+    p->depth[pos] = is_anchor(x) ? 0 : eval_depth(p, x, x->tag);
     return 0;
 }
 
@@ -822,16 +847,18 @@ out:
     return s;
 }
 
-st_status fuse_partition(st_region *r, fuse_plan *p) {
+st_status fuse_partition(st_region *r, fuse_plan *p, const uint8_t *cut) {
     memset(p, 0, sizeof *p);
     p->r = r;
+    p->cut = cut;
     int n = r->n;
     p->mat = st_calloc((size_t)n + 1, 1);
     p->need = st_calloc((size_t)n + 1, 1);
     p->cg = st_malloc(((size_t)n + 1) * sizeof *p->cg);
     p->cons_off = st_calloc((size_t)n + 2, sizeof *p->cons_off);
     p->stamp = st_calloc((size_t)n + 1, sizeof *p->stamp);
-    if (!p->mat || !p->need || !p->cg || !p->cons_off || !p->stamp) return st_last_status();
+    p->depth = st_calloc((size_t)n + 1, sizeof *p->depth);
+    if (!p->mat || !p->need || !p->cg || !p->cons_off || !p->stamp || !p->depth) return st_last_status();
     int total = 0;
     for (int i = 0; i < n; i++) {
         st_node *x = r->nodes[i];
@@ -879,6 +906,7 @@ void fuse_plan_free(fuse_plan *p) {
     st_free(p->cons_off);
     st_free(p->cons);
     st_free(p->stamp);
+    st_free(p->depth);
     st_free(p->dfs);
     st_free(p->walk);
     st_free(p->mem_off);

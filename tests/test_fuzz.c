@@ -13,9 +13,6 @@
  * Graph i uses seed S + i; every K-th graph runs fused with jit_min 0, the others with the default
  * tier (K = 1: all compiled). Prints `PASS fuzz_<N>_graphs` when all agree, else one
  * `FAIL fuzz_seed_<seed>: ...` line per failing graph (at most 20), followed by the graph's op list.
- * With --device, a graph whose fused run stops at the explicit "this group has no GPU kernel yet"
- * error (fuser/exec.c: a group the CUDA lowering cannot do) is not a wrong value: it is skipped
- * (`SKIP fuzz_seed_<seed>` for the first five) and counted on a `fuzz: N of M graphs skipped` line.
  *
  * Invariant (what makes the comparison meaningful): a graph is a pure function of its seed. Every
  * decision comes from this file's PRNG and from shapes/dtypes (never from computed values), so
@@ -1166,7 +1163,7 @@ int main(int argc, char **argv) {
     }
     graph ga = {0}, gb = {0};
     results ra, rb;
-    int nfail = 0, njit = 0, nunlowered = 0;   /* nunlowered: --device graphs with a group it cannot lower */
+    int nfail = 0, njit = 0;
     double t0 = now_s();
     st_stats_t s0;
     st_stats(&s0);
@@ -1210,14 +1207,7 @@ int main(int argc, char **argv) {
                 bad = 1;
             }
         }
-        int unlowered = bad && device && strstr(why, "no GPU kernel yet");
-        if (unlowered) {
-            /* not a wrong value: a group the CUDA lowering cannot do yet (an explicit error) */
-            if (nunlowered++ < 5) printf("SKIP fuzz_seed_%llu: %s\n", (unsigned long long)seed, why);
-            st_stats_t s;
-            st_stats(&s);
-            base = s.bytes_in_use;
-        } else if (bad) {
+        if (bad) {
             nfail++;
             if (nfail <= 20) {
                 printf("FAIL fuzz_seed_%llu: %s (%s)\n%s", (unsigned long long)seed, why, jit ? "jit_min 0" : "default jit_min",
@@ -1234,10 +1224,7 @@ int main(int argc, char **argv) {
     double dt = now_s() - t0;
     st_stats_t s1;
     st_stats(&s1);
-    if (nunlowered)
-        printf("fuzz: %d of %ld graphs skipped on %s: a group the CUDA lowering cannot do yet (first ones above)\n",
-               nunlowered, ngraphs, device);
-    if (nfail == 0) printf("PASS fuzz_%ld_graphs\n", ngraphs - nunlowered);
+    if (nfail == 0) printf("PASS fuzz_%ld_graphs\n", ngraphs);
     else if (nfail > 20) printf("FAIL fuzz: %d more failing graphs not shown\n", nfail - 20);
     printf("# fuzz: %ld graphs from seed %llu in %.1f s (%.1f graphs/s); %d fused with jit_min 0 (1 in %ld), "
            "the rest with the default jit_min (interpreter tier); %llu kernels compiled in %llu compiler calls "

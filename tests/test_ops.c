@@ -806,6 +806,52 @@ TEST(reductions_misc) {
     y = K(st_mean(e, 1, (int[]){1}, 0)); EXPECT(y, 0, NAN, NAN, NAN);
 }
 
+/* Reductions whose rows are single elements (a 0-d input; reduced dims of size 1): the input
+ * shape is the output shape, so a value a reduce group computes is both over the rows and at the
+ * rows' index. Realized together, a logsumexp and a mean of an argmax share a kernel that stores
+ * the logsumexp over the rows and reads an unstored reduction there (fuzz seed 43: on a GPU,
+ * "cannot lower: reduction read before it is computed"; the CPU ran the group op by op). */
+TEST(single_element_rows) {
+    for (int nd = 0; nd <= 2; nd += 2) {   /* () and (3, 1) reduced over dim 1 */
+        st_tensor *a = nd ? MK(ST_F32, 2, SH(3, 1), 0.5, 1, 2) : MK(ST_F32, 0, NULL, 0.5);
+        int dim = 1, nax = nd ? 1 : 0;
+        st_tensor *lse = K(st_logsumexp(a, nax, &dim, nd > 0));
+        st_tensor *m = K(st_mean(K(st_argmax(a, nd ? 1 : ST_ALL_DIMS, 1)), nax, &dim, nd > 0));
+        st_tensor *c = K(st_clamp(m, 0, 3)), *r = K(st_rsub_s(m, -1.5));
+        st_tensor *all[4] = {lse, m, c, r};
+        CHECK(st_realize(4, all) == ST_OK);
+        if (nd) {
+            EXPECT_S(lse, 2, SH(3, 1), 1e-6, 0.5, 1, 2);
+            EXPECT_S(c, 2, SH(3, 1), 0, 0, 0, 0);
+            EXPECT_S(r, 2, SH(3, 1), 0, -1.5, -1.5, -1.5);
+        } else {
+            EXPECT_S(lse, 0, NULL, 1e-6, 0.5);
+            EXPECT_S(c, 0, NULL, 0, 0);
+            EXPECT_S(r, 0, NULL, 0, -1.5);
+        }
+    }
+}
+
+/* Groups too big for one kernel: a 5,000-op elementwise chain (deeper than the lowering
+ * recurses: the partition cuts it into kernels) and a pairwise sum of 300 tensors (more buffers
+ * than a kernel binds: the group is planned again in pieces). On the CPU the interpreter used to
+ * run such a group; a GPU has none ("cannot lower: expression too deep", "too many buffers"). */
+TEST(big_groups) {
+    st_tensor *y = MK(ST_F64, 1, SH(2), 1, -2);
+    for (int i = 0; i < 5000 && y; i++) y = K(st_add_s(y, 0.5));
+    EXPECT(y, 1e-12, 2501, 2498);
+    st_tensor *t[300];
+    for (int i = 0; i < 300; i++) t[i] = MK(ST_F32, 1, SH(2), i, 1);
+    CHECK(st_realize(300, t) == ST_OK);
+    for (int n = 300; n > 1;) {
+        int m = 0;
+        for (int i = 0; i + 1 < n; i += 2) t[m++] = K(st_add(t[i], t[i + 1]));
+        if (n & 1) t[m++] = t[n - 1];
+        n = m;
+    }
+    EXPECT(t[0], 0, 300 * 299 / 2, 300);
+}
+
 TEST(softmax) {
     double x[15];
     for (int i = 0; i < 15; i++) x[i] = (float)(((i * 5) % 7) - 3 + 0.1 * i);
@@ -1344,6 +1390,8 @@ int main(int argc, char **argv) {
         RUNM(reductions_f32);
         RUNM(reductions_f64);
         RUNM(reductions_misc);
+        RUNM(single_element_rows);
+        RUNM(big_groups);
         RUNM(softmax);
         RUNM(matmul);
         RUNM(views);
