@@ -33,6 +33,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pwd.h>
 #include <stddef.h>
@@ -42,7 +43,6 @@
 #include "base/uthash_cfg.h"
 
 #define JIT_K_MAGIC "stitch-kernel-v1"
-#define JIT_NAME_MAX 128
 
 /* One dlopen'ed batch. Owns handle; freed by jit_shutdown. */
 typedef struct jit_obj {
@@ -65,12 +65,59 @@ static struct {
     base_hash ctx;      /* seed of every kernel key */
     jit_entry *table; /* memory cache */
     jit_obj *objs;    /* loaded shared objects */
+    uint64_t max;     /* ST_CACHE_MAX in bytes (0: no bound) */
+    uint64_t written; /* bytes this process wrote to the dir since it was last pruned */
 } J;
 
 /* ---- configuration ---- */
 
+/* A directory we can create files in: made with mkdir -p, then probed with a temp file (access()
+ * says yes to root on a read-only mount). 0 if usable, else -1 with errno set. */
+static int usable_dir(const char *dir) {
+    if (base_mkdir_p(dir) != 0) return -1;
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.tmp-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) return -1;
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* The private fallback directory of this process (TMPDIR/stitch-cache-XXXXXX), "" when none:
+ * removed by jit_shutdown, or at exit when the process never shuts stitch down. Static storage
+ * because the exit handler may run after everything else is gone. */
+static char fallback_dir[4200];
+
+static void remove_fallback(void) {
+    if (!fallback_dir[0]) return;
+    nftw(fallback_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    fallback_dir[0] = '\0';
+}
+
+static int obj_in_use(const char *name);
+
+/* ST_CACHE_MAX, read at each (re)initialization: default 512 MiB; 0 turns the bound off; a
+ * malformed value is ignored (the default applies) with a note under ST_DEBUG. */
+static uint64_t cache_max(void) {
+    const char *v = base_env(SET_CACHE_MAX);
+    int64_t m = v ? jit_parse_size(v) : -1;
+    if (v && m < 0 && (st_rt.debug & 1))
+        fprintf(stderr, "stitch: ignoring ST_CACHE_MAX=%s (want a size such as 512M or 2G; 0 for no bound)\n", v);
+    return m >= 0 ? (uint64_t)m : (uint64_t)512 << 20;
+}
+
 /* ST_CACHE_DIR, else $XDG_CACHE_HOME/stitch, else $HOME/.cache/stitch (home from the password
- * database when HOME is unset); created with mkdir -p. */
+ * database when HOME is unset); created with mkdir -p. When that directory cannot be created or
+ * written (a read-only mount, a file in its place, a HOME that is not ours: containers and
+ * sandboxes), a private temporary directory serves instead, so compiling still works; it says
+ * so once under ST_DEBUG. */
 static st_status init_dir(void) {
     if (J.dir) return ST_OK;
     char buf[4096];
@@ -87,20 +134,35 @@ static st_status init_dir(void) {
             struct passwd *pw = getpwuid(getuid());
             e = pw ? pw->pw_dir : NULL;
         }
-        if (!e || !*e)
-            return st_error(ST_ERR_IO, "no kernel cache directory: set ST_CACHE_DIR (HOME is not set)");
-        n = snprintf(buf, sizeof buf, "%s/.cache/stitch", e);
+        n = snprintf(buf, sizeof buf, "%s/.cache/stitch", e && *e ? e : "");
         src = "HOME";
+        if (!e || !*e) n = 0; /* no home: straight to the fallback */
     }
     if (n >= (int)sizeof buf - 64)
         return st_error(ST_ERR_IO, "kernel cache directory path too long (from %s)", src);
     /* Trailing slashes make no difference but would show up in every message. */
     while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
-    if (base_mkdir_p(buf) != 0)
-        return st_error(ST_ERR_IO, "cannot create the kernel cache directory %s (from %s): %s", buf, src,
-                        strerror(errno));
+    int err = n > 0 && usable_dir(buf) == 0 ? 0 : (n > 0 ? errno : ENOENT);
+    if (err) {
+        remove_fallback();
+        const char *tmp = base_env(SET_TMPDIR);
+        snprintf(fallback_dir, sizeof fallback_dir, "%s/stitch-cache-XXXXXX", tmp ? tmp : "/tmp");
+        if (strlen(fallback_dir) > sizeof buf - 64 || !mkdtemp(fallback_dir)) {
+            fallback_dir[0] = '\0';
+            return st_error(ST_ERR_IO, "cannot create the kernel cache directory %s (from %s): %s; nor a temporary one in %s",
+                            n > 0 ? buf : "(no home directory)", src, strerror(err), tmp ? tmp : "/tmp");
+        }
+        static int said, registered;
+        if ((st_rt.debug & 1) && !said++)
+            fprintf(stderr, "stitch: the kernel cache directory %s (from %s) is not usable (%s); using %s, removed at exit\n",
+                    n > 0 ? buf : "(no home directory)", src, strerror(err), fallback_dir);
+        if (!registered++) atexit(remove_fallback);
+        snprintf(buf, sizeof buf, "%s", fallback_dir);
+    }
     J.dir = st_strdup(buf);
-    return J.dir ? ST_OK : ST_ERR_OOM;
+    if (!J.dir) return ST_ERR_OOM;
+    J.max = cache_max();
+    return jit_cache_prune(); /* at startup: what earlier processes left */
 }
 
 static st_status ensure_init(void) {
@@ -119,6 +181,24 @@ static st_status ensure_init(void) {
     J.ready = 1;
     base_on_shutdown(BASE_LEVEL_JIT, jit_shutdown);
     return ST_OK;
+}
+
+/* The bound is kept at startup (ensure_init) and after every max/8 bytes this process writes,
+ * never per compile: a scan costs a directory listing and reading every index line. */
+st_status jit_cache_prune(void) {
+    if (!J.dir) return ST_OK;
+    J.written = 0;
+    jit_prune_result r;
+    st_status s = jit_prune_dir(J.dir, J.max, obj_in_use, &r);
+    if (s == ST_OK && (st_rt.debug & 1) && (r.objects || r.indexes || r.temps || r.failed))
+        fprintf(stderr, "stitch: kernel cache %s: removed %d objects, %d index lines, %d temp files, %d failed sources; %.1f MB left\n",
+                J.dir, r.objects, r.indexes, r.temps, r.failed, (double)r.bytes / 1e6);
+    return s;
+}
+
+void jit_cache_wrote(uint64_t bytes) {
+    J.written += bytes;
+    if (J.dir && J.max > 0 && J.written > J.max / 8) (void)jit_cache_prune();
 }
 
 const char *jit_cache_dir(void) {
@@ -142,6 +222,8 @@ static jit_obj *find_obj(const char *name) {
         if (!strcmp(o->name, name)) return o;
     return NULL;
 }
+
+static int obj_in_use(const char *name) { return find_obj(name) != NULL; }
 
 /* Reads the whole file at path: its size and checksum. 0 on success. */
 static int file_sum(const char *path, uint64_t *size, uint64_t *sum) {
@@ -326,6 +408,7 @@ static st_kernel_fn disk_load(base_hash key, const char *hex) {
             unlink(kpath);
             return NULL;
         }
+        jit_touch(spath); /* recently used: the last to be pruned */
     }
     st_kernel_fn fn = obj_sym(o, hex);
     if (!fn) {
@@ -445,6 +528,7 @@ static st_status compile_missing(int m, const int *idx, const base_hash *keys, c
         if (s != ST_OK) return s;
         write_index(hex, o);
     }
+    jit_cache_wrote(size);
     return ST_OK;
 }
 
@@ -511,6 +595,7 @@ void jit_shutdown(void) {
         dlclose(o->handle);
         st_free(o);
     }
+    if (J.dir && !strcmp(J.dir, fallback_dir)) remove_fallback();
     st_free(J.dir);
     memset(&J, 0, sizeof J);
     jit_compiler_shutdown();

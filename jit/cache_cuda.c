@@ -158,6 +158,7 @@ static int disk_load(const char *cdir, const char *hex, const char *ext, base_ha
     }
     *block = buf;
     *size = n - sizeof h;
+    jit_touch(path); /* recently used: the last to be pruned */
     return 0;
 }
 
@@ -175,8 +176,12 @@ static void disk_store(const char *cdir, const char *hex, const char *ext, base_
     if (!buf) return; /* only the disk copy is lost; the lookup itself succeeds */
     memcpy(buf, &h, sizeof h);
     memcpy(buf + sizeof h, cubin, n);
-    if ((base_mkdir_p(cdir) != 0 || base_write_atomic(cdir, name, buf, sizeof h + n) != 0) && (st_rt.debug & 1))
-        fprintf(stderr, "stitch: cannot write the kernel cache entry %s/%s: %s\n", cdir, name, strerror(errno));
+    if (base_mkdir_p(cdir) != 0 || base_write_atomic(cdir, name, buf, sizeof h + n) != 0) {
+        if (st_rt.debug & 1)
+            fprintf(stderr, "stitch: cannot write the kernel cache entry %s/%s: %s\n", cdir, name, strerror(errno));
+    } else {
+        jit_cache_wrote(sizeof h + n);
+    }
     st_free(buf);
 }
 

@@ -32,6 +32,27 @@ ST_INTERNAL void jit_compiler_shutdown(void);
 ST_INTERNAL st_status jit_compile_batch(const char *dir, const char *tag, const char *text, size_t n,
                                         char *so_name, size_t cap, double *ms);
 
+/* ---- the cache directory's bound (cache_prune.c) ---- */
+#define JIT_NAME_MAX 128 /* longest file name of a cache entry */
+
+/* What one jit_prune_dir call removed, and the bytes of entries left. */
+typedef struct jit_prune_result {
+    int objects, indexes, temps, failed;
+    uint64_t bytes;
+} jit_prune_result;
+
+/* A size: digits with an optional K, M, G or T (binary multiples; "KiB", "MB" also read), e.g.
+ * "512M", "1G", "200000". -1 when malformed or too large. */
+ST_INTERNAL int64_t jit_parse_size(const char *s);
+/* Sets path's access time to now (its recency for pruning); errors ignored. */
+ST_INTERNAL void jit_touch(const char *path);
+/* Brings dir to at most max bytes of entries (0: no bound), least recently used first, never
+ * removing an object for which in_use(file name) is nonzero; removes stale temp files, dead
+ * index lines, unindexed objects and old failed compiles (cache_prune.c explains which). Best
+ * effort: only out of memory is an error. *out (may be NULL) says what it did. */
+ST_INTERNAL st_status jit_prune_dir(const char *dir, uint64_t max, int (*in_use)(const char *name),
+                                    jit_prune_result *out);
+
 /* s with every non-identifier character replaced by '_' into out[cap] (truncated): safe inside a
  * C comment of a generated translation unit (no "*" "/" surprises). */
 ST_INTERNAL void jit_comment_ident(const char *s, char *out, size_t cap);

@@ -38,8 +38,15 @@ ST_INTERNAL st_status jit_get_kernels(int n, const char *const *sources,
 ST_INTERNAL st_kernel_fn jit_lookup(const char *source, int allow_disk);
 /* Drop the in-memory cache and unload every shared object (st_shutdown). */
 ST_INTERNAL void jit_shutdown(void);
-/* The cache directory in use (created on demand). */
+/* The cache directory in use (created on demand): the configured one, or when that cannot be
+ * written a private temporary directory, removed by jit_shutdown or at exit. */
 ST_INTERNAL const char *jit_cache_dir(void);
+/* Brings the cache directory under ST_CACHE_MAX now (cache_prune.c: least recently used first,
+ * never an object this process has loaded) and cleans up temp files and old failed sources.
+ * Runs by itself at initialization and after the process wrote max/8 bytes; ST_ERR_OOM only. */
+ST_INTERNAL st_status jit_cache_prune(void);
+/* Counts bytes written to the cache directory (the CUDA cache reports its cubins here). */
+ST_INTERNAL void jit_cache_wrote(uint64_t bytes);
 
 /* The prelude text (base/opmath.h embedded at build time). */
 ST_INTERNAL extern const char st_prelude_src[];
