@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <ftw.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -493,6 +494,53 @@ TEST(bad_compile_timeout) {
     check_normal_compile_after(srcs[0]);
 }
 
+/* The `stitch` executable in script mode: the first SIGINT (a Ctrl-C) during a compile stops the
+ * compile and the script at once, and leaves no compiler behind. Skipped without build/stitch. */
+TEST(script_ctrl_c) {
+    char exe[1024], stitch[1100], cc[512];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = 0;
+    for (int up = 0; up < 2; up++) {
+        char *sl = strrchr(exe, '/');
+        if (sl) *sl = 0;
+    }
+    snprintf(stitch, sizeof stitch, "%s/stitch", exe);
+    if (access(stitch, X_OK) != 0) return;
+    write_fake_cc("fakecc-script", 0, cc, sizeof cc);
+    char errp[600];
+    snprintf(errp, sizeof errp, "%s/script.err", cache_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
+        setenv("ST_CC", cc, 1);
+        setenv("ST_COMPILE_TIMEOUT", "60", 1);
+        setenv("ST_JIT_MIN", "0", 1);
+        execl(stitch, stitch, "-e", "local a = st.ones(100, 100); print((a * 2 + 1):sum():item())", (char *)NULL);
+        _exit(127);
+    }
+    CHECK(pid > 0);
+    if (pid <= 0) return;
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    kill(pid, SIGINT);
+    int ws = 0, done = 0;
+    for (int i = 0; i < 500 && !done; i++) {
+        done = waitpid(pid, &ws, WNOHANG) == pid;
+        struct timespec t10 = {0, 10000000};
+        if (!done) nanosleep(&t10, NULL);
+    }
+    CHECK_MSG(done, "stitch still runs 5 s after the first SIGINT");
+    if (!done) { kill(pid, SIGKILL); waitpid(pid, &ws, 0); }
+    CHECK(done && WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    FILE *f = fopen(errp, "r");
+    char out[4096] = "";
+    if (f) { size_t k = fread(out, 1, sizeof out - 1, f); out[k] = 0; fclose(f); }
+    CHECK_MSG(strstr(out, "interrupted") != NULL, "stitch said: %.300s", out);
+    check_no_compiler_left(cc);
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st; (void)flag; (void)ftw;
     return remove(path);
@@ -527,6 +575,7 @@ int main(void) {
     RUN(compile_timeout);
     RUN(compile_interrupt);
     RUN(bad_compile_timeout);
+    RUN(script_ctrl_c);
 
     jit_shutdown();
     nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
