@@ -4,8 +4,8 @@
  * Each setting is read here and nowhere else (base_env). The flags (ST_EAGER, ST_DEBUG, ST_POISON,
  * ST_JIT_MIN, ST_JIT_HOT, ST_TRACE_MAX) are read once, at the first call into the runtime that needs them;
  * the st_set_* functions override them. Other settings are read by the layer that uses them, when
- * it first needs them (ST_DEVICE when the default device is resolved, ST_CC when the compiler is
- * set up, ...); README.md's table of settings lists them all with their meaning.
+ * it first needs them (ST_DEVICE when the default device is resolved, ST_CC and ST_COMPILE_TIMEOUT
+ * when the compiler is set up, ...); README.md's table of settings lists them all with their meaning.
  */
 #include "base/base.h"
 
@@ -28,6 +28,7 @@ static const char *const names[SET_COUNT] = {
     [SET_PLAN_CACHE] = "ST_PLAN_CACHE",       /* 0: no plan cache */
     [SET_GRAPH] = "ST_GRAPH",                 /* write every flush's plan as Graphviz dot */
     [SET_CC] = "ST_CC",                       /* the C compiler of the CPU JIT */
+    [SET_COMPILE_TIMEOUT] = "ST_COMPILE_TIMEOUT", /* seconds a C compiler run may take (0: no limit) */
     [SET_CACHE_DIR] = "ST_CACHE_DIR",         /* the kernel cache directory */
     [SET_CACHE_MAX] = "ST_CACHE_MAX",         /* size bound of the kernel cache (512M; 0: none) */
     [SET_CUDA_LIB] = "ST_CUDA_LIB",           /* the CUDA driver library to load */

@@ -228,7 +228,8 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
  * (one jit_get_kernels call) once it is hot: run st_rt.jit_hot times (0: never), or its work is
  * no longer below st_rt.jit_min. A small model's step thus stops paying the interpreter after a
  * few steps, whatever its size. A compile that fails leaves the entry interpreting (the region
- * still runs; a note under ST_DEBUG) and is not tried again for it. */
+ * still runs; a note under ST_DEBUG) and is not tried again for it; an interrupted one fails the
+ * flush as an interrupt (st_rt.interrupted set again) and may be tried again later. */
 static void compile_if_hot(fuse_pentry *pe) {
     if (!pe->ncompilable) return;
     pe->runs++;
@@ -249,6 +250,10 @@ static void compile_if_hot(fuse_pentry *pe) {
     if (s == ST_OK) s = jit_get_kernels(nj, (const char **)src, hint, fns);
     if (s == ST_OK) {
         for (int j = 0; j < nj; j++) fuse_pgroup_compiled(pe, idx[j], fns[j]);
+    } else if (s == ST_ERR_INTERRUPT) {
+        st_clear_error();
+        st_rt.interrupted = 1; /* the compile consumed it: run_entry's next check reports it */
+        pe->runs = 0;          /* and tries again once hot again */
     } else {
         if (st_rt.debug) fprintf(stderr, "stitch: a hot plan stays interpreted: %s\n", st_last_error());
         st_clear_error();

@@ -493,9 +493,30 @@ static st_status compile_missing(int m, const int *idx, const base_hash *keys, c
     }
     if (b.oom) { sbuf_free(&b); return ST_ERR_OOM; }
 
+    /* The kernels' names for a compile error: "kernel st_k_<key> (hint)", or the batch and its
+     * first kernels' names. */
+    char what[400];
+    size_t wl = 0;
+    if (m == 1) {
+        base_hash_hex(keys[idx[0]], hex);
+        const char *h = hints && hints[idx[0]] ? hints[idx[0]] : NULL;
+        snprintf(what, sizeof what, "kernel st_k_%s%s%s%s", hex, h ? " (" : "", h ? h : "", h ? ")" : "");
+    } else {
+        wl = (size_t)snprintf(what, sizeof what, "batch %s of %d kernels (", btag, m);
+        for (int j = 0; j < m && wl < sizeof what; j++) {
+            const char *h = hints && hints[idx[j]] ? hints[idx[j]] : "unnamed";
+            if (wl + strlen(h) + 8 > sizeof what) {
+                wl += (size_t)snprintf(what + wl, sizeof what - wl, "%s...", j ? ", " : "");
+                break;
+            }
+            wl += (size_t)snprintf(what + wl, sizeof what - wl, "%s%s", j ? ", " : "", h);
+        }
+        if (wl < sizeof what) snprintf(what + wl, sizeof what - wl, ")");
+    }
+
     char so[JIT_NAME_MAX];
     double ms = 0;
-    st_status s = jit_compile_batch(J.dir, btag, b.s, b.n, so, sizeof so, &ms);
+    st_status s = jit_compile_batch(J.dir, btag, what, b.s, b.n, so, sizeof so, &ms);
     sbuf_free(&b);
     st_stats_g.compile_calls++;
     st_stats_g.compile_ms += ms;

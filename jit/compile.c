@@ -10,14 +10,21 @@
  *    source is an ST_ERR_COMPILE error carrying the (trimmed) log and the saved source path.
  *  - Files that other processes may read (the .so) appear only by rename(), complete. Files that
  *    only this process touches (the source, the log) have unique mkstemp names.
+ *  - Every compiler run is bounded: it starts as the leader of its own process group (so a
+ *    terminal's Ctrl-C reaches stitch, not the compiler), and the wait polls with a deadline
+ *    (ST_COMPILE_TIMEOUT) and st_interrupt(). On either, the whole group is killed with SIGKILL
+ *    and the compiler reaped before the error returns: no compiler outlives the call that started it.
  */
 #include "jit/compile.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -49,31 +56,62 @@ static struct {
     char *path;                  /* resolved compiler path (argv[0] of every spawn) */
     const char *argv[JIT_MAX_WORDS]; /* [0] = path, then ST_CC's extra words */
     int nargv;
+    int64_t timeout_s;           /* ST_COMPILE_TIMEOUT: seconds per compiler run, 0 = no limit */
     char *identity;
 } cc;
 
+#define JIT_TIMEOUT_DEFAULT 300 /* seconds: far above any real batch, short of "forever" */
+
 /* ---- spawning (no shell) ---- */
 
-/* Starts argv[0] (a path) with stdin from /dev/null and stdout+stderr on out_fd. Returns 0 and
- * the child's pid, or an errno value when it could not be started. */
+/* Starts argv[0] (a path) with stdin from /dev/null and stdout+stderr on out_fd, as the leader
+ * of a new process group (killed as a whole by wait_child). Returns 0 and the child's pid, or an
+ * errno value when it could not be started. */
 static int spawn_start(const char *const *argv, int out_fd, pid_t *pid) {
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
     int rc = posix_spawn_file_actions_init(&fa);
     if (rc != 0) return rc;
+    rc = posix_spawnattr_init(&at);
+    if (rc != 0) { posix_spawn_file_actions_destroy(&fa); return rc; }
     rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
     if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+    if (rc == 0) rc = posix_spawnattr_setpgroup(&at, 0);
+    if (rc == 0) rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
     /* posix_spawn's argv is char *const[] for historical reasons; the strings are not written. */
-    if (rc == 0) rc = posix_spawn(pid, argv[0], &fa, NULL, (char *const *)(uintptr_t)argv, environ);
+    if (rc == 0) rc = posix_spawn(pid, argv[0], &fa, &at, (char *const *)(uintptr_t)argv, environ);
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     return rc;
 }
 
-/* Waits for pid; 0 and its wait status, or an errno value. */
-static int wait_child(pid_t pid, int *wstatus) {
+/* wait_child's answers besides 0 and errno values (negative, so they never clash). */
+enum { JIT_WAIT_TIMEOUT = -1, JIT_WAIT_INTERRUPT = -2 };
+
+/* Waits for pid (a process group leader started by spawn_start): 0 and its wait status, or an
+ * errno value. It polls (sleeps of 1 ms doubling to 20 ms: a short compile is not slowed, a
+ * signal cuts the sleep short), and when timeout_s seconds (0: no limit) have passed or
+ * st_interrupt() was called, it kills the child's whole process group, reaps the child and
+ * answers JIT_WAIT_TIMEOUT or JIT_WAIT_INTERRUPT (the interrupt flag is left set for the caller). */
+static int wait_child(pid_t pid, int64_t timeout_s, int *wstatus) {
+    double deadline = timeout_s > 0 ? st_now_ms() + 1e3 * (double)timeout_s : 0;
+    long step_ns = 1000000;
     for (;;) {
-        if (waitpid(pid, wstatus, 0) == pid) return 0;
-        if (errno != EINTR) return errno;
+        pid_t r = waitpid(pid, wstatus, WNOHANG);
+        if (r == pid) return 0;
+        if (r < 0 && errno != EINTR) return errno;
+        int why = st_rt.interrupted ? JIT_WAIT_INTERRUPT
+                  : deadline > 0 && st_now_ms() >= deadline ? JIT_WAIT_TIMEOUT : 0;
+        if (why) {
+            kill(-pid, SIGKILL); /* the group: a driver's cc1/as/ld children too */
+            kill(pid, SIGKILL);  /* in case it left its group */
+            while (waitpid(pid, wstatus, 0) < 0 && errno == EINTR) {}
+            return why;
+        }
+        struct timespec ts = {0, step_ns};
+        nanosleep(&ts, NULL); /* EINTR (a Ctrl-C) just ends the sleep early */
+        if (step_ns < 20000000) step_ns *= 2;
     }
 }
 
@@ -199,13 +237,23 @@ st_status jit_compiler_init(void) {
         return s;
     }
     cc.argv[0] = cc.path;
-
-    /* Identity: `<cc> [words] --version`, first line. Output through a pipe; it is tiny, and we
-     * read it to EOF before waiting, so the child cannot block on a full pipe. */
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) != 0) {
+    int bad = 0;
+    cc.timeout_s = base_env_int(SET_COMPILE_TIMEOUT, JIT_TIMEOUT_DEFAULT, 0, INT32_MAX, &bad);
+    if (bad) {
+        st_status s = st_error(ST_ERR_COMPILE,
+                               "ST_COMPILE_TIMEOUT='%s' is not a number of seconds: set it to a whole number "
+                               "(0 for no limit; default %d)",
+                               base_env(SET_COMPILE_TIMEOUT), JIT_TIMEOUT_DEFAULT);
         jit_compiler_shutdown();
-        return st_error(ST_ERR_IO, "cannot create a pipe for the C compiler: %s", strerror(errno));
+        return s;
+    }
+
+    /* Identity: `<cc> [words] --version`, first line. Output into an anonymous file, read once
+     * the compiler has ended, so the bounded wait is the only place that can block. */
+    int ofd = memfd_create("stitch-cc-version", MFD_CLOEXEC);
+    if (ofd < 0) {
+        jit_compiler_shutdown();
+        return st_error(ST_ERR_IO, "cannot create a file for the C compiler's output: %s", strerror(errno));
     }
     const char *argv[JIT_MAX_WORDS + 2];
     int na = 0;
@@ -213,25 +261,25 @@ st_status jit_compiler_init(void) {
     argv[na++] = "--version";
     argv[na] = NULL;
     pid_t pid;
-    int rc = spawn_start(argv, pfd[1], &pid);
-    close(pfd[1]);
-    char out[512];
-    size_t len = 0;
-    if (rc == 0) {
-        char sink[4096];
-        for (;;) {
-            ssize_t r = read(pfd[0], sink, sizeof sink);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) break;
-            size_t take = (size_t)r < sizeof out - 1 - len ? (size_t)r : sizeof out - 1 - len;
-            memcpy(out + len, sink, take);
-            len += take;
-        }
-    }
-    close(pfd[0]);
-    out[len] = '\0';
     int ws = 0;
-    if (rc == 0) rc = wait_child(pid, &ws);
+    int rc = spawn_start(argv, ofd, &pid);
+    if (rc == 0) rc = wait_child(pid, cc.timeout_s, &ws);
+    char out[512];
+    ssize_t len = rc == 0 ? pread(ofd, out, sizeof out - 1, 0) : 0;
+    close(ofd);
+    out[len > 0 ? len : 0] = '\0';
+    if (rc == JIT_WAIT_TIMEOUT || rc == JIT_WAIT_INTERRUPT) {
+        st_status s = rc == JIT_WAIT_TIMEOUT
+            ? st_error(ST_ERR_COMPILE,
+                       "the C compiler %s (ST_CC='%s') did not answer '--version' within %lld s and was stopped; "
+                       "raise ST_COMPILE_TIMEOUT (seconds, 0 for no limit) or set ST_CC to a working compiler",
+                       cc.path, env, (long long)cc.timeout_s)
+            : st_error(ST_ERR_INTERRUPT, "interrupted while asking the C compiler %s (ST_CC='%s') for its version",
+                       cc.path, env);
+        if (rc == JIT_WAIT_INTERRUPT) st_rt.interrupted = 0;
+        jit_compiler_shutdown();
+        return s;
+    }
     if (rc != 0) {
         st_status s = st_error(ST_ERR_COMPILE, "cannot start the C compiler %s (ST_CC='%s'): %s", cc.path, env,
                                strerror(rc));
@@ -274,7 +322,7 @@ const char *jit_compile_flags(void) {
     return joined;
 }
 
-st_status jit_compile_batch(const char *dir, const char *tag, const char *text, size_t n,
+st_status jit_compile_batch(const char *dir, const char *tag, const char *what, const char *text, size_t n,
                             char *so_name, size_t cap, double *ms) {
     *ms = 0;
     st_status s = jit_compiler_init();
@@ -333,8 +381,22 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *text, 
     pid_t pid;
     int ws = 0;
     int rc = spawn_start(argv, lfd, &pid);
-    if (rc == 0) rc = wait_child(pid, &ws);
+    if (rc == 0) rc = wait_child(pid, cc.timeout_s, &ws);
     *ms = st_now_ms() - t0;
+    if (rc == JIT_WAIT_INTERRUPT) { /* the user asked to stop: nothing worth keeping */
+        st_rt.interrupted = 0;
+        close(lfd); unlink(logp); unlink(tmp); unlink(src);
+        return st_error(ST_ERR_INTERRUPT, "interrupted while compiling %s: the C compiler %s was stopped", what,
+                        cc.path);
+    }
+    if (rc == JIT_WAIT_TIMEOUT) { /* the source stays, to reproduce with the compiler by hand */
+        close(lfd); unlink(tmp);
+        return st_error(ST_ERR_COMPILE,
+                        "compiling %s took longer than %lld s: the C compiler %s was stopped; raise "
+                        "ST_COMPILE_TIMEOUT (seconds, 0 for no limit) if it is just slow (source saved in %s, "
+                        "log in %s)",
+                        what, (long long)cc.timeout_s, cc.path, src, logp);
+    }
     if (rc != 0) {
         s = st_error(ST_ERR_COMPILE, "cannot start the C compiler %s: %s (source kept in %s)", cc.path,
                      strerror(rc), src);

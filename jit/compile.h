@@ -23,13 +23,17 @@ ST_INTERNAL const char *jit_compile_flags(void);
 /* Forgets the compiler (frees its strings); the next jit_compiler_init re-reads ST_CC. */
 ST_INTERNAL void jit_compiler_shutdown(void);
 
-/* Compiles the translation unit text[0..n) into a shared object inside dir. The source is written
+/* Compiles the translation unit text[0..n) into a shared object inside dir; what names its
+ * kernels for the errors ("kernel st_k_... (add_mul)"). The compiler run is bounded by
+ * ST_COMPILE_TIMEOUT (an ST_ERR_COMPILE error naming the setting; the source is kept) and by
+ * st_interrupt() (ST_ERR_INTERRUPT, the interrupt consumed, the files removed); either way the
+ * compiler's process group is killed and reaped before the call returns. The source is written
  * to <dir>/failed/<tag>-XXXXXX.c and the log next to it (.log); both are deleted on success and
  * kept on failure (the error names them). The object is written by the compiler to a temp name and
  * renamed to <dir>/<tag>-XXXXXX.so, whose file name (not path) is copied to so_name[cap].
  * *ms receives the wall time of the compiler run. Errors: ST_ERR_COMPILE (with the trimmed log),
  * ST_ERR_IO, ST_ERR_OOM. */
-ST_INTERNAL st_status jit_compile_batch(const char *dir, const char *tag, const char *text, size_t n,
+ST_INTERNAL st_status jit_compile_batch(const char *dir, const char *tag, const char *what, const char *text, size_t n,
                                         char *so_name, size_t cap, double *ms);
 
 /* ---- the cache directory's bound (cache_prune.c) ---- */

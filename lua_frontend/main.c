@@ -10,7 +10,8 @@
  * A line is tried as an expression first ("return " .. line) and its values are printed; an
  * incomplete chunk (the parser's "<eof>" message) reads more lines. Errors print a traceback and
  * the REPL goes on. Ctrl-C while a command runs interrupts it (a Lua hook for Lua code,
- * st_interrupt() for a running flush) and returns to the prompt.
+ * st_interrupt() for a running flush, a C compiler run included) and returns to the prompt (in
+ * script mode it ends the script).
  *
  * Invariant: the SIGINT handler only sets a hook and calls st_interrupt() (both signal-safe); it is
  * installed only while a command runs, so Ctrl-C at the prompt behaves as the terminal default.

@@ -1,7 +1,8 @@
 /*
  * test_jit.c — the CPU JIT driver and its caches (jit/jit.h): batching (one compiler call per
  * batch), memory and disk hits, recovery from corrupt .so and .k files, compile errors with the
- * log and the saved source, a bad ST_CC, and -ffp-contract=off.
+ * log and the saved source, a bad ST_CC, -ffp-contract=off, and a compiler that hangs (stopped by
+ * ST_COMPILE_TIMEOUT or st_interrupt(), its whole process group killed and reaped).
  *
  * Every run uses a fresh ST_CACHE_DIR (mkdtemp), removed at the end. The test kernels are
  * written against the real ABI (st_kargs, emitted by the JIT) and the real prelude.
@@ -12,8 +13,14 @@
 
 #include <dirent.h>
 #include <ftw.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char cache_dir[256];
@@ -337,6 +344,203 @@ TEST(bad_cc) {
     CHECK(jit_get_kernels(1, srcs3, NULL, fn) == ST_OK && fn[0]);
 }
 
+/* ---- a compiler that hangs ---- */
+
+/* Writes an executable fake compiler <cache_dir>/<name>: `--version` answers at once unless
+ * hang_version; a compile (or a hanging --version) records its pid in <name>.pid, starts a
+ * grandchild sleep (pid in <name>.kid) and waits for it. */
+static void write_fake_cc(const char *name, int hang_version, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s", cache_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "#!/bin/sh\n");
+    if (!hang_version) fprintf(f, "case \"$1\" in --version) echo 'fakecc 1.0'; exit 0;; esac\n");
+    fprintf(f, "echo $$ > %s.pid\nsleep 30 &\necho $! > %s.kid\nwait\n", path, path);
+    fclose(f);
+    chmod(path, 0755);
+}
+
+static pid_t read_pid(const char *path, const char *ext) {
+    char p[600];
+    snprintf(p, sizeof p, "%s%s", path, ext);
+    FILE *f = fopen(p, "r");
+    long v = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1) v = 0;
+        fclose(f);
+    }
+    remove(p);
+    return (pid_t)v;
+}
+
+/* 1 when pid is gone or a zombie waiting for init (dead either way), within 2 s. */
+static int process_gone(pid_t pid) {
+    for (int i = 0; i < 200; i++) {
+        if (kill(pid, 0) != 0 && errno == ESRCH) return 1;
+        char p[64], st[512];
+        snprintf(p, sizeof p, "/proc/%ld/stat", (long)pid);
+        FILE *f = fopen(p, "r");
+        if (f) {
+            size_t n = fread(st, 1, sizeof st - 1, f);
+            fclose(f);
+            st[n] = 0;
+            const char *c = strrchr(st, ')');
+            if (c && c[1] == ' ' && c[2] == 'Z') return 1;
+        }
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* The compiler and its grandchild are dead, and this process has no child left unreaped. */
+static void check_no_compiler_left(const char *cc_path) {
+    pid_t cpid = read_pid(cc_path, ".pid"), kid = read_pid(cc_path, ".kid");
+    CHECK(cpid > 0 && kid > 0);
+    if (cpid > 0) CHECK_MSG(process_gone(cpid), "the compiler %ld is still running", (long)cpid);
+    if (kid > 0) CHECK_MSG(process_gone(kid), "the compiler's child %ld is still running", (long)kid);
+    errno = 0;
+    CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* After a hang test: the real compiler, no limit changes, and a fresh kernel compiles. */
+static void check_normal_compile_after(const char *tagsrc) {
+    jit_shutdown();
+    unsetenv("ST_CC");
+    unsetenv("ST_COMPILE_TIMEOUT");
+    st_kernel_fn fn[1] = {0};
+    const char *srcs[1] = {tagsrc};
+    CHECK(jit_get_kernels(1, srcs, NULL, fn) == ST_OK && fn[0] != NULL);
+}
+
+TEST(compile_timeout) {
+    char cc[512];
+    write_fake_cc("fakecc-hang", 0, cc, sizeof cc);
+    jit_shutdown();
+    setenv("ST_CC", cc, 1);
+    setenv("ST_COMPILE_TIMEOUT", "1", 1);
+    st_kernel_fn fn[1] = {0};
+    const char *srcs[1] = {"void KNAME(const st_kargs *a) { (void)a; /* timeout */ }\n"};
+    const char *hint[1] = {"hang_kernel"};
+    double t0 = now_s();
+    st_status s = jit_get_kernels(1, srcs, hint, fn);
+    double dt = now_s() - t0;
+    CHECK(s == ST_ERR_COMPILE && fn[0] == NULL);
+    CHECK_MSG(dt >= 0.9 && dt < 5, "the compile took %.2f s with a 1 s limit", dt);
+    const char *e = st_last_error();
+    CHECK(strstr(e, "st_k_") && strstr(e, "hang_kernel") && strstr(e, "ST_COMPILE_TIMEOUT"));
+    check_no_compiler_left(cc);
+    CHECK(jit_lookup(srcs[0], 1) == NULL);
+
+    /* a --version that hangs is bounded too */
+    write_fake_cc("fakecc-hang-version", 1, cc, sizeof cc);
+    jit_shutdown();
+    setenv("ST_CC", cc, 1);
+    t0 = now_s();
+    s = jit_get_kernels(1, srcs, hint, fn);
+    dt = now_s() - t0;
+    CHECK(s == ST_ERR_COMPILE && strstr(st_last_error(), "ST_COMPILE_TIMEOUT"));
+    CHECK_MSG(dt < 5, "--version took %.2f s with a 1 s limit", dt);
+    check_no_compiler_left(cc);
+    check_normal_compile_after("void KNAME(const st_kargs *a) { (void)a; /* after timeout */ }\n");
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    st_interrupt();
+}
+
+TEST(compile_interrupt) {
+    char cc[512];
+    write_fake_cc("fakecc-int", 0, cc, sizeof cc);
+    jit_shutdown();
+    setenv("ST_CC", cc, 1);
+    setenv("ST_COMPILE_TIMEOUT", "60", 1);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;   /* no SA_RESTART: like a Ctrl-C handler, it may cut a wait short */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, &old);
+    struct itimerval it = {{0, 0}, {0, 500000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    st_kernel_fn fn[1] = {0};
+    const char *srcs[1] = {"void KNAME(const st_kargs *a) { (void)a; /* interrupt */ }\n"};
+    const char *hint[1] = {"interrupted_kernel"};
+    double t0 = now_s();
+    st_status s = jit_get_kernels(1, srcs, hint, fn);
+    double dt = now_s() - t0;
+    sigaction(SIGALRM, &old, NULL);
+    CHECK(s == ST_ERR_INTERRUPT && fn[0] == NULL);
+    CHECK_MSG(dt < 5, "the interrupted compile took %.2f s", dt);
+    CHECK(strstr(st_last_error(), "interrupted_kernel") != NULL);
+    CHECK(!st_rt.interrupted);   /* consumed: the next flush is not failed by it */
+    check_no_compiler_left(cc);
+    check_normal_compile_after("void KNAME(const st_kargs *a) { (void)a; /* after interrupt */ }\n");
+}
+
+TEST(bad_compile_timeout) {
+    jit_shutdown();
+    setenv("ST_COMPILE_TIMEOUT", "ten", 1);
+    st_kernel_fn fn[1] = {0};
+    const char *srcs[1] = {"void KNAME(const st_kargs *a) { (void)a; /* bad timeout */ }\n"};
+    CHECK(jit_get_kernels(1, srcs, NULL, fn) == ST_ERR_COMPILE);
+    CHECK(strstr(st_last_error(), "ST_COMPILE_TIMEOUT='ten'") != NULL);
+    check_normal_compile_after(srcs[0]);
+}
+
+/* The `stitch` executable in script mode: the first SIGINT (a Ctrl-C) during a compile stops the
+ * compile and the script at once, and leaves no compiler behind. Skipped without build/stitch. */
+TEST(script_ctrl_c) {
+    char exe[1024], stitch[1100], cc[512];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = 0;
+    for (int up = 0; up < 2; up++) {
+        char *sl = strrchr(exe, '/');
+        if (sl) *sl = 0;
+    }
+    snprintf(stitch, sizeof stitch, "%s/stitch", exe);
+    if (access(stitch, X_OK) != 0) return;
+    write_fake_cc("fakecc-script", 0, cc, sizeof cc);
+    char errp[600];
+    snprintf(errp, sizeof errp, "%s/script.err", cache_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
+        setenv("ST_CC", cc, 1);
+        setenv("ST_COMPILE_TIMEOUT", "60", 1);
+        setenv("ST_JIT_MIN", "0", 1);
+        execl(stitch, stitch, "-e", "local a = st.ones(100, 100); print((a * 2 + 1):sum():item())", (char *)NULL);
+        _exit(127);
+    }
+    CHECK(pid > 0);
+    if (pid <= 0) return;
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    kill(pid, SIGINT);
+    int ws = 0, done = 0;
+    for (int i = 0; i < 500 && !done; i++) {
+        done = waitpid(pid, &ws, WNOHANG) == pid;
+        struct timespec t10 = {0, 10000000};
+        if (!done) nanosleep(&t10, NULL);
+    }
+    CHECK_MSG(done, "stitch still runs 5 s after the first SIGINT");
+    if (!done) { kill(pid, SIGKILL); waitpid(pid, &ws, 0); }
+    CHECK(done && WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    FILE *f = fopen(errp, "r");
+    char out[4096] = "";
+    if (f) { size_t k = fread(out, 1, sizeof out - 1, f); out[k] = 0; fclose(f); }
+    CHECK_MSG(strstr(out, "interrupted") != NULL, "stitch said: %.300s", out);
+    check_no_compiler_left(cc);
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st; (void)flag; (void)ftw;
     return remove(path);
@@ -353,6 +557,7 @@ int main(void) {
     }
     setenv("ST_CACHE_DIR", cache_dir, 1);
     unsetenv("ST_CC");
+    unsetenv("ST_COMPILE_TIMEOUT");
     st_runtime_init();
 
     RUN(batch_compiles_once);
@@ -367,6 +572,10 @@ int main(void) {
     RUN(mixed_and_duplicates);
     RUN(compile_error);
     RUN(bad_cc);
+    RUN(compile_timeout);
+    RUN(compile_interrupt);
+    RUN(bad_compile_timeout);
+    RUN(script_ctrl_c);
 
     jit_shutdown();
     nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
