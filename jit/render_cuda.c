@@ -101,12 +101,12 @@
 #define CU_BLOCK 256        /* threads per block: flat, row and matmul kernels */
 #define CU_BLOCK_BIG 1024   /* a full reduction's one row; single-block phases */
 #define CU_THREADS_PER_SM 8192  /* grid-stride kernels: at most this many threads per SM (4 waves) */
-#define MM_T 64             /* matmul output tile (MM_T x MM_T), 16x16 threads, 4x4 each: 8-byte sums, mma */
-#define MM_T_F32 64         /* the tile of f32/f16/bf16 matmuls on CUDA cores. 128 (8x8 sums a thread)
-                             * was measured on an H100 (bench/NOTES.md): Linear+GELU 4096x1024x1024
+#define MM_T 64             /* matmul output tile (MM_T x MM_T), 16x16 threads, 4x4 each (every body;
+                             * the launch description's tile). 128 (8x8 float sums a thread) was
+                             * measured on an H100 (bench/NOTES.md): Linear+GELU 4096x1024x1024
                              * 0.768 -> 0.614 ms, but the MLP and transformer-block steps, whose
-                             * matmuls are small, 1.8-2x slower (4x fewer blocks); kept at 64 until
-                             * the tile is chosen per launch from M and N */
+                             * matmuls are small, 1.8-2x slower (4x fewer blocks); 64 until the tile
+                             * is chosen per launch from M and N */
 #define MM_KT 16            /* matmul k tile */
 #define HZ_PART_BLOCKS 1024 /* most blocks one part of a horizontal kernel gets (grid-stride past) */
 #define CU_COLS_SMEM 32768  /* CL_COLS: shared bytes for the partials before 256 threads, not 1024 */
@@ -442,67 +442,67 @@ static void warp_combine(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) 
     else
         sbuf_printf(b, "v%d_p = %s(v%d_p, st_shfl_xor_(v%d_p, o_));\n", u->a, render_accupd_fn(u->imm), u->a, u->a);
 }
-static void smem_write(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
-    int nw = c->block / 32;
+/* Partials in shared memory: n of each array of accumulator u (an arg-reduction's value and index),
+ * the thread's own stored at [at] when guard (a C condition prefix, or "") holds. */
+static void smem_partials(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth, int n, const char *guard,
+                          const char *at) {
     render_indent(b, depth);
-    sbuf_printf(b, "__shared__ %s v%d_s[%d];\n", acc_type(c, u->a), u->a, nw);
+    sbuf_printf(b, "__shared__ %s v%d_s[%d];\n", acc_type(c, u->a), u->a, n);
     if (u->op == KI_ARGUPD) {
         render_indent(b, depth);
-        sbuf_printf(b, "__shared__ int64_t v%d_s[%d];\n", u->b, nw);
+        sbuf_printf(b, "__shared__ int64_t v%d_s[%d];\n", u->b, n);
         render_indent(b, depth);
-        sbuf_printf(b, "if ((threadIdx.x & 31) == 0) "
-                       "{ v%d_s[threadIdx.x >> 5] = v%d_p; v%d_s[threadIdx.x >> 5] = v%d_p; }\n",
-                    u->a, u->a, u->b, u->b);
+        sbuf_printf(b, "%s{ v%d_s[%s] = v%d_p; v%d_s[%s] = v%d_p; }\n", guard, u->a, at, u->a, u->b, at, u->b);
         return;
     }
     render_indent(b, depth);
-    sbuf_printf(b, "if ((threadIdx.x & 31) == 0) v%d_s[threadIdx.x >> 5] = v%d_p;\n", u->a, u->a);
+    sbuf_printf(b, "%sv%d_s[%s] = v%d_p;\n", guard, u->a, at, u->a);
+}
+
+/* v<acc>_p = the partials of accumulator u combined in order: arr_a[first], then arr_a[kth] for
+ * w_ = 1 .. count - 1 (kth names w_); arr_b holds an arg-reduction's indices. */
+static void ordered_combine(sbuf *b, const kir_ins *u, int depth, const char *arr_a, const char *arr_b,
+                            const char *first, const char *kth, const char *count) {
+    render_indent(b, depth);
+    if (u->op == KI_ARGUPD) {
+        sbuf_printf(b, "v%d_p = %s[%s]; v%d_p = %s[%s];\n", u->a, arr_a, first, u->b, arr_b, first);
+        render_indent(b, depth);
+        sbuf_printf(b, "for (int w_ = 1; w_ < %s; w_++) st_arg_merge_(&v%d_p, &v%d_p, %s[%s], %s[%s], %d);\n", count,
+                    u->a, u->b, arr_a, kth, arr_b, kth, arg_max(u));
+        return;
+    }
+    sbuf_printf(b, "v%d_p = %s[%s];\n", u->a, arr_a, first);
+    render_indent(b, depth);
+    sbuf_printf(b, "for (int w_ = 1; w_ < %s; w_++) v%d_p = %s(v%d_p, %s[%s]);\n", count, u->a,
+                render_accupd_fn(u->imm), u->a, arr_a, kth);
+}
+
+/* The names of accumulator u's shared arrays (v<a>_s, v<b>_s). */
+static void smem_names(const kir_ins *u, char na[24], char nb[24]) {
+    snprintf(na, 24, "v%d_s", u->a);
+    snprintf(nb, 24, "v%d_s", u->b);
+}
+
+/* CL_ROWS, a row per block: lane 0 of each warp stores the warp's partial; combined in warp order */
+static void smem_write(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
+    smem_partials(b, c, u, depth, c->block / 32, "if ((threadIdx.x & 31) == 0) ", "threadIdx.x >> 5");
 }
 static void smem_combine(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     (void)c;
-    render_indent(b, depth);
-    if (u->op == KI_ARGUPD) {
-        sbuf_printf(b, "v%d_p = v%d_s[0]; v%d_p = v%d_s[0];\n", u->a, u->a, u->b, u->b);
-        render_indent(b, depth);
-        sbuf_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) "
-                       "st_arg_merge_(&v%d_p, &v%d_p, v%d_s[w_], v%d_s[w_], %d);\n",
-                    u->a, u->b, u->a, u->b, arg_max(u));
-        return;
-    }
-    sbuf_printf(b, "v%d_p = v%d_s[0];\n", u->a, u->a);
-    render_indent(b, depth);
-    sbuf_printf(b, "for (int w_ = 1; w_ < (rt >> 5); w_++) v%d_p = %s(v%d_p, v%d_s[w_]);\n", u->a,
-                render_accupd_fn(u->imm), u->a, u->a);
+    char na[24], nb[24];
+    smem_names(u, na, nb);
+    ordered_combine(b, u, depth, na, nb, "0", "w_", "(rt >> 5)");
 }
-/* CL_COLS: thread x's partial at [x]; the row of lane l combines [l], [32 + l], ... (warp order) */
+/* CL_COLS: thread x's partial at [x]; the row of c_lane combines [c_lane], [COLS_W + c_lane], ... */
 static void cols_write(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
-    render_indent(b, depth);
-    sbuf_printf(b, "__shared__ %s v%d_s[%d];\n", acc_type(c, u->a), u->a, c->block);
-    if (u->op == KI_ARGUPD) {
-        render_indent(b, depth);
-        sbuf_printf(b, "__shared__ int64_t v%d_s[%d];\n", u->b, c->block);
-        render_indent(b, depth);
-        sbuf_printf(b, "v%d_s[threadIdx.x] = v%d_p; v%d_s[threadIdx.x] = v%d_p;\n", u->a, u->a, u->b, u->b);
-        return;
-    }
-    render_indent(b, depth);
-    sbuf_printf(b, "v%d_s[threadIdx.x] = v%d_p;\n", u->a, u->a);
+    smem_partials(b, c, u, depth, c->block, "", "threadIdx.x");
 }
 static void cols_combine(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     (void)c;
-    render_indent(b, depth);
-    if (u->op == KI_ARGUPD) {
-        sbuf_printf(b, "v%d_p = v%d_s[c_lane]; v%d_p = v%d_s[c_lane];\n", u->a, u->a, u->b, u->b);
-        render_indent(b, depth);
-        sbuf_printf(b, "for (int w_ = 1; w_ < rt; w_++) "
-                       "st_arg_merge_(&v%d_p, &v%d_p, v%d_s[w_ * %d + c_lane], v%d_s[w_ * %d + c_lane], %d);\n",
-                    u->a, u->b, u->a, COLS_W, u->b, COLS_W, arg_max(u));
-        return;
-    }
-    sbuf_printf(b, "v%d_p = v%d_s[c_lane];\n", u->a, u->a);
-    render_indent(b, depth);
-    sbuf_printf(b, "for (int w_ = 1; w_ < rt; w_++) v%d_p = %s(v%d_p, v%d_s[w_ * %d + c_lane]);\n", u->a,
-                render_accupd_fn(u->imm), u->a, u->a, COLS_W);
+    char na[24], nb[24], kth[32];
+    smem_names(u, na, nb);
+    snprintf(kth, sizeof kth, "w_ * %d + c_lane", COLS_W);
+    ordered_combine(b, u, depth, na, nb, "c_lane", kth, "rt");
 }
 /* CL_GRID: thread 0 stores the block's partial; the last block reads them all in block order */
 static void grid_write(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
@@ -514,23 +514,10 @@ static void grid_write(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     }
 }
 static void grid_combine(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
-    const char *T = acc_type(c, u->a);
-    int oa = grid_slot(c, u->a, NULL);
-    render_indent(b, depth);
-    if (u->op == KI_ARGUPD) {
-        int ob = grid_slot(c, u->b, NULL);
-        sbuf_printf(b, "v%d_p = ((volatile %s *)(scratch + %d))[0]; v%d_p = ((volatile int64_t *)(scratch + %d))[0];\n",
-                    u->a, T, oa, u->b, ob);
-        render_indent(b, depth);
-        sbuf_printf(b, "for (unsigned g_ = 1; g_ < gridDim.x; g_++) st_arg_merge_(&v%d_p, &v%d_p, "
-                       "((volatile %s *)(scratch + %d))[g_], ((volatile int64_t *)(scratch + %d))[g_], %d);\n",
-                    u->a, u->b, T, oa, ob, arg_max(u));
-        return;
-    }
-    sbuf_printf(b, "v%d_p = ((volatile %s *)(scratch + %d))[0];\n", u->a, T, oa);
-    render_indent(b, depth);
-    sbuf_printf(b, "for (unsigned g_ = 1; g_ < gridDim.x; g_++) v%d_p = %s(v%d_p, ((volatile %s *)(scratch + %d))[g_]);\n",
-                u->a, render_accupd_fn(u->imm), u->a, T, oa);
+    char na[64], nb[64];
+    snprintf(na, sizeof na, "((volatile %s *)(scratch + %d))", acc_type(c, u->a), grid_slot(c, u->a, NULL));
+    snprintf(nb, sizeof nb, "((volatile int64_t *)(scratch + %d))", u->op == KI_ARGUPD ? grid_slot(c, u->b, NULL) : 0);
+    ordered_combine(b, u, depth, na, nb, "0", "w_", "(int)gridDim.x");
 }
 static void lane0_broadcast(sbuf *b, const cu_ctx *c, const kir_ins *u, int depth) {
     (void)c;
@@ -843,16 +830,6 @@ static const char *mm_load(int dt) { return dt == ST_F16 ? "st_h2f" : dt == ST_B
  * value, rounded to the storage dtype as the unfused store would round it, feeds the epilogue's
  * straight-line code from the register (e_acc, e_i, e_j, e_z, e_flat bound as render_c binds
  * them); the epilogue's STOREs are the kernel's writes. */
-/* The output tile of matmul k for compute capability sm: 64 for the tensor-core body and for
- * 8-byte sums (f64, integers: 16 of them a thread), else MM_T_F32 (at 128: 8x8 float sums a
- * thread, twice the arithmetic per shared-memory load of 4x4). render_cuda and cuda_launch_dims
- * agree on it through the launch description's tile. */
-static int mm_tile(const kir_kernel *k, int sm) {
-    int dt = k->mm.dtype;
-    if (sm && !k->mm.epi && cuda_mma_eligible(k, sm)) return MM_T;
-    return dt == ST_F32 || dt == ST_F16 || dt == ST_BF16 ? MM_T_F32 : MM_T;
-}
-
 static void mm_store(sbuf *b, const cu_ctx *c, const char *st) {
     const kir_matmul *m = &c->k->mm;
     bool flt = st_is_float((st_dtype)m->dtype);
@@ -898,7 +875,7 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
                 m->p_boff);
     sbuf_printf(b, "    int64_t NB = 1;\n");
     for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
-    const int T = mm_tile(k, 0), R = T / 16, lt = T == 128 ? 7 : 6;   /* R x R outputs a thread */
+    const int T = MM_T, R = T / 16;   /* R x R outputs a thread */
     sbuf_printf(b, "    __shared__ %s As[%d][%d + 1], Bs[%d][%d];   /* k-major tiles; As padded */\n",
                 C, MM_KT, T, MM_KT, T);
     sbuf_printf(b, "    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n");
@@ -916,7 +893,7 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
     sbuf_printf(b, "                for (int j = 0; j < %d; j++) acc[i][j] = 0;\n", R);
     sbuf_printf(b, "            for (int64_t k0 = 0; k0 < K; k0 += %d) {\n", MM_KT);
     sbuf_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", T * MM_KT, CU_BLOCK);
-    sbuf_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l >> %d, bn = l & %d;\n", lt, T - 1);
+    sbuf_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l / %d, bn = l %% %d;\n", T, T);
     sbuf_printf(b, "                    const int64_t gm = m0 + am, gk = k0 + ak, gk2 = k0 + bk, gn = n0 + bn;\n");
     sbuf_printf(b, "                    As[ak][am] = gm < M && gk < K ? (%s)%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n",
                 C, lda, C);
@@ -976,7 +953,7 @@ char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d) {
     render_signature(&b, k, d);
     switch ((cuda_launch_mode)d->mode) {
     case CL_MATMUL:
-        d->tile = mm_tile(k, sm);
+        d->tile = MM_T;
         if (!k->mm.epi && cuda_mma_eligible(k, sm)) render_matmul_mma(&b, k, cuda_mm_store_plain);
         else render_matmul(&b, &c);
         break;

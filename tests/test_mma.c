@@ -213,7 +213,7 @@ TEST(source) {
                                                           {ST_F64, 90}, {ST_I32, 90}, {ST_BOOL, 90}};
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         char *x = render(no[i].dt, 1, 0, no[i].sm, &d);
-        /* CUDA cores: 64x64 tiles, 4x4 sums a thread (MM_T_F32: 128 is measured slower for small matmuls) */
+        /* CUDA cores: 64x64 tiles, 4x4 sums a thread (MM_T: 128 measured slower for small matmuls) */
         CHECK_MSG(x && !strstr(x, "mma.sync") && strstr(x, "acc[4][4]"), "%s sm %d", st_dtypes[no[i].dt].name,
                   no[i].sm);
         CHECK(d.tile == 64);
