@@ -114,8 +114,10 @@ static inline bool fuse_loads(const fuse_plan *p, const st_node *n, int g) {
 ST_INTERNAL bool fuse_view_is_flat(const st_node *v);
 /* Folds a chain of VIEWs under a matmul operand into one strided view of a base node: on return
  * *base is the node to load from (a BUFFER or a node the plan materializes) and strides/offset
- * index base's contiguous layout for every dim of src. */
-ST_INTERNAL void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset);
+ * index base's contiguous layout for every dim of src. *offview (when not NULL): the VIEW whose
+ * offset *offset is, or NULL when the offset is 0 by construction. */
+ST_INTERNAL void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset,
+                                 st_node **offview);
 /* With FUSE_MM_PROLOGUE the chain may include one CAST (not a target) from a float dtype to the
  * matmul's, when fuse_mm_cast_ok: *base then has the source's dtype and the GEMM converts each
  * element as it loads it (base/opmath.h ST_GEMM_MIXED). */

@@ -338,6 +338,7 @@ bool fuse_user_scalar(const kir_ins *in, const st_region *r, int64_t *iv, double
     const st_node *n = r->nodes[in->b];
     switch (in->a) {
     case P_CONST: *iv = n->arg.c.i; *fv = n->arg.c.f; return true;
+    case P_VOFF: *iv = n->arg.view.offset; return true;   /* a VIEW's or SETVIEW's */
     case P_IOTA0: *fv = n->arg.iota.start; return true;
     case P_IOTA1: *fv = n->arg.iota.step; return true;
     case P_SEED: *iv = (int64_t)n->arg.rng.seed; return true;
@@ -761,6 +762,14 @@ static int mm_param(lw *w, int *key, int64_t v) {
     return id < 0 ? 0 : (int)w->b.k->ins[id].imm;
 }
 
+/* An operand's offset: its VIEW's P_VOFF when a view of the region gives it (refreshed on a plan
+ * cache hit: a batch sliced at a new offset reuses the plan), else a position-keyed constant. */
+static int mm_offset(lw *w, int *key, const st_node *view, int64_t v) {
+    if (!view || !fuse_in_region(view)) return mm_param(w, key, v);
+    int id = iparam(w, P_VOFF, view->pos, -1, v);
+    return id < 0 ? 0 : (int)w->b.k->ins[id].imm;
+}
+
 static void lower_matmul(lw *w) {
     st_node *mm = w->G->anchor;
     kir_matmul *k = &w->L->k.mm;
@@ -770,9 +779,10 @@ static void lower_matmul(lw *w) {
         return;
     }
     st_node *base[2];
+    st_node *ov[2];
     int64_t str[2][ST_MAX_DIMS], off[2];
     for (int i = 0; i < 2; i++) {
-        fuse_mm_operand(mm->src[i], &base[i], str[i], &off[i]);
+        fuse_mm_operand(mm->src[i], &base[i], str[i], &off[i], &ov[i]);
         /* another dtype: a folded cast (prologue), converted by the GEMM as it loads */
         if (base[i]->dtype != mm->dtype && !fuse_mm_cast_ok(mm->dtype, base[i]->dtype)) {
             fail(w, "matmul operand of another dtype");
@@ -795,8 +805,8 @@ static void lower_matmul(lw *w) {
     for (int d = 0; d < nb + 2; d++) mm_param(w, &key, str[0][d]);
     k->p_bstr = w->L->k.nints;
     for (int d = 0; d < nb + 2; d++) mm_param(w, &key, str[1][d]);
-    k->p_aoff = mm_param(w, &key, off[0]);
-    k->p_boff = mm_param(w, &key, off[1]);
+    k->p_aoff = mm_offset(w, &key, ov[0], off[0]);
+    k->p_boff = mm_offset(w, &key, ov[1], off[1]);
     k->b_unit = str[1][nb + 1] == 1;
     w->L->work = mm->numel * mm->src[0]->shape[nb + 1];
     if (k->epi) lower_mm_epilogue(w, mm);

@@ -73,8 +73,8 @@ static bool mm_cast_foldable(const st_node *n) {
            fuse_mm_cast_ok(n->dtype, n->src[0]->dtype);
 }
 
-void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset) {
-    st_node *n = src;
+void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview) {
+    st_node *n = src, *ov = NULL;
     int64_t off = 0;
     st_contig_strides(src->ndim, src->shape, strides);
     bool ident = true; /* the mapping is contiguous over n's shape, which equals src's */
@@ -94,6 +94,7 @@ void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *of
         if (!ident) break;
         for (int d = 0; d < src->ndim; d++) strides[d] = n->arg.view.strides[d];
         off = n->arg.view.offset;
+        ov = n;
         ident = false;
         n = n->src[0];
     }
@@ -102,9 +103,11 @@ void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *of
         st_contig_strides(src->ndim, src->shape, strides);
         n = src;
         off = 0;
+        ov = NULL;
     }
     *base = n;
     *offset = off;
+    if (offview) *offview = ov;
 }
 
 /* ---- groups ---- */
@@ -372,7 +375,7 @@ static bool mm_cast_folded(fuse_plan *p, const st_node *x) {
                 st_node *base;
                 int64_t str[ST_MAX_DIMS], off;
                 if (c->src[i] != y) continue;
-                fuse_mm_operand(c->src[i], &base, str, &off);
+                fuse_mm_operand(c->src[i], &base, str, &off, NULL);
                 if (!mm_chain_has(c->src[i], base, x)) return false;
             }
         }
@@ -658,7 +661,7 @@ static int place(fuse_plan *p, st_node *x) {
             for (int i = 0; i < 2; i++) {
                 st_node *base;
                 int64_t str[ST_MAX_DIMS], off;
-                fuse_mm_operand(x->src[i], &base, str, &off);
+                fuse_mm_operand(x->src[i], &base, str, &off, NULL);
                 if (fuse_in_region(base)) p->need[base->pos] = 1;
             }
         }

@@ -8,9 +8,10 @@
  * lowering read (view strides/offset/mask, reduced axes, gather/scatter dim, iota axis, the
  * in-place test of a SETVIEW) and its sources: a region position, or an external input (a
  * realized BUFFER node) numbered by first appearance, with its dtype, shape and device the first
- * time. User scalars (CONST values, IOTA start/step, RAND seed/offset/lo/hi) are left out: they
- * are kernel parameters, refreshed from the new region on a hit (fuse_pentry_refresh). Sizes and
- * strides are in the key, so every other parameter is constant per entry.
+ * time. User scalars (CONST values, IOTA start/step, RAND seed/offset/lo/hi) and view offsets
+ * (only whether one is 0 is keyed) are left out: they are kernel parameters, refreshed from the
+ * new region on a hit (fuse_pentry_refresh). A matmul's operand offsets (fuse_mm_operand) are
+ * keyed. Sizes and strides are in the key, so every other parameter is constant per entry.
  *
  * Value (fuse_pentry): per group in execution order its launch (a compiled kernel, or the node
  * list the interpreter tier evaluates, with the kernel kept when there is one so that a hot entry
@@ -76,8 +77,19 @@ static bool put_ext(fuse_pkey *k, st_node *x) {
 static bool put_args(fuse_pkey *k, const st_node *x) {
     const st_node_arg *a = &x->arg;
     switch ((st_op)x->op) {
-    case ST_OP_CONST: case ST_OP_RAND_U: case ST_OP_RAND_N: case ST_OP_RAND_INT: case ST_OP_MATMUL:
+    case ST_OP_CONST: case ST_OP_RAND_U: case ST_OP_RAND_N: case ST_OP_RAND_INT:
         return true;   /* scalars only: parameters */
+    case ST_OP_MATMUL: { /* an operand offset that no VIEW of the region gives (lower.c mm_offset)
+                          * is a constant of the plan */
+        int64_t off[2];
+        for (int i = 0; i < 2; i++) {
+            st_node *base, *ov;
+            int64_t str[ST_MAX_DIMS];
+            fuse_mm_operand(x->src[i], &base, str, &off[i], &ov);
+            if (ov && fuse_in_region(ov)) off[i] = -1;   /* the view's P_VOFF: keyed as 0 or not */
+        }
+        return put(k, off, sizeof off);
+    }
     case ST_OP_IOTA: return put_i64(k, a->iota.axis);
     case ST_OP_GATHER: case ST_OP_SCATTER_ADD: return put_i64(k, a->axis.dim);
     case ST_OP_VIEW: case ST_OP_SETVIEW: {
@@ -86,7 +98,9 @@ static bool put_args(fuse_pkey *k, const st_node *x) {
         /* lower.c's in-place SETVIEW test: the base buffer is held by this SETVIEW alone */
         int inplace = x->op == ST_OP_SETVIEW && base->op == ST_OP_BUFFER && base->refcnt == 1 && base->buf &&
                       base->buf->refcnt == 1;
-        int64_t head[3] = {a->view.offset, a->view.has_mask, inplace};
+        /* the offset itself is a parameter (P_VOFF, refreshed on a hit): a batch sliced from a
+         * dataset at a new offset each step reuses the plan; whether it is 0 is structure */
+        int64_t head[3] = {a->view.offset != 0, a->view.has_mask, inplace};
         if (!put(k, head, sizeof head) || !put(k, a->view.strides, (size_t)nd * sizeof a->view.strides[0]))
             return false;
         return !a->view.has_mask || (put(k, a->view.lo, (size_t)nd * sizeof a->view.lo[0]) &&

@@ -8,8 +8,10 @@ st.set_jit_min(0) -- every region compiled from its first run (small ones would 
 local FULL, LAST, STEPS = 64, 40, 6 -- six full batches, then a partial one
 
 -- Trains a small MLP (Linear, gelu, Linear, cross-entropy, AdamW); per step: the loss and the
--- plans built and kernels compiled by that step's flushes.
-local function train()
+-- plans built and kernels compiled by that step's flushes. sliced: the batches are views of one
+-- dataset tensor at a new offset each step (narrow, as a data loader that does not shuffle), the
+-- last one partial.
+local function train(sliced)
   st.manual_seed(5)
   local l1, l2 = nn.Linear(48, 96), nn.Linear(96, 10)
   local params = l1:parameters()
@@ -19,6 +21,15 @@ local function train()
   for i = 1, STEPS + 1 do -- the batches, realized before training (as a data loader hands them)
     local b = i <= STEPS and FULL or LAST
     xs[i], ys[i] = st.sync(st.randn(b, 48)), st.sync(st.randint(1, 10, { b }))
+  end
+  if sliced then
+    local n = STEPS * FULL + LAST
+    local X, Y = st.sync(st.cat(xs, 1)), st.sync(st.cat(ys, 1))
+    H.eq(X:size(1), n, "dataset rows")
+    for i = 1, STEPS + 1 do
+      local b = i <= STEPS and FULL or LAST
+      xs[i], ys[i] = X:narrow(1, (i - 1) * FULL + 1, b), Y:narrow(1, (i - 1) * FULL + 1, b)
+    end
   end
   local out = {}
   for i = 1, STEPS + 1 do
@@ -35,12 +46,37 @@ local function train()
   return out
 end
 
-if arg[1] == "child" then -- the reference run (cache off): print the losses exactly
+-- A matmul whose left operand is a view at a new offset each call, and in-place writes at a new
+-- offset each call (SETVIEW): per call one flush; the results, and the plan cache hits.
+local function slices()
+  local X = st.sync(st.arange(0, 64):reshape(16, 4):float() / 8)
+  local W = st.sync(st.arange(0, 12):reshape(4, 3):float() / 4 - 1)
+  local r = { sums = {}, hits = 0 }
+  local h0 = st.stats().plan_cache_hits
+  for i = 1, 12 do
+    local y = X:narrow(1, i, 4):matmul(W) * 2 + 1
+    r.sums[#r.sums + 1] = y:sum():item()
+  end
+  local buf = st.zeros(10)
+  for i = 1, 10 do
+    buf[i] = i * i
+    st.sync(buf)
+  end
+  for i = 1, 10 do r.sums[#r.sums + 1] = buf[i] end
+  r.hits = st.stats().plan_cache_hits - h0
+  return r
+end
+
+if arg[1] == "child" then -- the reference run (cache off): print the losses and results exactly
   for _, r in ipairs(train()) do print(string.format("%.17g", r.loss)) end
+  for _, r in ipairs(train(true)) do print(string.format("%.17g", r.loss)) end
+  for _, v in ipairs(slices().sums) do print(string.format("%.17g", v)) end
   os.exit(0)
 end
 
 local run = train()
+local run_sliced = train(true)
+local sl = slices()
 
 H.test("steps 3.. plan nothing and compile nothing", function()
   for i = 1, STEPS do
@@ -63,15 +99,40 @@ H.test("a partial batch plans again but compiles nothing", function()
   H.eq(r.compiled, 0, "kernels compiled for the partial batch")
 end)
 
-H.test("losses equal a run with the cache off", function()
+H.test("batches sliced at a new offset each step reuse the plan (the offset is a parameter)", function()
+  for i = 1, STEPS + 1 do
+    print(string.format("  step %d: %d plans built, %d cached, %d kernels compiled, loss %.6f", i,
+      run_sliced[i].built, run_sliced[i].hits, run_sliced[i].compiled, run_sliced[i].loss))
+  end
+  for i = 3, STEPS do
+    H.eq(run_sliced[i].built, 0, "plans built at step " .. i)
+    assert(run_sliced[i].hits > 0, "no plan cache hit at step " .. i)
+  end
+  H.eq(run_sliced[STEPS + 1].compiled, 0, "kernels compiled for the partial batch")
+  -- views of one dataset: the same numbers as the separate batches
+  for i = 1, STEPS + 1 do H.eq(run_sliced[i].loss, run[i].loss, "sliced loss at step " .. i) end
+end)
+
+H.test("matmul operands and in-place writes at new offsets: hits, right results", function()
+  print(string.format("  %d plan cache hits in 22 flushes", sl.hits))
+  assert(sl.hits >= 15, "plan cache hits: " .. sl.hits)
+  -- in-place writes: every element where it was written
+  for i = 1, 10 do H.eq(sl.sums[12 + i], i * i, "buf[" .. i .. "]") end
+  -- the matmul's sums differ from call to call (a stale offset would repeat one)
+  for i = 2, 12 do assert(sl.sums[i] ~= sl.sums[i - 1], "matmul sum " .. i .. " repeats the last") end
+end)
+
+H.test("losses and results equal a run with the cache off", function()
   local self = arg[0]
   local exe = arg[-1] or "stitch"
   local p = assert(io.popen(string.format("ST_PLAN_CACHE=0 '%s' '%s' child", exe, self)))
   local ref = {}
   for line in p:lines() do ref[#ref + 1] = tonumber(line) end
   p:close()
-  H.eq(#ref, STEPS + 1, "losses from the child run")
-  for i = 1, #ref do H.eq(run[i].loss, ref[i], "loss at step " .. i) end
+  H.eq(#ref, 2 * (STEPS + 1) + 22, "numbers from the child run")
+  for i = 1, STEPS + 1 do H.eq(run[i].loss, ref[i], "loss at step " .. i) end
+  for i = 1, STEPS + 1 do H.eq(run_sliced[i].loss, ref[STEPS + 1 + i], "sliced loss at step " .. i) end
+  for i = 1, 22 do H.eq(sl.sums[i], ref[2 * (STEPS + 1) + i], "slices result " .. i) end
 end)
 
 H.done()
