@@ -22,7 +22,9 @@ void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides) {
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         strides[i] = s;
-        s *= shape[i];
+        /* saturates instead of overflowing: the product can only exceed int64 for a shape with a
+         * 0 in it (numel 0, checked elsewhere), whose strides address nothing */
+        if (i > 0 && __builtin_mul_overflow(s, shape[i], &s)) s = INT64_MAX;
     }
 }
 
