@@ -347,8 +347,10 @@ ST_API void st_interrupt(void);
 ST_API void st_clear_interrupt(void);
 /* Debug flags (ST_DEBUG): 1 flush lines, 2 kernel lines, 4 generated source. */
 ST_API void st_set_debug(int flags);
-/* Fail the nth allocation from now (1 = the next one); 0 disables. For out-of-memory tests. */
-ST_API void st_debug_fail_alloc(int64_t nth);
+/* Fail the nth allocation from now (1 = the next one); 0 disables. For out-of-memory tests.
+ * Returns the countdown this call replaces: 0 when the failure it set up has fired (or none was
+ * set), else how many allocations were still to come before it. */
+ST_API int64_t st_debug_fail_alloc(int64_t nth);
 /* Allocation hook: called with the bytes about to be allocated when an allocation fails, so a
  * host (Lua) can collect garbage; return non-zero to retry once. */
 ST_API void st_set_oom_handler(int (*handler)(size_t bytes, void *ud), void *ud);

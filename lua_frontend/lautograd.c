@@ -13,7 +13,9 @@
 static int la_requires_grad_(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int on = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
-    if (st_set_requires_grad(t, on) != ST_OK) return lt_raise(L, "requires_grad_");
+    st_status s;
+    LT_TRY_STATUS(L, s, st_set_requires_grad(t, on));
+    if (s != ST_OK) return lt_raise(L, "requires_grad_");
     lua_settop(L, 1);
     return 1;
 }
@@ -38,7 +40,8 @@ static int la_detach(lua_State *L) {
 LT_FUNC int lt_autograd_get(lua_State *L, st_tensor *t, const char *key) {
     if (!strcmp(key, "grad")) {
         lt_box *b = lt_push_box(L);
-        st_tensor *g = st_grad(t);
+        st_tensor *g;
+        LT_TRY(L, g, st_grad(t));
         if (!g) {
             if (st_last_status() != ST_OK) return lt_raise(L, "grad");
             lua_pop(L, 1);
@@ -62,11 +65,15 @@ LT_FUNC int lt_autograd_get(lua_State *L, st_tensor *t, const char *key) {
 LT_FUNC int lt_autograd_set(lua_State *L, st_tensor *t, const char *key, int value) {
     if (!strcmp(key, "grad")) {
         st_tensor *g = lua_isnil(L, value) ? NULL : lt_check(L, value);
-        if (st_set_grad(t, g) != ST_OK) lt_raise(L, "grad");
+        st_status s;
+        LT_TRY_STATUS(L, s, st_set_grad(t, g));
+        if (s != ST_OK) lt_raise(L, "grad");
         return 1;
     }
     if (!strcmp(key, "requires_grad")) {
-        if (st_set_requires_grad(t, lua_toboolean(L, value)) != ST_OK) lt_raise(L, "requires_grad");
+        st_status s;
+        LT_TRY_STATUS(L, s, st_set_requires_grad(t, lua_toboolean(L, value)));
+        if (s != ST_OK) lt_raise(L, "requires_grad");
         return 1;
     }
     return 0;

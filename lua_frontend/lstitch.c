@@ -661,8 +661,8 @@ static int lt_set_poison(lua_State *L) {
     return 0;
 }
 static int lt_debug_fail_alloc(lua_State *L) {
-    st_debug_fail_alloc((int64_t)luaL_checkinteger(L, 1));
-    return 0;
+    lua_pushinteger(L, (lua_Integer)st_debug_fail_alloc((int64_t)luaL_checkinteger(L, 1)));
+    return 1;
 }
 static int lt_collectgarbage(lua_State *L) {
     lt_collect(L);

@@ -207,13 +207,20 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
         st_node_release(value);
         if (!nv) return st_last_status();
     }
-    st_node_release(s->node);
+    /* the write commits only when the leaf's record is made too: a failure (out of memory) leaves
+     * the tensor as it was, so a caller that retries (the Lua bindings do) writes once */
+    st_node *old = s->node;
     s->node = nv;
     if (leaf) {
         st_status r = st_ag_mark_leaf(s);
-        if (r != ST_OK) return r;
+        if (r != ST_OK) {
+            st_node_release(s->node);
+            s->node = old;
+            return r;
+        }
         nv = s->node;
     }
+    st_node_release(old);
     if (st_rt.eager && nv->op != ST_OP_BUFFER) return st_flush_nodes(1, &nv);
     if (st_pending_nodes() > st_rt.trace_max + pending_floor) return auto_flush();
     return ST_OK;
