@@ -585,6 +585,31 @@ static int lt_sync(lua_State *L) {
 
 static int lt_realize(lua_State *L) { return lt_sync(L); }
 
+/* st.synchronize() waits for the work launched on every device and raises the first error it
+ * left: a GPU kernel's index error (gather out of range) surfaces only at a synchronization point
+ * (st_synchronize). Runs nothing pending: st.sync first for that. */
+static int lt_synchronize(lua_State *L) {
+    st_status s;
+    LT_TRY_STATUS(L, s, st_synchronize());
+    if (s) return lt_raise(L, "synchronize");
+    return 0;
+}
+
+/* __gc of the state's sentinel (luaopen_stitch): when the state closes, an error that GPU work
+ * left and that no call has reported (nothing read its result afterwards) is said on stderr rather
+ * than lost; a finalizer cannot raise. The stitch executable waits itself after each chunk, so
+ * there this finds nothing; it serves `require "stitch"` from a stock lua5.4. */
+static int lt_state_closing(lua_State *L) {
+    (void)L;
+    if (st_synchronize() != ST_OK) {
+        fprintf(stderr, "stitch: %s (found when the Lua state closed; st.synchronize() reports it sooner)\n",
+                st_last_error_base(1));
+        fflush(stderr);
+        st_clear_error();
+    }
+    return 0;
+}
+
 /* st.graph(path, a, b, ...) is st.sync(a, b, ...) that also writes the flush's fusion plan to
  * path in Graphviz dot (st_graph); st.graph(path): everything pending. Returns the tensors. */
 static int lt_graph(lua_State *L) {
@@ -708,7 +733,8 @@ static const luaL_Reg lt_functions[] = {
     {"rand", lt_rand}, {"randn", lt_randn}, {"full", lt_full}, {"arange", lt_arange},
     {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
     {"where", lt_where}, {"einsum", lt_einsum},
-    {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"graph", lt_graph}, {"stats", lt_stats},
+    {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"synchronize", lt_synchronize}, {"graph", lt_graph},
+    {"stats", lt_stats},
     {"reset_stats", lt_reset_stats},
     {"device", l_device}, {"set_device", l_set_device}, {"cuda_device_count", l_cuda_device_count},
     {"empty_cache", l_empty_cache},
@@ -721,6 +747,17 @@ static const luaL_Reg lt_functions[] = {
 ST_API int luaopen_stitch(lua_State *L) {
     luaL_checkversion(L);
     lt_watch_allocs();
+    /* the sentinel, made before any tensor: finalizers run in reverse order, so at lua_close it
+     * waits after the tensors are released */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "stitch.closing") == LUA_TNIL) {
+        lua_newuserdatauv(L, 1, 0);
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, lt_state_closing);
+        lua_setfield(L, -2, "__gc");
+        lua_setmetatable(L, -2);
+        lua_setfield(L, LUA_REGISTRYINDEX, "stitch.closing");
+    }
+    lua_pop(L, 1);
 
     /* methods table: st.Tensor (Lua code may add methods to it) */
     lua_newtable(L);

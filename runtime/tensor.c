@@ -93,6 +93,17 @@ st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *shape, const in
                  st_shape_str(ndim, shape, b, sizeof b), st_dtypes[t->dtype].name);
         return NULL;
     }
+    /* every element the view reaches lies in its storage: a view never reads or writes outside it */
+    int64_t lo = 0, hi = 0, base_numel = t->storage->node->numel;
+    int fits = numel == 0 || st_view_extent_checked(ndim, shape, strides, offset, &lo, &hi);
+    if (!fits || (numel > 0 && (lo < 0 || hi >= base_numel))) {
+        char b[200], c[200], r[80] = "elements whose index overflows";
+        if (fits) snprintf(r, sizeof r, "elements %lld to %lld", (long long)lo, (long long)hi);
+        st_error(ST_ERR_SHAPE, "view: shape %s with strides %s and offset %lld reaches %s, outside its storage of %lld "
+                 "elements", st_shape_str(ndim, shape, b, sizeof b), st_shape_str(ndim, strides, c, sizeof c),
+                 (long long)offset, r, (long long)base_numel);
+        return NULL;
+    }
     st_tensor *v = st_malloc(sizeof *v);
     if (!v) return NULL;
     v->refcnt = 1;
