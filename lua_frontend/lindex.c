@@ -244,8 +244,8 @@ LT_FUNC void lt_open_index(lua_State *L, int methods) {
         {"one_hot", lt_one_hot},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, f, 0);
+    lt_setfuncs(L, f, LT_MODULE, 0);
     lua_pushvalue(L, methods);
-    luaL_setfuncs(L, m, 0);
+    lt_setfuncs(L, m, LT_METHOD, 0);
     lua_pop(L, 1);
 }

@@ -173,8 +173,8 @@ LT_FUNC void lt_open_shape(lua_State *L, int methods) {
         {"cat", lt_cat}, {"stack", lt_stack},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, f, 0);
+    lt_setfuncs(L, f, LT_MODULE, 0);
     lua_pushvalue(L, methods);
-    luaL_setfuncs(L, m, 0);
+    lt_setfuncs(L, m, LT_METHOD, 0);
     lua_pop(L, 1);
 }
