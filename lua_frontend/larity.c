@@ -30,6 +30,8 @@
 #include <string.h>
 
 #define LT_ARITY_MT "stitch.arity"
+/* Varargs, or a binding that checks its own tail: the creation functions (lt_no_more_args, whose
+ * message says how to place a tensor on a device) and the sizes of reshape & co (lt_sizes_only). */
 #define LT_VARARGS (-1)
 
 typedef struct lt_arity {
@@ -95,9 +97,9 @@ static const lt_arity lt_arities[] = {
     {"rand", LT_MODULE, LT_VARARGS, "sizes, dtype"},
     {"randn", LT_MODULE, LT_VARARGS, "sizes, dtype"},
     {"full", LT_MODULE, LT_VARARGS, "sizes, value, dtype"},
-    {"arange", LT_MODULE, 4, "start, stop, step, dtype"},
-    {"linspace", LT_MODULE, 4, "start, stop, n, dtype"},
-    {"eye", LT_MODULE, 3, "n, m, dtype"},
+    {"arange", LT_MODULE, LT_VARARGS, "start, stop, step, dtype"},
+    {"linspace", LT_MODULE, LT_VARARGS, "start, stop, n, dtype"},
+    {"eye", LT_MODULE, LT_VARARGS, "n, m, dtype"},
     {"randint", LT_MODULE, LT_VARARGS, "lo, hi, sizes, dtype"},
     {"manual_seed", LT_MODULE, 1, "seed"},
     {"where", LT_MODULE, 3, "cond, a, b"},
@@ -210,7 +212,7 @@ LT_FUNC void lt_setfuncs(lua_State *L, const luaL_Reg *l, int where, int nup) {
     for (; l->name; l++) {
         const lt_arity *a = lt_arity_find(l->name, where);
         if (!a)
-            luaL_error(L, "stitch: %s '%s' has no row in lua_frontend/larity.c (the most arguments it takes)",
+            luaL_error(L, "luaopen_stitch: %s '%s' has no row in lua_frontend/larity.c (the most arguments it takes)",
                        where == LT_METHOD ? "method" : "function", l->name);
         lt_guard_data *g = lua_newuserdatauv(L, sizeof *g, 0);
         g->fn = l->func;
