@@ -5,7 +5,7 @@
  *
  * Invariants (those of lstitch.c): each binding checks all its arguments, pushes its box, then
  * makes its C call. Dims and select's index are 1-based, converted by lhelp.c (lt_dim,
- * lt_norm_index); narrow's 1-based start is converted in lt_narrow. Calls lhelp.c only.
+ * lt_norm_index); narrow's 1-based start is converted in lt_narrow. Calls lhelp.c and larity.c only.
  */
 #include "lstitch_internal.h"
 

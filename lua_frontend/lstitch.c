@@ -6,8 +6,10 @@
  * only. docs/lua.md is the reference. The other parts register their own bindings when
  * luaopen_stitch calls their lt_open_*: lshape.c (views, cat, stack), lindex.c (t[i], t[{...}]
  * and index-tensor ops), lautograd.c, lio.c, llib.c (the embedded Lua library); lprint.c provides
- * item, tolist and __tostring. Dependencies run one way: this file calls the parts and lhelp.c
- * (the shared helpers); the parts call lhelp.c only, never this file.
+ * item, tolist and __tostring. Dependencies run one way: this file calls the parts, lhelp.c and
+ * larity.c (the shared helpers); the parts call those two only, never this file. Every C function
+ * goes into st and st.Tensor through larity.c's lt_setfuncs, which guards it against extra
+ * arguments.
  *
  * Invariants (of the whole module; every binding, in this file or a part, keeps them):
  *  - A tensor userdata (lt_box) owns exactly one reference to its st_tensor * (NULL once closed);

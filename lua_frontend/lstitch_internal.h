@@ -3,8 +3,8 @@
  * export table (LT_FUNC).
  *
  * Dependencies run one way: lstitch.c, the module's entry, calls down into the parts (their
- * lt_open_* and the functions declared under their names below) and into lhelp.c; a part calls
- * lhelp.c only, never lstitch.c or another part; lhelp.c calls none of them.
+ * lt_open_* and the functions declared under their names below) and into lhelp.c and larity.c; a
+ * part calls those two only, never lstitch.c or another part; they call none of them.
  */
 #ifndef LSTITCH_INTERNAL_H
 #define LSTITCH_INTERNAL_H
