@@ -6,8 +6,10 @@
  * only. docs/lua.md is the reference. The other parts register their own bindings when
  * luaopen_stitch calls their lt_open_*: lshape.c (views, cat, stack), lindex.c (t[i], t[{...}]
  * and index-tensor ops), lautograd.c, lio.c, llib.c (the embedded Lua library); lprint.c provides
- * item, tolist and __tostring. Dependencies run one way: this file calls the parts and lhelp.c
- * (the shared helpers); the parts call lhelp.c only, never this file.
+ * item, tolist and __tostring. Dependencies run one way: this file calls the parts, lhelp.c and
+ * larity.c (the shared helpers); the parts call those two only, never this file. Every C function
+ * goes into st and st.Tensor through larity.c's lt_setfuncs, which guards it against extra
+ * arguments.
  *
  * Invariants (of the whole module; every binding, in this file or a part, keeps them):
  *  - A tensor userdata (lt_box) owns exactly one reference to its st_tensor * (NULL once closed);
@@ -346,7 +348,10 @@ static int lt_argmin(lua_State *L) { return lt_arg(L, false); }
  * x:max(y) with a tensor or number y → elementwise maximum (Torch7). */
 static int lt_maxmin(lua_State *L, bool ismax) {
     const char *name = ismax ? "max" : "min";
-    if (lt_totensor(L, 2)) return lt_binary(L, ismax ? st_maximum : st_minimum, name);
+    if (lt_totensor(L, 2)) {
+        lt_check_arity(L, 2, name, "the tensor, other"); /* no keepdim for the elementwise form */
+        return lt_binary(L, ismax ? st_maximum : st_minimum, name);
+    }
     st_tensor *t = lt_check(L, 1);
     if (lua_type(L, 2) != LUA_TNUMBER) return lt_reduce(L, ismax ? st_max : st_min, name);
     int dim = lt_checkdim(L, 2, st_ndim(t), false);
@@ -464,10 +469,14 @@ static int l_empty_cache(lua_State *L) {
     return 0;
 }
 
+static bool lt_on_device(st_tensor *t, const char *device) {
+    return strcmp(st_device_of(t), device) == 0 || (strcmp(device, "cuda") == 0 && strcmp(st_device_of(t), "cuda:0") == 0);
+}
+
 /* x:to(device) moves (x itself when already there); x:to(dtype) casts. */
 static int lt_move(lua_State *L, const char *device) {
     st_tensor *t = lt_check(L, 1);
-    if (strcmp(st_device_of(t), device) == 0 || (strcmp(device, "cuda") == 0 && strcmp(st_device_of(t), "cuda:0") == 0)) {
+    if (lt_on_device(t, device)) {
         lua_pushvalue(L, 1);
         return 1;
     }
@@ -487,12 +496,39 @@ static const char *lt_device_name(lua_State *L, int i, const char *what) {
     luaL_typeerror(L, i, what);
     return NULL;
 }
+static bool lt_is_device(const char *s) {
+    return strcmp(s, "cpu") == 0 || strcmp(s, "cuda") == 0 || strcmp(s, "gpu") == 0 || strncmp(s, "cuda:", 5) == 0;
+}
+/* A cast, then a move unless the cast is there already. Cannot raise. */
+static st_tensor *lt_cast_move(st_tensor *t, st_dtype dt, const char *device) {
+    st_tensor *c = st_cast(t, dt);
+    if (!c || lt_on_device(c, device)) return c;
+    st_tensor *r = st_to(c, device);
+    st_release(c);
+    return r;
+}
+/* x:to(dtype), x:to(device), x:to(dtype, device) or x:to(device, dtype) */
 static int lt_to(lua_State *L) {
-    lt_check(L, 1);
-    const char *s = lt_device_name(L, 2, "a device or dtype");
-    if (strcmp(s, "cpu") == 0 || strcmp(s, "cuda") == 0 || strcmp(s, "gpu") == 0 || strncmp(s, "cuda:", 5) == 0)
-        return lt_move(L, s);
-    return lt_cast_to(L, lt_optdtype(L, 2, ST_F32));
+    st_tensor *t = lt_check(L, 1);
+    const char *device = NULL;
+    int dt = -1;
+    for (int i = 2; i <= 3; i++) {
+        if (i == 3 && lua_isnoneornil(L, 3)) break;
+        const char *s = lt_device_name(L, i, "a device or dtype");
+        if (lt_is_device(s)) {
+            if (device) luaL_argerror(L, i, "a second device (to takes a dtype and/or a device)");
+            device = s;
+        } else {
+            if (dt >= 0) luaL_argerror(L, i, "a second dtype (to takes a dtype and/or a device)");
+            dt = (int)lt_optdtype(L, i, ST_F32);
+        }
+    }
+    if (dt < 0) return lt_move(L, device);
+    if (!device) return lt_cast_to(L, (st_dtype)dt);
+    lt_box *box = lt_push_box(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_cast_move(t, (st_dtype)dt, device));
+    return lt_box_finish(L, box, r, "to");
 }
 static int lt_cuda(lua_State *L) { return lt_move(L, lua_isnoneornil(L, 2) ? "cuda" : lt_device_name(L, 2, "a device")); }
 static int lt_cpu(lua_State *L) { return lt_move(L, "cpu"); }
@@ -761,8 +797,8 @@ ST_API int luaopen_stitch(lua_State *L) {
 
     /* methods table: st.Tensor (Lua code may add methods to it) */
     lua_newtable(L);
-    luaL_setfuncs(L, lt_methods, 0);
-    luaL_setfuncs(L, lt_elementwise, 0);
+    lt_setfuncs(L, lt_methods, LT_METHOD, 0);
+    lt_setfuncs(L, lt_elementwise, LT_METHOD, 0);
     int methods = lua_gettop(L);
 
     luaL_newmetatable(L, LT_MT);
@@ -773,7 +809,7 @@ ST_API int luaopen_stitch(lua_State *L) {
     lua_pop(L, 1);
 
     lua_newtable(L);
-    luaL_setfuncs(L, lt_functions, 0);
+    lt_setfuncs(L, lt_functions, LT_MODULE, 0);
     lt_open_shape(L, methods); /* before the copy below: their methods are module functions too */
     lt_open_index(L, methods);
     /* every method is also a module function; constructors win on a name clash */
