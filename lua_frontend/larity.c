@@ -106,6 +106,7 @@ static const lt_arity lt_arities[] = {
     {"einsum", LT_MODULE, LT_VARARGS, "spec, tensors"},
     {"is_tensor", LT_MODULE, 1, "value"},
     {"sync", LT_MODULE, LT_VARARGS, "tensors, or one list of them"},
+    {"synchronize", LT_MODULE, 0, "no arguments"},
     {"graph", LT_MODULE, LT_VARARGS, "path, tensors"},
     {"stats", LT_MODULE, 0, ""},
     {"reset_stats", LT_MODULE, 0, ""},
