@@ -121,6 +121,14 @@ local function is_float(dt)
   return dt == "f32" or dt == "f64" or dt == "f16" or dt == "bf16"
 end
 
+-- A dtype name (nil: none) → its short name; an unknown one is an error naming the op.
+local function check_dtype(op, dt, lvl)
+  if dt == nil then return nil end
+  local ok, t = pcall(st.empty, 0, dt)
+  if type(dt) ~= "string" or not ok then fail(op, "unknown dtype " .. show(dt), (lvl or 1) + 1) end
+  return t:dtype()
+end
+
 -- Runs fn(...) with device dev as the default, restoring the old default even on errors.
 local function on_device(dev, fn, ...)
   local old = st.device()
@@ -158,7 +166,8 @@ local function tri(op, x, k, lower)
   local cols = on_device(x:device(), st.arange, m)
   local diff = cols - rows                      -- (n, m): col - row, 0-based
   local mask = lower and diff:le(k) or diff:ge(k)
-  local zero = x:dtype() == "bool" and false or 0
+  local zero = 0
+  if x:dtype() == "bool" then zero = false end
   return st.where(mask, x, zero)
 end
 
@@ -421,7 +430,8 @@ function M.pad(x, pads, mode, value)
   local given = pads
   pads = {}
   for i = 1, #given do pads[i] = check_int("pad", given[i], "pads entry " .. i) end
-  local fill = value and scalar_for("pad", x, value) or (x:dtype() == "bool" and false or 0)
+  local fill = 0
+  if value ~= nil then fill = scalar_for("pad", x, value) elseif x:dtype() == "bool" then fill = false end
   local r = x
   for p = 1, #pads // 2 do
     local d = nd - p + 1
@@ -632,7 +642,7 @@ local F = {}
 local function like(op, fn)
   return function(x, dtype, extra)
     check_tensor(op, x, "argument #1")
-    if dtype ~= nil and type(dtype) ~= "string" then fail(op, "dtype must be a string, got " .. type(dtype) .. " " .. show(dtype)) end
+    dtype = check_dtype(op, dtype)
     if extra ~= nil then fail(op, "unexpected argument " .. show(extra) .. " (the arguments are a tensor and an optional dtype)") end
     return on_device(x:device(), fn, x:shape(), dtype or x:dtype())
   end
@@ -648,7 +658,7 @@ F.randn_like = like("randn_like", st.randn)
 function F.full_like(x, v, dtype, extra)
   check_tensor("full_like", x, "argument #1")
   if type(v) ~= "number" and type(v) ~= "boolean" then fail("full_like", "expected a number or boolean for the value, got " .. type(v)) end
-  if dtype ~= nil and type(dtype) ~= "string" then fail("full_like", "dtype must be a string, got " .. type(dtype) .. " " .. show(dtype)) end
+  dtype = check_dtype("full_like", dtype)
   if extra ~= nil then fail("full_like", "unexpected argument " .. show(extra) .. " (the arguments are a tensor, a value and an optional dtype)") end
   return on_device(x:device(), st.full, x:shape(), v, dtype or x:dtype())
 end
@@ -659,9 +669,8 @@ end
 function F.randperm(n, dtype, extra)
   n = check_int("randperm", n, "n")
   if n < 0 then fail("randperm", "n must be non-negative, got " .. n) end
-  if dtype ~= nil and type(dtype) ~= "string" then fail("randperm", "dtype must be a string, got " .. type(dtype) .. " " .. show(dtype)) end
+  dtype = check_dtype("randperm", dtype) or "i64"
   if extra ~= nil then fail("randperm", "unexpected argument " .. show(extra) .. " (the arguments are n and an optional dtype)") end
-  dtype = st.empty(0, dtype or "i64"):dtype() -- the short name; an unknown one is an error naming it
   if dtype == "bool" then fail("randperm", "dtype bool cannot hold 1..n") end
   if n == 0 then return st.zeros({ 0 }, dtype) end
   local seed = st.randint(0, 0x7fffffff, { 1 }):item()
