@@ -13,7 +13,8 @@
 --   * Every argument is checked before any tensor work: dims are 1-based (negative ones count from
 --     the end, 0 is an error), option tables accept only the names listed, and each error names
 --     the op and the offending value or shape, with the caller's position.
---   * Helper tensors (masks, index lists, fill blocks) are made on the input's device.
+--   * Helper tensors follow the input's device: fills and aranges are unbound values (computed on
+--     the device of the op that uses them), index lists are moved to the input's device.
 local st = ...
 
 local T = st.Tensor
@@ -129,25 +130,16 @@ local function check_dtype(op, dt, lvl)
   return t:dtype()
 end
 
--- Runs fn(...) with device dev as the default, restoring the old default even on errors.
-local function on_device(dev, fn, ...)
-  local old = st.device()
-  if old == dev then return fn(...) end
-  st.set_device(dev)
-  local r = table.pack(pcall(fn, ...))
-  st.set_device(old)
-  if not r[1] then error(r[2], 0) end
-  return table.unpack(r, 2, r.n)
-end
-
--- A constant block of `shape` with x's dtype and device.
+-- A constant block of `shape` with x's dtype. Fills (like aranges and random tensors) are unbound
+-- values: they are computed on the device of the op that uses them, so they need no placing.
 local function full_as(x, shape, v)
-  return on_device(x:device(), st.full, shape, v, x:dtype())
+  return st.full(shape, v, x:dtype())
 end
 
--- 1-based indices (a Lua list) as an i64 tensor on x's device.
+-- 1-based indices (a Lua list) as an i64 tensor on x's device (st.tensor makes it on the default
+-- device).
 local function index_on(x, list)
-  return on_device(x:device(), st.tensor, list, "i64")
+  return st.tensor(list, "i64"):to(x:device())
 end
 
 local M = {}
@@ -162,8 +154,8 @@ local function tri(op, x, k, lower)
   k = k == nil and 0 or check_int(op, k, "the diagonal k", 2)
   if x:dim() < 2 then fail(op, "expected a tensor with at least 2 dims, got shape " .. shape_str(x), 2) end
   local n, m = x:size(-2), x:size(-1)
-  local rows = on_device(x:device(), st.arange, n):unsqueeze(2)
-  local cols = on_device(x:device(), st.arange, m)
+  local rows = st.arange(n):unsqueeze(2)
+  local cols = st.arange(m)
   local diff = cols - rows                      -- (n, m): col - row, 0-based
   local mask = lower and diff:le(k) or diff:ge(k)
   local zero = 0
@@ -233,7 +225,7 @@ function M.flip(x, ...)
   if x:dim() == 0 then return x:clone() end
   for _, d in ipairs(dims) do
     local n = x:size(d)
-    if n > 1 then r = r:index_select(d, on_device(x:device(), st.arange, n, 0, -1)) end
+    if n > 1 then r = r:index_select(d, st.arange(n, 0, -1)) end
   end
   if r == x then r = x:clone() end
   return r
@@ -638,13 +630,20 @@ end
 
 local F = {}
 
--- name(x [, dtype]): fn(x's shape, dtype) made on x's device.
+-- An unbound value t on x's device: left unbound (computed where it is used, without a flush)
+-- when x is on the default device, else computed there now (st_to on an unbound value).
+local function place_like(x, t)
+  if x:device() == st.device() then return t end
+  return t:to(x:device())
+end
+
+-- name(x [, dtype]): fn(x's shape, dtype) on x's device.
 local function like(op, fn)
   return function(x, dtype, extra)
     check_tensor(op, x, "argument #1")
     dtype = check_dtype(op, dtype)
     if extra ~= nil then fail(op, "unexpected argument " .. show(extra) .. " (the arguments are a tensor and an optional dtype)") end
-    return on_device(x:device(), fn, x:shape(), dtype or x:dtype())
+    return place_like(x, fn(x:shape(), dtype or x:dtype()))
   end
 end
 
@@ -660,7 +659,7 @@ function F.full_like(x, v, dtype, extra)
   if type(v) ~= "number" and type(v) ~= "boolean" then fail("full_like", "expected a number or boolean for the value, got " .. type(v)) end
   dtype = check_dtype("full_like", dtype)
   if extra ~= nil then fail("full_like", "unexpected argument " .. show(extra) .. " (the arguments are a tensor, a value and an optional dtype)") end
-  return on_device(x:device(), st.full, x:shape(), v, dtype or x:dtype())
+  return place_like(x, st.full(x:shape(), v, dtype or x:dtype()))
 end
 
 -- randperm(n [, dtype]): 1..n in a random order (i64 by default). The order is st.data's

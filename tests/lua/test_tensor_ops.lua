@@ -311,6 +311,34 @@ test("randperm", function()
   check(x:index_select(1, st.randperm(10)):sum(), 45, 0)
 end)
 
+-- Helper tensors (masks, indices, fill blocks) are made on the input's device, whatever the
+-- default device (on the simulated GPU the default is cuda:0, so the cpu pass is the cross one).
+local function ops_on(x)
+  local dev = x:device()
+  local outs = {
+    x:tril(), x:triu(1), x:flip(1), x:roll(1, 2), x:repeat_tensor(2, 1), x:pad({ 1, 1 }),
+    x:pad({ 1, 1 }, "reflect"), x:cumsum(2), x:norm(2, 2), x:all(), x:isinf(),
+    x:masked_fill(x:gt(5), 0), st.zeros_like(x), st.full_like(x, 2), st.rand_like(x),
+  }
+  for i, t in ipairs(outs) do eq(t:device(), dev, "result " .. i .. " on " .. dev) end
+  check(x:cumsum(2)[3], { 9, 19, 30, 42 }, 0)
+  check(x:pad({ 1, 1 }, "reflect")[1], { 2, 1, 2, 3, 4, 3 }, 0)
+  st.sync(outs)
+end
+
+test("devices", function()
+  local default = st.device()
+  ops_on(st.tensor(M):to("cpu"))
+  if st.cuda_device_count() > 0 then
+    ops_on(st.tensor(M):to("cuda:0"))
+    st.set_device("cpu")
+    local ok, err = pcall(ops_on, st.tensor(M):to("cuda:0"))
+    st.set_device(default)
+    assert(ok, err)
+  end
+  eq(st.device(), default, "default device restored")
+end)
+
 -- ---------------------------------------------------------------------------------------------
 -- gradients (f64, central differences)
 -- ---------------------------------------------------------------------------------------------
