@@ -163,8 +163,9 @@ local function tri(op, x, k, lower)
   return st.where(mask, x, zero)
 end
 
-function M.tril(x, k) return tri("tril", x, k, true) end
-function M.triu(x, k) return tri("triu", x, k, false) end
+-- (Not tail calls: the checks count the op's frame to find the caller's position.)
+function M.tril(x, k) local r = tri("tril", x, k, true) return r end
+function M.triu(x, k) local r = tri("triu", x, k, false) return r end
 
 -- ---------------------------------------------------------------------------------------------
 -- masked_fill(x, mask, value): value where mask is true (or non-zero); keeps x's dtype.
@@ -218,7 +219,8 @@ end
 function M.flip(x, ...)
   check_tensor("flip", x, "argument #1")
   local list = ...
-  if type(list) ~= "table" then list = { ... } end
+  if type(list) ~= "table" then list = { ... }
+  elseif select("#", ...) > 1 then fail("flip", "dims given as a table and then more arguments") end
   if #list == 0 then fail("flip", "expected dims (numbers or a table of numbers)") end
   local dims = check_dims("flip", x:dim(), 1, list)
   local r = x
@@ -265,6 +267,7 @@ end
 function M.repeat_tensor(x, first, ...)
   check_tensor("repeat", x, "argument #1")
   local reps = type(first) == "table" and first or { first, ... }
+  if type(first) == "table" and select("#", ...) > 0 then fail("repeat", "counts given as a table and then more arguments") end
   if #reps < x:dim() then
     fail("repeat", #reps .. " repeat counts for a tensor of shape " .. shape_str(x) .. " (at least " .. x:dim() .. " needed)")
   end
@@ -329,7 +332,8 @@ end
 
 function M.split(x, spec, dim)
   check_tensor("split", x, "argument #1")
-  return split("split", x, spec, dim, 1)
+  local r = split("split", x, spec, dim, 1)
+  return r
 end
 
 -- chunk(n, dim = 1): pieces of ceil(size / n) entries, the last smaller (so maybe fewer than n).
@@ -340,7 +344,8 @@ function M.chunk(x, n, dim)
   local d = check_dim("chunk", dim == nil and 1 or dim, x:dim())
   if x:dim() == 0 then fail("chunk", "cannot chunk a 0-d tensor") end
   local size = x:size(d)
-  return split("chunk", x, math.max(1, (size + n - 1) // n), d, 1)
+  local r = split("chunk", x, math.max(1, (size + n - 1) // n), d, 1)
+  return r
 end
 
 -- unbind(dim = 1): the list of selects along dim.
@@ -680,6 +685,26 @@ end
 -- Registration: methods and module functions (a name the module already has as a constructor
 -- keeps it, as in luaopen_stitch)
 -- ---------------------------------------------------------------------------------------------
+
+-- The most arguments each op takes (the tensor included; nil: any number, checked by the op).
+-- A non-nil argument past them is an error, not dropped. The wrapper tail-calls the op, so the
+-- op's errors still carry the user's position.
+local max_args = {
+  tril = 2, triu = 2, masked_fill = 3, roll = 3, split = 3, chunk = 3, unbind = 2, movedim = 3,
+  pad = 4, isnan = 1, isinf = 1, isfinite = 1, lerp = 3, addcmul = 4, addcdiv = 4, norm = 4,
+  any = 3, all = 3, clamp = 3, cumsum = 2,
+}
+for name, max in pairs(max_args) do
+  local fn = M[name]
+  M[name] = function(...)
+    local n = select("#", ...)
+    for i = max + 1, n do
+      local v = select(i, ...)
+      if v ~= nil then fail(name, "unexpected argument #" .. i .. " (" .. show(v) .. "): it takes at most " .. max) end
+    end
+    return fn(...)
+  end
+end
 
 for name, fn in pairs(M) do
   T[name] = fn

@@ -479,7 +479,20 @@ test("errors_values_options", function()
   raises(function() st.randperm(-1) end, "randperm: n must be non-negative, got -1")
   raises(function() st.randperm(2.5) end, "randperm: expected an integer for n, got 2.5")
   raises(function() st.randperm(3, "bool") end, "randperm: dtype bool cannot hold 1..n")
-  -- the error carries the caller's position
+  -- no argument is dropped
+  raises(function() x:tril(1, 2) end, "tril: unexpected argument #3 (2): it takes at most 2")
+  raises(function() st.cumsum(x, 1, "f64") end, "cumsum: unexpected argument #3 (\"f64\")")
+  raises(function() x:norm(2, 1, false, "x") end, "norm: unexpected argument #5")
+  raises(function() x:isnan(1) end, "isnan: unexpected argument #2 (1)")
+  raises(function() x:flip({ 1 }, 2) end, "flip: dims given as a table and then more arguments")
+  raises(function() x:repeat_tensor({ 1, 1 }, 2) end, "repeat: counts given as a table and then more arguments")
+  eq(x:tril(1, nil):dim(), 2, "a trailing nil is no argument")
+  -- the error carries the caller's position (also through the argument-count wrapper)
+  for _, f in ipairs({ function() x:tril(0.5) end, function() x:cumsum(0) end, function() x:split(0) end,
+                       function() x:chunk(2, 5) end, function() x:pad({ 1 }) end, function() x:tril(1, 2) end }) do
+    local e2 = raises(f)
+    eq(e2:find("test_tensor_ops.lua:", 1, true) ~= nil, true, "position in " .. e2)
+  end
   local err = raises(function() x:flip(0) end, "flip:")
   eq(err:find("test_tensor_ops.lua:", 1, true) ~= nil, true, "position in " .. err)
 end)
