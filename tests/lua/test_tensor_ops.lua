@@ -263,7 +263,8 @@ test("clamp_tensor_bounds", function()
 end)
 
 test("cumsum", function()
-  for _, n in ipairs({ 1, 2, 3, 5, 8, 13 }) do
+  -- 32 and below: one masked sum; above: blocks of 16 (one level from 33, two from 513)
+  for _, n in ipairs({ 1, 2, 3, 5, 8, 13, 32, 33, 47, 100, 600 }) do
     local v = list(n, function(i) return i * i - 3 end)
     local want, s = {}, 0
     for i = 1, n do s = s + v[i]; want[i] = s end
@@ -273,9 +274,20 @@ test("cumsum", function()
     check(iv, want, 0)
   end
   check(st.tensor(M):cumsum(1), { M[1], { 6, 8, 10, 12 }, { 15, 18, 21, 24 } }, 0)
+  -- a blocked scan along a middle dim
+  local x = st.arange(2 * 50 * 3):reshape(2, 50, 3)
+  local c = x:cumsum(2)
+  eq(H.show(c:shape()), "{2, 50, 3}")
+  local want2, s2 = {}, 0
+  for i = 1, 50 do s2 = s2 + (150 + (i - 1) * 3 + 2); want2[i] = s2 end
+  check(c[{ 2, {}, 3 }], want2, 0)
+  check(x:cumsum(-1)[{ 1, 7 }], { 18, 37, 57 }, 0)
   check(st.cumsum(st.tensor{ true, false, true }, 1), { 1, 1, 2 }, 0)
   -- integers stay exact past f32's 2^24
   check(st.tensor({ 2 ^ 40, 1, 1 }, "i64"):cumsum(1):tolist(), { 2 ^ 40, 2 ^ 40 + 1, 2 ^ 40 + 2 }, 0)
+  local big = list(70, function(i) return i == 1 and (1 << 40) or 1 end)
+  eq(st.tensor(big, "i64"):cumsum(1):tolist()[70], (1 << 40) + 69, "blocked, exact")
+  eq(st.zeros(0, 3):cumsum(1):numel(), 0)
 end)
 
 test("like_constructors", function()
@@ -389,6 +401,8 @@ test("grad_pointwise", function()
   gradcheck({ { 4 }, { 4 } }, function(x, hi) return x:clamp(lo, hi + 0.1) end, "clamp")
   gradcheck({ { 3, 4 } }, function(x) return x:cumsum(2) end, "cumsum")
   gradcheck({ { 9 } }, function(x) return x:cumsum(1) * x end, "cumsum 9")
+  gradcheck({ { 40 } }, function(x) return x:cumsum(1) * x end, "cumsum 40 (blocked)")
+  gradcheck({ { 35, 2 } }, function(x) return x:cumsum(1) end, "cumsum dim 1 (blocked)")
 end)
 
 test("grad_norm", function()
