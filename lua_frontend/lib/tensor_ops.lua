@@ -1,7 +1,7 @@
 -- tensor_ops.lua — tensor ops built from the ops stitch already has: tril/triu, masked_fill, flip,
 -- roll, repeat_tensor, split/chunk/unbind, movedim, pad, isnan/isinf/isfinite, lerp,
--- addcmul/addcdiv, norm, all/any, clamp with tensor bounds, cumsum, the *_like constructors and
--- randperm. Loaded when the module opens (llib.c); each op becomes a method in st.Tensor and a
+-- addcmul/addcdiv, norm, all/any, clamp with tensor bounds, cumsum, atan2, the *_like constructors
+-- and randperm. Loaded when the module opens (llib.c); each op becomes a method in st.Tensor and a
 -- module function (st.flip(x, 1) == x:flip(1)); the *_like constructors and randperm are module
 -- functions only.
 --
@@ -496,6 +496,45 @@ function M.isfinite(x)
 end
 
 -- ---------------------------------------------------------------------------------------------
+-- atan2(y, x): the angle of the point (x, y), in [-pi, pi]
+-- ---------------------------------------------------------------------------------------------
+
+-- stitch has no atan op, so: a rough start, then Newton's method on f(t) = x sin t - y cos t,
+-- which is r sin(t - phi) (r = |(x, y)|, phi the answer). There a Newton step maps an error e to
+-- e - tan(e), about -e^3 / 3: the start, a / (1 + 0.28 a^2) for atan(a) on [0, 1] (error under
+-- 5e-3) folded into the right octant, becomes 4e-8 after one step and below f64's rounding after
+-- the second. The result is as accurate as sin and cos, and its gradient, through the last step,
+-- is the known one (x / r^2 for y, -y / r^2 for x) to the same residual. (0, 0) and infinite
+-- inputs keep the start (no Newton step: it would divide by 0 or make inf - inf); it is exact
+-- there: 0, pi, +-pi/2, +-pi/4, +-3pi/4. -0.0 is not told from 0: atan2(-0.0, -1) is pi. NaN in
+-- either input gives NaN.
+function M.atan2(y, x)
+  check_tensor("atan2", y, "argument #1")
+  if type(x) == "number" then x = st.full({}, x, is_float(y:dtype()) and y:dtype() or "f32") end
+  check_tensor("atan2", x, "x (a tensor or number)")
+  if not is_float(y:dtype()) then y = y:float() end
+  if not is_float(x:dtype()) then x = x:float() end
+  local ay, ax = y:abs(), x:abs()
+  local hi, lo = ay:maximum(ax), ay:minimum(ax)
+  local nz = hi:gt(0)
+  local a = st.where(nz, lo / st.where(nz, hi, 1), 0)            -- in [0, 1]
+  a = st.where(lo:eq(math.huge), 1, a)                          -- both infinite: pi/4
+  local t = st.where(a:eq(1), math.pi / 4, a / (a * a * 0.28 + 1)) -- atan(a), to 5e-3; exact at 0, 1
+  t = st.where(ay:gt(ax), math.pi / 2 - t, t)
+  t = st.where(x:lt(0), math.pi - t, t)
+  t = st.where(y:lt(0), -t, t)
+  local ok = nz:logical_and(hi:lt(math.huge))
+  local xs, ys = st.where(ok, x, 1), st.where(ok, y, 0)         -- (1, 0) where no step is taken
+  local start = t
+  for _ = 1, 2 do
+    local sn, cs = t:sin(), t:cos()
+    t = t - (xs * sn - ys * cs) / (xs * cs + ys * sn)
+  end
+  local nan = y:ne(y):logical_or(x:ne(x))                       -- the comparisons above lose NaN
+  return st.where(nan, 0 / 0, st.where(ok, t, start))
+end
+
+-- ---------------------------------------------------------------------------------------------
 -- lerp, addcmul, addcdiv
 -- ---------------------------------------------------------------------------------------------
 
@@ -726,7 +765,7 @@ end
 local max_args = {
   tril = 2, triu = 2, masked_fill = 3, roll = 3, split = 3, chunk = 3, unbind = 2, movedim = 3,
   pad = 4, isnan = 1, isinf = 1, isfinite = 1, lerp = 3, addcmul = 4, addcdiv = 4, norm = 4,
-  any = 3, all = 3, clamp = 3, cumsum = 2,
+  any = 3, all = 3, clamp = 3, cumsum = 2, atan2 = 2,
 }
 for name, max in pairs(max_args) do
   local fn = M[name]

@@ -290,6 +290,33 @@ test("cumsum", function()
   eq(st.zeros(0, 3):cumsum(1):numel(), 0)
 end)
 
+test("atan2", function()
+  -- every octant, the axes, zeros, tiny, huge and infinite values, against Lua's math.atan(y, x)
+  local vals = { 0, 1, -1, 0.5, -0.5, 3, -3, 1e-30, -1e-30, 1e30, -1e30, 2.5, -7, math.huge, -math.huge }
+  local ys, xs = {}, {}
+  for _, a in ipairs(vals) do
+    for _, b in ipairs(vals) do ys[#ys + 1] = a; xs[#xs + 1] = b end
+  end
+  for k = 1, 500 do ys[#ys + 1] = (k * 0.7919) % 10 - 5; xs[#xs + 1] = (k * 0.3141) % 10 - 5 end
+  for _, c in ipairs({ { "f64", 1e-15 }, { "f32", 3e-7 } }) do
+    local yt, xt = st.tensor(ys, c[1]), st.tensor(xs, c[1])
+    local r = st.atan2(yt, xt)
+    eq(r:dtype(), c[1])
+    local got, yl, xl = r:tolist(), yt:double():tolist(), xt:double():tolist()
+    for i = 1, #got do
+      local want = math.atan(yl[i], xl[i])
+      if not (math.abs(got[i] - want) <= c[2] * math.max(1, math.abs(want)) * 1.0000001) then
+        error(c[1] .. ": atan2(" .. yl[i] .. ", " .. xl[i] .. ") = " .. got[i] .. ", want " .. want)
+      end
+    end
+  end
+  check(st.tensor{ 1e-30, -3e-20 }:atan2(1), { 1e-30, -3e-20 }, 1e-6, "tiny angles, relative")
+  check(st.atan2(st.tensor({ 1, -1 }, "i64"), st.tensor({ 0, 0 }, "i32")), { math.pi / 2, -math.pi / 2 }, 1e-7)
+  eq(st.atan2(st.tensor({ 1 }, "i64"), 2):dtype(), "f32")
+  local n = st.atan2(st.tensor{ 0 / 0, 1 }, st.tensor{ 1, 0 / 0 }):tolist()
+  eq(n[1] ~= n[1] and n[2] ~= n[2], true, "NaN in, NaN out")
+end)
+
 test("like_constructors", function()
   local x = st.ones({ 2, 3 }, "f64")
   local z = st.zeros_like(x)
@@ -405,6 +432,22 @@ test("grad_pointwise", function()
   gradcheck({ { 35, 2 } }, function(x) return x:cumsum(1) end, "cumsum dim 1 (blocked)")
 end)
 
+test("grad_atan2", function()
+  gradcheck({ { 2, 3 }, { 2, 3 } }, function(y, x) return y:atan2(x) end, "atan2")
+  gradcheck({ { 3 } }, function(y) return st.atan2(y, -0.5) end, "atan2 number x")
+  -- the known formula: d/dy = x / r^2, d/dx = -y / r^2, in every quadrant
+  local yv, xv = { 1, 2, -3, -0.5 }, { 2, -1, -4, 0.25 }
+  local y, x = st.tensor(yv, "f64"):requires_grad_(), st.tensor(xv, "f64"):requires_grad_()
+  y:atan2(x):sum():backward()
+  local gy, gx = {}, {}
+  for i = 1, 4 do
+    local r2 = xv[i] ^ 2 + yv[i] ^ 2
+    gy[i], gx[i] = xv[i] / r2, -yv[i] / r2
+  end
+  check(y.grad, gy, 1e-14)
+  check(x.grad, gx, 1e-14)
+end)
+
 test("grad_norm", function()
   gradcheck({ { 2, 3 } }, function(x) return x:norm() end, "norm 2")
   gradcheck({ { 2, 3 } }, function(x) return x:norm(2, 2, true) end, "norm 2 dim")
@@ -486,6 +529,9 @@ test("errors_values_options", function()
   raises(function() st.zeros(2, "i64"):norm() end, "norm: expected a float tensor, got i64")
   raises(function() x:norm("nuc") end, "norm: p must be a number or \"fro\", got \"nuc\"")
   raises(function() x:clamp("a") end, "clamp: min must be a number, tensor or nil, got string")
+  raises(function() x:atan2("1") end, "atan2: expected a tensor for x (a tensor or number), got string")
+  raises(function() st.atan2(1, x) end, "atan2: expected a tensor for argument #1, got number 1")
+  raises(function() x:atan2(x, 1) end, "atan2: unexpected argument #3 (1)")
   raises(function() st.zeros_like(x, "f99") end, "zeros_like: unknown dtype \"f99\"")
   raises(function() st.ones_like(x, "f32", "cpu") end, "ones_like: unexpected argument \"cpu\"")
   raises(function() st.full_like(x) end, "full_like: expected a number or boolean for the value, got nil")
