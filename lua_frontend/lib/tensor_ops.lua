@@ -603,8 +603,16 @@ function M.norm(x, p, dim, keepdim)
   if type(p) ~= "number" or p ~= p then fail("norm", "p must be a number or \"fro\", got " .. show(p)) end
   local dims = reduce_dims("norm", x, dim)
   local keep = check_keepdim("norm", keepdim)
-  if p == math.huge then return x:abs():max(dims or {}, keep) end
-  if p == -math.huge then return x:abs():min(dims or {}, keep) end
+  if p == math.huge or p == -math.huge then
+    -- max/min take a table of dims (a number would return indices too); nil means every dim
+    if not dims then
+      dims = {}
+      for d = 1, x:dim() do dims[d] = d end
+    end
+    local a = x:abs()
+    if #dims == 0 then return p > 0 and a:max() or a:min() end
+    return p > 0 and a:max(dims, keep) or a:min(dims, keep)
+  end
   if p == 0 then return x:ne(0):sum(dims, keep):to(x:dtype()) end
   if p == 1 then return x:abs():sum(dims, keep) end
   if p == 2 then return safe_root((x * x):sum(dims, keep), 2) end
