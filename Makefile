@@ -31,6 +31,14 @@ OPT     += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=
 LDSAN   := -fsanitize=$(SANITIZE)
 BUILD   := build/san
 endif
+# FUZZ=1: clang with AddressSanitizer, UBSan and libFuzzer's coverage, in build/fuzz (tests/fuzz).
+ifeq ($(FUZZ),1)
+CC      := clang
+OPT     := -O1 -g -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer \
+           -fno-sanitize-recover=undefined
+LDSAN   := -fsanitize=address,undefined
+BUILD   := build/fuzz
+endif
 LUA_INC := /usr/include/lua5.4
 LUA_A   := /usr/lib/x86_64-linux-gnu/liblua5.4.a
 CPPFLAGS:= -D_GNU_SOURCE -Iinclude -I. -I$(LUA_INC) -MMD -MP
@@ -54,7 +62,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 DEB_PKGS := build-essential liblua5.4-dev uthash-dev libedit-dev lua5.4 zlib1g-dev
 
-.PHONY: all deps check-deps test test-c test-lua test-nvrtc test-gpu test-sim sim sim-mutations check-layers docs install module install-module fuzz demo bench clean
+.PHONY: fuzz-bins fuzz-files all deps check-deps test test-c test-lua test-nvrtc test-gpu test-sim sim sim-mutations check-layers docs install module install-module fuzz demo bench clean
 all: $(BUILD)/libstitch.a $(BUILD)/libstitch.so $(BUILD)/stitch $(BUILD)/stitch.so $(BUILD)/tools/gen_ops
 
 # The packages the build needs that are missing, as a list of Debian package names.
@@ -190,6 +198,19 @@ test-sim: all sim $(TEST_BIN)
 # On a GPU machine: the op suite, the fuzzer and the Lua tests on the CUDA device (docs/cuda.md).
 test-gpu: all $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/gpu/run.sh
+
+# libFuzzer harnesses of the file readers and the Lua indexing parser (tests/fuzz): FUZZ=1 builds
+# them; `make fuzz-files [FUZZ_SECONDS=600]` runs each that long (make test runs each briefly:
+# tests/run_fuzz_files.sh).
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_file.h $(BUILD)/libstitch.a $(LUA_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(OPT) -fsanitize=fuzzer -Itests/fuzz -o $@ $< $(LUA_OBJ) $(BUILD)/libstitch.a \
+	  $(LUA_A) $(LDLIBS)
+fuzz-bins: $(FUZZ_BIN)
+fuzz-files:
+	@$(MAKE) --no-print-directory FUZZ=1 -j2 fuzz-bins
+	@sh tests/fuzz/run.sh $(or $(FUZZ_SECONDS),600)
 
 fuzz: all $(BUILD)/tests/test_fuzz
 	$(BUILD)/tests/test_fuzz --graphs $(or $(N),20000) --seed $(or $(SEED),1) $(if $(J),--jit-every $(J))

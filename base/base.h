@@ -143,6 +143,11 @@ ST_INTERNAL int64_t st_shape_numel(int ndim, const int64_t *shape);
  * elem_size fits in an int64 (a tensor's bytes, offsets and strides then all do); 0 otherwise
  * (no error set: the caller names the op). The one check every new node goes through. */
 ST_INTERNAL int st_shape_numel_checked(int ndim, const int64_t *shape, size_t elem_size, int64_t *numel);
+/* The first and last element a view (shape, strides, offset: in elements) of a tensor with
+ * elements reaches: 1 with *lo and *hi set, 0 when computing them overflows (no error set). The one
+ * check of a view's extent against its storage (runtime/tensor.c, st_tensor_view). */
+ST_INTERNAL int st_view_extent_checked(int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
+                                       int64_t *lo, int64_t *hi);
 /* Contiguous strides of a shape, in elements. */
 ST_INTERNAL void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* Do these strides lay the shape out in C order (size-1 dims ignored)? */

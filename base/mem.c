@@ -19,7 +19,11 @@ enum { MAX_TRIMS = 8 };
 static void (*trims[MAX_TRIMS])(void);
 static int ntrims;
 
-void st_debug_fail_alloc(int64_t nth) { fail_countdown = nth > 0 ? nth : 0; }
+int64_t st_debug_fail_alloc(int64_t nth) {
+    int64_t left = fail_countdown;
+    fail_countdown = nth > 0 ? nth : 0;
+    return left;
+}
 void st_set_oom_handler(int (*handler)(size_t, void *), void *ud) { oom_handler = handler; oom_ud = ud; }
 void st_set_alloc_observer(void (*observer)(int64_t, void *), void *ud) {
     alloc_observer = observer;

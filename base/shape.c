@@ -9,6 +9,19 @@ int64_t st_shape_numel(int ndim, const int64_t *shape) {
     return n;
 }
 
+int st_view_extent_checked(int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
+                            int64_t *lo, int64_t *hi) {
+    int64_t l = offset, h = offset, ext;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] <= 1) continue;   /* a size-1 dim's stride moves nothing */
+        if (__builtin_mul_overflow(shape[i] - 1, strides[i], &ext)) return 0;
+        if (ext < 0 ? __builtin_add_overflow(l, ext, &l) : __builtin_add_overflow(h, ext, &h)) return 0;
+    }
+    *lo = l;
+    *hi = h;
+    return 1;
+}
+
 int st_shape_numel_checked(int ndim, const int64_t *shape, size_t elem_size, int64_t *numel) {
     int64_t n = 1, bytes;
     for (int i = 0; i < ndim; i++)
@@ -22,7 +35,9 @@ void st_contig_strides(int ndim, const int64_t *shape, int64_t *strides) {
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         strides[i] = s;
-        s *= shape[i];
+        /* saturates instead of overflowing: the product can only exceed int64 for a shape with a
+         * 0 in it (numel 0, checked elsewhere), whose strides address nothing */
+        if (i > 0 && __builtin_mul_overflow(s, shape[i], &s)) s = INT64_MAX;
     }
 }
 

@@ -21,7 +21,8 @@
  * lists them; ST_CUDA_SYNC=1 waits after every launch instead, so a fault names its own kernel.
  * Kernels that can report an index error (gather, scatter_add) get a slot of the device's flag
  * array, cleared by an asynchronous memset queued before them; the slots are copied back by the
- * next synchronization point (cuda_synchronize, cuda_copy_dtoh), which reports the first one set
+ * next synchronization point (cuda_synchronize, cuda_copy_dtoh, cuda_synchronize_all: the public
+ * st_synchronize, and the stitch executable when a script ends), which reports the first one set
  * with the message its launch gave: a launch itself never waits.
  *
  * Every driver result is checked. Paths that cannot return one (frees, unloads, releases,
@@ -859,6 +860,17 @@ st_status cuda_synchronize(int dev) {
     return take_checks(d);
 }
 
+/* Every device already active, after the error kept for later (reported even when none is): the
+ * first error. Never probes the driver nor activates a device: a program that used no GPU pays
+ * nothing. */
+st_status cuda_synchronize_all(void) {
+    if (drv.state <= 0) return ST_OK;
+    st_status s = report_later();
+    for (int i = 0; i < drv.ndev && s == ST_OK; i++)
+        if (drv.devs[i].ready) s = cuda_synchronize(i);
+    return s;
+}
+
 /* ---- shutdown ---- */
 
 void cuda_shutdown(void) {
@@ -1005,6 +1017,7 @@ const st_device_ops dev_cuda_ops = {
     .copy_out = ops_copy_out,
     .copy = ops_copy,
     .synchronize = cuda_synchronize,
+    .synchronize_all = cuda_synchronize_all,
     .load_function = cuda_module_function,
     .generation = cuda_module_generation,
     .unload_functions = cuda_unload_modules,

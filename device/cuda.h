@@ -86,6 +86,10 @@ ST_INTERNAL st_status cuda_launch(int dev, void *fn, const char *label, const un
  * the kernels in flight), then the first index error flagged since the last synchronization
  * (ST_ERR_ARG, the launch's message; cuda_copy_dtoh does the same). */
 ST_INTERNAL st_status cuda_synchronize(int dev);
+/* cuda_synchronize on every device already active (none is activated, the driver is not probed),
+ * after the error kept from a path that could not return one (a free, an unload, cuda_shutdown's
+ * flags): the first error; the devices after it are waited for by the next call. */
+ST_INTERNAL st_status cuda_synchronize_all(void);
 
 /* Frees the caches: waits for each device, unloads every module (functions handed out become
  * invalid), returns cached blocks to the driver; a device with no block in use is released

@@ -131,6 +131,14 @@ void dev_unload_functions(void) {
         if (impls[i].ops->unload_functions) impls[i].ops->unload_functions();
 }
 
+st_status dev_synchronize_all(void) {
+    for (int i = 0; i < NIMPLS; i++) {
+        st_status s = impls[i].ops->synchronize_all ? impls[i].ops->synchronize_all() : ST_OK;
+        if (s != ST_OK) return s;
+    }
+    return ST_OK;
+}
+
 /* ---- buffers ---- */
 
 st_buffer *st_buffer_new(size_t nbytes) { return st_buffer_new_on(ST_DEV_CPU, nbytes); }

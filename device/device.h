@@ -82,6 +82,9 @@ typedef struct st_device_ops {
     st_status (*copy_out)(int ord, void *dst, const void *src, size_t n);  /* device -> host, waits */
     st_status (*copy)(int ord, void *dst, const void *src, size_t n);      /* on the device, queued */
     st_status (*synchronize)(int ord);    /* reports asynchronous errors (and flagged index errors) */
+    /* synchronize on every ordinal already in use (activating none), after reporting an error kept
+     * from a path that could not return one; the first error. NULL: nothing is ever deferred. */
+    st_status (*synchronize_all)(void);
     /* The function `name` of a compiled image (a cubin), loaded once per image; NULL for targets
      * whose kernels the JIT loads itself (C). */
     st_status (*load_function)(int ord, const void *image, size_t n, const char *name, void **fn);
@@ -131,6 +134,10 @@ ST_INTERNAL void dev_reset_peak(void);
 ST_INTERNAL void dev_empty_caches(void);
 /* Every implementation's unload_functions (before a cache frees the images they came from). */
 ST_INTERNAL void dev_unload_functions(void);
+/* Waits for every device in use and reports the first error its asynchronous work left (an index
+ * error flagged by a kernel, a fault, an error kept from a free or a shutdown); activates none.
+ * An error stops the round: the devices after it are waited for by the next call. */
+ST_INTERNAL st_status dev_synchronize_all(void);
 
 /* ---- buffers (device.c) ----
  * Tensor data: refcounted, on one device. On the CPU: 64-byte aligned host memory counted in

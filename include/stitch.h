@@ -217,6 +217,12 @@ ST_API st_status st_zero_(st_tensor *a);
 ST_API st_status st_realize(int n, st_tensor *const *ts);
 /* Realize every pending tensor still referenced. */
 ST_API st_status st_sync(void);
+/* Waits for the work already launched on every device in use and reports the first error it
+ * left: a GPU kernel reports an index error (gather, scatter_add, ...) and faults only at the
+ * device's next synchronization point (a copy to the host, this call), not at the flush that
+ * launched it (docs/cuda.md, "Errors"). Runs nothing pending in the trace (st_sync first for that);
+ * on the CPU, where every error comes with its flush, always ST_OK. */
+ST_API st_status st_synchronize(void);
 /* st_realize (n == 0: st_sync) that also writes that flush's fusion plan to path in Graphviz dot:
  * one cluster per kernel, its nodes, inputs and edges (docs/fusion.md, "Seeing the plan"), plus an
  * SVG next to it (path with its extension replaced by .svg) when Graphviz's `dot` is on PATH.
@@ -347,14 +353,19 @@ ST_API void st_interrupt(void);
 ST_API void st_clear_interrupt(void);
 /* Debug flags (ST_DEBUG): 1 flush lines, 2 kernel lines, 4 generated source. */
 ST_API void st_set_debug(int flags);
-/* Fail the nth allocation from now (1 = the next one); 0 disables. For out-of-memory tests. */
-ST_API void st_debug_fail_alloc(int64_t nth);
+/* Fail the nth allocation from now (1 = the next one); 0 disables. For out-of-memory tests.
+ * Returns the countdown this call replaces: 0 when the failure it set up has fired (or none was
+ * set), else how many allocations were still to come before it. */
+ST_API int64_t st_debug_fail_alloc(int64_t nth);
 /* Allocation hook: called with the bytes about to be allocated when an allocation fails, so a
  * host (Lua) can collect garbage; return non-zero to retry once. */
 ST_API void st_set_oom_handler(int (*handler)(size_t bytes, void *ud), void *ud);
 /* Report of memory growth so that a garbage-collected host can account for it. */
 ST_API void st_set_alloc_observer(void (*observer)(int64_t delta_bytes, void *ud), void *ud);
-/* Frees every cache the runtime holds (compiled kernels stay on disk). Call at exit for leak checks. */
+/* Frees every cache the runtime holds (compiled kernels stay on disk). Call at exit for leak checks.
+ * It waits for the devices; an error their work left that no call has reported (st_synchronize
+ * first to get it as a status) is printed on stderr, "stitch: found by st_shutdown, which cannot
+ * return it: ...", never dropped. */
 ST_API void st_shutdown(void);
 
 #ifdef __cplusplus

@@ -13,7 +13,9 @@
 static int la_requires_grad_(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int on = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
-    if (st_set_requires_grad(t, on) != ST_OK) return lt_raise(L, "requires_grad_");
+    st_status s;
+    LT_TRY_STATUS(L, s, st_set_requires_grad(t, on));
+    if (s != ST_OK) return lt_raise(L, "requires_grad_");
     lua_settop(L, 1);
     return 1;
 }
@@ -38,7 +40,8 @@ static int la_detach(lua_State *L) {
 LT_FUNC int lt_autograd_get(lua_State *L, st_tensor *t, const char *key) {
     if (!strcmp(key, "grad")) {
         lt_box *b = lt_push_box(L);
-        st_tensor *g = st_grad(t);
+        st_tensor *g;
+        LT_TRY(L, g, st_grad(t));
         if (!g) {
             if (st_last_status() != ST_OK) return lt_raise(L, "grad");
             lua_pop(L, 1);
@@ -62,11 +65,15 @@ LT_FUNC int lt_autograd_get(lua_State *L, st_tensor *t, const char *key) {
 LT_FUNC int lt_autograd_set(lua_State *L, st_tensor *t, const char *key, int value) {
     if (!strcmp(key, "grad")) {
         st_tensor *g = lua_isnil(L, value) ? NULL : lt_check(L, value);
-        if (st_set_grad(t, g) != ST_OK) lt_raise(L, "grad");
+        st_status s;
+        LT_TRY_STATUS(L, s, st_set_grad(t, g));
+        if (s != ST_OK) lt_raise(L, "grad");
         return 1;
     }
     if (!strcmp(key, "requires_grad")) {
-        if (st_set_requires_grad(t, lua_toboolean(L, value)) != ST_OK) lt_raise(L, "requires_grad");
+        st_status s;
+        LT_TRY_STATUS(L, s, st_set_requires_grad(t, lua_toboolean(L, value)));
+        if (s != ST_OK) lt_raise(L, "requires_grad");
         return 1;
     }
     return 0;
@@ -89,7 +96,7 @@ static int la_guard_close(lua_State *L) {
 
 /* st.no_grad() -> guard; st.no_grad(fn, ...) -> fn(...) with grad mode off (mode: upvalue 1). */
 static int la_mode(lua_State *L) {
-    int enabled = (int)lua_toboolean(L, lua_upvalueindex(1));
+    int enabled = (int)lua_toboolean(L, LT_UPVALUE(1));
     if (lua_isnoneornil(L, 1)) {
         la_guard *g = lua_newuserdatauv(L, sizeof *g, 0);
         g->active = 0;
@@ -150,9 +157,9 @@ LT_FUNC void lt_open_autograd(lua_State *L, int methods) {
         {"requires_grad_", la_requires_grad_}, {"backward", la_backward}, {"detach", la_detach},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, m, 0);                 /* st.backward(x), st.detach(x) */
+    lt_setfuncs(L, m, LT_MODULE, 0);        /* st.backward(x), st.detach(x) */
     lua_pushvalue(L, methods);
-    luaL_setfuncs(L, m, 0);
+    lt_setfuncs(L, m, LT_METHOD, 0);
     lua_pop(L, 1);
     if (luaL_newmetatable(L, LA_GUARD)) {
         /* no __gc: a guard that is never closed must not pop someone else's mode at a random
@@ -161,14 +168,14 @@ LT_FUNC void lt_open_autograd(lua_State *L, int methods) {
         lua_setfield(L, -2, "__close");
     }
     lua_pop(L, 1);
+    static const luaL_Reg no_grad[] = {{"no_grad", la_mode}, {NULL, NULL}};
+    static const luaL_Reg enable_grad[] = {{"enable_grad", la_mode}, {NULL, NULL}};
+    static const luaL_Reg f[] = {{"is_grad_enabled", la_is_grad_enabled}, {NULL, NULL}};
     lua_pushboolean(L, 0);
-    lua_pushcclosure(L, la_mode, 1);
-    lua_setfield(L, mod, "no_grad");
+    lt_setfuncs(L, no_grad, LT_MODULE, 1);
     lua_pushboolean(L, 1);
-    lua_pushcclosure(L, la_mode, 1);
-    lua_setfield(L, mod, "enable_grad");
-    lua_pushcfunction(L, la_is_grad_enabled);
-    lua_setfield(L, mod, "is_grad_enabled");
+    lt_setfuncs(L, enable_grad, LT_MODULE, 1);
+    lt_setfuncs(L, f, LT_MODULE, 0);
     if (luaL_loadbufferx(L, la_grad_src, sizeof la_grad_src - 1, "=stitch.grad", "t") == LUA_OK) {
         lua_pushvalue(L, mod);
         lua_call(L, 1, 1);

@@ -180,7 +180,7 @@ LT_FUNC int lt_checkdim(lua_State *L, int arg, int nd, bool insert) {
  * counts from the end. */
 LT_FUNC int64_t lt_norm_index(lua_State *L, lua_Integer i, int64_t n, int d) {
     if (i >= 1 && i <= n) return i - 1;
-    if (i < 0 && -i <= n) return n + i;
+    if (i < 0 && i >= -n) return n + i;   /* not -i <= n: -i overflows for the most negative i */
     return luaL_error(L, "index %I out of range for dim %d of size %I (indices are 1-based)", (lua_Integer)i, d + 1,
                       (lua_Integer)n);
 }

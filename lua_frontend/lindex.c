@@ -8,7 +8,7 @@
  * Invariants (those of lstitch.c): keys are parsed and checked in full before any box is pushed,
  * and the views are made in lt_index_apply, which cannot raise. Lua's 1-based indices and
  * inclusive ranges {a, b, step} become the C API's 0-based [a, b) here (lt_parse_key), index
- * tensors through lt_shift. Calls lhelp.c only.
+ * tensors through lt_shift. Calls lhelp.c and larity.c only.
  */
 #include "lstitch_internal.h"
 
@@ -244,8 +244,8 @@ LT_FUNC void lt_open_index(lua_State *L, int methods) {
         {"one_hot", lt_one_hot},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, f, 0);
+    lt_setfuncs(L, f, LT_MODULE, 0);
     lua_pushvalue(L, methods);
-    luaL_setfuncs(L, m, 0);
+    lt_setfuncs(L, m, LT_METHOD, 0);
     lua_pop(L, 1);
 }

@@ -208,5 +208,5 @@ LT_FUNC void lt_open_io(lua_State *L) {
         {"read_idx", lio_read_idx},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    lt_setfuncs(L, fns, LT_MODULE, 0);
 }

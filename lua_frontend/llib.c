@@ -46,7 +46,7 @@ static int lt_lib(lua_State *L) {
         lua_remove(L, -2);
     }
     if (rc != LUA_OK) return lua_error(L);
-    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushvalue(L, LT_UPVALUE(1));
     lua_call(L, 1, 1);
     if (lua_isnil(L, -1)) return luaL_error(L, "stitch: library '%s' returned nothing", name);
     lua_pushvalue(L, -1);
@@ -85,13 +85,11 @@ static int lt_now(lua_State *L) {
 
 LT_FUNC void lt_open_lib(lua_State *L) {
     int mod = lua_gettop(L);
+    static const luaL_Reg lib[] = {{"_lib", lt_lib}, {NULL, NULL}};
+    static const luaL_Reg f[] = {{"_isatty", lt_isatty}, {"_now", lt_now}, {NULL, NULL}};
     lua_pushvalue(L, mod);
-    lua_pushcclosure(L, lt_lib, 1);
-    lua_setfield(L, mod, "_lib");
-    lua_pushcfunction(L, lt_isatty);
-    lua_setfield(L, mod, "_isatty");
-    lua_pushcfunction(L, lt_now);
-    lua_setfield(L, mod, "_now");
+    lt_setfuncs(L, lib, LT_MODULE, 1);
+    lt_setfuncs(L, f, LT_MODULE, 0);
     lua_newtable(L);
     lua_pushcfunction(L, lt_lazy_index);
     lua_setfield(L, -2, "__index");

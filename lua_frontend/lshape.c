@@ -5,7 +5,7 @@
  *
  * Invariants (those of lstitch.c): each binding checks all its arguments, pushes its box, then
  * makes its C call. Dims and select's index are 1-based, converted by lhelp.c (lt_dim,
- * lt_norm_index); narrow's 1-based start is converted in lt_narrow. Calls lhelp.c only.
+ * lt_norm_index); narrow's 1-based start is converted in lt_narrow. Calls lhelp.c and larity.c only.
  */
 #include "lstitch_internal.h"
 
@@ -173,8 +173,8 @@ LT_FUNC void lt_open_shape(lua_State *L, int methods) {
         {"cat", lt_cat}, {"stack", lt_stack},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, f, 0);
+    lt_setfuncs(L, f, LT_MODULE, 0);
     lua_pushvalue(L, methods);
-    luaL_setfuncs(L, m, 0);
+    lt_setfuncs(L, m, LT_METHOD, 0);
     lua_pop(L, 1);
 }

@@ -6,8 +6,10 @@
  * only. docs/lua.md is the reference. The other parts register their own bindings when
  * luaopen_stitch calls their lt_open_*: lshape.c (views, cat, stack), lindex.c (t[i], t[{...}]
  * and index-tensor ops), lautograd.c, lio.c, llib.c (the embedded Lua library); lprint.c provides
- * item, tolist and __tostring. Dependencies run one way: this file calls the parts and lhelp.c
- * (the shared helpers); the parts call lhelp.c only, never this file.
+ * item, tolist and __tostring. Dependencies run one way: this file calls the parts, lhelp.c and
+ * larity.c (the shared helpers); the parts call those two only, never this file. Every C function
+ * goes into st and st.Tensor through larity.c's lt_setfuncs, which guards it against extra
+ * arguments.
  *
  * Invariants (of the whole module; every binding, in this file or a part, keeps them):
  *  - A tensor userdata (lt_box) owns exactly one reference to its st_tensor * (NULL once closed);
@@ -346,7 +348,10 @@ static int lt_argmin(lua_State *L) { return lt_arg(L, false); }
  * x:max(y) with a tensor or number y → elementwise maximum (Torch7). */
 static int lt_maxmin(lua_State *L, bool ismax) {
     const char *name = ismax ? "max" : "min";
-    if (lt_totensor(L, 2)) return lt_binary(L, ismax ? st_maximum : st_minimum, name);
+    if (lt_totensor(L, 2)) {
+        lt_check_arity(L, 2, name, "the tensor, other"); /* no keepdim for the elementwise form */
+        return lt_binary(L, ismax ? st_maximum : st_minimum, name);
+    }
     st_tensor *t = lt_check(L, 1);
     if (lua_type(L, 2) != LUA_TNUMBER) return lt_reduce(L, ismax ? st_max : st_min, name);
     int dim = lt_checkdim(L, 2, st_ndim(t), false);
@@ -464,10 +469,14 @@ static int l_empty_cache(lua_State *L) {
     return 0;
 }
 
+static bool lt_on_device(st_tensor *t, const char *device) {
+    return strcmp(st_device_of(t), device) == 0 || (strcmp(device, "cuda") == 0 && strcmp(st_device_of(t), "cuda:0") == 0);
+}
+
 /* x:to(device) moves (x itself when already there); x:to(dtype) casts. */
 static int lt_move(lua_State *L, const char *device) {
     st_tensor *t = lt_check(L, 1);
-    if (strcmp(st_device_of(t), device) == 0 || (strcmp(device, "cuda") == 0 && strcmp(st_device_of(t), "cuda:0") == 0)) {
+    if (lt_on_device(t, device)) {
         lua_pushvalue(L, 1);
         return 1;
     }
@@ -487,12 +496,39 @@ static const char *lt_device_name(lua_State *L, int i, const char *what) {
     luaL_typeerror(L, i, what);
     return NULL;
 }
+static bool lt_is_device(const char *s) {
+    return strcmp(s, "cpu") == 0 || strcmp(s, "cuda") == 0 || strcmp(s, "gpu") == 0 || strncmp(s, "cuda:", 5) == 0;
+}
+/* A cast, then a move unless the cast is there already. Cannot raise. */
+static st_tensor *lt_cast_move(st_tensor *t, st_dtype dt, const char *device) {
+    st_tensor *c = st_cast(t, dt);
+    if (!c || lt_on_device(c, device)) return c;
+    st_tensor *r = st_to(c, device);
+    st_release(c);
+    return r;
+}
+/* x:to(dtype), x:to(device), x:to(dtype, device) or x:to(device, dtype) */
 static int lt_to(lua_State *L) {
-    lt_check(L, 1);
-    const char *s = lt_device_name(L, 2, "a device or dtype");
-    if (strcmp(s, "cpu") == 0 || strcmp(s, "cuda") == 0 || strcmp(s, "gpu") == 0 || strncmp(s, "cuda:", 5) == 0)
-        return lt_move(L, s);
-    return lt_cast_to(L, lt_optdtype(L, 2, ST_F32));
+    st_tensor *t = lt_check(L, 1);
+    const char *device = NULL;
+    int dt = -1;
+    for (int i = 2; i <= 3; i++) {
+        if (i == 3 && lua_isnoneornil(L, 3)) break;
+        const char *s = lt_device_name(L, i, "a device or dtype");
+        if (lt_is_device(s)) {
+            if (device) luaL_argerror(L, i, "a second device (to takes a dtype and/or a device)");
+            device = s;
+        } else {
+            if (dt >= 0) luaL_argerror(L, i, "a second dtype (to takes a dtype and/or a device)");
+            dt = (int)lt_optdtype(L, i, ST_F32);
+        }
+    }
+    if (dt < 0) return lt_move(L, device);
+    if (!device) return lt_cast_to(L, (st_dtype)dt);
+    lt_box *box = lt_push_box(L);
+    st_tensor *r;
+    LT_TRY(L, r, lt_cast_move(t, (st_dtype)dt, device));
+    return lt_box_finish(L, box, r, "to");
 }
 static int lt_cuda(lua_State *L) { return lt_move(L, lua_isnoneornil(L, 2) ? "cuda" : lt_device_name(L, 2, "a device")); }
 static int lt_cpu(lua_State *L) { return lt_move(L, "cpu"); }
@@ -585,6 +621,31 @@ static int lt_sync(lua_State *L) {
 
 static int lt_realize(lua_State *L) { return lt_sync(L); }
 
+/* st.synchronize() waits for the work launched on every device and raises the first error it
+ * left: a GPU kernel's index error (gather out of range) surfaces only at a synchronization point
+ * (st_synchronize). Runs nothing pending: st.sync first for that. */
+static int lt_synchronize(lua_State *L) {
+    st_status s;
+    LT_TRY_STATUS(L, s, st_synchronize());
+    if (s) return lt_raise(L, "synchronize");
+    return 0;
+}
+
+/* __gc of the state's sentinel (luaopen_stitch): when the state closes, an error that GPU work
+ * left and that no call has reported (nothing read its result afterwards) is said on stderr rather
+ * than lost; a finalizer cannot raise. The stitch executable waits itself after each chunk, so
+ * there this finds nothing; it serves `require "stitch"` from a stock lua5.4. */
+static int lt_state_closing(lua_State *L) {
+    (void)L;
+    if (st_synchronize() != ST_OK) {
+        fprintf(stderr, "stitch: %s (found when the Lua state closed; st.synchronize() reports it sooner)\n",
+                st_last_error_base(1));
+        fflush(stderr);
+        st_clear_error();
+    }
+    return 0;
+}
+
 /* st.graph(path, a, b, ...) is st.sync(a, b, ...) that also writes the flush's fusion plan to
  * path in Graphviz dot (st_graph); st.graph(path): everything pending. Returns the tensors. */
 static int lt_graph(lua_State *L) {
@@ -661,8 +722,8 @@ static int lt_set_poison(lua_State *L) {
     return 0;
 }
 static int lt_debug_fail_alloc(lua_State *L) {
-    st_debug_fail_alloc((int64_t)luaL_checkinteger(L, 1));
-    return 0;
+    lua_pushinteger(L, (lua_Integer)st_debug_fail_alloc((int64_t)luaL_checkinteger(L, 1)));
+    return 1;
 }
 static int lt_collectgarbage(lua_State *L) {
     lt_collect(L);
@@ -708,7 +769,8 @@ static const luaL_Reg lt_functions[] = {
     {"rand", lt_rand}, {"randn", lt_randn}, {"full", lt_full}, {"arange", lt_arange},
     {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
     {"where", lt_where}, {"einsum", lt_einsum},
-    {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"graph", lt_graph}, {"stats", lt_stats},
+    {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"synchronize", lt_synchronize}, {"graph", lt_graph},
+    {"stats", lt_stats},
     {"reset_stats", lt_reset_stats},
     {"device", l_device}, {"set_device", l_set_device}, {"cuda_device_count", l_cuda_device_count},
     {"empty_cache", l_empty_cache},
@@ -721,11 +783,22 @@ static const luaL_Reg lt_functions[] = {
 ST_API int luaopen_stitch(lua_State *L) {
     luaL_checkversion(L);
     lt_watch_allocs();
+    /* the sentinel, made before any tensor: finalizers run in reverse order, so at lua_close it
+     * waits after the tensors are released */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "stitch.closing") == LUA_TNIL) {
+        lua_newuserdatauv(L, 1, 0);
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, lt_state_closing);
+        lua_setfield(L, -2, "__gc");
+        lua_setmetatable(L, -2);
+        lua_setfield(L, LUA_REGISTRYINDEX, "stitch.closing");
+    }
+    lua_pop(L, 1);
 
     /* methods table: st.Tensor (Lua code may add methods to it) */
     lua_newtable(L);
-    luaL_setfuncs(L, lt_methods, 0);
-    luaL_setfuncs(L, lt_elementwise, 0);
+    lt_setfuncs(L, lt_methods, LT_METHOD, 0);
+    lt_setfuncs(L, lt_elementwise, LT_METHOD, 0);
     int methods = lua_gettop(L);
 
     luaL_newmetatable(L, LT_MT);
@@ -736,7 +809,7 @@ ST_API int luaopen_stitch(lua_State *L) {
     lua_pop(L, 1);
 
     lua_newtable(L);
-    luaL_setfuncs(L, lt_functions, 0);
+    lt_setfuncs(L, lt_functions, LT_MODULE, 0);
     lt_open_shape(L, methods); /* before the copy below: their methods are module functions too */
     lt_open_index(L, methods);
     /* every method is also a module function; constructors win on a name clash */

@@ -9,9 +9,12 @@
  * ~/.stitch_history) when stdin is a terminal, and plain lines otherwise (tests pipe input into it).
  * A line is tried as an expression first ("return " .. line) and its values are printed; an
  * incomplete chunk (the parser's "<eof>" message) reads more lines. Errors print a traceback and
- * the REPL goes on. Ctrl-C while a command runs interrupts it (a Lua hook for Lua code,
- * st_interrupt() for a running flush, a C compiler run included) and returns to the prompt (in
- * script mode it ends the script).
+ * the REPL goes on. After each command, and after the script or -e code, it waits for the
+ * devices (st_synchronize): a GPU reports an index error (a gather out of range) only at its next
+ * synchronization point, so work that nothing read afterwards would otherwise lose it; it is
+ * reported like any error (after a script or -e code: exit status 1). Ctrl-C while a command runs
+ * interrupts it (a Lua hook for Lua code, st_interrupt() for a running flush, a C compiler run
+ * included) and returns to the prompt (in script mode it ends the script).
  *
  * Invariant: the SIGINT handler only sets a hook and calls st_interrupt() (both signal-safe); it is
  * installed only while a command runs, so Ctrl-C at the prompt behaves as the terminal default.
@@ -90,9 +93,23 @@ static void report(lua_State *L, int status) {
     }
 }
 
+/* Waits for the devices after a chunk ran: an error its GPU work left that nothing has read since
+ * (an index out of range in a gather whose result never reached the host) is reported like the
+ * chunk's own errors, saying where it was found. what: "the script", "the command". */
+static int wait_devices(const char *where, const char *what) {
+    if (st_synchronize() == ST_OK) return LUA_OK;
+    fflush(stdout);   /* what the chunk printed comes first */
+    fprintf(stderr, "%s: %s%s%s (found when %s ended; st.synchronize() waits for the devices and reports it sooner)\n",
+            ST_PROGNAME, where ? where : "", where ? ": " : "", st_last_error_base(1), what);
+    fflush(stderr);
+    st_clear_error();
+    return LUA_ERRRUN;
+}
+
 static int dochunk(lua_State *L, int status) {
     if (status == LUA_OK) status = docall(L, 0, 0);
     report(L, status);
+    if (status == LUA_OK) status = wait_devices("(command line)", "the code");
     return status;
 }
 
@@ -121,6 +138,7 @@ static int run_script(lua_State *L, char **argv, int argc, int script) {
         if (status == LUA_OK) lua_settop(L, top); /* drop the script's results */
     }
     report(L, status);
+    if (status == LUA_OK) status = wait_devices(fname ? fname : "stdin", "the script");
     return status;
 }
 
@@ -246,6 +264,7 @@ static void repl(lua_State *L) {
         if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
         if (status == LUA_OK) print_results(L);
         else report(L, status);
+        wait_devices(NULL, "the command");   /* after every command, so an error comes with its line */
         lua_settop(L, 0);
         fflush(stdout);
     }

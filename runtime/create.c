@@ -227,8 +227,12 @@ static st_tensor *random_impl(const char *op, st_op rop, st_dtype dt, int ndim, 
     a.rng.lo = lo;
     a.rng.hi = hi;
     st_node *n = st_node_new(rop, dt, ndim, shape, 0, NULL, &a);
-    if (n) st_rng_offset += (uint64_t)n->numel;
-    return st_tensor_from_node(n);
+    uint64_t numel = n ? (uint64_t)n->numel : 0;
+    st_tensor *t = st_tensor_from_node(n);
+    /* the stream advances only for a tensor returned: a call that failed (out of memory) and is
+     * made again draws the same numbers */
+    if (t) st_rng_offset += numel;
+    return t;
 }
 
 st_tensor *st_rand(st_dtype dt, int ndim, const int64_t *shape) {

@@ -3,6 +3,8 @@
  *
  * The flags live in base/settings.c (read from the environment once); the setters here override
  * them. st_shutdown reaches every layer's caches through the hooks they registered (base/hooks.c).
+ * st_synchronize waits for the devices; errors their asynchronous work left are reported there (or,
+ * when nothing asked before st_shutdown, printed on stderr by it: never dropped).
  */
 #include "runtime/tensor.h"
 #include "fuser/fuser.h"
@@ -41,8 +43,17 @@ void st_manual_seed(uint64_t seed) {
     st_rng_offset = 0;
 }
 
-/* Frees the caches; tensors still alive stay valid (their pending work runs when read). */
+st_status st_synchronize(void) { return dev_synchronize_all(); }
+
+/* Frees the caches; tensors still alive stay valid (their pending work runs when read). The
+ * devices' shutdown waits for their work; an error it finds (or one kept from earlier) has no call
+ * left to report it, so it goes to stderr rather than nowhere. */
 void st_shutdown(void) {
     base_shutdown();
     base_trim();
+    if (dev_synchronize_all() != ST_OK) {
+        fprintf(stderr, "stitch: found by st_shutdown, which cannot return it: %s\n", st_last_error());
+        fflush(stderr);
+        st_clear_error();
+    }
 }

@@ -93,6 +93,17 @@ st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *shape, const in
                  st_shape_str(ndim, shape, b, sizeof b), st_dtypes[t->dtype].name);
         return NULL;
     }
+    /* every element the view reaches lies in its storage: a view never reads or writes outside it */
+    int64_t lo = 0, hi = 0, base_numel = t->storage->node->numel;
+    int fits = numel == 0 || st_view_extent_checked(ndim, shape, strides, offset, &lo, &hi);
+    if (!fits || (numel > 0 && (lo < 0 || hi >= base_numel))) {
+        char b[200], c[200], r[80] = "elements whose index overflows";
+        if (fits) snprintf(r, sizeof r, "elements %lld to %lld", (long long)lo, (long long)hi);
+        st_error(ST_ERR_SHAPE, "view: shape %s with strides %s and offset %lld reaches %s, outside its storage of %lld "
+                 "elements", st_shape_str(ndim, shape, b, sizeof b), st_shape_str(ndim, strides, c, sizeof c),
+                 (long long)offset, r, (long long)base_numel);
+        return NULL;
+    }
     st_tensor *v = st_malloc(sizeof *v);
     if (!v) return NULL;
     v->refcnt = 1;
@@ -207,13 +218,20 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
         st_node_release(value);
         if (!nv) return st_last_status();
     }
-    st_node_release(s->node);
+    /* the write commits only when the leaf's record is made too: a failure (out of memory) leaves
+     * the tensor as it was, so a caller that retries (the Lua bindings do) writes once */
+    st_node *old = s->node;
     s->node = nv;
     if (leaf) {
         st_status r = st_ag_mark_leaf(s);
-        if (r != ST_OK) return r;
+        if (r != ST_OK) {
+            st_node_release(s->node);
+            s->node = old;
+            return r;
+        }
         nv = s->node;
     }
+    st_node_release(old);
     if (st_rt.eager && nv->op != ST_OP_BUFFER) return st_flush_nodes(1, &nv);
     if (st_pending_nodes() > st_rt.trace_max + pending_floor) return auto_flush();
     return ST_OK;

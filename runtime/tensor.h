@@ -62,7 +62,8 @@ ST_INTERNAL extern uint64_t st_rng_seed, st_rng_offset;
 ST_INTERNAL st_tensor *st_scalar_op(const char *op, double v, st_dtype dt);
 ST_INTERNAL st_tensor *st_empty_host(st_dtype dt, int ndim, const int64_t *shape);
 ST_INTERNAL st_tensor *st_from_data_host(st_dtype dt, int ndim, const int64_t *shape, const void *data);
-/* A new handle on t's storage with the given view (a view op's result). */
+/* A new handle on t's storage with the given view (a view op's result). NULL with ST_ERR_SHAPE,
+ * naming shape, strides and offset, when the view reaches an element outside the storage. */
 ST_INTERNAL st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *shape,
                                       const int64_t *strides, int64_t offset);
 /* A new node reference reading t broadcast to shape (ndim >= t's) and cast to dt: the storage node

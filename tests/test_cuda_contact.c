@@ -197,6 +197,34 @@ static void index_body(void) {
     st_release(x);
     st_shutdown();
 }
+/* An index error that no read follows: st_synchronize reports it (once, with the cpu's words);
+ * one still pending at st_shutdown is printed on stderr by it (the parent checks), not dropped. */
+static void pending_body(void) {
+    st_set_jit_min(0);
+    char want[512];
+    cpu_gather_error(want, sizeof want);
+    st_tensor *x, *idx;
+    gather_inputs(&x, &idx);
+    CHECK(st_synchronize() == ST_OK);   /* nothing flagged */
+    for (int round = 0; round < 2; round++) {
+        st_tensor *g = st_index_select(x, 0, idx);
+        CHECK_MSG(g != NULL, "index_select on cuda:0: %.300s", st_last_error());
+        if (!g) break;
+        fake_cuda_trouble("fakecu_raise", "*");
+        CHECK(st_realize(1, &g) == ST_OK);
+        st_release(g);   /* nothing will read it */
+        if (round == 0) {
+            CHECK_EQ_INT(st_synchronize(), ST_ERR_ARG);
+            CHECK_MSG(!strcmp(st_last_error(), want), "cuda: \"%.150s\", cpu: \"%.150s\"", st_last_error(), want);
+            CHECK(st_synchronize() == ST_OK);   /* once */
+        }
+    }
+    st_release(idx);
+    st_release(x);
+    fflush(stdout);
+    st_shutdown();   /* round 1's error: on stderr */
+    CHECK(st_synchronize() == ST_OK);   /* said there, not kept */
+}
 
 static void fault_body(void) {
     st_tensor *x = st_randn(ST_F32, 2, (int64_t[]){16, 64});
@@ -276,6 +304,7 @@ static void child_body(void) {
     if (!strcmp(part, "default_cpu")) default_cpu_body();
     else if (!strcmp(part, "default_gpu")) CHECK_MSG(!strcmp(st_default_device(), "cuda:0"), "%s", st_default_device());
     else if (!strcmp(part, "index")) index_body();
+    else if (!strcmp(part, "pending")) pending_body();
     else if (!strcmp(part, "fault")) fault_body();
     else if (!strcmp(part, "ptx")) ptx_body();
     else if (!strcmp(part, "unload")) unload_body();
@@ -404,6 +433,15 @@ TEST(index_error_surfaces_at_the_next_read) {
     run_part("index", sync, &o);
 }
 
+TEST(pending_index_error_reported_by_synchronize_or_shutdown) {
+    SKIP_IF_NO_NVRTC();
+    child_out o;
+    const char *env[] = {NULL};
+    run_part("pending", env, &o);
+    CHECK_MSG(strstr(o.err, "stitch: found by st_shutdown, which cannot return it: ") &&
+              strstr(o.err, "gather: index out of range (kernel "), "stderr: %.300s", o.err);
+}
+
 TEST(fault_names_the_fused_kernel) {
     SKIP_IF_NO_NVRTC();
     child_out o;
@@ -496,6 +534,7 @@ int main(int argc, char **argv) {
         RUN(driver_without_nvrtc_is_the_cpu);
         RUN(nvrtc_newer_than_driver);
         RUN(index_error_surfaces_at_the_next_read);
+        RUN(pending_index_error_reported_by_synchronize_or_shutdown);
         RUN(fault_names_the_fused_kernel);
         RUN(gpu_newer_than_nvrtc_gets_ptx);
         RUN(modules_unloaded_before_cubins_freed);

@@ -858,6 +858,35 @@ static void flags_body(void) {
     CHECK_EQ_INT(fake_stat("violations"), 0);
 }
 
+/* cuda_synchronize_all (st_synchronize; the stitch executable after a script): it neither probes
+ * the driver nor activates a device; it reports a flag raised by work nothing waited for, and one
+ * that a shutdown kept after releasing the device (no device is left to wait for then). */
+static void sync_all_body(void) {
+    CHECK(cuda_synchronize_all() == ST_OK);         /* never probed: nothing to wait for */
+    CHECK(cuda_probe() > 0);
+    CHECK(cuda_synchronize_all() == ST_OK);
+    CHECK_EQ_INT(fake_stat("ctx_refs"), 0);         /* probed, not activated */
+    if (!fill_setup()) return;
+    fake_raise("fill");
+    CHECK(check_launch("gather: index out of range (kernel k7_gather)") == ST_OK);
+    int waits = fake_stat("waits");
+    CHECK_EQ_INT(cuda_synchronize_all(), ST_ERR_ARG);
+    CHECK_MSG(!strcmp(st_last_error(), "gather: index out of range (kernel k7_gather)"), "message: %s", st_last_error());
+    CHECK(fake_stat("waits") > waits);              /* it waited for the stream */
+    CHECK(cuda_synchronize_all() == ST_OK);         /* reported once */
+    /* pending at a shutdown that releases the device: kept, and reported without re-activating it */
+    fake_raise("fill");
+    CHECK(check_launch("gather: index out of range (kernel k8_gather)") == ST_OK);
+    cuda_mem_free(0, fill_buf);
+    cuda_shutdown();
+    CHECK_EQ_INT(fake_stat("ctx_refs"), 0);
+    CHECK_EQ_INT(cuda_synchronize_all(), ST_ERR_ARG);
+    CHECK_MSG(strstr(st_last_error(), "gather: index out of range (kernel k8_gather)"), "message: %s", st_last_error());
+    CHECK_EQ_INT(fake_stat("ctx_refs"), 0);
+    CHECK(cuda_synchronize_all() == ST_OK);
+    CHECK_EQ_INT(fake_stat("violations"), 0);
+}
+
 /* A driver failure in a free or an unload cannot be returned there: the next call that can
  * return an error reports it (once), naming the call. */
 static void deferred_body(void) {
@@ -935,11 +964,16 @@ static void fake_deferred_body(void) {
     suite_fake = 1;
     deferred_body();
 }
+static void fake_sync_all_body(void) {
+    suite_fake = 1;
+    sync_all_body();
+}
 TEST(fake_init_error) { in_child(fake_lib, fake_init_error_body); }
 TEST(fault_names_kernels_in_flight) { in_child(fake_lib, fake_fault_body); }
 TEST(cuda_sync_names_the_faulting_kernel) { in_child(fake_lib, fake_sync_body); }
 TEST(index_flags_read_at_the_next_sync) { in_child(fake_lib, fake_flags_body); }
 TEST(unreturnable_errors_reported_later) { in_child(fake_lib, fake_deferred_body); }
+TEST(synchronize_all_activates_nothing) { in_child(fake_lib, fake_sync_all_body); }
 TEST(fake_no_device) { in_child(fake_lib, fake_no_device_body); }
 TEST(fake_driver) { in_child(fake_lib, fake_suite_body); }
 TEST(real_driver) { in_child(NULL, suite_body); }
@@ -972,6 +1006,7 @@ int main(void) {
         RUN(cuda_sync_names_the_faulting_kernel);
         RUN(index_flags_read_at_the_next_sync);
         RUN(unreturnable_errors_reported_later);
+        RUN(synchronize_all_activates_nothing);
     } else {
         printf("FAIL fake_driver: could not build the fake driver from %s (run from the repository root)\n", __FILE__);
         test_failed_total++;

@@ -505,6 +505,15 @@ function ModuleList:forward() error("ModuleList has no forward: iterate over its
 -- ---- layers ----
 
 local function opt_dtype(opts) return opts and opts.dtype or "f32" end
+local check_opts = F._check_opts   -- unknown option names are errors (nothing silently ignored)
+
+-- A layer's size argument: an integer >= min, or an error naming the layer and the argument.
+local function check_size(v, what, cls, min)
+  if math.type(v) ~= "integer" or v < (min or 0) then
+    error(string.format("%s: %s must be an integer >= %d, got %s", cls, what, min or 0, tostring(v)), 4)
+  end
+  return v
+end
 
 local Identity = Module:extend("Identity")
 M.Identity = Identity
@@ -515,7 +524,9 @@ function Identity.forward(_, x) return x end
 local Linear = Module:extend("Linear")
 M.Linear = Linear
 function Linear:__init(in_features, out_features, opts)
-  opts = opts or {}
+  opts = check_opts(opts, {"bias", "dtype"}, "Linear", 3)
+  check_size(in_features, "in_features", "Linear")
+  check_size(out_features, "out_features", "Linear")
   self.in_features, self.out_features = in_features, out_features
   local bound = in_features > 0 and 1 / math.sqrt(in_features) or 0
   local dt = opt_dtype(opts)
@@ -530,16 +541,40 @@ function Linear:extra_repr()
     self.out_features, tostring(self.bias ~= nil))
 end
 
--- Embedding(num_embeddings, embedding_dim, {dtype}): weight ~ N(0, 1); forward(idx) with 1-based
--- indices (a tensor of any shape, or a Lua table).
+-- Embedding(num_embeddings, embedding_dim, {dtype, padding_idx}): weight ~ N(0, 1), the
+-- padding_idx row (1-based; negative counts from the end) zero and never updated by a lookup's
+-- gradient (PyTorch's padding_idx); forward(idx) with 1-based indices (a tensor of any shape, or a
+-- Lua table).
 local Embedding = Module:extend("Embedding")
 M.Embedding = Embedding
 function Embedding:__init(n, d, opts)
+  opts = check_opts(opts, {"dtype", "padding_idx"}, "Embedding", 3)
+  check_size(n, "num_embeddings", "Embedding")
+  check_size(d, "embedding_dim", "Embedding")
   self.num_embeddings, self.embedding_dim = n, d
-  self:register_parameter("weight", init.normal({n, d}, 0, 1, opt_dtype(opts)))
+  local pad = opts.padding_idx
+  if pad ~= nil then
+    if math.type(pad) ~= "integer" or pad == 0 or pad > n or pad < -n then
+      error("Embedding: padding_idx must be an integer in 1.." .. n .. " (or -" .. n .. "..-1), got "
+        .. tostring(pad), 3)
+    end
+    if pad < 0 then pad = n + 1 + pad end
+    self.padding_idx = pad
+  end
+  local wt = init.normal({n, d}, 0, 1, opt_dtype(opts))
+  if pad then
+    local keep = st.arange(1, n + 1):ne(pad):to(wt:dtype()):unsqueeze(2)
+    wt = st.sync(wt * keep)
+  end
+  self:register_parameter("weight", wt)
 end
-function Embedding:forward(idx) return F.embedding(idx, self.weight) end
-function Embedding:extra_repr() return self.num_embeddings .. ", " .. self.embedding_dim end
+function Embedding:forward(idx)
+  return F.embedding(idx, self.weight, self.padding_idx and {padding_idx = self.padding_idx} or nil)
+end
+function Embedding:extra_repr()
+  return self.num_embeddings .. ", " .. self.embedding_dim
+    .. (self.padding_idx and ", padding_idx=" .. self.padding_idx or "")
+end
 
 local function shape_arg(s)
   if type(s) == "number" then return {s} end
@@ -552,7 +587,7 @@ end
 local LayerNorm = Module:extend("LayerNorm")
 M.LayerNorm = LayerNorm
 function LayerNorm:__init(shape, opts)
-  opts = opts or {}
+  opts = check_opts(opts, {"eps", "elementwise_affine", "bias", "dtype"}, "LayerNorm", 3)
   self.normalized_shape = shape_arg(shape)
   self.eps = opts.eps or 1e-5
   self.elementwise_affine = opts.elementwise_affine ~= false
@@ -575,7 +610,7 @@ end
 local RMSNorm = Module:extend("RMSNorm")
 M.RMSNorm = RMSNorm
 function RMSNorm:__init(shape, opts)
-  opts = opts or {}
+  opts = check_opts(opts, {"eps", "elementwise_affine", "dtype"}, "RMSNorm", 3)
   self.normalized_shape = shape_arg(shape)
   self.eps = opts.eps
   self.elementwise_affine = opts.elementwise_affine ~= false
@@ -594,7 +629,7 @@ local Dropout = Module:extend("Dropout")
 M.Dropout = Dropout
 function Dropout:__init(p)
   p = p or 0.5
-  if p < 0 or p > 1 then error("Dropout: p must be in [0, 1], got " .. tostring(p), 3) end
+  if type(p) ~= "number" or p < 0 or p > 1 then error("Dropout: p must be in [0, 1], got " .. tostring(p), 3) end
   self.p = p
 end
 function Dropout:forward(x) return F.dropout(x, self.p, self.training) end
@@ -617,6 +652,7 @@ local GELU = Module:extend("GELU")
 M.GELU = GELU
 function GELU:__init(opts)
   if type(opts) == "string" then opts = {approximate = opts} end
+  opts = check_opts(opts, {"approximate"}, "GELU", 3)
   self.approximate = opts and opts.approximate or "none"
   if self.approximate ~= "none" and self.approximate ~= "tanh" then
     error("GELU: approximate must be \"none\" or \"tanh\"", 3)
@@ -652,64 +688,86 @@ local function pair(v)
   return {v[1], v[2]}
 end
 
--- Conv2d(in_channels, out_channels, kernel_size, {stride = 1, padding = 0, bias = true, dtype}):
--- weight (out, in, kh, kw) and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in*kh*kw.
+-- Conv2d(in_channels, out_channels, kernel_size, {stride = 1, padding = 0 | "same" | "valid",
+-- dilation = 1, groups = 1, bias = true, dtype}): weight (out, in / groups, kh, kw) and bias ~
+-- U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in / groups * kh * kw.
 local Conv2d = Module:extend("Conv2d")
 M.Conv2d = Conv2d
 function Conv2d:__init(cin, cout, kernel, opts)
-  opts = opts or {}
+  opts = check_opts(opts, {"stride", "padding", "dilation", "groups", "bias", "dtype"}, "Conv2d", 3)
+  check_size(cin, "in_channels", "Conv2d", 1)
+  check_size(cout, "out_channels", "Conv2d", 1)
   self.in_channels, self.out_channels = cin, cout
   self.kernel_size = pair(kernel)
   self.stride = pair(opts.stride or 1)
-  self.padding = pair(opts.padding or 0)
+  self.padding = type(opts.padding) == "string" and opts.padding or pair(opts.padding or 0)
+  self.dilation = pair(opts.dilation or 1)
+  self.groups = opts.groups or 1
+  if math.type(self.groups) ~= "integer" or self.groups < 1 or cin % self.groups ~= 0 or cout % self.groups ~= 0 then
+    error(string.format("Conv2d: groups must be an integer >= 1 dividing in_channels (%d) and out_channels (%d), got %s",
+      cin, cout, tostring(opts.groups)), 3)
+  end
   local kh, kw = self.kernel_size[1], self.kernel_size[2]
-  local fan_in = cin * kh * kw
+  local fan_in = cin // self.groups * kh * kw
   local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
   local dt = opt_dtype(opts)
-  self:register_parameter("weight", init.uniform({cout, cin, kh, kw}, -bound, bound, dt))
+  self:register_parameter("weight", init.uniform({cout, cin // self.groups, kh, kw}, -bound, bound, dt))
   if opts.bias ~= false then
     self:register_parameter("bias", init.uniform({cout}, -bound, bound, dt))
   end
 end
 function Conv2d:forward(x)
-  return F.conv2d(x, self.weight, self.bias, {stride = self.stride, padding = self.padding})
+  return F.conv2d(x, self.weight, self.bias, {stride = self.stride, padding = self.padding,
+    dilation = self.dilation, groups = self.groups})
 end
 function Conv2d:extra_repr()
   local s = string.format("%d, %d, kernel_size=(%d, %d), stride=(%d, %d)", self.in_channels,
     self.out_channels, self.kernel_size[1], self.kernel_size[2], self.stride[1], self.stride[2])
-  if self.padding[1] ~= 0 or self.padding[2] ~= 0 then
+  if type(self.padding) == "string" then
+    s = s .. ", padding=" .. self.padding
+  elseif self.padding[1] ~= 0 or self.padding[2] ~= 0 then
     s = s .. string.format(", padding=(%d, %d)", self.padding[1], self.padding[2])
   end
+  if self.dilation[1] ~= 1 or self.dilation[2] ~= 1 then
+    s = s .. string.format(", dilation=(%d, %d)", self.dilation[1], self.dilation[2])
+  end
+  if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
   if self.bias == nil then s = s .. ", bias=false" end
   return s
 end
 
--- MaxPool2d(kernel_size, {stride = kernel_size, padding = 0}), AvgPool2d likewise.
-local function pool(name, fn)
+-- MaxPool2d(kernel_size, {stride = kernel_size, padding = 0, ceil_mode = false}), AvgPool2d likewise
+-- plus count_include_pad = true. The options are checked here and passed on whole.
+local function pool(name, fn, known)
   local cls = Module:extend(name)
   function cls:__init(kernel, opts)
-    opts = opts or {}
+    opts = check_opts(opts, known, name, 3)
     self.kernel_size, self.stride, self.padding = kernel, opts.stride or kernel, opts.padding or 0
+    self.opts = {stride = self.stride, padding = self.padding}
+    for _, k in ipairs(known) do
+      if k ~= "stride" and k ~= "padding" then self.opts[k] = opts[k] end
+    end
   end
-  function cls:forward(x)
-    return fn(x, self.kernel_size, {stride = self.stride, padding = self.padding})
-  end
+  function cls:forward(x) return fn(x, self.kernel_size, self.opts) end
   function cls:extra_repr()
     local function f(v) return type(v) == "number" and tostring(v) or "(" .. table.concat(v, ", ") .. ")" end
-    return string.format("kernel_size=%s, stride=%s, padding=%s", f(self.kernel_size), f(self.stride),
+    local s = string.format("kernel_size=%s, stride=%s, padding=%s", f(self.kernel_size), f(self.stride),
       f(self.padding))
+    if self.opts.ceil_mode then s = s .. ", ceil_mode=true" end
+    if self.opts.count_include_pad == false then s = s .. ", count_include_pad=false" end
+    return s
   end
   M[name] = cls
 end
-pool("MaxPool2d", F.max_pool2d)
-pool("AvgPool2d", F.avg_pool2d)
+pool("MaxPool2d", F.max_pool2d, {"stride", "padding", "ceil_mode"})
+pool("AvgPool2d", F.avg_pool2d, {"stride", "padding", "ceil_mode", "count_include_pad"})
 
 -- ---- loss modules: Name(opts) called as loss(input, target) ----
 
 local function loss_module(name, fn, keys)
   local cls = Module:extend(name)
   function cls:__init(opts)
-    opts = opts or {}
+    opts = check_opts(opts, keys, name, 3)
     self.opts = {}
     for _, k in ipairs(keys) do self.opts[k] = opts[k] end
     self.reduction = opts.reduction or "mean"
@@ -720,8 +778,8 @@ local function loss_module(name, fn, keys)
   end
   M[name] = cls
 end
-loss_module("CrossEntropyLoss", F.cross_entropy, {"weight", "reduction", "label_smoothing"})
-loss_module("NLLLoss", F.nll_loss, {"weight", "reduction"})
+loss_module("CrossEntropyLoss", F.cross_entropy, {"weight", "reduction", "label_smoothing", "ignore_index"})
+loss_module("NLLLoss", F.nll_loss, {"weight", "reduction", "ignore_index"})
 loss_module("MSELoss", F.mse_loss, {"reduction"})
 loss_module("L1Loss", F.l1_loss, {"reduction"})
 loss_module("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits, {"weight", "pos_weight", "reduction"})

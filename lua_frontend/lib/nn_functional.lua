@@ -25,6 +25,30 @@ local function pair(v, what, fname)
   error(fname .. ": " .. what .. " must be a number or a table of 2 numbers", 3)
 end
 
+-- Checks an options table: nil or a table whose every key is one of `known` (a list of names);
+-- an unknown name is an error naming it and the known ones (nothing is silently ignored). level:
+-- the error level of the caller's caller. Returns opts or {}.
+local function check_opts(opts, known, fname, level)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or st.is_tensor(opts) then
+    error(fname .. ": options must be a table, got " .. (st.is_tensor(opts) and "a tensor" or type(opts)),
+      (level or 2) + 1)
+  end
+  for k in pairs(opts) do
+    local ok = false
+    for _, n in ipairs(known) do ok = ok or k == n end
+    if not ok then
+      local names = {}
+      for _, n in ipairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      error(string.format("%s: unknown option '%s' (%s)", fname, tostring(k),
+        #names > 0 and "known: " .. table.concat(names, ", ") or "it takes no options"), (level or 2) + 1)
+    end
+  end
+  return opts
+end
+F._check_opts = check_opts
+
 local function check_reduction(r, fname)
   r = r or "mean"
   if r ~= "mean" and r ~= "sum" and r ~= "none" then
@@ -54,7 +78,7 @@ function F.sigmoid(x) return x:sigmoid() end
 
 -- gelu(x, {approximate = "none" | "tanh"})
 function F.gelu(x, opts)
-  local a = opts and opts.approximate or "none"
+  local a = check_opts(opts, {"approximate"}, "gelu").approximate or "none"
   if a == "none" then return x:gelu() end
   if a == "tanh" then return x:gelu_tanh() end
   error("gelu: approximate must be \"none\" or \"tanh\", got \"" .. tostring(a) .. "\"", 2)
@@ -119,160 +143,285 @@ function F.dropout(x, p, training)
   return x * (keep * (1 / (1 - p)))
 end
 
--- embedding(idx, weight): rows of weight at the 1-based indices idx (any shape, or a Lua table);
--- the result has idx's shape plus weight's last dim.
-function F.embedding(idx, weight)
+-- embedding(idx, weight, {padding_idx}): rows of weight at the 1-based indices idx (any shape, or
+-- a Lua table); the result has idx's shape plus weight's last dim. padding_idx (1-based; negative
+-- counts from the end): that row's lookups pass no gradient to weight (PyTorch's padding_idx).
+function F.embedding(idx, weight, opts)
+  opts = check_opts(opts, {"padding_idx"}, "embedding")
   if not st.is_tensor(idx) then idx = st.tensor(idx, "i64") end
   local shape = idx:shape()
-  local rows = weight:index_select(1, idx:reshape(-1))
+  local flat = idx:reshape(-1)
+  local rows = weight:index_select(1, flat)
+  local pad = opts.padding_idx
+  if pad ~= nil then
+    local n = weight:size(1)
+    if math.type(pad) ~= "integer" or pad == 0 or pad > n or pad < -n then
+      error("embedding: padding_idx must be an integer in 1.." .. n .. " (or -" .. n .. "..-1) for weight of shape "
+        .. shape_str(weight) .. ", got " .. tostring(pad), 2)
+    end
+    if pad < 0 then pad = n + 1 + pad end
+    -- the same values; the gradient only through the rows that are not padding
+    local keep = flat:ne(pad):to(weight:dtype()):unsqueeze(2)
+    rows = rows * keep + rows:detach() * (1 - keep)
+  end
   shape[#shape + 1] = weight:size(2)
   return rows:reshape(shape)
 end
 
--- Pads dims 3 and 4 of a 4-D tensor with ph rows / pw columns of `value` on both sides (cat, so it
--- is differentiable).
-local function pad2d(x, ph, pw, value)
+-- Pads dims 3 and 4 of a 4-D tensor with `value`: t rows above, b below, l columns left, r right
+-- (cat, so it is differentiable).
+local function pad2d(x, t, b, l, r, value)
   local s = x:shape()
   local dt = x:dtype()
-  if ph > 0 then
-    local z = st.full({s[1], s[2], ph, s[4]}, value, dt)
-    x = st.cat({z, x, z}, 3)
-    s[3] = s[3] + 2 * ph
+  if t > 0 or b > 0 then
+    local parts = {}
+    if t > 0 then parts[#parts + 1] = st.full({s[1], s[2], t, s[4]}, value, dt) end
+    parts[#parts + 1] = x
+    if b > 0 then parts[#parts + 1] = st.full({s[1], s[2], b, s[4]}, value, dt) end
+    x = st.cat(parts, 3)
+    s[3] = s[3] + t + b
   end
-  if pw > 0 then
-    local z = st.full({s[1], s[2], s[3], pw}, value, dt)
-    x = st.cat({z, x, z}, 4)
+  if l > 0 or r > 0 then
+    local parts = {}
+    if l > 0 then parts[#parts + 1] = st.full({s[1], s[2], s[3], l}, value, dt) end
+    parts[#parts + 1] = x
+    if r > 0 then parts[#parts + 1] = st.full({s[1], s[2], s[3], r}, value, dt) end
+    x = st.cat(parts, 4)
   end
   return x
 end
 
--- Output size of a sliding window; an error naming the sizes when the window does not fit.
-local function out_size(n, k, s, p, fname, x)
-  local o = (n + 2 * p - k) // s + 1
+local function check_int(v, min, what, fname, level)
+  if math.type(v) ~= "integer" or v < min then
+    error(string.format("%s: %s must be an integer >= %d, got %s", fname, what, min, tostring(v)), level + 1)
+  end
+  return v
+end
+
+-- A number or a {a, b} pair of integers >= min as two numbers (kernel sizes, strides, paddings,
+-- dilations); an error naming what otherwise.
+local function int_pair(v, min, what, fname)
+  local a, b = pair(v, what, fname)
+  check_int(a, min, what, fname, 3)
+  check_int(b, min, what, fname, 3)
+  return a, b
+end
+
+-- Output size of a sliding window of k taps dil apart, stride s, over n + pads (the two sides'
+-- padding together); an error naming the sizes when the window does not fit.
+local function out_size(n, k, s, pads, fname, x, dil)
+  local o = (n + pads - (dil or 1) * (k - 1) - 1) // s + 1
   if o < 1 then
-    error(fname .. ": kernel " .. k .. " with padding " .. p .. " does not fit an input of shape "
-      .. shape_str(x), 3)
+    error(string.format("%s: kernel %d%s with padding %d does not fit an input of shape %s", fname, k,
+      (dil or 1) > 1 and " (dilation " .. dil .. ")" or "", pads, shape_str(x)), 3)
   end
   return o
 end
 
 -- The 0/1 selection matrix of a sliding window along one dim: S[(i, o), r] = 1 when input row r
--- (0-based) is tap i of output row o, i.e. r == o * stride + i - pad (rows outside the input, the
--- zero padding, select nothing). (k * out, n); cached per geometry and dtype (a constant).
+-- (0-based) is tap i of output row o, i.e. r == o * stride + i * dil - pad (pad: the padding
+-- before row 0; rows outside the input, the zero padding on either side, select nothing).
+-- (k * out, n); cached per geometry and dtype (a constant).
 local sel_cache = {}
-local function window_selector(n, k, stride, pad, out, dtype)
-  local key = table.concat({n, k, stride, pad, out, dtype}, ",")
+local function window_selector(n, k, stride, pad, out, dtype, dil)
+  local key = table.concat({n, k, stride, pad, out, dtype, dil}, ",")
   local s = sel_cache[key]
   if not s then
     s = no_grad(function()
       local r = st.arange(n):reshape(1, 1, n)
       local o = st.arange(out):reshape(1, out, 1)
       local i = st.arange(k):reshape(k, 1, 1)
-      return r:eq(o * stride + i - pad):to(dtype):reshape(k * out, n)
+      return r:eq(o * stride + i * dil - pad):to(dtype):reshape(k * out, n)
     end)
     sel_cache[key] = s
   end
   return s
 end
 
--- conv2d(x, weight, bias, {stride = 1, padding = 0}): x (N, C, H, W) or (C, H, W); weight
--- (O, C, kh, kw). im2col through the matmul path: two matmuls with 0/1 selection matrices (which
--- also do the stride and the zero padding) gather the windows as (N*C, kh*Ho, kw*Wo), one permute
--- makes the (N*Ho*Wo, C*kh*kw) columns, and one matmul with the (C*kh*kw, O) weight finishes.
+-- The padding before and after along one dim: a number (both sides), or "same" (stride 1; the
+-- output as long as the input, the extra padding row after, as PyTorch) or "valid" (none).
+local function conv_pads(padding, k, dil, stride, which, fname)
+  if padding == "valid" then return 0, 0 end
+  if padding == "same" then
+    if stride ~= 1 then error(fname .. ": padding \"same\" needs stride 1, got stride " .. stride, 3) end
+    local total = dil * (k - 1)
+    return total // 2, total - total // 2
+  end
+  return padding[which], padding[which]
+end
+
+-- conv2d(x, weight, bias, {stride = 1, padding = 0 | "same" | "valid", dilation = 1, groups = 1}):
+-- x (N, C, H, W) or (C, H, W); weight (O, C / groups, kh, kw). im2col through the matmul path: two
+-- matmuls with 0/1 selection matrices (which also do the stride, the dilation and the zero
+-- padding) gather the windows as (N*C, kh*Ho, kw*Wo), one permute makes the columns, and one
+-- matmul with the weight finishes (batched over the groups when groups > 1).
 -- (Building the columns from padded, shifted slices with cat/stack is 20x slower in the fuser.)
 function F.conv2d(x, weight, bias, opts)
-  opts = opts or {}
-  if opts.dilation and opts.dilation ~= 1 then error("conv2d: dilation is not supported", 2) end
-  if opts.groups and opts.groups ~= 1 then error("conv2d: groups are not supported", 2) end
+  opts = check_opts(opts, {"stride", "padding", "dilation", "groups"}, "conv2d")
   local unbatched = x:dim() == 3
   if unbatched then x = x:unsqueeze(1) end
   if x:dim() ~= 4 or weight:dim() ~= 4 then
-    error("conv2d: expected input (N, C, H, W) and weight (O, C, kh, kw), got " .. shape_str(x)
+    error("conv2d: expected input (N, C, H, W) and weight (O, C / groups, kh, kw), got " .. shape_str(x)
       .. " and " .. shape_str(weight), 2)
   end
-  local sh, sw = pair(opts.stride or 1, "stride", "conv2d")
-  local ph, pw = pair(opts.padding or 0, "padding", "conv2d")
+  local sh, sw = int_pair(opts.stride or 1, 1, "stride", "conv2d")
+  local dh, dw = int_pair(opts.dilation or 1, 1, "dilation", "conv2d")
+  local groups = check_int(opts.groups or 1, 1, "groups", "conv2d", 2)
+  local padding = opts.padding or 0
+  if padding ~= "same" and padding ~= "valid" then
+    if type(padding) == "string" then
+      error("conv2d: padding must be a number, a pair, \"same\" or \"valid\", got \"" .. padding .. "\"", 2)
+    end
+    padding = {int_pair(padding, 0, "padding", "conv2d")}
+  end
   local n, c, h, w = table.unpack(x:shape())
   local o, wc, kh, kw = table.unpack(weight:shape())
-  if wc ~= c then
-    error("conv2d: input " .. shape_str(x) .. " has " .. c .. " channels but weight "
-      .. shape_str(weight) .. " expects " .. wc, 2)
+  if c % groups ~= 0 or o % groups ~= 0 then
+    error(string.format("conv2d: groups=%d must divide the input's %d channels and the weight's %d outputs "
+      .. "(input %s, weight %s)", groups, c, o, shape_str(x), shape_str(weight)), 2)
   end
-  local ho, wo = out_size(h, kh, sh, ph, "conv2d", x), out_size(w, kw, sw, pw, "conv2d", x)
+  if wc * groups ~= c then
+    error("conv2d: input " .. shape_str(x) .. " has " .. c .. " channels but weight "
+      .. shape_str(weight) .. " expects " .. wc * groups .. (groups > 1 and " (" .. wc .. " per group, groups="
+      .. groups .. ")" or ""), 2)
+  end
+  local pt, pb = conv_pads(padding, kh, dh, sh, 1, "conv2d")
+  local pl, pr = conv_pads(padding, kw, dw, sw, 2, "conv2d")
+  local ho, wo = out_size(h, kh, sh, pt + pb, "conv2d", x, dh), out_size(w, kw, sw, pl + pr, "conv2d", x, dw)
   local dt = x:dtype()
-  local S = window_selector(h, kh, sh, ph, ho, dt)                 -- (kh*Ho, H)
-  local T = window_selector(w, kw, sw, pw, wo, dt)                 -- (kw*Wo, W)
+  local S = window_selector(h, kh, sh, pt, ho, dt, dh)             -- (kh*Ho, H)
+  local T = window_selector(w, kw, sw, pl, wo, dt, dw)             -- (kw*Wo, W)
   local win = S:matmul(x:reshape(n * c, h, w):matmul(T:t()))      -- (N*C, kh*Ho, kw*Wo)
-  local col = win:reshape(n, c, kh, ho, kw, wo):permute(1, 4, 6, 2, 3, 5)
-    :reshape(n * ho * wo, c * kh * kw)                             -- weight's (c, i, j) order
-  local y = col:matmul(weight:reshape(o, c * kh * kw):t())
-  if bias then y = y + bias end
-  y = y:reshape(n, ho, wo, o):permute(1, 4, 2, 3)
+  local y
+  if groups == 1 then
+    local col = win:reshape(n, c, kh, ho, kw, wo):permute(1, 4, 6, 2, 3, 5)
+      :reshape(n * ho * wo, c * kh * kw)                           -- weight's (c, i, j) order
+    y = col:matmul(weight:reshape(o, c * kh * kw):t())
+    if bias then y = y + bias end
+    y = y:reshape(n, ho, wo, o):permute(1, 4, 2, 3)
+  else
+    local og = o // groups
+    local col = win:reshape(n, groups, wc, kh, ho, kw, wo):permute(2, 1, 5, 7, 3, 4, 6)
+      :reshape(groups, n * ho * wo, wc * kh * kw)                  -- per group, weight's order
+    y = col:matmul(weight:reshape(groups, og, wc * kh * kw):transpose(2, 3))   -- (G, N*Ho*Wo, og)
+    y = y:reshape(groups, n, ho, wo, og):permute(2, 1, 5, 3, 4):reshape(n, o, ho, wo)
+    if bias then y = y + bias:reshape(1, o, 1, 1) end
+  end
   if unbatched then y = y:squeeze(1) end
   return y
 end
 
--- Shared by the pools: kernel/stride/padding, 3-D input as a batch of one.
-local function pool_args(x, kernel, opts, fname)
-  opts = opts or {}
-  local kh, kw = pair(kernel, "kernel_size", fname)
-  local sh, sw = pair(opts.stride or kernel, "stride", fname)
-  local ph, pw = pair(opts.padding or 0, "padding", fname)
+-- Shared by the pools: the options checked, kernel/stride/padding as pairs, ceil_mode.
+local function pool_args(x, kernel, opts, fname, known)
+  opts = check_opts(opts, known, fname, 3)
+  local kh, kw = int_pair(kernel, 1, "kernel_size", fname)
+  local sh, sw = int_pair(opts.stride or kernel, 1, "stride", fname)
+  local ph, pw = int_pair(opts.padding or 0, 0, "padding", fname)
   if ph > kh // 2 or pw > kw // 2 then
     error(fname .. ": padding must be at most half the kernel size", 3)
   end
-  if opts.ceil_mode then error(fname .. ": ceil_mode is not supported", 3) end
+  if opts.ceil_mode ~= nil and type(opts.ceil_mode) ~= "boolean" then
+    error(fname .. ": ceil_mode must be a boolean, got " .. tostring(opts.ceil_mode), 3)
+  end
   if x:dim() ~= 3 and x:dim() ~= 4 then
     error(fname .. ": expected input (N, C, H, W) or (C, H, W), got " .. shape_str(x), 3)
   end
-  return kh, kw, sh, sw, ph, pw
+  return {kh = kh, kw = kw, sh = sh, sw = sw, ph = ph, pw = pw, ceil = opts.ceil_mode == true}
 end
 
--- The kh*kw strided windows of the padded x, combined with fn(acc, view).
-local function pool_windows(x, kh, kw, sh, sw, ph, pw, value, fname, fn)
+-- A pool's output size along one dim (PyTorch's rule): floor or ceil of (n + 2p - k) / s, plus 1;
+-- with ceil_mode the last window must start inside the input or its left padding.
+local function pool_out(n, k, s, p, ceil, fname, x)
+  local span = n + 2 * p - k
+  if span < 0 then
+    error(fname .. ": kernel " .. k .. " with padding " .. p .. " does not fit an input of shape " .. shape_str(x), 3)
+  end
+  local o = (ceil and -((-span) // s) or span // s) + 1
+  if ceil and (o - 1) * s >= n + p then o = o - 1 end
+  return o
+end
+
+-- The kh*kw strided windows of x padded with `value` (the padding p, and after the input what
+-- ceil_mode's last window reaches past it), combined with fn(acc, view).
+local function pool_windows(x, g, ho, wo, value, fn)
   local s = x:shape()
-  local ho, wo = out_size(s[3], kh, sh, ph, fname, x), out_size(s[4], kw, sw, pw, fname, x)
-  local xp = pad2d(x, ph, pw, value)
+  local eh = math.max(0, (ho - 1) * g.sh + g.kh - (s[3] + 2 * g.ph))
+  local ew = math.max(0, (wo - 1) * g.sw + g.kw - (s[4] + 2 * g.pw))
+  local xp = pad2d(x, g.ph, g.ph + eh, g.pw, g.pw + ew, value)
   local acc
-  for i = 1, kh do
-    for j = 1, kw do
-      local v = xp[{{}, {}, {i, i + sh * (ho - 1), sh}, {j, j + sw * (wo - 1), sw}}]
+  for i = 1, g.kh do
+    for j = 1, g.kw do
+      local v = xp[{{}, {}, {i, i + g.sh * (ho - 1), g.sh}, {j, j + g.sw * (wo - 1), g.sw}}]
       acc = acc and fn(acc, v) or v
     end
   end
-  return acc, ho, wo
+  return acc
 end
 
--- max_pool2d(x, kernel_size, {stride = kernel_size, padding = 0}). Padding is -inf. When the
--- windows tile the input (stride == kernel, no padding) it is one reshape and a max over two dims;
--- otherwise an elementwise maximum over the kh*kw strided views. Gradient at ties: split evenly
--- between the tied elements (PyTorch gives it to one).
+-- max_pool2d(x, kernel_size, {stride = kernel_size, padding = 0, ceil_mode = false}). Padding is
+-- -inf. When the windows tile the input (stride == kernel, no padding, no partial window) it is
+-- one reshape and a max over two dims; otherwise an elementwise maximum over the kh*kw strided
+-- views. Gradient at ties: split evenly between the tied elements (PyTorch gives it to one).
 function F.max_pool2d(x, kernel, opts)
-  local kh, kw, sh, sw, ph, pw = pool_args(x, kernel, opts, "max_pool2d")
+  local g = pool_args(x, kernel, opts, "max_pool2d", {"stride", "padding", "ceil_mode"})
   local unbatched = x:dim() == 3
   if unbatched then x = x:unsqueeze(1) end
+  local n, c, h, w = table.unpack(x:shape())
+  local ho = pool_out(h, g.kh, g.sh, g.ph, g.ceil, "max_pool2d", x)
+  local wo = pool_out(w, g.kw, g.sw, g.pw, g.ceil, "max_pool2d", x)
   local y
-  if sh == kh and sw == kw and ph == 0 and pw == 0 then
-    local n, c, h, w = table.unpack(x:shape())
-    local ho, wo = out_size(h, kh, sh, 0, "max_pool2d", x), out_size(w, kw, sw, 0, "max_pool2d", x)
-    if ho * kh ~= h then x = x:narrow(3, 1, ho * kh) end
-    if wo * kw ~= w then x = x:narrow(4, 1, wo * kw) end
-    y = x:reshape(n, c, ho, kh, wo, kw):max({4, 6})
+  if g.sh == g.kh and g.sw == g.kw and g.ph == 0 and g.pw == 0 and ho * g.kh <= h and wo * g.kw <= w then
+    if ho * g.kh ~= h then x = x:narrow(3, 1, ho * g.kh) end
+    if wo * g.kw ~= w then x = x:narrow(4, 1, wo * g.kw) end
+    y = x:reshape(n, c, ho, g.kh, wo, g.kw):max({4, 6})
   else
-    y = pool_windows(x, kh, kw, sh, sw, ph, pw, -math.huge, "max_pool2d", st.maximum)
+    y = pool_windows(x, g, ho, wo, -math.huge, st.maximum)
   end
   if unbatched then y = y:squeeze(1) end
   return y
 end
 
--- avg_pool2d(x, kernel_size, {stride = kernel_size, padding = 0}): zero padding counted in the
--- average (PyTorch's count_include_pad = true).
+-- Per output position along one dim, the count avg_pool2d divides by (PyTorch's rule): the window
+-- clipped to the padded input, or with count_include_pad = false to the input itself.
+local function pool_counts(n, k, s, p, o, include_pad)
+  local c, all_k = {}, true
+  for i = 0, o - 1 do
+    local lo, hi = i * s - p, math.min(i * s - p + k, n + p)
+    if not include_pad then lo, hi = math.max(lo, 0), math.min(hi, n) end
+    c[i + 1] = hi - lo
+    all_k = all_k and c[i + 1] == k
+  end
+  return c, all_k
+end
+
+-- avg_pool2d(x, kernel_size, {stride = kernel_size, padding = 0, ceil_mode = false,
+-- count_include_pad = true}): the sum of each window over the count PyTorch divides by (the zero
+-- padding counted unless count_include_pad is false; what ceil_mode's last window reaches past the
+-- padding never counted).
 function F.avg_pool2d(x, kernel, opts)
-  local kh, kw, sh, sw, ph, pw = pool_args(x, kernel, opts, "avg_pool2d")
+  local g = pool_args(x, kernel, opts, "avg_pool2d", {"stride", "padding", "ceil_mode", "count_include_pad"})
+  local cip = opts and opts.count_include_pad
+  if cip ~= nil and type(cip) ~= "boolean" then
+    error("avg_pool2d: count_include_pad must be a boolean, got " .. tostring(cip), 2)
+  end
   local unbatched = x:dim() == 3
   if unbatched then x = x:unsqueeze(1) end
-  local y = pool_windows(x, kh, kw, sh, sw, ph, pw, 0, "avg_pool2d", st.add)
-  y = y * (1 / (kh * kw))
+  local _, _, h, w = table.unpack(x:shape())
+  local ho = pool_out(h, g.kh, g.sh, g.ph, g.ceil, "avg_pool2d", x)
+  local wo = pool_out(w, g.kw, g.sw, g.pw, g.ceil, "avg_pool2d", x)
+  local y = pool_windows(x, g, ho, wo, 0, st.add)
+  local ch, allh = pool_counts(h, g.kh, g.sh, g.ph, ho, cip ~= false)
+  local cw, allw = pool_counts(w, g.kw, g.sw, g.pw, wo, cip ~= false)
+  if allh and allw then
+    y = y * (1 / (g.kh * g.kw))
+  else
+    local inv = {}
+    for i = 1, ho do
+      inv[i] = {}
+      for j = 1, wo do inv[i][j] = 1 / (ch[i] * cw[j]) end
+    end
+    y = y * st.tensor(inv, x:dtype()):to(x:device())
+  end
   if unbatched then y = y:squeeze(1) end
   return y
 end
@@ -315,35 +464,59 @@ local function class_view(weight, ndim, cdim)
   return weight:reshape(s)
 end
 
--- nll_loss(logprobs, target, {weight = nil, reduction = "mean"}): -logprobs at the target class;
--- "mean" with a weight divides by the sum of the targets' weights, as PyTorch.
+-- ignore_index: nil, or an integer class id whose targets count for nothing (checked); returns the
+-- targets made safe to gather (ignored ones replaced by class 1) and the 0/1 mask of the kept ones
+-- in dtype dt, or target and nil.
+local function ignore_mask(target, ign, dt, fname)
+  if ign == nil then return target, nil end
+  if math.type(ign) ~= "integer" then
+    error(fname .. ": ignore_index must be an integer class id, got " .. tostring(ign), 3)
+  end
+  local keep = target:ne(ign)
+  return st.where(keep, target, 1), keep:to(dt)
+end
+
+-- The per-target weights (weight's entry at each target's class, times keep) or keep, or nil.
+local function target_weights(weight, safe, keep)
+  local wt = weight and weight:index_select(1, safe:reshape(-1)):reshape(safe:shape())
+  if wt and keep then return wt * keep end
+  return wt or keep
+end
+
+-- nll_loss(logprobs, target, {weight = nil, reduction = "mean", ignore_index = nil}): -logprobs at
+-- the target class; "mean" with a weight divides by the sum of the targets' weights, as PyTorch;
+-- targets equal to ignore_index add nothing and are not counted by "mean".
 function F.nll_loss(input, target, opts)
-  opts = opts or {}
+  opts = check_opts(opts, {"weight", "reduction", "ignore_index"}, "nll_loss")
   local r = check_reduction(opts.reduction, "nll_loss")
   local cdim = check_target(input, target, "nll_loss")
-  local loss = -input:gather(cdim, target:unsqueeze(cdim)):squeeze(cdim)
-  if opts.weight then
-    local wt = opts.weight:index_select(1, target:reshape(-1)):reshape(target:shape())
+  local safe, keep = ignore_mask(target, opts.ignore_index, input:dtype(), "nll_loss")
+  local loss = -input:gather(cdim, safe:unsqueeze(cdim)):squeeze(cdim)
+  local wt = target_weights(opts.weight, safe, keep)
+  if wt then
     loss = loss * wt
     if r == "mean" then return loss:sum() / wt:sum() end
   end
   return reduce(loss, r)
 end
 
--- cross_entropy(logits, target, {weight = nil, reduction = "mean", label_smoothing = 0}):
--- logits (N, C) (or (N, C, d1, ...), or (C)), target the 1-based classes (N) (or (N, d1, ...)).
--- log_softmax + gather; with smoothing eps: (1 - eps) * nll + eps / C * (-sum_c w_c logp_c),
--- reduced like PyTorch. A target outside 1..C raises at the sync point (gather's range check).
+-- cross_entropy(logits, target, {weight = nil, reduction = "mean", label_smoothing = 0,
+-- ignore_index = nil}): logits (N, C) (or (N, C, d1, ...), or (C)), target the 1-based classes (N)
+-- (or (N, d1, ...)). log_softmax + gather; with smoothing eps: (1 - eps) * nll + eps / C *
+-- (-sum_c w_c logp_c), reduced like PyTorch (ignored targets add nothing to either term and are
+-- not counted by "mean"). A target outside 1..C (and not ignore_index) raises at the sync point
+-- (gather's range check).
 function F.cross_entropy(input, target, opts)
-  opts = opts or {}
+  opts = check_opts(opts, {"weight", "reduction", "label_smoothing", "ignore_index"}, "cross_entropy")
   local r = check_reduction(opts.reduction, "cross_entropy")
   local cdim = check_target(input, target, "cross_entropy")
   local eps = opts.label_smoothing or 0
-  if eps < 0 or eps > 1 then
+  if type(eps) ~= "number" or eps < 0 or eps > 1 then
     error("cross_entropy: label_smoothing must be in [0, 1], got " .. tostring(eps), 2)
   end
+  local safe, keep = ignore_mask(target, opts.ignore_index, input:dtype(), "cross_entropy")
   local logp = input:log_softmax(cdim)
-  local nll = F.nll_loss(logp, target, {weight = opts.weight, reduction = r})
+  local nll = F.nll_loss(logp, target, {weight = opts.weight, reduction = r, ignore_index = opts.ignore_index})
   if eps == 0 then return nll end
   local c = input:size(cdim)
   local smooth
@@ -352,12 +525,10 @@ function F.cross_entropy(input, target, opts)
   else
     smooth = -logp:sum(cdim)
   end
+  if keep then smooth = smooth * keep end
   if r == "mean" then
-    if opts.weight then
-      smooth = smooth:sum() / opts.weight:index_select(1, target:reshape(-1)):sum()
-    else
-      smooth = smooth:mean()
-    end
+    local wt = target_weights(opts.weight, safe, keep)
+    smooth = wt and smooth:sum() / wt:sum() or smooth:mean()
   elseif r == "sum" then
     smooth = smooth:sum()
   end
@@ -366,14 +537,14 @@ end
 
 -- mse_loss(input, target, {reduction = "mean"})
 function F.mse_loss(input, target, opts)
-  local r = check_reduction(opts and opts.reduction, "mse_loss")
+  local r = check_reduction(check_opts(opts, {"reduction"}, "mse_loss").reduction, "mse_loss")
   local d = input - target
   return reduce(d * d, r)
 end
 
 -- l1_loss(input, target, {reduction = "mean"})
 function F.l1_loss(input, target, opts)
-  local r = check_reduction(opts and opts.reduction, "l1_loss")
+  local r = check_reduction(check_opts(opts, {"reduction"}, "l1_loss").reduction, "l1_loss")
   return reduce((input - target):abs(), r)
 end
 
@@ -388,7 +559,7 @@ end
 -- binary_cross_entropy_with_logits(x, y, {weight = nil, pos_weight = nil, reduction = "mean"}):
 -- (1 - y) * x + (1 + (pos_weight - 1) * y) * log(1 + exp(-x)), stable for any x.
 function F.binary_cross_entropy_with_logits(x, y, opts)
-  opts = opts or {}
+  opts = check_opts(opts, {"weight", "pos_weight", "reduction"}, "binary_cross_entropy_with_logits")
   local r = check_reduction(opts.reduction, "binary_cross_entropy_with_logits")
   local loss
   if opts.pos_weight then
@@ -402,7 +573,7 @@ end
 
 -- binary_cross_entropy(p, y, {weight = nil, reduction = "mean"}): log clamped at -100 like PyTorch.
 function F.binary_cross_entropy(p, y, opts)
-  opts = opts or {}
+  opts = check_opts(opts, {"weight", "reduction"}, "binary_cross_entropy")
   local r = check_reduction(opts.reduction, "binary_cross_entropy")
   local loss = -(y * p:log():clamp(-100, nil) + (1 - y) * (1 - p):log():clamp(-100, nil))
   if opts.weight then loss = loss * opts.weight end

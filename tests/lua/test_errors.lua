@@ -169,4 +169,21 @@ test("creation_extra_arguments", function()
   eq(st.zeros({2}, nil):numel(), 2, "a trailing nil is no argument")
 end)
 
+-- found by tests/fuzz (fuzz_index, fuzz_idx): the most negative index and a shape with a 0 and
+-- huge dims are errors or empty, without arithmetic overflow (the sanitizer pass checks that)
+test("fuzz_found_edges", function()
+  local t = st.arange(6):reshape(2, 3)
+  H.raises(function() return t[math.mininteger] end, "out of range")
+  H.raises(function() return t[{1, math.mininteger}] end, "out of range")
+  H.raises(function() return t[{{math.mininteger, -1}}] end, "out of bounds for dim 1")
+  local path = os.tmpname()
+  local f = assert(io.open(path, "wb"))
+  -- IDX ubyte, dims (0, 2^31 - 1, 2^31 - 1, 62976): numel 0, the strides beyond int64
+  f:write(string.char(0, 0, 8, 4) .. string.pack(">I4>I4>I4>I4", 0, 2^31 - 1, 2^31 - 1, 62976))
+  f:close()
+  local ok, x = pcall(st.read_idx, path)
+  os.remove(path)
+  if ok then eq(x:numel(), 0, "an empty IDX tensor") end
+end)
+
 H.done()
