@@ -1,11 +1,14 @@
 /*
- * llib.c — the Lua part of stitch's library (st.nn, st.optim, st.data, st.progress), embedded.
+ * llib.c — the Lua part of stitch's library (st.nn, st.optim, st.data, st.progress, and the tensor
+ * ops written in Lua: tensor_ops.lua), embedded.
  *
  * Each lua_frontend/lib/NAME.lua is a chunk called with the module table and returning its own
  * module table. st._lib(NAME) loads one once and caches it in the registry (so every require of
  * stitch in one Lua state shares the same st.nn); the module table's metatable loads the public
- * ones lazily on first access (st.nn costs nothing to a script that never touches it). With
- * ST_LUA_LIB=dir set, chunks are read from dir/NAME.lua instead of the embedded copies (development).
+ * ones lazily on first access (st.nn costs nothing to a script that never touches it). tensor_ops is
+ * loaded at once, when the module opens: it adds methods to st.Tensor (x:flip(1), x:pad{1, 1}) that
+ * a method lookup cannot load lazily. With ST_LUA_LIB=dir set, chunks are read from dir/NAME.lua
+ * instead of the embedded copies (development).
  * Also two tiny host helpers the library needs: st._isatty() and st._now().
  */
 #define _POSIX_C_SOURCE 200809L
@@ -91,4 +94,7 @@ LT_FUNC void lt_open_lib(lua_State *L) {
     lua_pushcfunction(L, lt_lazy_index);
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, mod);
+    lua_getfield(L, mod, "_lib");
+    lua_pushliteral(L, "tensor_ops");
+    lua_call(L, 1, 0);
 }
