@@ -197,8 +197,13 @@ st_tensor *st_slice(st_tensor *a, int dim, int64_t start, int64_t end, int64_t s
     int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
     memcpy(shape, a->shape, sizeof shape);
     memcpy(strides, a->strides, sizeof strides);
-    shape[d] = (end - start + step - 1) / step;
-    strides[d] = a->strides[d] * step;
+    /* no (end - start + step - 1): it overflows for a huge step (found by tests/fuzz) */
+    shape[d] = end == start ? 0 : 1 + (end - start - 1) / step;
+    /* one element or none: the step is never taken, its stride is the dim's own */
+    if (shape[d] > 1 && __builtin_mul_overflow(a->strides[d], step, &strides[d])) {
+        st_error(ST_ERR_ARG, "slice: step %lld overflows the stride along dim " BASE_POS, (long long)step, BASE_P(d));
+        return NULL;
+    }
     return st_tensor_view(a, a->ndim, shape, strides, a->offset + start * a->strides[d]);
 }
 

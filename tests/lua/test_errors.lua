@@ -176,6 +176,9 @@ test("fuzz_found_edges", function()
   H.raises(function() return t[math.mininteger] end, "out of range")
   H.raises(function() return t[{1, math.mininteger}] end, "out of range")
   H.raises(function() return t[{{math.mininteger, -1}}] end, "out of bounds for dim 1")
+  -- a huge step: one element, no overflow
+  eq(t[{{1, 2, math.maxinteger}}]:size(1), 1, "rows with a huge step")
+  eq(t[{{}, {1, 3, math.maxinteger}}]:size(2), 1, "columns with a huge step")
   local path = os.tmpname()
   local f = assert(io.open(path, "wb"))
   -- IDX ubyte, dims (0, 2^31 - 1, 2^31 - 1, 62976): numel 0, the strides beyond int64
