@@ -647,6 +647,50 @@ activation("SiLU", F.silu)
 activation("Tanh", F.tanh)
 activation("Sigmoid", F.sigmoid)
 
+activation("Mish", F.mish)
+activation("Hardswish", F.hardswish)
+activation("Hardsigmoid", F.hardsigmoid)
+
+-- Activations with one or two numbers: Name(a [, b]) calling F.name(x, a, b); the numbers are
+-- checked when the layer is made.
+local function activation_with(name, fn, fields, defaults)
+  local cls = Module:extend(name)
+  function cls:__init(a, b, extra)
+    if extra ~= nil then error(name .. ": unexpected argument #3 (" .. tostring(extra) .. ")", 3) end
+    self[fields[1]] = a == nil and defaults[1] or a
+    if fields[2] then
+      self[fields[2]] = b == nil and defaults[2] or b
+    elseif b ~= nil then
+      error(name .. ": unexpected argument #2 (" .. tostring(b) .. ")", 3)
+    end
+    fn(st.zeros(1), self[fields[1]], fields[2] and self[fields[2]] or nil)   -- checks the numbers
+  end
+  function cls:forward(x) return fn(x, self[fields[1]], fields[2] and self[fields[2]] or nil) end
+  function cls:extra_repr()
+    local s = string.format("%s=%g", fields[1], self[fields[1]])
+    if fields[2] then s = s .. string.format(", %s=%g", fields[2], self[fields[2]]) end
+    return s
+  end
+  M[name] = cls
+end
+activation_with("LeakyReLU", F.leaky_relu, {"negative_slope"}, {0.01})
+activation_with("ELU", F.elu, {"alpha"}, {1})
+activation_with("Softplus", F.softplus, {"beta", "threshold"}, {1, 20})
+
+-- PReLU({num_parameters = 1, init = 0.25, dtype}): a learnt slope for x < 0, one or one per channel.
+local PReLU = Module:extend("PReLU")
+M.PReLU = PReLU
+function PReLU:__init(opts)
+  opts = check_opts(opts, {"num_parameters", "init", "dtype"}, "PReLU", 3)
+  local n = opts.num_parameters or 1
+  check_size(n, "num_parameters", "PReLU", 1)
+  local init_v = opts.init or 0.25
+  if type(init_v) ~= "number" then error("PReLU: init must be a number, got " .. tostring(init_v), 3) end
+  self:register_parameter("weight", st.full({n}, init_v, opt_dtype(opts)))
+end
+function PReLU:forward(x) return F.prelu(x, self.weight) end
+function PReLU:extra_repr() return "num_parameters=" .. self.weight:numel() end
+
 -- GELU({approximate = "none" | "tanh"})
 local GELU = Module:extend("GELU")
 M.GELU = GELU
@@ -784,5 +828,8 @@ loss_module("MSELoss", F.mse_loss, {"reduction"})
 loss_module("L1Loss", F.l1_loss, {"reduction"})
 loss_module("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits, {"weight", "pos_weight", "reduction"})
 loss_module("BCELoss", F.binary_cross_entropy, {"weight", "reduction"})
+loss_module("SmoothL1Loss", F.smooth_l1_loss, {"reduction", "beta"})
+loss_module("HuberLoss", F.huber_loss, {"reduction", "delta"})
+loss_module("KLDivLoss", F.kl_div, {"reduction", "log_target"})
 
 return M

@@ -84,6 +84,66 @@ function F.gelu(x, opts)
   error("gelu: approximate must be \"none\" or \"tanh\", got \"" .. tostring(a) .. "\"", 2)
 end
 
+local function check_number(v, what, fname, positive)
+  if type(v) ~= "number" or v ~= v or (positive and v <= 0) then
+    error(string.format("%s: %s must be a%s number, got %s", fname, what, positive and " positive" or "",
+      tostring(v)), 3)
+  end
+  return v
+end
+
+-- leaky_relu(x, negative_slope = 0.01): x where x > 0, else negative_slope * x (gradient at 0:
+-- the slope, as PyTorch).
+function F.leaky_relu(x, negative_slope)
+  local a = check_number(negative_slope or 0.01, "negative_slope", "leaky_relu")
+  return st.where(x:gt(0), x, x * a)
+end
+
+-- elu(x, alpha = 1): x where x > 0, else alpha * (exp(x) - 1); the exponential of min(x, 0) only,
+-- so a large x never makes an inf whose zero gradient would turn into NaN.
+function F.elu(x, alpha)
+  local a = check_number(alpha or 1, "alpha", "elu")
+  return st.where(x:gt(0), x, x:clamp(nil, 0):expm1() * a)
+end
+
+-- softplus(x, beta = 1, threshold = 20): log(1 + exp(beta x)) / beta, and x itself where
+-- beta x > threshold (PyTorch's linear region, also for the gradient).
+function F.softplus(x, beta, threshold)
+  local b = check_number(beta or 1, "beta", "softplus", true)
+  local t = check_number(threshold or 20, "threshold", "softplus")
+  local bx = x * b
+  return st.where(bx:gt(t), x, bx:clamp(nil, t):exp():log1p() * (1 / b))
+end
+
+-- mish(x) = x * tanh(softplus(x))
+function F.mish(x) return x * F.softplus(x):tanh() end
+
+-- hardsigmoid(x) = clamp(x / 6 + 1/2, 0, 1); hardswish(x) = x * hardsigmoid(x)
+function F.hardsigmoid(x) return (x * (1 / 6) + 0.5):clamp(0, 1) end
+function F.hardswish(x) return x * F.hardsigmoid(x) end
+
+-- prelu(x, weight): x where x > 0, else weight * x; weight has 1 entry or one per channel (dim 2
+-- of x, dim 1 for a 1-D x), as PyTorch.
+function F.prelu(x, weight)
+  if not st.is_tensor(weight) or weight:dim() > 1 then
+    error("prelu: weight must be a 1-D tensor (1 entry, or one per channel)", 2)
+  end
+  local n = weight:numel()
+  local w = weight
+  if n > 1 then
+    local cdim = x:dim() >= 2 and 2 or 1
+    if x:size(cdim) ~= n then
+      error("prelu: weight of " .. n .. " entries for input of shape " .. shape_str(x) .. " (channels: dim "
+        .. cdim .. ")", 2)
+    end
+    local s = {}
+    for i = 1, x:dim() do s[i] = 1 end
+    s[cdim] = n
+    w = weight:reshape(s)
+  end
+  return st.where(x:gt(0), x, x * w)
+end
+
 function F.softmax(x, dim) return x:softmax(dim or -1) end
 function F.log_softmax(x, dim) return x:log_softmax(dim or -1) end
 
@@ -533,6 +593,53 @@ function F.cross_entropy(input, target, opts)
     smooth = smooth:sum()
   end
   return nll * (1 - eps) + smooth * (eps / c)
+end
+
+-- smooth_l1_loss(input, target, {reduction = "mean", beta = 1}): 0.5 d^2 / beta where |d| < beta,
+-- else |d| - 0.5 beta (beta = 0: the L1 loss), d = input - target.
+function F.smooth_l1_loss(input, target, opts)
+  opts = check_opts(opts, {"reduction", "beta"}, "smooth_l1_loss")
+  local r = check_reduction(opts.reduction, "smooth_l1_loss")
+  local beta = opts.beta or 1
+  if type(beta) ~= "number" or beta < 0 then
+    error("smooth_l1_loss: beta must be a number >= 0, got " .. tostring(beta), 2)
+  end
+  local d = (input - target):abs()
+  if beta == 0 then return reduce(d, r) end
+  return reduce(st.where(d:lt(beta), d * d * (0.5 / beta), d - 0.5 * beta), r)
+end
+
+-- huber_loss(input, target, {reduction = "mean", delta = 1}): 0.5 d^2 where |d| < delta, else
+-- delta (|d| - 0.5 delta).
+function F.huber_loss(input, target, opts)
+  opts = check_opts(opts, {"reduction", "delta"}, "huber_loss")
+  local r = check_reduction(opts.reduction, "huber_loss")
+  local delta = opts.delta or 1
+  if type(delta) ~= "number" or delta <= 0 then
+    error("huber_loss: delta must be a positive number, got " .. tostring(delta), 2)
+  end
+  local d = (input - target):abs()
+  return reduce(st.where(d:lt(delta), d * d * 0.5, (d - 0.5 * delta) * delta), r)
+end
+
+-- kl_div(input, target, {reduction = "mean", log_target = false}): input holds log-probabilities;
+-- target probabilities (or log-probabilities with log_target): target * (log target - input), 0
+-- where target is 0. reduction "batchmean": the sum over the batch size (input's dim 1), the
+-- mathematically right KL divergence; "mean" divides by every element, as PyTorch.
+function F.kl_div(input, target, opts)
+  opts = check_opts(opts, {"reduction", "log_target"}, "kl_div")
+  local r = opts.reduction or "mean"
+  if r ~= "batchmean" then r = check_reduction(r, "kl_div") end
+  local loss
+  if opts.log_target then
+    loss = target:exp() * (target - input)
+  else
+    local pos = target:gt(0)
+    local logt = st.where(pos, target, 1):log()   -- log 1 = 0 where target is 0: no -inf
+    loss = st.where(pos, target * (logt - input), 0)
+  end
+  if r == "batchmean" then return loss:sum() * (1 / (input:dim() > 0 and input:size(1) or 1)) end
+  return reduce(loss, r)
 end
 
 -- mse_loss(input, target, {reduction = "mean"})
