@@ -624,6 +624,98 @@ function RMSNorm:extra_repr()
     self.eps and string.format("%g", self.eps) or "nil", tostring(self.elementwise_affine))
 end
 
+-- BatchNorm1d/2d(num_features, {eps = 1e-5, momentum = 0.1, affine = true,
+-- track_running_stats = true, dtype}): batch statistics in training mode (running_mean and
+-- running_var updated, num_batches_tracked counted), the running ones in eval mode; the input
+-- (N, C) or (N, C, L) for 1d, (N, C, H, W) for 2d.
+local function batch_norm_class(name, dims)
+  local cls = Module:extend(name)
+  function cls:__init(c, opts)
+    opts = check_opts(opts, {"eps", "momentum", "affine", "track_running_stats", "dtype"}, name, 3)
+    check_size(c, "num_features", name, 1)
+    self.num_features = c
+    self.eps, self.momentum = opts.eps or 1e-5, opts.momentum or 0.1
+    local dt = opt_dtype(opts)
+    if opts.affine ~= false then
+      self:register_parameter("weight", st.ones({c}, dt))
+      self:register_parameter("bias", st.zeros({c}, dt))
+    end
+    self.track_running_stats = opts.track_running_stats ~= false
+    if self.track_running_stats then
+      self:register_buffer("running_mean", st.sync(st.zeros({c}, dt)))
+      self:register_buffer("running_var", st.sync(st.ones({c}, dt)))
+      self:register_buffer("num_batches_tracked", st.sync(st.zeros({}, "i64")))
+    end
+  end
+  function cls:forward(x)
+    local ok = false
+    for _, d in ipairs(dims) do ok = ok or x:dim() == d end
+    if not ok then
+      error(name .. ": expected input of " .. table.concat(dims, " or ") .. " dims, got " .. shape_str(x), 2)
+    end
+    local training = self.training or not self.track_running_stats
+    if self.training and self.track_running_stats then
+      local guard <close> = st.no_grad()
+      self.num_batches_tracked:add_(1)
+    end
+    return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+      {training = training, momentum = self.momentum, eps = self.eps})
+  end
+  function cls:extra_repr()
+    return string.format("%d, eps=%g, momentum=%g, affine=%s, track_running_stats=%s", self.num_features,
+      self.eps, self.momentum, tostring(self.weight ~= nil), tostring(self.track_running_stats))
+  end
+  M[name] = cls
+end
+batch_norm_class("BatchNorm1d", {2, 3})
+batch_norm_class("BatchNorm2d", {4})
+
+-- GroupNorm(num_groups, num_channels, {eps = 1e-5, affine = true, dtype})
+local GroupNorm = Module:extend("GroupNorm")
+M.GroupNorm = GroupNorm
+function GroupNorm:__init(g, c, opts)
+  opts = check_opts(opts, {"eps", "affine", "dtype"}, "GroupNorm", 3)
+  check_size(g, "num_groups", "GroupNorm", 1)
+  check_size(c, "num_channels", "GroupNorm", 1)
+  if c % g ~= 0 then error("GroupNorm: num_groups (" .. g .. ") must divide num_channels (" .. c .. ")", 3) end
+  self.num_groups, self.num_channels, self.eps = g, c, opts.eps or 1e-5
+  if opts.affine ~= false then
+    self:register_parameter("weight", st.ones({c}, opt_dtype(opts)))
+    self:register_parameter("bias", st.zeros({c}, opt_dtype(opts)))
+  end
+end
+function GroupNorm:forward(x) return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps) end
+function GroupNorm:extra_repr()
+  return string.format("%d, %d, eps=%g, affine=%s", self.num_groups, self.num_channels, self.eps,
+    tostring(self.weight ~= nil))
+end
+
+-- InstanceNorm1d/2d(num_features, {eps = 1e-5, affine = false, dtype}): per sample and channel;
+-- no running statistics (track_running_stats = true is refused).
+local function instance_norm_class(name, dims)
+  local cls = Module:extend(name)
+  function cls:__init(c, opts)
+    opts = check_opts(opts, {"eps", "affine", "track_running_stats", "dtype"}, name, 3)
+    check_size(c, "num_features", name, 1)
+    if opts.track_running_stats then error(name .. ": track_running_stats = true is not supported", 3) end
+    self.num_features, self.eps = c, opts.eps or 1e-5
+    if opts.affine then
+      self:register_parameter("weight", st.ones({c}, opt_dtype(opts)))
+      self:register_parameter("bias", st.zeros({c}, opt_dtype(opts)))
+    end
+  end
+  function cls:forward(x)
+    if x:dim() ~= dims then error(name .. ": expected input of " .. dims .. " dims, got " .. shape_str(x), 2) end
+    return F.instance_norm(x, self.weight, self.bias, self.eps)
+  end
+  function cls:extra_repr()
+    return string.format("%d, eps=%g, affine=%s", self.num_features, self.eps, tostring(self.weight ~= nil))
+  end
+  M[name] = cls
+end
+instance_norm_class("InstanceNorm1d", 3)
+instance_norm_class("InstanceNorm2d", 4)
+
 -- Dropout(p = 0.5): F.dropout in training mode, identity in eval mode.
 local Dropout = Module:extend("Dropout")
 M.Dropout = Dropout

@@ -192,6 +192,128 @@ function F.rms_norm(x, normalized_shape, weight, eps)
   return y
 end
 
+-- The shape (1, C, 1, ...) of a per-channel vector broadcast along dim 2 of x, and the dims other
+-- than the channel dim (the ones batch statistics reduce).
+local function channel_shape(x, c)
+  local s, dims = {}, {}
+  for i = 1, x:dim() do
+    s[i] = i == 2 and c or 1
+    if i ~= 2 then dims[#dims + 1] = i end
+  end
+  return s, dims
+end
+
+-- batch_norm(x, running_mean, running_var, weight, bias, {training = false, momentum = 0.1,
+-- eps = 1e-5}): x (N, C, ...). Training (or no running statistics): normalizes with the batch's
+-- mean and biased variance over every dim but the channel dim, and updates running_mean and
+-- running_var in place (under no_grad: momentum-weighted, the variance unbiased, as PyTorch);
+-- otherwise normalizes with the running statistics.
+function F.batch_norm(x, running_mean, running_var, weight, bias, opts)
+  opts = check_opts(opts, {"training", "momentum", "eps"}, "batch_norm")
+  if x:dim() < 2 then error("batch_norm: expected input (N, C, ...), got " .. shape_str(x), 2) end
+  local c = x:size(2)
+  for what, t in pairs({running_mean = running_mean, running_var = running_var, weight = weight, bias = bias}) do
+    if t ~= nil and (not st.is_tensor(t) or t:dim() ~= 1 or t:size(1) ~= c) then
+      error("batch_norm: " .. what .. " must be a tensor of " .. c .. " entries (the channels of input "
+        .. shape_str(x) .. ")", 2)
+    end
+  end
+  local eps = check_number(opts.eps or 1e-5, "eps", "batch_norm", true)
+  local momentum = check_number(opts.momentum or 0.1, "momentum", "batch_norm")
+  local cs, dims = channel_shape(x, c)
+  local mean, var
+  if opts.training or not running_mean then
+    local n = x:numel() // c
+    if opts.training and n <= 1 then
+      error("batch_norm: expected more than 1 value per channel when training, got input of shape " .. shape_str(x), 2)
+    end
+    mean = x:mean(dims, true)
+    local xc = x - mean
+    var = (xc * xc):mean(dims, true)
+    if opts.training and running_mean then
+      local guard <close> = st.no_grad()
+      running_mean:copy_(running_mean * (1 - momentum) + mean:detach():reshape(c) * momentum)
+      running_var:copy_(running_var * (1 - momentum) + var:detach():reshape(c) * (momentum * n / (n - 1)))
+    end
+    local y = xc * (var + eps):rsqrt()
+    if weight then y = y * weight:reshape(cs) end
+    if bias then y = y + bias:reshape(cs) end
+    return y
+  end
+  local y = (x - running_mean:reshape(cs)) * (running_var:reshape(cs) + eps):rsqrt()
+  if weight then y = y * weight:reshape(cs) end
+  if bias then y = y + bias:reshape(cs) end
+  return y
+end
+
+-- group_norm(x, num_groups, weight, bias, eps = 1e-5): x (N, C, ...) in num_groups groups of C /
+-- num_groups channels, each normalized over its channels and the rest of the dims (biased
+-- variance); weight and bias per channel.
+function F.group_norm(x, num_groups, weight, bias, eps)
+  if x:dim() < 2 then error("group_norm: expected input (N, C, ...), got " .. shape_str(x), 2) end
+  local n, c = x:size(1), x:size(2)
+  if math.type(num_groups) ~= "integer" or num_groups < 1 or c % num_groups ~= 0 then
+    error("group_norm: num_groups must be an integer >= 1 dividing the " .. c .. " channels of input "
+      .. shape_str(x) .. ", got " .. tostring(num_groups), 2)
+  end
+  eps = check_number(eps or 1e-5, "eps", "group_norm", true)
+  local g = x:reshape(n, num_groups, -1)
+  local xc = g - g:mean(3, true)
+  local y = (xc * ((xc * xc):mean(3, true) + eps):rsqrt()):reshape(x:shape())
+  local cs = channel_shape(x, c)
+  if weight then y = y * weight:reshape(cs) end
+  if bias then y = y + bias:reshape(cs) end
+  return y
+end
+
+-- instance_norm(x, weight, bias, eps = 1e-5): each (sample, channel) normalized over the other dims.
+function F.instance_norm(x, weight, bias, eps)
+  if x:dim() < 3 then error("instance_norm: expected input (N, C, L, ...), got " .. shape_str(x), 2) end
+  return F.group_norm(x, x:size(2), weight, bias, eps)
+end
+
+-- scaled_dot_product_attention(q, k, v, {attn_mask, dropout_p = 0, is_causal = false, scale}):
+-- softmax(q k^T * scale + mask) v over the last two dims, scale 1/sqrt(q's last dim) by default.
+-- attn_mask: a bool tensor (true: may attend) or a float one added to the scores; is_causal: query
+-- i attends to keys j <= i (with more keys than queries, PyTorch's top-left alignment).
+function F.scaled_dot_product_attention(q, k, v, opts)
+  opts = check_opts(opts, {"attn_mask", "dropout_p", "is_causal", "scale"}, "scaled_dot_product_attention")
+  for what, t in pairs({q = q, k = k, v = v}) do
+    if not st.is_tensor(t) or t:dim() < 2 then
+      error("scaled_dot_product_attention: " .. what .. " must be a tensor of at least 2 dims", 2)
+    end
+  end
+  local d, lq, lk = q:size(-1), q:size(-2), k:size(-2)
+  if k:size(-1) ~= d or v:size(-2) ~= lk then
+    error("scaled_dot_product_attention: q " .. shape_str(q) .. ", k " .. shape_str(k) .. " and v " .. shape_str(v)
+      .. " do not fit (q and k share the last dim, k and v the one before)", 2)
+  end
+  if opts.is_causal and opts.attn_mask then
+    error("scaled_dot_product_attention: attn_mask and is_causal together (PyTorch refuses it too)", 2)
+  end
+  local scale = opts.scale or 1 / math.sqrt(d)
+  local p = opts.dropout_p or 0
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error("scaled_dot_product_attention: dropout_p must be in [0, 1], got " .. tostring(p), 2)
+  end
+  local scores = q:matmul(k:transpose(-2, -1)) * scale
+  local mask = opts.attn_mask
+  if opts.is_causal then
+    mask = st.arange(lk):reshape(1, lk):le(st.arange(lq):reshape(lq, 1))
+  end
+  if mask ~= nil then
+    if not st.is_tensor(mask) then error("scaled_dot_product_attention: attn_mask must be a tensor", 2) end
+    if mask:dtype() == "bool" then
+      scores = st.where(mask, scores, -math.huge)
+    else
+      scores = scores + mask
+    end
+  end
+  local attn = scores:softmax(-1)
+  if p > 0 then attn = F.dropout(attn, p, true) end
+  return attn:matmul(v)
+end
+
 -- dropout(x, p = 0.5, training = true): zeroes each element with probability p (st.rand, Philox,
 -- so the mask fuses with its neighbours) and scales the rest by 1/(1-p).
 function F.dropout(x, p, training)
