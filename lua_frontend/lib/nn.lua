@@ -898,6 +898,171 @@ end
 pool("MaxPool2d", F.max_pool2d, {"stride", "padding", "ceil_mode"})
 pool("AvgPool2d", F.avg_pool2d, {"stride", "padding", "ceil_mode", "count_include_pad"})
 
+-- MultiheadAttention(embed_dim, num_heads, {bias = true, batch_first = false, dropout = 0, dtype}):
+-- in_proj_weight (3E, E) and in_proj_bias (3E) (PyTorch's names and init: xavier_uniform, zero
+-- bias), out_proj a Linear(E, E) with a zero bias. forward(query, key, value, {attn_mask,
+-- key_padding_mask, need_weights = true, average_attn_weights = true, is_causal = false}) returns
+-- the output and the attention weights (averaged over the heads; nil with need_weights = false).
+-- Inputs (L, N, E), or (N, L, E) with batch_first. key_padding_mask (N, S): true marks a padding
+-- key (ignored), as PyTorch; a bool attn_mask (L, S) likewise marks what may NOT be attended
+-- (PyTorch's nn.MultiheadAttention convention, the opposite of F.scaled_dot_product_attention's).
+local MultiheadAttention = Module:extend("MultiheadAttention")
+M.MultiheadAttention = MultiheadAttention
+function MultiheadAttention:__init(e, h, opts)
+  opts = check_opts(opts, {"bias", "batch_first", "dropout", "dtype"}, "MultiheadAttention", 3)
+  check_size(e, "embed_dim", "MultiheadAttention", 1)
+  check_size(h, "num_heads", "MultiheadAttention", 1)
+  if e % h ~= 0 then
+    error("MultiheadAttention: num_heads (" .. h .. ") must divide embed_dim (" .. e .. ")", 3)
+  end
+  self.embed_dim, self.num_heads = e, h
+  self.batch_first = opts.batch_first == true
+  self.dropout = opts.dropout or 0
+  local dt = opt_dtype(opts)
+  local bound = math.sqrt(6 / (e + 3 * e))
+  self:register_parameter("in_proj_weight", init.uniform({3 * e, e}, -bound, bound, dt))
+  if opts.bias ~= false then self:register_parameter("in_proj_bias", st.zeros({3 * e}, dt)) end
+  self:add_module("out_proj", M.Linear(e, e, {bias = opts.bias ~= false, dtype = dt}))
+  if self.out_proj.bias then
+    local guard <close> = st.no_grad()
+    self.out_proj.bias:zero_()
+  end
+end
+function MultiheadAttention:forward(q, k, v, opts)
+  opts = check_opts(opts, {"attn_mask", "key_padding_mask", "need_weights", "average_attn_weights", "is_causal"},
+    "MultiheadAttention", 2)
+  if q:dim() ~= 3 or k:dim() ~= 3 or v:dim() ~= 3 then
+    error("MultiheadAttention: expected 3-D query, key and value, got " .. shape_str(q) .. ", " .. shape_str(k)
+      .. ", " .. shape_str(v), 2)
+  end
+  if not self.batch_first then q, k, v = q:transpose(1, 2), k:transpose(1, 2), v:transpose(1, 2) end
+  local n, l, e = table.unpack(q:shape())
+  local s = k:size(2)
+  if e ~= self.embed_dim or k:size(3) ~= e or v:size(3) ~= e or k:size(1) ~= n or v:size(1) ~= n or v:size(2) ~= s then
+    error("MultiheadAttention: query " .. shape_str(q) .. ", key " .. shape_str(k) .. ", value " .. shape_str(v)
+      .. " do not fit embed_dim " .. self.embed_dim, 2)
+  end
+  local h, d = self.num_heads, e // self.num_heads
+  local w, b = self.in_proj_weight, self.in_proj_bias
+  local function proj(x, i, len)
+    return F.linear(x, w:narrow(1, (i - 1) * e + 1, e), b and b:narrow(1, (i - 1) * e + 1, e))
+      :reshape(n, len, h, d):transpose(2, 3)                          -- (N, H, len, d)
+  end
+  local qh, kh, vh = proj(q, 1, l), proj(k, 2, s), proj(v, 3, s)
+  local scores = qh:matmul(kh:transpose(3, 4)) * (1 / math.sqrt(d)) -- (N, H, L, S)
+  local am = opts.attn_mask
+  if opts.is_causal and not am then
+    am = st.arange(s):reshape(1, s):gt(st.arange(l):reshape(l, 1))
+  end
+  if am ~= nil then
+    if am:dtype() == "bool" then scores = st.where(am, -math.huge, scores) else scores = scores + am end
+  end
+  if opts.key_padding_mask ~= nil then
+    local kp = opts.key_padding_mask
+    if kp:dim() ~= 2 or kp:size(1) ~= n or kp:size(2) ~= s then
+      error("MultiheadAttention: key_padding_mask must be (N, S) = (" .. n .. ", " .. s .. "), got " .. shape_str(kp), 2)
+    end
+    kp = kp:reshape(n, 1, 1, s)
+    if kp:dtype() == "bool" then scores = st.where(kp, -math.huge, scores) else scores = scores + kp end
+  end
+  local attn = scores:softmax(4)
+  local weights = attn
+  if self.training and self.dropout > 0 then attn = F.dropout(attn, self.dropout, true) end
+  local out = attn:matmul(vh):transpose(2, 3):reshape(n, l, e)
+  out = self.out_proj(out)
+  if not self.batch_first then out = out:transpose(1, 2) end
+  if opts.need_weights == false then return out, nil end
+  if opts.average_attn_weights ~= false then weights = weights:mean(2) end
+  return out, weights
+end
+function MultiheadAttention:extra_repr()
+  return string.format("embed_dim=%d, num_heads=%d, batch_first=%s", self.embed_dim, self.num_heads,
+    tostring(self.batch_first))
+end
+
+-- TransformerEncoderLayer(d_model, nhead, {dim_feedforward = 2048, dropout = 0.1, activation =
+-- "relu" | "gelu", batch_first = false, norm_first = false, layer_norm_eps = 1e-5, bias = true,
+-- dtype}): self-attention and a feed-forward block, each with a residual and a LayerNorm (after
+-- each, or before with norm_first), PyTorch's submodule names. forward(src, {src_mask,
+-- src_key_padding_mask, is_causal}).
+local TransformerEncoderLayer = Module:extend("TransformerEncoderLayer")
+M.TransformerEncoderLayer = TransformerEncoderLayer
+function TransformerEncoderLayer:__init(dm, nhead, opts)
+  opts = check_opts(opts, {"dim_feedforward", "dropout", "activation", "batch_first", "norm_first",
+    "layer_norm_eps", "bias", "dtype"}, "TransformerEncoderLayer", 3)
+  local ff, p = opts.dim_feedforward or 2048, opts.dropout or 0.1
+  local act = opts.activation or "relu"
+  if act ~= "relu" and act ~= "gelu" then
+    error("TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got " .. tostring(act), 3)
+  end
+  local dt, eps, bias = opts.dtype, opts.layer_norm_eps or 1e-5, opts.bias ~= false
+  self:add_module("self_attn", M.MultiheadAttention(dm, nhead, {dropout = p, batch_first = opts.batch_first,
+    bias = bias, dtype = dt}))
+  self:add_module("linear1", M.Linear(dm, ff, {bias = bias, dtype = dt}))
+  self:add_module("dropout", M.Dropout(p))
+  self:add_module("linear2", M.Linear(ff, dm, {bias = bias, dtype = dt}))
+  self:add_module("norm1", M.LayerNorm(dm, {eps = eps, bias = bias, dtype = dt}))
+  self:add_module("norm2", M.LayerNorm(dm, {eps = eps, bias = bias, dtype = dt}))
+  self:add_module("dropout1", M.Dropout(p))
+  self:add_module("dropout2", M.Dropout(p))
+  self.activation_name, self.norm_first = act, opts.norm_first == true
+end
+function TransformerEncoderLayer:forward(src, opts)
+  opts = check_opts(opts, {"src_mask", "src_key_padding_mask", "is_causal"}, "TransformerEncoderLayer", 2)
+  local act = self.activation_name == "gelu" and F.gelu or F.relu
+  local function sa(x)
+    local y = self.self_attn(x, x, x, {attn_mask = opts.src_mask, key_padding_mask = opts.src_key_padding_mask,
+      need_weights = false, is_causal = opts.is_causal})
+    return self.dropout1(y)
+  end
+  local function ffb(x) return self.dropout2(self.linear2(self.dropout(act(self.linear1(x))))) end
+  local x = src
+  if self.norm_first then
+    x = x + sa(self.norm1(x))
+    x = x + ffb(self.norm2(x))
+  else
+    x = self.norm1(x + sa(x))
+    x = self.norm2(x + ffb(x))
+  end
+  return x
+end
+
+-- ---- utilities ----
+M.utils = {}
+
+-- clip_grad_norm_(parameters, max_norm, {norm_type = 2}): scales every gradient in place so that
+-- their joint norm is at most max_norm; returns that norm before clipping (a 0-d tensor: lazy, so
+-- it fuses with the optimizer step's flush). norm_type 2, 1 or math.huge.
+function M.utils.clip_grad_norm_(params, max_norm, opts)
+  opts = check_opts(opts, {"norm_type"}, "clip_grad_norm_", 2)
+  if type(max_norm) ~= "number" or max_norm < 0 then
+    error("clip_grad_norm_: max_norm must be a number >= 0, got " .. tostring(max_norm), 2)
+  end
+  local p = opts.norm_type or 2
+  if p ~= 2 and p ~= 1 and p ~= math.huge then
+    error("clip_grad_norm_: norm_type must be 2, 1 or math.huge, got " .. tostring(p), 2)
+  end
+  if st.is_tensor(params) then params = {params} end
+  local guard <close> = st.no_grad()
+  local grads = {}
+  for _, t in ipairs(params) do
+    if t.grad then grads[#grads + 1] = t.grad end
+  end
+  if #grads == 0 then return st.zeros({}) end
+  local total
+  for _, g in ipairs(grads) do
+    local part
+    if p == 2 then part = (g * g):sum() elseif p == 1 then part = g:abs():sum() else part = g:abs():max() end
+    part = part:float()
+    total = total and (p == math.huge and st.maximum(total, part) or total + part) or part
+  end
+  if p == 2 then total = total:sqrt() end
+  local coef = (total + 1e-6):reciprocal() * max_norm
+  coef = coef:clamp(nil, 1)
+  for _, g in ipairs(grads) do g:mul_(coef:to(g:dtype())) end
+  return total
+end
+
 -- ---- loss modules: Name(opts) called as loss(input, target) ----
 
 local function loss_module(name, fn, keys)
