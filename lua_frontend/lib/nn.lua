@@ -1027,6 +1027,155 @@ function TransformerEncoderLayer:forward(src, opts)
   return x
 end
 
+-- LSTM / GRU(input_size, hidden_size, {num_layers = 1, bias = true, batch_first = false, dropout = 0,
+-- bidirectional = false, dtype}): PyTorch's equations, parameter names (weight_ih_l0, weight_hh_l0,
+-- bias_ih_l0, bias_hh_l0, ..._reverse) and gate order (LSTM i, f, g, o; GRU r, z, n), every
+-- parameter ~ U(-1/sqrt(hidden), 1/sqrt(hidden)). Input (L, N, in), (N, L, in) with batch_first, or
+-- unbatched (L, in). LSTM: lstm(x [, {h0, c0}]) returns output, {h_n, c_n}; GRU: gru(x [, h0])
+-- returns output, h_n; h0/c0/h_n/c_n are (layers * directions, N, hidden). The input projections of
+-- all time steps are one matmul per layer and direction; the recurrence is a Lua loop over the steps
+-- (lazy: one flush for the whole sequence, forward and backward).
+local function recurrent_class(name, ngates)
+  local cls = Module:extend(name)
+  function cls:__init(nin, nh, opts)
+    opts = check_opts(opts, {"num_layers", "bias", "batch_first", "dropout", "bidirectional", "dtype"}, name, 3)
+    check_size(nin, "input_size", name, 1)
+    check_size(nh, "hidden_size", name, 1)
+    local layers = opts.num_layers or 1
+    check_size(layers, "num_layers", name, 1)
+    local p = opts.dropout or 0
+    if type(p) ~= "number" or p < 0 or p > 1 then error(name .. ": dropout must be in [0, 1], got " .. tostring(p), 3) end
+    self.input_size, self.hidden_size, self.num_layers, self.dropout = nin, nh, layers, p
+    self.batch_first, self.bidirectional = opts.batch_first == true, opts.bidirectional == true
+    self.has_bias = opts.bias ~= false
+    local dirs = self.bidirectional and 2 or 1
+    local bound, dt = 1 / math.sqrt(nh), opt_dtype(opts)
+    for l = 0, layers - 1 do
+      for d = 1, dirs do
+        local sfx = "_l" .. l .. (d == 2 and "_reverse" or "")
+        local lin = l == 0 and nin or nh * dirs
+        self:register_parameter("weight_ih" .. sfx, init.uniform({ngates * nh, lin}, -bound, bound, dt))
+        self:register_parameter("weight_hh" .. sfx, init.uniform({ngates * nh, nh}, -bound, bound, dt))
+        if self.has_bias then
+          self:register_parameter("bias_ih" .. sfx, init.uniform({ngates * nh}, -bound, bound, dt))
+          self:register_parameter("bias_hh" .. sfx, init.uniform({ngates * nh}, -bound, bound, dt))
+        end
+      end
+    end
+  end
+  -- one direction of one layer over x (L, N, in): the outputs (L, N, H) and the last state
+  function cls:_run(x, sfx, h, c, reverse)
+    local nh = self.hidden_size
+    local wih, whh = self["weight_ih" .. sfx], self["weight_hh" .. sfx]
+    local bih, bhh = self["bias_ih" .. sfx], self["bias_hh" .. sfx]
+    local L = x:size(1)
+    local xp = x:matmul(wih:t())                     -- (L, N, gates * H)
+    if bih then xp = xp + bih end
+    local whh_t = whh:t()
+    local outs = {}
+    for step = 1, L do
+      local t = reverse and L + 1 - step or step
+      local hp = h:matmul(whh_t)
+      if bhh then hp = hp + bhh end
+      local xt = xp[t]
+      if ngates == 4 then   -- LSTM
+        local gates = xt + hp
+        local i = gates:narrow(2, 1, nh):sigmoid()
+        local f = gates:narrow(2, nh + 1, nh):sigmoid()
+        local g = gates:narrow(2, 2 * nh + 1, nh):tanh()
+        local o = gates:narrow(2, 3 * nh + 1, nh):sigmoid()
+        c = f * c + i * g
+        h = o * c:tanh()
+      else                  -- GRU
+        local r = (xt:narrow(2, 1, nh) + hp:narrow(2, 1, nh)):sigmoid()
+        local z = (xt:narrow(2, nh + 1, nh) + hp:narrow(2, nh + 1, nh)):sigmoid()
+        local n = (xt:narrow(2, 2 * nh + 1, nh) + r * hp:narrow(2, 2 * nh + 1, nh)):tanh()
+        h = (1 - z) * n + z * h
+      end
+      outs[t] = h
+    end
+    return st.stack(outs, 1), h, c
+  end
+  function cls:forward(x, hx)
+    local lstm = ngates == 4
+    local unbatched = x:dim() == 2
+    if unbatched then x = x:unsqueeze(2) elseif x:dim() ~= 3 then
+      error(name .. ": expected input (L, N, " .. self.input_size .. ") or (L, " .. self.input_size .. "), got "
+        .. shape_str(x), 2)
+    end
+    if self.batch_first and not unbatched then x = x:transpose(1, 2) end
+    if x:size(3) ~= self.input_size then
+      error(name .. ": input " .. shape_str(x) .. " has " .. x:size(3) .. " features, expected " .. self.input_size, 2)
+    end
+    local n, nh, dirs = x:size(2), self.hidden_size, self.bidirectional and 2 or 1
+    local h0, c0
+    if hx ~= nil then
+      if lstm then
+        if type(hx) ~= "table" or st.is_tensor(hx) or not st.is_tensor(hx[1]) or not st.is_tensor(hx[2]) then
+          error(name .. ": hx must be a table of two tensors {h0, c0}", 2)
+        end
+        h0, c0 = hx[1], hx[2]
+      else
+        h0 = hx
+      end
+      local want = self.num_layers * dirs
+      for _, t in ipairs({h0, c0}) do
+        if unbatched then t = t:unsqueeze(2) end
+        if t:dim() ~= 3 or t:size(1) ~= want or t:size(2) ~= n or t:size(3) ~= nh then
+          error(string.format("%s: initial state of shape %s, expected (%d, %d, %d)", name, shape_str(t), want,
+            n, nh), 2)
+        end
+      end
+      if unbatched then
+        h0 = h0:unsqueeze(2)
+        if c0 then c0 = c0:unsqueeze(2) end
+      end
+    end
+    local zero = st.zeros({n, nh}, x:dtype()):to(x:device())
+    local hn, cn = {}, {}
+    local input = x
+    for l = 0, self.num_layers - 1 do
+      local outs = {}
+      for d = 1, dirs do
+        local k = l * dirs + d
+        local h = h0 and h0[k] or zero
+        local c = lstm and (c0 and c0[k] or zero) or nil
+        local sfx = "_l" .. l .. (d == 2 and "_reverse" or "")
+        local o, hl, cl = self:_run(input, sfx, h, c, d == 2)
+        outs[d], hn[k], cn[k] = o, hl, cl
+      end
+      input = dirs == 2 and st.cat(outs, 3) or outs[1]
+      if self.training and self.dropout > 0 and l < self.num_layers - 1 then
+        input = F.dropout(input, self.dropout, true)
+      end
+    end
+    local out = input
+    local h_n = st.stack(hn, 1)
+    local c_n = lstm and st.stack(cn, 1) or nil
+    if unbatched then
+      out = out:squeeze(2)
+      h_n = h_n:squeeze(2)
+      if c_n then c_n = c_n:squeeze(2) end
+    elseif self.batch_first then
+      out = out:transpose(1, 2)
+    end
+    if lstm then return out, {h_n, c_n} end
+    return out, h_n
+  end
+  function cls:extra_repr()
+    local s = string.format("%d, %d", self.input_size, self.hidden_size)
+    if self.num_layers ~= 1 then s = s .. ", num_layers=" .. self.num_layers end
+    if self.batch_first then s = s .. ", batch_first=true" end
+    if self.bidirectional then s = s .. ", bidirectional=true" end
+    if self.dropout ~= 0 then s = s .. string.format(", dropout=%g", self.dropout) end
+    if not self.has_bias then s = s .. ", bias=false" end
+    return s
+  end
+  M[name] = cls
+end
+recurrent_class("LSTM", 4)
+recurrent_class("GRU", 3)
+
 -- ---- utilities ----
 M.utils = {}
 
