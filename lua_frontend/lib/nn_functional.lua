@@ -576,6 +576,31 @@ local function pool_counts(n, k, s, p, o, include_pad)
   return c, all_k
 end
 
+-- The (Ho, Wo) reciprocals of avg_pool2d's counts, or nil when every window counts kh*kw; cached
+-- per geometry, dtype and device like the conv selectors (a constant, not a new tensor per call).
+local div_cache = {}
+local function pool_divisors(h, w, g, ho, wo, include_pad, dtype, device)
+  local key = table.concat({h, w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, ho, wo, tostring(include_pad), dtype,
+    device}, ",")
+  local d = div_cache[key]
+  if d == nil then
+    local ch, allh = pool_counts(h, g.kh, g.sh, g.ph, ho, include_pad)
+    local cw, allw = pool_counts(w, g.kw, g.sw, g.pw, wo, include_pad)
+    if allh and allw then
+      d = false
+    else
+      local inv = {}
+      for i = 1, ho do
+        inv[i] = {}
+        for j = 1, wo do inv[i][j] = 1 / (ch[i] * cw[j]) end
+      end
+      d = st.sync(st.tensor(inv, dtype):to(device))
+    end
+    div_cache[key] = d
+  end
+  return d or nil
+end
+
 -- avg_pool2d(x, kernel_size, {stride = kernel_size, padding = 0, ceil_mode = false,
 -- count_include_pad = true}): the sum of each window over the count PyTorch divides by (the zero
 -- padding counted unless count_include_pad is false; what ceil_mode's last window reaches past the
@@ -592,18 +617,8 @@ function F.avg_pool2d(x, kernel, opts)
   local ho = pool_out(h, g.kh, g.sh, g.ph, g.ceil, "avg_pool2d", x)
   local wo = pool_out(w, g.kw, g.sw, g.pw, g.ceil, "avg_pool2d", x)
   local y = pool_windows(x, g, ho, wo, 0, st.add)
-  local ch, allh = pool_counts(h, g.kh, g.sh, g.ph, ho, cip ~= false)
-  local cw, allw = pool_counts(w, g.kw, g.sw, g.pw, wo, cip ~= false)
-  if allh and allw then
-    y = y * (1 / (g.kh * g.kw))
-  else
-    local inv = {}
-    for i = 1, ho do
-      inv[i] = {}
-      for j = 1, wo do inv[i][j] = 1 / (ch[i] * cw[j]) end
-    end
-    y = y * st.tensor(inv, x:dtype()):to(x:device())
-  end
+  local inv = pool_divisors(h, w, g, ho, wo, cip ~= false, x:dtype(), x:device())
+  y = y * (inv or 1 / (g.kh * g.kw))
   if unbatched then y = y:squeeze(1) end
   return y
 end

@@ -427,6 +427,16 @@ end
 local Adam = subclass()
 M.Adam_class = Adam
 
+-- The optimizer state s's buffer `key` for parameter p: zeros of p's shape, made on first use.
+local function state_zeros(s, key, p)
+  local b = s[key]
+  if b == nil then
+    b = st.zeros(p:shape(), p:dtype())
+    s[key] = b
+  end
+  return b
+end
+
 local function validate_adam(g, name, gi)
   check_number(g.lr, "learning rate", name, gi, 0)
   check_number(g.eps, "eps", name, gi, 0)
@@ -483,11 +493,7 @@ function Adam:_update_group(g, touched)
       local denom_sq = v
       if g.amsgrad then
         -- created here, not with m and v, so that a state saved without amsgrad can turn it on
-        local vmax = s.max_exp_avg_sq
-        if vmax == nil then
-          vmax = st.zeros(p:shape(), p:dtype())
-          s.max_exp_avg_sq = vmax
-        end
+        local vmax = state_zeros(s, "max_exp_avg_sq", p)
         vmax:copy_(vmax:maximum(v))
         touched[#touched + 1] = vmax
         denom_sq = vmax
@@ -526,15 +532,6 @@ end
 function M.RMSprop(params, opts)
   return new_optimizer(RMSprop, "RMSprop", params, opts,
     { lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0, centered = false }, validate_rmsprop)
-end
-
-local function state_zeros(s, key, p)
-  local b = s[key]
-  if b == nil then
-    b = st.zeros(p:shape(), p:dtype())
-    s[key] = b
-  end
-  return b
 end
 
 function RMSprop:_update_group(g, touched)

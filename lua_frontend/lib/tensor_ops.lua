@@ -561,24 +561,25 @@ local function value_arg(op, v)
   return v
 end
 
+-- x + value * combine(t1, t2), the arguments checked (addcmul, addcdiv). Tail-called by both, so
+-- it stands at their depth and the errors keep the user's position.
+local function addc(op, combine, x, t1, t2, value)
+  check_tensor(op, x, "argument #1")
+  check_tensor(op, t1, "tensor1")
+  check_tensor(op, t2, "tensor2")
+  local v = value_arg(op, value)
+  local p = combine(t1, t2)
+  return x + (v == 1 and p or p * v)
+end
+
 -- addcmul(t1, t2 [, value | {value = v}]): x + value * t1 * t2.
 function M.addcmul(x, t1, t2, value)
-  check_tensor("addcmul", x, "argument #1")
-  check_tensor("addcmul", t1, "tensor1")
-  check_tensor("addcmul", t2, "tensor2")
-  local v = value_arg("addcmul", value)
-  local p = t1 * t2
-  return x + (v == 1 and p or p * v)
+  return addc("addcmul", function(a, b) return a * b end, x, t1, t2, value)
 end
 
 -- addcdiv(t1, t2 [, value | {value = v}]): x + value * t1 / t2.
 function M.addcdiv(x, t1, t2, value)
-  check_tensor("addcdiv", x, "argument #1")
-  check_tensor("addcdiv", t1, "tensor1")
-  check_tensor("addcdiv", t2, "tensor2")
-  local v = value_arg("addcdiv", value)
-  local q = t1 / t2
-  return x + (v == 1 and q or q * v)
+  return addc("addcdiv", function(a, b) return a / b end, x, t1, t2, value)
 end
 
 -- ---------------------------------------------------------------------------------------------

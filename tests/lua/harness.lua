@@ -67,6 +67,23 @@ function H.raises(fn, pattern)
   return err
 end
 
+-- lcg(seed): a function giving deterministic values in [-1, 1) (a linear congruential generator).
+function H.lcg(seed)
+  local s = seed
+  return function()
+    s = (s * 1103515245 + 12345) % 2147483648
+    return s / 1073741824 - 1
+  end
+end
+
+-- nested(shape, gen): a nested Lua table of that shape filled by gen().
+function H.nested(shape, gen, d)
+  d = d or 1
+  local t = {}
+  for i = 1, shape[d] do t[i] = d == #shape and gen() or H.nested(shape, gen, d + 1) end
+  return t
+end
+
 function H.done()
   io.stdout:flush()
   if H.failed > 0 then os.exit(1) end

@@ -38,13 +38,7 @@ local function make(shape, gen)
 end
 
 -- Deterministic pseudo-random values in [-1, 1).
-local function lcg(seed)
-  local s = seed
-  return function()
-    s = (s * 1103515245 + 12345) % 2147483648
-    return s / 1073741824 - 1
-  end
-end
+local lcg = H.lcg
 
 local function naive_conv2d(x, w, b, stride, pad)
   local N, C, Hh, W = #x, #x[1], #x[1][1], #x[1][1][1]

@@ -6,19 +6,7 @@ local H = dofile((arg[0]:match("(.*/)") or "./") .. "harness.lua")
 local nn, F = st.nn, st.nn.functional
 local test, eq, check = H.test, H.eq, H.check_near
 
-local function lcg(seed)
-  local s = seed
-  return function()
-    s = (s * 1103515245 + 12345) % 2147483648
-    return s / 1073741824 - 1
-  end
-end
-local function nested(shape, gen, d)
-  d = d or 1
-  local t = {}
-  for i = 1, shape[d] do t[i] = d == #shape and gen() or nested(shape, gen, d + 1) end
-  return t
-end
+local lcg, nested = H.lcg, H.nested
 
 -- per-channel mean and biased / unbiased variance of a (N, C, L) table
 local function channel_stats(x)

@@ -9,20 +9,7 @@ local nn, F = st.nn, st.nn.functional
 local test, eq, raises = H.test, H.eq, H.raises
 
 -- Deterministic values in [-1, 1).
-local function lcg(seed)
-  local s = seed
-  return function()
-    s = (s * 1103515245 + 12345) % 2147483648
-    return s / 1073741824 - 1
-  end
-end
-
-local function nested(shape, gen, d)
-  d = d or 1
-  local t = {}
-  for i = 1, shape[d] do t[i] = d == #shape and gen() or nested(shape, gen, d + 1) end
-  return t
-end
+local lcg, nested = H.lcg, H.nested
 
 -- PyTorch's conv2d semantics as plain loops: stride, padding before (pt, pl) and after (the
 -- output size given), dilation, groups.
