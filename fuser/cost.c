@@ -122,3 +122,18 @@ fuse_cost fuse_cost_group(fuse_plan *p, int g) {
     else c.work = (a ? a : G->outs[0])->numel;
     return c;
 }
+
+/* The size of the code a node adds to a kernel's body, in units of one plain arithmetic op
+ * (FUSE_MAX_WORK caps a group's sum: partition.c). Measured with gcc -O3 -march=native on
+ * kernels of k independent same-shape outputs (bench/NOTES.md "Kernel size cap"): sine and
+ * cosine (range reduction, inlined) and the normal draw (Philox, a log, a cosine) weigh 128,
+ * a uniform or integer draw (ten Philox rounds, unrolled) 64, the other COST_HIGH ops (exp,
+ * log, tanh, pow, erf, GELU...) 8. Views and constants cost nothing. */
+int fuse_node_work(const st_node *n) {
+    switch (n->op) {
+    case ST_OP_VIEW: case ST_OP_CONST: return 0;
+    case ST_OP_SIN: case ST_OP_COS: case ST_OP_RAND_N: return 128;
+    case ST_OP_RAND_U: case ST_OP_RAND_INT: return 64;
+    default: return st_ops[n->op].cost == COST_HIGH ? 8 : 1;
+    }
+}

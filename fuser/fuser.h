@@ -52,6 +52,8 @@ typedef struct fuse_group {
     int nmembers;
     int batched;              /* a member of an FG_HORIZONTAL group: not in plan->order, never
                                * launched on its own */
+    int work;                 /* code size of what it evaluates (fuse_node_work units; at most
+                               * FUSE_MAX_WORK unless one node alone is bigger) */
 } fuse_group;
 
 typedef struct fuse_plan {
@@ -128,6 +130,13 @@ ST_INTERNAL bool fuse_mm_cast_ok(st_dtype to, st_dtype from);
  * instead (a 10,000-op elementwise chain is cut into kernels of at most this many levels): the
  * lowering recurses once per level (lower.c, whose own limit is above this one). */
 enum { FUSE_MAX_DEPTH = 250 };
+/* A kernel's body is capped too: the nodes one group evaluates weigh at most FUSE_MAX_WORK units
+ * of fuse_node_work (cost.c; a plain arithmetic op is 1), and a node that would take a group past
+ * it is stored by another group. The C compiler's time grows faster than linearly with a loop
+ * body of many independent expensive ops (32 independent sines: 15 s at -O3; 200 same-shape
+ * uniform draws: 34 s), so a region is cut into kernels of bounded size (docs/fusion.md). */
+enum { FUSE_MAX_WORK = 1024 };
+ST_INTERNAL int fuse_node_work(const st_node *n);
 /* partition.c: builds the plan (groups, materialization, order). */
 /* cut (per region position, or NULL): nodes placed alone, each materialized by a new group that
  * nothing else joins (fuser/exec.c: a group with no kernel on a device without an interpreter is

@@ -23,8 +23,9 @@
  *     needed as a buffer) is inlined into it; otherwise it is materialized and joins a compatible
  *     group (same pointwise domain, or the input domain of a reduction, which stores it while
  *     reducing) when that creates no cycle, else it starts a new pointwise group.
- * A node that would sit deeper than FUSE_MAX_DEPTH levels into its group's expressions is not
- * inlined there but stored by another group (eval_depth), and the nodes of `cut` each get a group
+ * A node that would sit deeper than FUSE_MAX_DEPTH levels into its group's expressions, or take
+ * the group's body past FUSE_MAX_WORK units of code (fuse_node_work), is not inlined there but
+ * stored by another group (eval_depth, work_fits), and the nodes of `cut` each get a group
  * of their own (the executor's re-plan of a group that had no kernel: fuser/exec.c).
  * Then the cost model's one decision (store_kept_rows, cost.c): row values kept alive outside the
  * region are stored by the reduce group computing their rows when recomputing them would cost more.
@@ -503,6 +504,13 @@ static int sibling_group(fuse_plan *p, const st_node *x) {
     return -1;
 }
 
+/* May group g evaluate x as well without its body passing FUSE_MAX_WORK (a group's first node
+ * always fits)? */
+static bool work_fits(const fuse_plan *p, const st_node *x, int g) {
+    int w = p->groups[g].work;
+    return w == 0 || w + fuse_node_work(x) <= FUSE_MAX_WORK;
+}
+
 /* Output side x would have in group g, or -1 if g cannot compute x. */
 static int join_side(const fuse_plan *p, const st_node *x, int g) {
     const fuse_group *G = &p->groups[g];
@@ -538,7 +546,9 @@ static int join_target(fuse_plan *p, const st_node *x, int *side) {
         for (int j = 0; j < ncons; j++) skip |= cand[j] == g && !may_join_consumer(p, g);
         if (skip) continue;
         *side = join_side(p, x, g);
-        if (*side >= 0 && eval_depth(p, x, g) <= FUSE_MAX_DEPTH && !creates_cycle(p, x, g)) return g;
+        if (*side >= 0 && eval_depth(p, x, g) <= FUSE_MAX_DEPTH && work_fits(p, x, g) &&
+            !creates_cycle(p, x, g))
+            return g;
     }
     return -1;
 }
@@ -620,9 +630,10 @@ static int place(fuse_plan *p, st_node *x) {
     bool keep = (x->flags & NODE_TARGET) || p->need[pos] || cut;
     int s = cut ? -1 : consumer_summary(p, x);
     x->tag = -1;
-    if (!keep && s != -1 && (is_free_kind(x) || mm_cast_folded(p, x))) {
+    if (!keep && s != -1 && (is_free_kind(x) || mm_cast_folded(p, x)) && (s < 0 || work_fits(p, x, s))) {
         p->cg[pos] = s;
         p->depth[pos] = eval_depth(p, x, -1);   /* evaluated by every group reading it */
+        if (s >= 0) p->groups[s].work += fuse_node_work(x);
         return 0;
     }
     if (is_anchor(x)) {
@@ -666,14 +677,15 @@ static int place(fuse_plan *p, st_node *x) {
             }
         }
     } else if (!keep && s >= 0 && (p->groups[s].kind != FG_MATMUL || mm_has_epilogue(&p->groups[s])) &&
-               may_join_consumer(p, s) && eval_depth(p, x, s) <= FUSE_MAX_DEPTH) {
+               may_join_consumer(p, s) && eval_depth(p, x, s) <= FUSE_MAX_DEPTH && work_fits(p, x, s)) {
         x->tag = s; /* inlined (a matmul's operands are kept: `need`, set when it was placed) */
     } else if (cut) {
         int g = new_group(p, FG_POINTWISE, NULL, x);
         if (g < 0 || add_out(p, g, x, FUSE_OUT_MAIN)) return -1;
-    } else if (materialize(p, x)) {   /* (a node too deep for its consumers' group: stored by */
-        return -1;                    /* another, so a long chain is cut into kernels) */
+    } else if (materialize(p, x)) {   /* (a node too deep for its consumers' group, or too much */
+        return -1;                    /* for its body: stored by another, so a long chain is cut) */
     }
+    if (x->tag >= 0) p->groups[x->tag].work += fuse_node_work(x);
     p->cg[pos] = x->tag;
     p->depth[pos] = is_anchor(x) ? 0 : eval_depth(p, x, x->tag);
     return 0;

@@ -728,6 +728,52 @@ TEST(interpreter_tier) {
     st_release(x);
 }
 
+/* The kernel body is capped (FUSE_MAX_WORK units of fuse_node_work): 32 independent sines over
+ * one domain, and a sum of 40 sines, are cut into several kernels (a sine weighs 128 of 1024
+ * units, so at most 8 per body) with the interpreter's values; without the cap (before it) each
+ * was one kernel whose C compile took 15 s and more. Horizontal batching is off so each body is
+ * a launch of its own. */
+static st_tensor *g_sines_sum(st_tensor **in) {
+    st_tensor *acc = st_sin(in[0]);
+    for (int i = 1; i < 40; i++) {
+        st_tensor *sh = st_add_s(in[0], 0.01 * i), *sn = st_sin(sh), *nx = st_add(acc, sn);
+        st_release(sh);
+        st_release(sn);
+        st_release(acc);
+        acc = nx;
+    }
+    return acc;
+}
+TEST(kernel_body_is_capped) {
+    unsigned saved = fuse_flags();
+    fuse_set_flags(saved & ~FUSE_HORIZONTAL);
+    st_tensor *x = input(ST_F32, 3, S3, 34);
+    int k = check_graph(g_sines_sum, 1, &x, 1e-4);
+    CHECK_MSG(k >= 5 && k <= 8, "a sum of 40 sines: %d kernels, expected 5 to 8", k);
+    st_tensor *ys[32];
+    st_stats_t s0, s1;
+    for (int i = 0; i < 32; i++) {
+        st_tensor *sh = st_add_s(x, 0.1 * i);
+        ys[i] = st_sin(sh);
+        st_release(sh);
+    }
+    st_stats(&s0);
+    CHECK(st_realize(32, ys) == ST_OK);
+    st_stats(&s1);
+    /* each output is an add and a sine: 129 units, 7 per body of 1024: 5 kernels */
+    CHECK_EQ_INT(s1.kernels_launched - s0.kernels_launched, 5);
+    double *xv = ft_host(x);
+    for (int i = 0; i < 32; i++) {
+        double *yv = ft_host(ys[i]);
+        for (int j = 0; xv && yv && j < 4 * 8 * 16; j += 37) CHECK_NEAR(yv[j], sin((float)(xv[j] + 0.1 * i)), 1e-5);
+        free(yv);
+        st_release(ys[i]);
+    }
+    free(xv);
+    st_release(x);
+    fuse_set_flags(saved);
+}
+
 /* allocation failures anywhere in planning, lowering or launching: an error, never a crash or a
  * leak (the sanitizer build checks the leaks), and the runtime keeps working */
 TEST(out_of_memory_and_interrupt) {
@@ -763,6 +809,7 @@ int main(void) {
     RUN(reduce_with_producers_is_one_kernel);
     RUN(reduce_epilogue_is_one_kernel);
     RUN(chain_of_20_is_one_kernel);
+    RUN(kernel_body_is_capped);
     RUN(softmax_patterns);
     RUN(multi_output_one_kernel);
     RUN(matmul_transposed_operands);
