@@ -8,12 +8,14 @@
  * ones lazily on first access (st.nn costs nothing to a script that never touches it). tensor_ops is
  * loaded at once, when the module opens: it adds methods to st.Tensor (x:flip(1), x:pad{1, 1}) that
  * a method lookup cannot load lazily. With ST_LUA_LIB=dir set, chunks are read from dir/NAME.lua
- * instead of the embedded copies (development).
+ * instead of the embedded copies (development). st.help and st._complete (repl.lua: the REPL's help
+ * and Tab completion) load the same way, as fields of their library.
  * Also two tiny host helpers the library needs: st._isatty() and st._now().
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lstitch_internal.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,8 +23,21 @@
 
 #define LT_LIBCACHE "stitch.lib"
 
-/* Libraries reachable as st.NAME. */
-static const char *const lt_public_libs[] = {"nn", "optim", "data", "progress", NULL};
+/* What the module table loads on first access: st.KEY is library LIB itself (field NULL) or its
+ * field FIELD. The public keys are also listed in the metatable's __lazy (for the REPL's
+ * completion, which cannot see keys that pairs() does not return yet). */
+static const struct {
+    const char *key, *lib, *field;
+    bool public;
+} lt_lazy[] = {
+    {"nn", "nn", NULL, true},
+    {"optim", "optim", NULL, true},
+    {"data", "data", NULL, true},
+    {"progress", "progress", NULL, true},
+    {"help", "repl", "help", true},          /* help(x): repl.lua */
+    {"_complete", "repl", "complete", false}, /* the REPL's Tab completion: repl.lua */
+    {NULL, NULL, NULL, false},
+};
 
 /* st._lib(name): upvalue 1 is the module table. */
 static int lt_lib(lua_State *L) {
@@ -54,15 +69,16 @@ static int lt_lib(lua_State *L) {
     return 1;
 }
 
-/* __index of the module table: st.nn and friends on first use. */
+/* __index of the module table: st.nn and friends on first use (then stored as a raw field). */
 static int lt_lazy_index(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING) return 0;
     const char *k = lua_tostring(L, 2);
-    for (int i = 0; lt_public_libs[i]; i++) {
-        if (strcmp(k, lt_public_libs[i]) != 0) continue;
+    for (int i = 0; lt_lazy[i].key; i++) {
+        if (strcmp(k, lt_lazy[i].key) != 0) continue;
         lua_getfield(L, 1, "_lib");
-        lua_pushvalue(L, 2);
+        lua_pushstring(L, lt_lazy[i].lib);
         lua_call(L, 1, 1);
+        if (lt_lazy[i].field) lua_getfield(L, -1, lt_lazy[i].field);
         lua_pushvalue(L, 2);
         lua_pushvalue(L, -2);
         lua_rawset(L, 1);
@@ -93,6 +109,13 @@ LT_FUNC void lt_open_lib(lua_State *L) {
     lua_newtable(L);
     lua_pushcfunction(L, lt_lazy_index);
     lua_setfield(L, -2, "__index");
+    lua_newtable(L);
+    for (int i = 0, n = 0; lt_lazy[i].key; i++) {
+        if (!lt_lazy[i].public) continue;
+        lua_pushstring(L, lt_lazy[i].key);
+        lua_rawseti(L, -2, ++n);
+    }
+    lua_setfield(L, -2, "__lazy");
     lua_setmetatable(L, mod);
     lua_getfield(L, mod, "_lib");
     lua_pushliteral(L, "tensor_ops");

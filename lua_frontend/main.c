@@ -6,18 +6,22 @@
  *     -v        print the version  -h   this help           -    run stdin as a script
  *
  * With no script and no -e, it runs the REPL. The REPL reads with libedit (history in
- * ~/.stitch_history) when stdin is a terminal, and plain lines otherwise (tests pipe input into it).
- * A line is tried as an expression first ("return " .. line) and its values are printed; an
- * incomplete chunk (the parser's "<eof>" message) reads more lines. Errors print a traceback and
- * the REPL goes on. After each command, and after the script or -e code, it waits for the
- * devices (st_synchronize): a GPU reports an index error (a gather out of range) only at its next
- * synchronization point, so work that nothing read afterwards would otherwise lose it; it is
- * reported like any error (after a script or -e code: exit status 1). Ctrl-C while a command runs
+ * ~/.stitch_history; Tab completes names through st._complete, lua_frontend/lib/repl.lua) when
+ * stdin is a terminal, and plain lines otherwise (tests pipe input into it). It defines the global
+ * help (st.help) unless a script already did. A line is tried as an expression first
+ * ("return " .. line) and its values are printed; an incomplete chunk (the parser's "<eof>"
+ * message) reads more lines. Errors print a traceback and the REPL goes on. After each command,
+ * and after the script or -e code, it waits for the devices (st_synchronize): a GPU reports an
+ * index error (a gather out of range) only at its next synchronization point, so work that nothing
+ * read afterwards would otherwise lose it; it is reported like any error (after a script or -e
+ * code: exit status 1). Ctrl-C while a command runs
  * interrupts it (a Lua hook for Lua code, st_interrupt() for a running flush, a C compiler run
  * included) and returns to the prompt (in script mode it ends the script).
  *
- * Invariant: the SIGINT handler only sets a hook and calls st_interrupt() (both signal-safe); it is
- * installed only while a command runs, so Ctrl-C at the prompt behaves as the terminal default.
+ * Invariants: the SIGINT handler only sets a hook and calls st_interrupt() (both signal-safe); it
+ * is installed only while a command runs, so Ctrl-C at the prompt behaves as the terminal default.
+ * The completion hook runs at the prompt, between commands: it calls Lua only under lua_pcall and
+ * leaves the stack as it found it.
  */
 #include "lstitch.h"
 
@@ -147,6 +151,92 @@ static int run_script(lua_State *L, char **argv, int argc, int script) {
 static int g_tty;
 static char g_histfile[1024];
 
+/* ---- Tab completion (libedit calls complete() on Tab; terminals only) ----
+ * libedit hands over the word before the cursor (split at rl_basic_word_break_characters, which
+ * leave out . and :, so the word is a whole chain: "st.nn.Lin", "x:res") and replaces it with what
+ * we return. The candidates come from st._complete(word) (lua_frontend/lib/repl.lua): whole name
+ * chains ("st.nn.Linear") and the byte where the chain starts; what precedes the chain in the word
+ * ("a.." in "a..st.ma") is put back in front. */
+
+#define ST_MAXCAND 4096
+static lua_State *g_repl_L;
+static char *g_cand[ST_MAXCAND];
+static int g_ncand, g_nextcand;
+
+static void free_candidates(void) {
+    for (int i = 0; i < g_ncand; i++) free(g_cand[i]);
+    g_ncand = g_nextcand = 0;
+}
+
+/* libedit's generator: hands out the prepared candidates (it frees them). */
+static char *next_candidate(const char *text, int state) {
+    (void)text;
+    (void)state;
+    if (g_nextcand >= g_ncand) return NULL;
+    char *c = g_cand[g_nextcand];
+    g_cand[g_nextcand++] = NULL;
+    return c;
+}
+
+/* st._complete(word), run under lua_pcall (reading st._complete may load repl.lua). */
+static int call_complete(lua_State *L) {
+    lua_getglobal(L, "st");
+    lua_getfield(L, -1, "_complete");
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 2);
+    return 2;
+}
+
+/* Fills g_cand with st._complete(word)'s candidates, each with what precedes its chain in word in
+ * front; none when it fails. Leaves the stack as it found it. */
+static void find_candidates(lua_State *L, const char *word) {
+    int top = lua_gettop(L);
+    free_candidates();
+    size_t len = strlen(word);
+    lua_pushcfunction(L, call_complete);
+    lua_pushlstring(L, word, len);
+    if (lua_pcall(L, 1, 2, 0) != LUA_OK || !lua_istable(L, -2) || !lua_isinteger(L, -1)) {
+        lua_settop(L, top);
+        return;
+    }
+    lua_Integer pos = lua_tointeger(L, -1) - 1; /* where the chain starts in word, 0-based */
+    if (pos < 0 || (size_t)pos > len) {
+        lua_settop(L, top);
+        return;
+    }
+    for (lua_Integer i = 1; g_ncand < ST_MAXCAND && lua_rawgeti(L, -2, i) == LUA_TSTRING; i++) {
+        size_t n;
+        const char *c = lua_tolstring(L, -1, &n);
+        char *m = malloc((size_t)pos + n + 1);
+        if (m) {
+            memcpy(m, word, (size_t)pos);
+            memcpy(m + pos, c, n + 1);
+            g_cand[g_ncand++] = m;
+        }
+        lua_pop(L, 1);
+    }
+    lua_settop(L, top);
+}
+
+static char **complete(const char *text, int start, int end) {
+    (void)start;
+    (void)end;
+    rl_attempted_completion_over = 1; /* no file name completion when nothing matches */
+    find_candidates(g_repl_L, text);
+    if (g_ncand == 0) return NULL;
+    char **m = rl_completion_matches(text, next_candidate);
+    free_candidates();
+    return m;
+}
+
+static void init_completion(lua_State *L) {
+    g_repl_L = L;
+    rl_attempted_completion_function = complete;
+    /* libedit's default plus Lua's operators and brackets; not . and : ("x:res" is one word) */
+    rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(+-*/%^~#,[]";
+    rl_completion_append_character = '\0';
+}
+
 /* Reads one line (without its newline) into a malloc'ed string; NULL at end of input. */
 static char *read_line(const char *prompt) {
     if (g_tty) return readline(prompt);
@@ -248,6 +338,15 @@ static void print_results(lua_State *L) {
     }
 }
 
+/* The global help (st.help, lua_frontend/lib/repl.lua), unless a script made its own. */
+static int set_help(lua_State *L) {
+    if (lua_getglobal(L, "help") == LUA_TNIL && lua_getglobal(L, "st") == LUA_TTABLE) {
+        lua_getfield(L, -1, "help");
+        lua_setglobal(L, "help");
+    }
+    return 0;
+}
+
 static void repl(lua_State *L) {
     g_tty = isatty(STDIN_FILENO);
     if (g_tty) {
@@ -256,8 +355,11 @@ static void repl(lua_State *L) {
         using_history();
         stifle_history(1000);
         if (g_histfile[0]) read_history(g_histfile); /* failure is fine */
+        init_completion(L);
     }
     lua_settop(L, 0);
+    lua_pushcfunction(L, set_help);
+    report(L, lua_pcall(L, 0, 0, 0)); /* a failure (broken ST_LUA_LIB) is printed; the REPL goes on */
     for (;;) {
         int status = load_command(L);
         if (status == -1) break;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # run_repl_test.sh — the REPL with piped input: expressions print their value, a multi-line function
-# definition works, an error prints a traceback and the next line still runs; plus -e, -v, -h, -i and
-# the script `arg` table. Prints PASS/FAIL lines; exits 1 on any failure.
+# definition works, an error prints a traceback and the next line still runs; plus -e, -v, -h, -i,
+# the script `arg` table, the global help and Tab completion (through a pseudo-terminal). Prints
+# PASS/FAIL lines; exits 1 on any failure.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 1
 ST="$BUILD/stitch"
@@ -77,5 +78,31 @@ check option_i "$tmp/i" "42"
 
 echo 'x = (' | "$ST" > "$tmp/u" 2>&1
 check repl_eof_in_chunk "$tmp/u" "<eof>"
+
+# help: a global in the REPL (st.help; lua_frontend/lib/repl.lua), not in scripts
+printf 'help(st.zeros)\nhelp("x:reshape")\nhelp(42)\n' | "$ST" > "$tmp/help" 2>&1
+check repl_help_function "$tmp/help" "st.zeros(size... [, dtype]) -- "
+check repl_help_name "$tmp/help" "x:reshape(size...) -- "
+check repl_help_unknown "$tmp/help" "help: no help for a number value (42)"
+"$ST" -e 'print(help, type(st.help))' > "$tmp/nohelp" 2>&1
+check script_no_global_help "$tmp/nohelp" "nil	function"
+printf 'function help() return "mine" end\n' > "$tmp/own.lua"
+echo 'help()' | "$ST" -i "$tmp/own.lua" > "$tmp/own" 2>&1
+checkline repl_keeps_own_help "$tmp/own" "mine"
+
+# Tab completion through libedit on a pseudo-terminal (script(1) from util-linux; skipped without
+# it): a method (x:resh -> x:reshape) and a nested field (st.nn.Lin -> st.nn.Linear); each result
+# line appears only when the Tab completed the name. The writer keeps script's stdin open until
+# the REPL has exited (os.exit), then dies of SIGPIPE.
+if command -v script > /dev/null 2>&1; then
+    mkdir -p "$tmp/home"
+    { printf 'x = st.arange(7)\nx:resh\t(7, 1):sum():item() * 6\nst.nn.Lin\t.__name\nos.exit(0)\n'
+      i=0; while [ $i -lt 100 ]; do sleep 0.1; printf ' ' 2> /dev/null || exit 0; i=$((i + 1)); done; } |
+        HOME="$tmp/home" TERM=dumb timeout 20 script -qec "$ST" /dev/null 2>&1 | tr -d '\r' > "$tmp/tty"
+    checkline repl_tab_completes_method "$tmp/tty" "126"
+    checkline repl_tab_completes_field "$tmp/tty" "Linear"
+else
+    echo "  repl_tab_completion: skipped (no script(1))"
+fi
 
 [ $fails -eq 0 ] || exit 1
