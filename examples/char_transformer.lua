@@ -131,15 +131,13 @@ end
 
 -- ---- model ----
 
--- Causal multi-head self-attention: one projection to q, k, v, scores masked to the past.
+-- Causal multi-head self-attention: one projection to q, k, v, then F.scaled_dot_product_attention
+-- with is_causal (scores masked to the past, softmax, times v).
 local Attention = nn.Module:extend("Attention")
-function Attention:__init(dim, heads, ctx)
+function Attention:__init(dim, heads)
   self.heads = heads
   self.qkv = nn.Linear(dim, 3 * dim)
   self.proj = nn.Linear(dim, dim)
-  -- mask[i][j] = j <= i: position i sees itself and the positions before it
-  local pos = st.arange(ctx)
-  self:register_buffer("mask", st.sync(pos:reshape(ctx, 1):ge(pos:reshape(1, ctx))), false)
 end
 function Attention:forward(x)
   local B, L, C = x:size(1), x:size(2), x:size(3)
@@ -148,17 +146,15 @@ function Attention:forward(x)
   -- (B, L, 3C) -> (3, B, H, L, D)
   local qkv = self.qkv(x):reshape(B, L, 3, H, D):permute(3, 1, 4, 2, 5)
   local q, k, v = qkv:select(1, 1), qkv:select(1, 2), qkv:select(1, 3)
-  local scores = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(D))
-  local mask = L == self.mask:size(1) and self.mask or self.mask:narrow(1, 1, L):narrow(2, 1, L)
-  local att = st.where(mask, scores, -math.huge):softmax(-1)
+  local y = F.scaled_dot_product_attention(q, k, v, {is_causal = true})
   -- (B, H, L, D) -> (B, L, C)
-  return self.proj(att:matmul(v):permute(1, 3, 2, 4):reshape(B, L, C))
+  return self.proj(y:permute(1, 3, 2, 4):reshape(B, L, C))
 end
 
 local Block = nn.Module:extend("Block")
-function Block:__init(dim, heads, ctx)
+function Block:__init(dim, heads)
   self.ln1 = nn.LayerNorm(dim)
-  self.attn = Attention(dim, heads, ctx)
+  self.attn = Attention(dim, heads)
   self.ln2 = nn.LayerNorm(dim)
   self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
 end
@@ -175,7 +171,7 @@ function CharTransformer:__init(vocab_size, o)
   nn.init.normal_(self.tok.weight, 0, 0.02)
   nn.init.normal_(self.pos.weight, 0, 0.02)
   local blocks = {}
-  for i = 1, o.layers do blocks[i] = Block(o.dim, o.heads, o.ctx) end
+  for i = 1, o.layers do blocks[i] = Block(o.dim, o.heads) end
   self.blocks = nn.Sequential(blocks)
   self.ln_f = nn.LayerNorm(o.dim)
   self.head = nn.Linear(o.dim, vocab_size)
