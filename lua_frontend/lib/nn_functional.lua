@@ -712,7 +712,7 @@ local function is_probability_target(input, target)
   end
   if float then
     error("cross_entropy: a float target holds class probabilities and must have the input's shape "
-      .. shape_str(input) .. ", got " .. shape_str(target) .. " (class indices: an i64 or i32 tensor)", 3)
+      .. shape_str(input) .. ", got " .. shape_str(target) .. " (class indices: an integer tensor, i64 or i32)", 3)
   end
   return false
 end
