@@ -26,7 +26,7 @@ local function group(name)
     local g, rest = k:match("^([^/]+)/(.*)$")
     if g == name then
       local kind, i = rest:match("^@(%a+)(%d+)$")
-      if kind == "in" then ins[tonumber(i)] = v
+      if kind == "in" then ins[tonumber(i)] = v:to(st.device())   -- st.load reads to the CPU
       elseif kind == "out" then outs[tonumber(i)] = v
       else sd[rest] = v end
     end
