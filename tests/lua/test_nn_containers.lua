@@ -264,6 +264,10 @@ test("state_dict({to = 'torch'}) and load_state_dict(sd, {from = 'torch'}): name
   c:load_state_dict(st.load(path), {from = "torch", strict = true})
   os.remove(path)
   check(c.stem[1].weight, a.stem[1].weight, 0)
+  -- half-precision checkpoints are cast to the model's dtype
+  local lin = nn.Linear(2, 2)
+  lin:load_state_dict({weight = st.full({2, 2}, 1.5):to("f16"), bias = st.full({2}, -2):to("bf16")}, {from = "torch"})
+  check(lin.weight, {{1.5, 1.5}, {1.5, 1.5}}, 0); check(lin.bias, {-2, -2}, 0); eq(lin.weight:dtype(), "f32")
   -- the stitch names still load as before (default, false, {strict = false})
   nested():load_state_dict(a:state_dict())
   nested():load_state_dict(a:state_dict(), false)
