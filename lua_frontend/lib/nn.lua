@@ -1,5 +1,5 @@
 -- nn.lua — st.nn: the Module base class, layers and loss modules (functional forms in
--- nn_functional.lua, initializers in nn_init.lua).
+-- nn_functional.lua, initializers in nn_init.lua, containers in nn_containers.lua).
 --
 -- A module is a Lua table whose metatable is its class. Its parameters, buffers and child modules
 -- live in ordered registries (_parameters/_param_order, _buffers/_buffer_order,
@@ -141,7 +141,7 @@ local function construct(cls, ...)
   return self
 end
 
-local METAMETHODS = {"__index", "__newindex", "__call", "__tostring", "__len"}
+local METAMETHODS = {"__index", "__newindex", "__call", "__tostring", "__len", "__pairs"}
 
 -- Module:extend(name): a subclass. Instances are made by calling the class: MyNet(...) runs
 -- MyNet.__init(self, ...) on a fresh module (the base part is already set up: no super call
@@ -306,36 +306,58 @@ function Module:zero_grad()
   for _, p in ipairs(self:parameters()) do p.grad = nil end
 end
 
--- Flat table name -> tensor and the array of its names in registration order.
-local function state_entries(self)
-  local sd, keys = {}, {}
-  local function visit(prefix, m)
-    for _, name in ipairs(m._param_order) do
-      local k = prefix .. name
-      sd[k] = m._parameters[name]
+-- A registered name as PyTorch writes it: the items of the list containers (Sequential,
+-- ModuleList, ParameterList: "1", "2", ...; their classes set _index_names) count from 0 there.
+local function torch_name(m, name)
+  if getmetatable(m)._index_names and name:match("^%d+$") then return tostring(tonumber(name) - 1) end
+  return name
+end
+
+-- Flat table name -> tensor (parameters, then persistent buffers, module by module depth first),
+-- the array of its names in that order, and a table from each name to stitch's name for it. With
+-- torch the names are PyTorch's (list items from 0), else stitch's. A tensor registered under
+-- several names (tied weights) is under each, as in PyTorch.
+local function state_entries(self, torch)
+  local sd, keys, native = {}, {}, {}
+  local function visit(m, prefix, sprefix)
+    local function add(name, t)
+      local k = prefix .. (torch and torch_name(m, name) or name)
+      sd[k], native[k] = t, sprefix .. name
       keys[#keys + 1] = k
     end
+    for _, name in ipairs(m._param_order) do add(name, m._parameters[name]) end
     for _, name in ipairs(m._buffer_order) do
-      if not m._nonpersistent[name] then
-        local k = prefix .. name
-        sd[k] = m._buffers[name]
-        keys[#keys + 1] = k
-      end
+      if not m._nonpersistent[name] then add(name, m._buffers[name]) end
+    end
+    for _, name in ipairs(m._module_order) do
+      visit(m._modules[name], prefix .. (torch and torch_name(m, name) or name) .. ".", sprefix .. name .. ".")
     end
   end
-  walk(self, "", visit)
-  return sd, keys
+  visit(self, "", "")
+  return sd, keys, native
 end
 
--- state_dict(): flat table name -> tensor: parameters, then persistent buffers, the live tensors
--- (not copies). One result, so that st.save(path, net:state_dict()) works.
-function Module:state_dict()
-  return (state_entries(self))
+-- The naming option of state_dict / state_dict_keys ({to = "stitch" | "torch"}): true for torch.
+local function torch_naming(opts, fname, key)
+  opts = F._check_opts(opts, {key}, fname, 3)
+  local v = opts[key]
+  if v ~= nil and v ~= "stitch" and v ~= "torch" then
+    error(fname .. ": " .. key .. " must be \"stitch\" or \"torch\", got " .. tostring(v), 3)
+  end
+  return v == "torch"
 end
 
--- state_dict_keys(): the state_dict() names in registration order (depth first).
-function Module:state_dict_keys()
-  local _, keys = state_entries(self)
+-- state_dict([{to = "stitch" | "torch"}]): flat table name -> tensor: parameters, then persistent
+-- buffers, the live tensors (not copies). One result, so that st.save(path, net:state_dict())
+-- works. to = "torch": PyTorch's names (Sequential/ModuleList/ParameterList items from 0), so
+-- torch's load_state_dict reads the saved file as it is.
+function Module:state_dict(opts)
+  return (state_entries(self, torch_naming(opts, "state_dict", "to")))
+end
+
+-- state_dict_keys([{to}]): the state_dict() names in registration order (depth first).
+function Module:state_dict_keys(opts)
+  local _, keys = state_entries(self, torch_naming(opts, "state_dict_keys", "to"))
   return keys
 end
 
@@ -345,14 +367,34 @@ local function quoted_list(list)
   return table.concat(q, ", ")
 end
 
--- load_state_dict(sd [, strict = true]): copies sd's tensors into the parameters and buffers
--- (in place, copy_ under no_grad: the tensors an optimizer holds stay the same). Strict: one error
--- listing every missing and unexpected key; a shape mismatch is always an error naming both
--- shapes. Returns the arrays of missing and unexpected keys.
-function Module:load_state_dict(sd, strict)
-  if type(sd) ~= "table" then error("load_state_dict: expected a table name -> tensor", 2) end
-  if strict == nil then strict = true end
-  local own, keys = state_entries(self)
+-- load_state_dict(sd [, strict = true | {strict = true, from = "stitch" | "torch"}]): copies sd's
+-- tensors into the parameters and buffers (in place, copy_ under no_grad, cast to their dtype: the
+-- tensors an optimizer holds stay the same). from = "torch": sd has PyTorch's names (list items
+-- from 0, e.g. a file torch's state_dict() was saved to). Strict: one error listing every missing
+-- and unexpected key; a shape mismatch is always an error naming both shapes. Keys are named as
+-- in sd. Returns the arrays of missing and unexpected keys.
+function Module:load_state_dict(sd, opts)
+  if type(sd) ~= "table" or st.is_tensor(sd) or is_module(sd) then
+    error("load_state_dict: expected a table name -> tensor, got " .. (st.is_tensor(sd) and "a tensor"
+      or is_module(sd) and "a module (pass m:state_dict())" or type(sd)), 2)
+  end
+  local strict, from = true, "stitch"
+  if type(opts) == "boolean" then
+    strict = opts
+  elseif opts ~= nil then
+    opts = F._check_opts(opts, {"strict", "from"}, "load_state_dict", 2)
+    if opts.strict ~= nil then
+      if type(opts.strict) ~= "boolean" then
+        error("load_state_dict: strict must be a boolean, got " .. tostring(opts.strict), 2)
+      end
+      strict = opts.strict
+    end
+    from = opts.from or from
+    if from ~= "stitch" and from ~= "torch" then
+      error("load_state_dict: from must be \"stitch\" or \"torch\", got " .. tostring(from), 2)
+    end
+  end
+  local own, keys, native = state_entries(self, from == "torch")
   local missing, unexpected, problems = {}, {}, {}
   for _, k in ipairs(keys) do
     local v = sd[k]
@@ -363,7 +405,9 @@ function Module:load_state_dict(sd, strict)
     else
       local a, b = shape_str(v), shape_str(own[k])
       if a ~= b then
-        problems[#problems + 1] = string.format("shape mismatch for %q: the checkpoint has %s, the model %s", k, a, b)
+        local also = native[k] ~= k and string.format(" (the model's %q)", native[k]) or ""
+        problems[#problems + 1] = string.format("shape mismatch for %q%s: the checkpoint has %s, the model %s",
+          k, also, a, b)
       end
     end
   end
@@ -375,6 +419,17 @@ function Module:load_state_dict(sd, strict)
   if strict and #missing > 0 then msg[#msg + 1] = "missing keys: " .. quoted_list(missing) end
   if strict and #unexpected > 0 then msg[#msg + 1] = "unexpected keys: " .. quoted_list(unexpected) end
   for _, p in ipairs(problems) do msg[#msg + 1] = p end
+  if strict and #unexpected > 0 and from == "stitch" then
+    -- a PyTorch state_dict loaded with stitch's names: say so
+    local torch_own, hits = state_entries(self, true), 0
+    for _, k in ipairs(unexpected) do
+      if torch_own[k] ~= nil and own[k] == nil then hits = hits + 1 end
+    end
+    if hits > 0 then
+      msg[#msg + 1] = "(PyTorch's names? its Sequential/ModuleList/ParameterList items count from 0: "
+        .. "load_state_dict(sd, {from = \"torch\"}))"
+    end
+  end
   if #msg > 0 then
     error("load_state_dict(" .. getmetatable(self).__name .. "): " .. table.concat(msg, "; "), 2)
   end
@@ -393,17 +448,24 @@ local FLOAT_DTYPES = {
 }
 
 -- Replaces every parameter and buffer t for which want(t) holds by convert(t) (a parameter: a
--- new leaf, requires_grad kept). Build the optimizer after converting.
+-- new leaf, requires_grad kept). A tensor registered in several places (tied weights) is converted
+-- once and the one new tensor put in each place, so tied stays tied. Build the optimizer after
+-- converting.
 local function replace_all(self, want, convert)
+  local done = {}   -- old tensor -> its replacement
   no_grad(function()
     for _, m in ipairs(self:modules()) do
       for _, name in ipairs(m._param_order) do
         local p = m._parameters[name]
-        if want(p) then m._parameters[name] = as_parameter(convert(p.detach and p:detach() or p), p.requires_grad ~= false) end
+        if done[p] == nil and want(p) then
+          done[p] = as_parameter(convert(p.detach and p:detach() or p), p.requires_grad ~= false)
+        end
+        if done[p] ~= nil then m._parameters[name] = done[p] end
       end
       for _, name in ipairs(m._buffer_order) do
         local b = m._buffers[name]
-        if want(b) then m._buffers[name] = convert(b) end
+        if done[b] == nil and want(b) then done[b] = convert(b) end
+        if done[b] ~= nil then m._buffers[name] = done[b] end
       end
     end
   end)
@@ -464,43 +526,11 @@ function Module:__tostring()
   return name .. "(\n  " .. table.concat(lines, "\n  ") .. "\n)"
 end
 
--- ---- containers ----
+-- ---- containers (nn_containers.lua) ----
 
--- Sequential(m1, m2, ...) or Sequential({m1, m2, ...}): children "1", "2", ...; seq[i] is the
--- i-th (negative from the end), #seq their count.
-local Sequential = Module:extend("Sequential")
-M.Sequential = Sequential
-
-function Sequential:__init(...)
-  local mods = table.pack(...)
-  if mods.n == 1 and type(mods[1]) == "table" and not is_module(mods[1]) then
-    mods = mods[1]
-    mods.n = #mods
-  end
-  for i = 1, mods.n do
-    if not is_module(mods[i]) then error("Sequential: argument " .. i .. " is not a module", 3) end
-    self:add_module(tostring(i), mods[i])
-  end
-end
-
-function Sequential:append(m)
-  self:add_module(tostring(#self._module_order + 1), m)
-  return self
-end
-
-function Sequential:forward(x)
-  for _, name in ipairs(self._module_order) do x = self._modules[name](x) end
-  return x
-end
-
--- ModuleList({m1, ...}): a list of children ("1", "2", ...) without a forward.
-local ModuleList = Module:extend("ModuleList")
-M.ModuleList = ModuleList
-function ModuleList:__init(mods)
-  for i, m in ipairs(mods or {}) do self:add_module(tostring(i), m) end
-end
-ModuleList.append = Sequential.append
-function ModuleList:forward() error("ModuleList has no forward: iterate over its children", 2) end
+st._lib("nn_containers")(M, {Module = Module, is_module = is_module, as_parameter = as_parameter,
+  check_name = check_name, instance_index = instance_index, instance_newindex = instance_newindex,
+  shape_str = shape_str})
 
 -- ---- layers ----
 

@@ -697,20 +697,69 @@ function F.nll_loss(input, target, opts)
   return reduce(loss, r)
 end
 
+-- A target of the input's shape holds class probabilities (PyTorch's rule); it must then be a float
+-- tensor. Other targets are class indices (check_target).
+local FLOAT_TARGET = {f32 = true, f64 = true, f16 = true, bf16 = true}
+local function is_probability_target(input, target)
+  if not st.is_tensor(target) or not st.is_tensor(input) then return false end
+  local float = FLOAT_TARGET[target:dtype()]
+  if shape_str(target) == shape_str(input) then
+    if not float then
+      error("cross_entropy: a target of the input's shape " .. shape_str(input) .. " holds class probabilities "
+        .. "and must be a float tensor, got " .. target:dtype(), 3)
+    end
+    return true
+  end
+  if float then
+    error("cross_entropy: a float target holds class probabilities and must have the input's shape "
+      .. shape_str(input) .. ", got " .. shape_str(target) .. " (class indices: an integer tensor, i64 or i32)", 3)
+  end
+  return false
+end
+
+-- Class-probability targets (PyTorch's soft labels): per sample -sum_c w_c * y_c * logp_c over the
+-- class dim, with smoothing eps y = (1 - eps) * y + eps / C; "mean" divides by the number of samples
+-- (every element but the class dim; not by the weights, as PyTorch). ignore_index is refused.
+local function prob_cross_entropy(input, target, opts, r, eps)
+  if opts.ignore_index ~= nil then
+    error("cross_entropy: ignore_index is not supported with class-probability targets (a float target "
+      .. shape_str(target) .. ")", 3)
+  end
+  local cdim = input:dim() == 1 and 1 or 2
+  local c = input:size(cdim)
+  local w = opts.weight
+  if w ~= nil and (not st.is_tensor(w) or w:dim() ~= 1 or w:numel() ~= c) then
+    error("cross_entropy: weight must be a 1-D tensor of C = " .. c .. " class weights, got "
+      .. (st.is_tensor(w) and "shape " .. shape_str(w) or type(w)), 3)
+  end
+  local logp = input:log_softmax(cdim)
+  local y = target
+  if eps > 0 then y = y * (1 - eps) + eps / c end
+  local terms = logp * y
+  if w then terms = terms * class_view(w, input:dim(), cdim) end
+  local loss = -terms:sum(cdim)
+  return reduce(loss, r)
+end
+
 -- cross_entropy(logits, target, {weight = nil, reduction = "mean", label_smoothing = 0,
 -- ignore_index = nil}): logits (N, C) (or (N, C, d1, ...), or (C)), target the 1-based classes (N)
--- (or (N, d1, ...)). log_softmax + gather; with smoothing eps: (1 - eps) * nll + eps / C *
+-- (or (N, d1, ...)), or class probabilities: a float target of the logits' shape
+-- (prob_cross_entropy). log_softmax + gather; with smoothing eps: (1 - eps) * nll + eps / C *
 -- (-sum_c w_c logp_c), reduced like PyTorch (ignored targets add nothing to either term and are
 -- not counted by "mean"). A target outside 1..C (and not ignore_index) raises at the sync point
 -- (gather's range check).
 function F.cross_entropy(input, target, opts)
   opts = check_opts(opts, {"weight", "reduction", "label_smoothing", "ignore_index"}, "cross_entropy")
   local r = check_reduction(opts.reduction, "cross_entropy")
-  local cdim = check_target(input, target, "cross_entropy")
   local eps = opts.label_smoothing or 0
   if type(eps) ~= "number" or eps < 0 or eps > 1 then
     error("cross_entropy: label_smoothing must be in [0, 1], got " .. tostring(eps), 2)
   end
+  if is_probability_target(input, target) then
+    local loss = prob_cross_entropy(input, target, opts, r, eps)   -- not a tail call: error levels
+    return loss
+  end
+  local cdim = check_target(input, target, "cross_entropy")
   local safe, keep = ignore_mask(target, opts.ignore_index, input:dtype(), "cross_entropy")
   local logp = input:log_softmax(cdim)
   local nll = F.nll_loss(logp, target, {weight = opts.weight, reduction = r, ignore_index = opts.ignore_index})

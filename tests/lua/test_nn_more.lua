@@ -1,5 +1,6 @@
 -- test_nn_more.lua — issue 14, item 3: the activations LeakyReLU, ELU, Softplus, Mish, Hardswish,
--- Hardsigmoid, PReLU and the losses smooth_l1 / huber / kl_div, functional and module forms.
+-- Hardsigmoid, PReLU and the losses smooth_l1 / huber / kl_div, cross_entropy with class-probability
+-- targets, functional and module forms.
 -- Values against the formulas evaluated in Lua element by element; gradients against central
 -- finite differences in f64; options and arguments checked.
 local H = dofile((arg[0]:match("(.*/)") or "./") .. "harness.lua")
@@ -144,6 +145,74 @@ test("smooth_l1, huber and kl_div against the formulas, reductions, gradients", 
   local lg = logq:clone():requires_grad_()
   F.kl_div(lg, pt, {reduction = "sum"}):backward()
   check(lg.grad, {{-0.2, -0.5, -0.3}, {0, -0.6, -0.4}}, 1e-12, "kl_div gradient: -target")
+end)
+
+test("cross_entropy with class-probability targets: formulas, options, gradients", function()
+  -- logits (3, 4) and soft targets (the last row does not sum to 1: PyTorch does not ask it to)
+  local x = {{0.5, -1.2, 2.0, 0.1}, {-0.3, 0.8, 0.0, -2.2}, {1.5, 1.4, -0.6, 0.9}}
+  local y = {{0.1, 0.2, 0.6, 0.1}, {0.0, 1.0, 0.0, 0.0}, {0.3, 0.3, 0.2, 0.4}}
+  local w = {0.5, 2.0, 1.0, 1.5}
+  local function per_sample(eps, wt)
+    local out = {}
+    for n = 1, 3 do
+      local m = -math.huge
+      for c = 1, 4 do m = math.max(m, x[n][c]) end
+      local z = 0
+      for c = 1, 4 do z = z + math.exp(x[n][c] - m) end
+      local lse, s = m + math.log(z), 0
+      for c = 1, 4 do
+        local yc = y[n][c] * (1 - eps) + eps / 4
+        s = s - (wt and wt[c] or 1) * yc * (x[n][c] - lse)
+      end
+      out[n] = s
+    end
+    return out
+  end
+  local function mean(t) local s = 0 for _, v in ipairs(t) do s = s + v end return s / #t end
+  local xt, yt, wt = st.tensor(x, "f64"), st.tensor(y, "f64"), st.tensor(w, "f64")
+  check(F.cross_entropy(xt, yt), mean(per_sample(0)), 1e-12, "mean")
+  check(F.cross_entropy(xt, yt, {reduction = "none"}), per_sample(0), 1e-12, "none")
+  check(F.cross_entropy(xt, yt, {reduction = "sum"}), mean(per_sample(0)) * 3, 1e-12, "sum")
+  -- with a weight "mean" divides by the number of samples, not by the weights (PyTorch)
+  check(F.cross_entropy(xt, yt, {weight = wt}), mean(per_sample(0, w)), 1e-12, "weight mean")
+  check(F.cross_entropy(xt, yt, {label_smoothing = 0.2, reduction = "none"}), per_sample(0.2), 1e-12,
+    "label_smoothing")
+  check(F.cross_entropy(xt, yt, {weight = wt, label_smoothing = 0.1}), mean(per_sample(0.1, w)), 1e-12,
+    "weight and label_smoothing")
+  check(nn.CrossEntropyLoss({weight = wt, reduction = "sum"})(xt, yt), mean(per_sample(0, w)) * 3, 1e-12,
+    "CrossEntropyLoss")
+  -- PyTorch 1.13's value for these numbers, weight and label_smoothing = 0.1 (an independent check)
+  check(F.cross_entropy(xt, yt, {weight = wt, label_smoothing = 0.1}), 1.909656947801923, 1e-12, "PyTorch's value")
+  -- 1-D input (C) with a (C) target: one sample
+  check(F.cross_entropy(st.tensor(x[1], "f64"), st.tensor(y[1], "f64")), per_sample(0)[1], 1e-12, "1-D")
+  -- (N, C, d): the class dim is 2; the same samples laid out along d
+  local x3 = xt:t():unsqueeze(1)           -- (1, 4, 3)
+  local y3 = yt:t():unsqueeze(1)
+  check(F.cross_entropy(x3, y3, {reduction = "none"}), {per_sample(0)}, 1e-12, "(N, C, d) none")
+  check(F.cross_entropy(x3, y3, {weight = wt}), mean(per_sample(0, w)), 1e-12, "(N, C, d) weight mean")
+  -- gradients for the logits and the targets by central differences
+  local flat_x, flat_y = {}, {}
+  for n = 1, 3 do for c = 1, 4 do flat_x[#flat_x + 1] = x[n][c]; flat_y[#flat_y + 1] = y[n][c] end end
+  local opts = {weight = wt, label_smoothing = 0.15}
+  local xg = xt:clone():requires_grad_()
+  local yg = yt:clone():requires_grad_()
+  F.cross_entropy(xg, yg, opts):backward()
+  local one = st.tensor(1, "f64")
+  local gx = fd_grad(function(t) return F.cross_entropy(t:reshape(3, 4), yt, opts) end, flat_x, one)
+  local gy = fd_grad(function(t) return F.cross_entropy(xt, t:reshape(3, 4), opts) end, flat_y, one)
+  check(xg.grad:reshape(-1), gx, 1e-6, "gradient for the logits")
+  check(yg.grad:reshape(-1), gy, 1e-6, "gradient for the targets")
+  -- errors: a float target of another shape, an integer target of the input's shape, ignore_index
+  H.raises(function() return F.cross_entropy(xt, st.ones(3, "f64")) end,
+    "a float target holds class probabilities and must have the input's shape (3, 4), got (3)")
+  H.raises(function() return F.cross_entropy(xt, st.ones({3, 4}, "i64")) end,
+    "a target of the input's shape (3, 4) holds class probabilities and must be a float tensor, got i64")
+  H.raises(function() return F.cross_entropy(xt, yt, {ignore_index = 1}) end,
+    "ignore_index is not supported with class-probability targets")
+  H.raises(function() return F.cross_entropy(xt, yt, {weight = st.ones(3, "f64")}) end,
+    "weight must be a 1-D tensor of C = 4 class weights, got shape (3)")
+  H.raises(function() return F.cross_entropy(xt, yt, {label_smoothing = 1.5}) end,
+    "label_smoothing must be in [0, 1], got 1.5")
 end)
 
 test("arguments and options are checked", function()

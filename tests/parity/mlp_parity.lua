@@ -17,24 +17,10 @@ local nn, F = st.nn, st.nn.functional
 
 local STEPS, BATCH, CLASSES = 20, 128, 10
 
--- stitch's Sequential names its children "1", "2", ... (1-based, like the rest of the Lua API);
--- PyTorch's "0", "1", ... These convert "3.weight" <-> "2.weight".
-local function rename(sd, delta)
-  local out = {}
-  for k, v in pairs(sd) do
-    local i, rest = k:match("^(%d+)(%..*)$")
-    assert(i, "unexpected state_dict key " .. k)
-    out[tostring(tonumber(i) + delta) .. rest] = v
-  end
-  return out
-end
-local function to_torch_names(sd) return rename(sd, -1) end
-local function from_torch_names(sd) return rename(sd, 1) end
-
 st.manual_seed(1234)
 local model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
   nn.Linear(128, CLASSES))
-st.save(dir .. "/init.safetensors", to_torch_names(model:state_dict()))
+st.save(dir .. "/init.safetensors", model:state_dict({to = "torch"}))   -- "0.weight" ... "4.bias"
 
 local xs = st.rand(STEPS, BATCH, 784) * 2 - 1 -- centered: U(-1, 1)
 -- Learnable labels, the classes of a random linear teacher (argmax(x W)), so training follows a
@@ -47,7 +33,7 @@ local out = assert(io.open(dir .. "/losses.txt", "w"))
 
 local function train(name, make_opt)
   local init = st.load(dir .. "/init.safetensors")
-  model:load_state_dict(from_torch_names(init))
+  model:load_state_dict(init, {from = "torch"})
   local opt = make_opt(model:parameters())
   for i = 1, STEPS do
     opt:zero_grad()
@@ -59,7 +45,7 @@ local function train(name, make_opt)
 end
 
 train("sgd", function(ps) return st.optim.SGD(ps, {lr = 0.1, momentum = 0.9}) end)
-st.save(dir .. "/sgd_final.safetensors", to_torch_names(model:state_dict()))
+st.save(dir .. "/sgd_final.safetensors", model:state_dict({to = "torch"}))
 train("adam", function(ps) return st.optim.Adam(ps, {lr = 1e-3}) end)
 out:close()
 print("stitch: 2 x " .. STEPS .. " steps done")
