@@ -654,8 +654,8 @@ function RMSNorm:extra_repr()
     self.eps and string.format("%g", self.eps) or "nil", tostring(self.elementwise_affine))
 end
 
--- BatchNorm1d/2d(num_features, {eps = 1e-5, momentum = 0.1, affine = true,
--- track_running_stats = true, dtype}): batch statistics in training mode (running_mean and
+-- BatchNorm1d/2d(num_features, {eps = 1e-5, momentum = 0.1 (false: the cumulative average),
+-- affine = true, track_running_stats = true, dtype}): batch statistics in training mode (running_mean and
 -- running_var updated, num_batches_tracked counted), the running ones in eval mode; the input
 -- (N, C) or (N, C, L) for 1d, (N, C, H, W) for 2d.
 local function batch_norm_class(name, dims)
@@ -664,7 +664,14 @@ local function batch_norm_class(name, dims)
     opts = check_opts(opts, {"eps", "momentum", "affine", "track_running_stats", "dtype"}, name, 3)
     check_size(c, "num_features", name, 1)
     self.num_features = c
-    self.eps, self.momentum = opts.eps or 1e-5, opts.momentum or 0.1
+    -- momentum = false: PyTorch's momentum=None, the cumulative average (factor 1 / batches seen)
+    local m = opts.momentum
+    if m == nil then m = 0.1 end
+    if m ~= false and (type(m) ~= "number" or m ~= m) then
+      error(name .. ": momentum must be a number or false (the cumulative average), got " .. tostring(m), 3)
+    end
+    self.momentum = m
+    self.eps = opts.eps or 1e-5
     local dt = opt_dtype(opts)
     if opts.affine ~= false then
       self:register_parameter("weight", st.ones({c}, dt))
@@ -688,12 +695,18 @@ local function batch_norm_class(name, dims)
       local guard <close> = st.no_grad()
       self.num_batches_tracked:add_(1)
     end
+    local momentum = self.momentum
+    if momentum == false then
+      -- the cumulative average: a 0-d tensor, so the count stays on the device and nothing syncs
+      momentum = self.track_running_stats and (1 / self.num_batches_tracked:to(self.running_mean:dtype())) or 0
+    end
     return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-      {training = training, momentum = self.momentum, eps = self.eps})
+      {training = training, momentum = momentum, eps = self.eps})
   end
   function cls:extra_repr()
-    return string.format("%d, eps=%g, momentum=%g, affine=%s, track_running_stats=%s", self.num_features,
-      self.eps, self.momentum, tostring(self.weight ~= nil), tostring(self.track_running_stats))
+    return string.format("%d, eps=%g, momentum=%s, affine=%s, track_running_stats=%s", self.num_features,
+      self.eps, self.momentum == false and "None" or string.format("%g", self.momentum),
+      tostring(self.weight ~= nil), tostring(self.track_running_stats))
   end
   M[name] = cls
 end

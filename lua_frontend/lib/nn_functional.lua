@@ -204,7 +204,7 @@ local function channel_shape(x, c)
 end
 
 -- batch_norm(x, running_mean, running_var, weight, bias, {training = false, momentum = 0.1,
--- eps = 1e-5}): x (N, C, ...). Training (or no running statistics): normalizes with the batch's
+-- eps = 1e-5}): x (N, C, ...); momentum a number or a 0-d tensor. Training (or no running statistics): normalizes with the batch's
 -- mean and biased variance over every dim but the channel dim, and updates running_mean and
 -- running_var in place (under no_grad: momentum-weighted, the variance unbiased, as PyTorch);
 -- otherwise normalizes with the running statistics.
@@ -219,7 +219,14 @@ function F.batch_norm(x, running_mean, running_var, weight, bias, opts)
     end
   end
   local eps = check_number(opts.eps or 1e-5, "eps", "batch_norm", true)
-  local momentum = check_number(opts.momentum or 0.1, "momentum", "batch_norm")
+  local momentum = opts.momentum or 0.1   -- a number, or a 0-d tensor (BatchNorm's cumulative average)
+  if st.is_tensor(momentum) then
+    if momentum:dim() ~= 0 then
+      error("batch_norm: a momentum tensor must be 0-d, got " .. shape_str(momentum), 2)
+    end
+  else
+    momentum = check_number(momentum, "momentum", "batch_norm")
+  end
   local cs, dims = channel_shape(x, c)
   local mean, var
   if opts.training or not running_mean then

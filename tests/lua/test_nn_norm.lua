@@ -67,6 +67,28 @@ test("BatchNorm1d: batch statistics in training, running ones in eval", function
   check(nn.BatchNorm1d(2, {dtype = "f64", affine = false})(x2), {{-1, -1}, {1, 1}}, 1e-4, "(N, C) input")
 end)
 
+test("BatchNorm1d momentum = false: the cumulative average (PyTorch's momentum=None)", function()
+  local bn = nn.BatchNorm1d(3, {dtype = "f64", momentum = false})
+  local sm, su = {0, 0, 0}, {0, 0, 0}
+  for step = 1, 3 do
+    local xt = nested({4, 3, 5}, lcg(10 + step))
+    bn(st.tensor(xt, "f64"))
+    local mean, _, uvar = channel_stats(xt)
+    for c = 1, 3 do sm[c], su[c] = sm[c] + mean[c], su[c] + uvar[c] end
+  end
+  -- after k batches the running statistics are the plain averages of the batches' statistics
+  -- (running_var starts at 1 but the first factor is 1/1, so the initial values drop out)
+  check(bn.running_mean, {sm[1] / 3, sm[2] / 3, sm[3] / 3}, 1e-12, "running_mean = average of batch means")
+  check(bn.running_var, {su[1] / 3, su[2] / 3, su[3] / 3}, 1e-12, "running_var = average of unbiased variances")
+  eq(bn.num_batches_tracked:item(), 3, "three batches")
+  eq(tostring(bn):match("momentum=(%w+)"), "None", "printed as PyTorch prints it")
+  -- bad values are errors; momentum = nil is the default 0.1
+  H.raises(function() nn.BatchNorm1d(3, {momentum = "x"}) end, "momentum must be a number or false")
+  eq(nn.BatchNorm1d(3).momentum, 0.1, "default momentum")
+  H.raises(function() F.batch_norm(st.ones(4, 3), st.zeros(3), st.ones(3), nil, nil,
+    {training = true, momentum = st.ones(2)}) end, "momentum tensor must be 0-d")
+end)
+
 test("BatchNorm2d: gradients as finite differences; training step fuses", function()
   local xt = nested({2, 2, 3, 3}, lcg(3))
   local r = st.tensor(nested({2, 2, 3, 3}, lcg(9)), "f64")
