@@ -387,9 +387,13 @@ static st_tensor *softmax_impl(st_tensor *a, int dim, int log_) {
     if (!check_arg(name, a)) return NULL;
     int d = st_norm_dim(name, dim, a->ndim);
     if (d < 0) return NULL;
-    st_tensor *f = as_float(a), *m = NULL, *x = NULL, *e = NULL, *s = NULL, *l = NULL, *r = NULL;
-    if (!f || !(m = st_max(f, 1, &d, 1)) || !(x = st_sub(f, m)) || !(e = st_exp(x)) ||
-        !(s = st_sum(e, 1, &d, 1)))
+    /* The row max only keeps exp in range: softmax(x - c) = softmax(x) for any c, so no gradient
+     * flows through it (detached). Its backward is then y * (g - sum(g * y)) (log_softmax:
+     * g - softmax * sum(g)), without the max's own backward (a compare against the max, a second
+     * reduction, and a scatter to the argmax of what is zero up to rounding). */
+    st_tensor *f = as_float(a), *m0 = NULL, *m = NULL, *x = NULL, *e = NULL, *s = NULL, *l = NULL, *r = NULL;
+    if (!f || !(m0 = st_max(f, 1, &d, 1)) || !(m = st_detach(m0)) || !(x = st_sub(f, m)) ||
+        !(e = st_exp(x)) || !(s = st_sum(e, 1, &d, 1)))
         goto done;
     if (log_) {
         if ((l = st_log(s))) r = st_sub(x, l);
@@ -397,7 +401,8 @@ static st_tensor *softmax_impl(st_tensor *a, int dim, int log_) {
         r = st_div(e, s);
     }
 done:
-    st_release(f); st_release(m); st_release(x); st_release(e); st_release(s); st_release(l);
+    st_release(f); st_release(m0); st_release(m); st_release(x); st_release(e); st_release(s);
+    st_release(l);
     return r;
 }
 st_tensor *st_softmax(st_tensor *a, int dim) { return softmax_impl(a, dim, 0); }

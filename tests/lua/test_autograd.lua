@@ -282,4 +282,41 @@ test("gather_one_pick_grad_is_pointwise", function()
   eq(g[1][1], 2, "a repeated index adds up"); eq(g[2][2], 1); eq(g[2][5], 1); eq(g[4][1], 0); eq(g[4][2], 1)
 end)
 
+-- softmax and log_softmax subtract the row max only to keep exp in range; no gradient flows
+-- through it (it is detached: runtime/ops.c softmax_impl), so the backward is
+-- y * (g - sum(g * y)) and g - softmax * sum(g) with nothing of the max's own rule (a compare
+-- against the max, a second reduction, a scatter): 12 nodes instead of the 24 it recorded before.
+test("softmax_backward_skips_the_max", function()
+  local x = st.tensor(H.nested({4, 8}, H.lcg(3)), "f64"):requires_grad_()
+  local g = st.tensor(H.nested({4, 8}, H.lcg(4)), "f64")
+  for _, log in ipairs({false, true}) do
+    x.grad = nil
+    local y = log and x:log_softmax(2) or x:softmax(2)
+    local l = (y * g):sum()
+    st.sync(l)
+    local n0 = st.stats().nodes_recorded
+    l:backward()
+    local nodes = st.stats().nodes_recorded - n0
+    local what = log and "log_softmax" or "softmax"
+    if nodes > 12 then error(what .. " backward recorded " .. nodes .. " nodes (at most 12 without the max's rule)") end
+    -- the formulas, in plain Lua from the same values
+    local xv, gv, want = x:tolist(), g:tolist(), {}
+    for i = 1, 4 do
+      local m, s, sy = -math.huge, 0, 0
+      for j = 1, 8 do m = math.max(m, xv[i][j]) end
+      for j = 1, 8 do s = s + math.exp(xv[i][j] - m) end
+      want[i] = {}
+      if log then
+        local sg = 0
+        for j = 1, 8 do sg = sg + gv[i][j] end
+        for j = 1, 8 do want[i][j] = gv[i][j] - math.exp(xv[i][j] - m) / s * sg end
+      else
+        for j = 1, 8 do sy = sy + gv[i][j] * math.exp(xv[i][j] - m) / s end
+        for j = 1, 8 do want[i][j] = math.exp(xv[i][j] - m) / s * (gv[i][j] - sy) end
+      end
+    end
+    check(x.grad, want, 1e-12)
+  end
+end)
+
 H.done()
