@@ -42,6 +42,14 @@ void st_manual_seed(uint64_t seed) {
     st_rng_seed = seed;
     st_rng_offset = 0;
 }
+void st_get_rng_state(uint64_t *seed, uint64_t *offset) {
+    if (seed) *seed = st_rng_seed;
+    if (offset) *offset = st_rng_offset;
+}
+void st_set_rng_state(uint64_t seed, uint64_t offset) {
+    st_rng_seed = seed;
+    st_rng_offset = offset;
+}
 
 st_status st_synchronize(void) { return dev_synchronize_all(); }
 
