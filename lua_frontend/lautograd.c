@@ -30,7 +30,8 @@ static int la_requires_grad_(lua_State *L) {
  * returned, with the runtime cleaned up. A record can outlive the Lua state (or be freed in the
  * middle of a collection), so freeing it never calls Lua: the closure's reference goes to a list of
  * dead references that the next call from Lua releases. */
-#define LA_HOST "stitch.FnHost"
+#define LA_HOST "stitch.FnHost"       /* the metatable */
+#define LA_HOST_KEY "stitch.fn_host"  /* the registry field holding this state's host */
 #define LA_FNERR "stitch.fn_error"
 typedef struct la_host {
     int alive;       /* the Lua state is open */
@@ -67,7 +68,7 @@ static int la_host_gc(lua_State *L) {
 /* This state's host (made on first use), its dead references released. */
 static la_host *la_get_host(lua_State *L) {
     la_host *h = NULL;
-    if (lua_getfield(L, LUA_REGISTRYINDEX, LA_HOST) == LUA_TUSERDATA) h = *(la_host **)lua_touserdata(L, -1);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LA_HOST_KEY) == LUA_TUSERDATA) h = *(la_host **)lua_touserdata(L, -1);
     lua_pop(L, 1);
     if (!h) {
         la_host **hp = lua_newuserdatauv(L, sizeof *hp, 0);
@@ -80,7 +81,7 @@ static la_host *la_get_host(lua_State *L) {
         h->main = lua_tothread(L, -1);
         lua_pop(L, 1);
         *hp = h;
-        lua_setfield(L, LUA_REGISTRYINDEX, LA_HOST);
+        lua_setfield(L, LUA_REGISTRYINDEX, LA_HOST_KEY);
     }
     while (h->ndead > 0) luaL_unref(L, LUA_REGISTRYINDEX, h->dead[--h->ndead]);
     return h;
