@@ -288,6 +288,16 @@ ST_API st_status st_function_apply(const char *name, int nin, st_tensor *const *
                                    st_tensor *const *outputs, st_tensor **results,
                                    st_function_backward_fn backward, void *ud,
                                    void (*free_ud)(void *ud));
+/* Autocast (mixed precision, PyTorch's torch.autocast lists): while it is on with dtype dt (ST_F16
+ * or ST_BF16), st_matmul (and so linear layers, convolutions and einsum) reads f32/f16/bf16 operands
+ * as dt and returns dt, and sum, prod, mean, var, std, logsumexp, softmax and log_softmax compute
+ * f16/bf16 inputs in f32 and return f32 (so do losses and norms built on them). f64 and integer
+ * operands are left alone. st_autocast_push(0, ...) turns it off in a region; push/pop nest (256
+ * levels). ST_ERR_DTYPE (nothing pushed) when on with another dtype. st_autocast_dtype: the active
+ * dtype, ST_DTYPE_COUNT when off. */
+ST_API st_status st_autocast_push(int enabled, st_dtype dt);
+ST_API void st_autocast_pop(void);
+ST_API st_dtype st_autocast_dtype(void);
 /* Grad mode (default on): ops record gradient information only while it is on. Push/pop nest. */
 ST_API void st_grad_mode_push(int enabled);
 ST_API void st_grad_mode_pop(void);

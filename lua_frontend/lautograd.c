@@ -328,6 +328,54 @@ static int la_mode(lua_State *L) {
     return lua_gettop(L);
 }
 
+/* ---- autocast: st.autocast(dtype | false [, fn, ...]), st.autocast_dtype() ---- */
+#define LA_ACGUARD "stitch.AutocastGuard"
+static int la_acguard_close(lua_State *L) {
+    la_guard *g = luaL_checkudata(L, 1, LA_ACGUARD);
+    if (g->active) {
+        g->active = 0;
+        st_autocast_pop();
+    }
+    return 0;
+}
+
+/* st.autocast("bf16" | "f16" | false) -> a to-be-closed guard; st.autocast(dtype, fn, ...) ->
+ * fn(...) with autocast on (off with false); the mode is popped on every path. */
+static int la_autocast(lua_State *L) {
+    int enabled = 1;
+    st_dtype dt = ST_BF16;
+    if (lua_isboolean(L, 1) && !lua_toboolean(L, 1)) enabled = 0;
+    else if (lua_type(L, 1) != LUA_TSTRING)
+        return luaL_error(L, "autocast: expected a dtype (\"bf16\" or \"f16\") or false, got %s",
+                          luaL_typename(L, 1));
+    else dt = lt_optdtype(L, 1, ST_BF16);
+    if (enabled && dt != ST_F16 && dt != ST_BF16)
+        return luaL_error(L, "autocast: the dtype must be \"bf16\" or \"f16\", got \"%s\"", lua_tostring(L, 1));
+    if (lua_isnoneornil(L, 2)) {
+        if (lua_gettop(L) > 2) return luaL_error(L, "autocast: arguments after nil; pass a function to call");
+        la_guard *g = lua_newuserdatauv(L, sizeof *g, 0);
+        g->active = 0;
+        luaL_setmetatable(L, LA_ACGUARD);
+        if (st_autocast_push(enabled, dt) != ST_OK) return lt_raise(L, "autocast");
+        g->active = 1;
+        return 1;
+    }
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    int n = lua_gettop(L);
+    if (st_autocast_push(enabled, dt) != ST_OK) return lt_raise(L, "autocast");
+    int rc = lua_pcall(L, n - 2, LUA_MULTRET, 0);
+    st_autocast_pop();
+    if (rc != LUA_OK) return lua_error(L);
+    return lua_gettop(L) - 1;
+}
+
+static int la_autocast_dtype(lua_State *L) {
+    st_dtype dt = st_autocast_dtype();
+    if (dt == ST_DTYPE_COUNT) lua_pushnil(L);
+    else lua_pushstring(L, st_dtype_name(dt));
+    return 1;
+}
+
 static int la_is_grad_enabled(lua_State *L) {
     lua_pushboolean(L, st_grad_enabled());
     return 1;
@@ -387,7 +435,13 @@ LT_FUNC void lt_open_autograd(lua_State *L, int methods) {
         lua_setfield(L, -2, "__gc");
     }
     lua_pop(L, 1);
-    static const luaL_Reg fn[] = {{"_function_apply", la_function_apply}, {NULL, NULL}};
+    if (luaL_newmetatable(L, LA_ACGUARD)) { /* no __gc, as the grad guard */
+        lua_pushcfunction(L, la_acguard_close);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);
+    static const luaL_Reg fn[] = {{"_function_apply", la_function_apply}, {"autocast", la_autocast},
+                                  {"autocast_dtype", la_autocast_dtype}, {NULL, NULL}};
     lt_setfuncs(L, fn, LT_MODULE, 0);
     static const luaL_Reg no_grad[] = {{"no_grad", la_mode}, {NULL, NULL}};
     static const luaL_Reg enable_grad[] = {{"enable_grad", la_mode}, {NULL, NULL}};

@@ -22,7 +22,7 @@
 #define LT_LIBCACHE "stitch.lib"
 
 /* Libraries reachable as st.NAME. */
-static const char *const lt_public_libs[] = {"nn", "optim", "data", "progress", "autograd", "utils", NULL};
+static const char *const lt_public_libs[] = {"nn", "optim", "data", "progress", "autograd", "utils", "amp", NULL};
 
 /* st._lib(name): upvalue 1 is the module table. */
 static int lt_lib(lua_State *L) {

@@ -401,7 +401,7 @@ TEST(st_set_alloc_observer) { st_set_alloc_observer(NULL, NULL); /* NULL: no obs
 /* Exported functions that take no pointer (nothing to pass NULL for) or only enums tested above. */
 static const char *const no_pointer[] = {
     "st_last_error", "st_last_error_base", "st_last_status", "st_clear_error", "st_weak_scalar_f", "st_weak_scalar_i",
-    "st_manual_seed", "st_set_rng_state", "st_sync", "st_synchronize", "st_grad_mode_push", "st_grad_mode_pop", "st_grad_enabled",
+    "st_manual_seed", "st_set_rng_state", "st_autocast_push", "st_autocast_pop", "st_autocast_dtype", "st_sync", "st_synchronize", "st_grad_mode_push", "st_grad_mode_pop", "st_grad_enabled",
     "st_default_device", "st_cuda_device_count", "st_empty_cache", "st_cuda_allow_tf32",
     "st_reset_stats", "st_set_eager", "st_get_eager", "st_set_jit_min", "st_set_poison",
     "st_interrupt", "st_clear_interrupt", "st_set_debug", "st_debug_fail_alloc", "st_shutdown",

@@ -1382,6 +1382,31 @@ TEST(retain_grad) {
     st_clear_error();
 }
 
+/* autocast: matmul in bf16, sums in f32, gradients back in f32; the mode stack */
+TEST(autocast) {
+    CHECK(st_autocast_dtype() == ST_DTYPE_COUNT);
+    CHECK(st_autocast_push(1, ST_F32) == ST_ERR_DTYPE && st_autocast_dtype() == ST_DTYPE_COUNT);
+    st_clear_error();
+    st_tensor *w = leaf(ST_F32, 2, SH(2, 1), V(1, -1));
+    st_tensor *x = K(st_from_data(ST_F32, 2, SH(1, 2), (const float[]){1.0f + 0x1p-8f + 0x1p-10f, 1.0f}));
+    if (!w || !x) return;
+    CHECK(st_autocast_push(1, ST_BF16) == ST_OK && st_autocast_dtype() == ST_BF16);
+    st_tensor *y = K(st_matmul(x, w));
+    st_tensor *s = K(st_sum(y, 0, NULL, 0));
+    CHECK(st_autocast_push(0, ST_BF16) == ST_OK && st_autocast_dtype() == ST_DTYPE_COUNT);
+    st_tensor *y32 = K(st_matmul(x, w));
+    st_autocast_pop();
+    st_autocast_pop();
+    CHECK(st_autocast_dtype() == ST_DTYPE_COUNT);
+    CHECK(y && st_dtype_of(y) == ST_BF16 && s && st_dtype_of(s) == ST_F32 && y32 && st_dtype_of(y32) == ST_F32);
+    EXPECT(s, 0, 0x1p-7);                /* x rounded to bf16: 1 + 2^-7 */
+    EXPECT(y32, 0, 0x1p-8 + 0x1p-10);
+    CHECK(st_backward(s, NULL) == ST_OK);
+    st_tensor *g = K(st_grad(w));
+    CHECK(g && st_dtype_of(g) == ST_F32);
+    EXPECT(g, 0, 1 + 0x1p-7, 1);         /* d/dw = bf16(x) */
+}
+
 int main(void) {
     st_set_poison(1);
     RUNT(unary);
@@ -1412,6 +1437,7 @@ int main(void) {
     RUNT(shared_buffer_and_weak_sync);
     RUNT(function_apply);
     RUNT(retain_grad);
+    RUNT(autocast);
     printf("gradcheck: %d cases, %d gradient elements compared with finite differences\n",
            gc_cases, gc_elems);
     st_shutdown();
