@@ -322,7 +322,9 @@ st_status st_backward(st_tensor *t, st_tensor *grad) {
         }
         if (!g) continue;
         if (n->ag->retain) status = accumulate(n->ag->retain, g);  /* retain_grad: a copy */
-        if (n->ag->kind == AG_FN_OUT) {
+        if (status != ST_OK) {
+            /* stop: the failure is reported below */
+        } else if (n->ag->kind == AG_FN_OUT) {
             st_ag_fn_park(n, g);
         } else if (n->ag->acc) {
             status = accumulate(n->ag->acc, g);
