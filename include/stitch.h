@@ -120,6 +120,10 @@ ST_API st_tensor *st_from_data(st_dtype dt, int ndim, const int64_t *shape, cons
 /* Counter-based RNG (Philox 4x32-10): the same seed gives the same numbers whatever the fusion
  * and the device. Each random op takes the next range of counters from the global stream. */
 ST_API void st_manual_seed(uint64_t seed);
+/* The stream's position: the seed and the next counter. Setting a saved state replays the same
+ * numbers (gradient checkpointing recomputes dropout masks this way). */
+ST_API void st_get_rng_state(uint64_t *seed, uint64_t *offset);
+ST_API void st_set_rng_state(uint64_t seed, uint64_t offset);
 ST_API st_tensor *st_rand(st_dtype dt, int ndim, const int64_t *shape);    /* U[0, 1) */
 ST_API st_tensor *st_randn(st_dtype dt, int ndim, const int64_t *shape);   /* N(0, 1) */
 ST_API st_tensor *st_randint(int64_t lo, int64_t hi, st_dtype dt, int ndim, const int64_t *shape); /* [lo, hi) */
@@ -261,6 +265,39 @@ ST_API st_status st_backward(st_tensor *t, st_tensor *grad);
 /* A tensor with t's current value that does not require grad (a new storage: later in-place writes
  * to either one are not seen by the other). */
 ST_API st_tensor *st_detach(st_tensor *t);
+/* Keep the gradient of a tensor that is not a leaf: after a backward pass st_grad(t) returns it
+ * (accumulating like a leaf's). ST_ERR_ARG when t does not require grad; nothing to do for a leaf. */
+ST_API st_status st_retain_grad(st_tensor *t);
+
+/* Custom functions (st.autograd.Function in Lua). The caller computes a function's outputs itself
+ * (usually with grad mode off) and records them with st_function_apply: results[i] gets a new
+ * reference with outputs[i]'s value which, when grad mode is on and an input requires grad (and the
+ * output is a float tensor), requires grad through the function; otherwise results[i] is
+ * st_retain(outputs[i]). During a later st_backward, backward(ud, nout, grad_outputs, nin,
+ * grad_inputs) runs once, with grad mode off, after every consumer of the outputs: grad_outputs[i]
+ * is the gradient of output i (borrowed) or NULL when none reached it; it sets grad_inputs[i] (all
+ * NULL on entry) to a new reference of inputs[i]'s shape (any float dtype; cast to the input's) or
+ * leaves it NULL (no gradient), and returns ST_OK or an error status (the backward pass then fails
+ * with that status, its message naming the function). Gradients are recorded ops like any other.
+ * A gradient of the wrong shape is an ST_ERR_SHAPE error naming the function, the input and both
+ * shapes. free_ud(ud) (may be NULL) runs once, when the record dies or at once when none is made,
+ * including on error; it must not release tensors. name: for messages (copied). nin <= 255. */
+typedef st_status (*st_function_backward_fn)(void *ud, int nout, st_tensor *const *grad_outputs,
+                                             int nin, st_tensor **grad_inputs);
+ST_API st_status st_function_apply(const char *name, int nin, st_tensor *const *inputs, int nout,
+                                   st_tensor *const *outputs, st_tensor **results,
+                                   st_function_backward_fn backward, void *ud,
+                                   void (*free_ud)(void *ud));
+/* Autocast (mixed precision, PyTorch's torch.autocast lists): while it is on with dtype dt (ST_F16
+ * or ST_BF16), st_matmul (and so linear layers, convolutions and einsum) reads f32/f16/bf16 operands
+ * as dt and returns dt, and sum, prod, mean, var, std, logsumexp, softmax and log_softmax compute
+ * f16/bf16 inputs in f32 and return f32 (so do losses and norms built on them). f64 and integer
+ * operands are left alone. st_autocast_push(0, ...) turns it off in a region; push/pop nest (256
+ * levels). ST_ERR_DTYPE (nothing pushed) when on with another dtype. st_autocast_dtype: the active
+ * dtype, ST_DTYPE_COUNT when off. */
+ST_API st_status st_autocast_push(int enabled, st_dtype dt);
+ST_API void st_autocast_pop(void);
+ST_API st_dtype st_autocast_dtype(void);
 /* Grad mode (default on): ops record gradient information only while it is on. Push/pop nest. */
 ST_API void st_grad_mode_push(int enabled);
 ST_API void st_grad_mode_pop(void);

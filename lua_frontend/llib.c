@@ -34,6 +34,9 @@ static const struct {
     {"optim", "optim", NULL, true},
     {"data", "data", NULL, true},
     {"progress", "progress", NULL, true},
+    {"autograd", "autograd", NULL, true},    /* st.autograd.Function: autograd.lua */
+    {"utils", "utils", NULL, true},          /* st.utils.checkpoint */
+    {"amp", "amp", NULL, true},              /* st.amp.GradScaler: amp.lua */
     {"help", "repl", "help", true},          /* help(x): repl.lua */
     {"_complete", "repl", "complete", false}, /* the REPL's Tab completion: repl.lua */
     {NULL, NULL, NULL, false},

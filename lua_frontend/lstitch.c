@@ -194,6 +194,32 @@ static int lt_manual_seed(lua_State *L) {
     return 0;
 }
 
+/* st.get_rng_state() -> {seed, offset}; st.set_rng_state(state) (integers: the 64-bit patterns) */
+static int lt_get_rng_state(lua_State *L) {
+    uint64_t seed, offset;
+    st_get_rng_state(&seed, &offset);
+    lua_createtable(L, 2, 0);
+    lua_pushinteger(L, (lua_Integer)seed);
+    lua_rawseti(L, -2, 1);
+    lua_pushinteger(L, (lua_Integer)offset);
+    lua_rawseti(L, -2, 2);
+    return 1;
+}
+
+static int lt_set_rng_state(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer v[2];
+    for (int i = 0; i < 2; i++) {
+        lua_geti(L, 1, i + 1);
+        int ok;
+        v[i] = lua_tointegerx(L, -1, &ok);
+        if (!ok) return luaL_error(L, "set_rng_state: expected the table st.get_rng_state() returns ({seed, offset}: two integers)");
+        lua_pop(L, 1);
+    }
+    st_set_rng_state((uint64_t)v[0], (uint64_t)v[1]);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Metamethods and inspection
  * ---------------------------------------------------------------------------------------------- */
@@ -768,6 +794,7 @@ static const luaL_Reg lt_functions[] = {
     {"tensor", lt_tensor_new}, {"zeros", lt_zeros}, {"ones", lt_ones}, {"empty", lt_empty},
     {"rand", lt_rand}, {"randn", lt_randn}, {"full", lt_full}, {"arange", lt_arange},
     {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
+    {"get_rng_state", lt_get_rng_state}, {"set_rng_state", lt_set_rng_state},
     {"where", lt_where}, {"einsum", lt_einsum},
     {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"synchronize", lt_synchronize}, {"graph", lt_graph},
     {"stats", lt_stats},

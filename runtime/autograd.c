@@ -44,7 +44,7 @@ st_status st_ag_attach(st_node *n) {
     int any = 0;
     for (int i = 0; i < n->nsrc; i++) any |= n->src[i]->ag != NULL;
     if (!any) return ST_OK;
-    st_ag *ag = st_calloc(1, sizeof *ag);
+    st_ag *ag = st_calloc(1, st_ag_size(n->nsrc));
     if (!ag) return st_last_status();
     ag->op = n->op;
     ag->nsrc = n->nsrc;
@@ -73,9 +73,13 @@ static st_node *fresh_node(st_node *n) {
     return m;
 }
 
+void st_ag_register_hooks(void) {
+    static const trace_ag_hooks hooks = {st_ag_attach, st_ag_acc_release, st_ag_fn_release};
+    trace_set_ag_hooks(&hooks);
+}
+
 st_status st_ag_mark_leaf(st_storage *s) {
-    static const trace_ag_hooks hooks = {st_ag_attach, st_ag_acc_release};
-    trace_set_ag_hooks(&hooks);   /* from the first leaf on, new nodes may need records */
+    st_ag_register_hooks();   /* from the first leaf on, new nodes may need records */
     st_node *n = s->node;
     if (n->ag && n->ag->acc == s->acc) return ST_OK;
     if (n->refcnt > 1 || n->ag) {
@@ -84,7 +88,7 @@ st_status st_ag_mark_leaf(st_storage *s) {
         st_node_release(n);
         s->node = n = m;
     }
-    st_ag *ag = st_calloc(1, sizeof *ag);
+    st_ag *ag = st_calloc(1, st_ag_size(0));
     if (!ag) return st_last_status();
     ag->acc = s->acc;
     s->acc->refcnt++;
@@ -98,6 +102,16 @@ st_node *st_ag_detached_read(st_tensor *t, st_dtype dt) {
     st_node *n = st_tensor_read(t, dt, t->ndim, t->shape);
     st_grad_mode_pop();
     if (n && n->ag) {
+        st_node *m = fresh_node(n);
+        st_node_release(n);
+        n = m;
+    }
+    return n;
+}
+
+st_node *st_ag_fresh_read(st_tensor *t) {
+    st_node *n = st_ag_detached_read(t, (st_dtype)t->dtype);
+    if (n && n->refcnt > 1) {
         st_node *m = fresh_node(n);
         st_node_release(n);
         n = m;
@@ -231,7 +245,7 @@ static int reserve(st_node ***arr, int *cap, int n) { return BASE_GROW(*arr, *ca
 
 /* Leaf: add g into the storage's accumulated gradient. */
 static st_status accumulate(st_grad_acc *acc, st_tensor *g) {
-    if (!acc->requires_grad) return ST_OK; /* the storage died or stopped requiring grad */
+    if (!acc->requires_grad && !acc->retains_grad) return ST_OK; /* the storage died or stopped requiring grad */
     st_dtype dt = acc->grad ? (st_dtype)acc->grad->dtype : (st_dtype)g->dtype;
     if (!acc->grad) return acc_store(acc, st_retain(g), dt);
     st_tensor *sum = st_add(acc->grad, g);
@@ -302,8 +316,17 @@ st_status st_backward(st_tensor *t, st_tensor *grad) {
         st_node *n = list[i];
         st_tensor *g = n->ag->grad;
         n->ag->grad = NULL;
+        if (n->ag->kind == AG_FN) {   /* every output was visited: run the custom backward */
+            status = st_ag_fn_run(n);
+            continue;
+        }
         if (!g) continue;
-        if (n->ag->acc) {
+        if (n->ag->retain) status = accumulate(n->ag->retain, g);  /* retain_grad: a copy */
+        if (status != ST_OK) {
+            /* stop: the failure is reported below */
+        } else if (n->ag->kind == AG_FN_OUT) {
+            st_ag_fn_park(n, g);
+        } else if (n->ag->acc) {
             status = accumulate(n->ag->acc, g);
         } else {
             grad_apply(&A, n, g);
@@ -318,6 +341,7 @@ st_status st_backward(st_tensor *t, st_tensor *grad) {
     }
 done:
     for (int i = 0; i < nlist; i++) {
+        if (list[i]->ag->kind == AG_FN) st_ag_fn_clear(list[i]->ag->fn);
         st_release(list[i]->ag->grad);
         list[i]->ag->grad = NULL;
         st_node_release(list[i]);

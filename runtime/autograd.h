@@ -12,6 +12,8 @@
 
 #include "runtime/tensor.h"
 
+typedef struct st_ag_fn st_ag_fn;
+
 #define GRAD_ARENA_MAX 48
 typedef struct grad_arena {
     st_tensor *t[GRAD_ARENA_MAX];
@@ -33,6 +35,18 @@ typedef struct grad_ctx {
 /* Applies n's rule to its gradient g and adds each answer to its src's pending gradient. */
 ST_INTERNAL void grad_apply(grad_arena *A, st_node *n, st_tensor *g);
 ST_INTERNAL void grad_arena_free(grad_arena *A);
+/* Custom functions (autograd_fn.c): st_ag_fn_park hands the gradient g (borrowed) of an AG_FN_OUT
+ * node to its function; st_ag_fn_run runs an AG_FN node's backward on what was parked and adds the
+ * answers to its inputs' pending gradients; st_ag_fn_clear drops what is parked. */
+ST_INTERNAL void st_ag_fn_park(st_node *out, st_tensor *g);
+ST_INTERNAL st_status st_ag_fn_run(st_node *n);
+ST_INTERNAL void st_ag_fn_clear(st_ag_fn *f);
+ST_INTERNAL void st_ag_fn_release(st_ag_fn *f);
+/* Installs autograd's hooks in the trace (autograd.c): before the first record is made. */
+ST_INTERNAL void st_ag_register_hooks(void);
+/* A new node with t's value (its view, its dtype) that nobody else holds and that carries no
+ * record (autograd.c). New reference, or NULL on failure. */
+ST_INTERNAL st_node *st_ag_fresh_read(st_tensor *t);
 /* A node reading t (its view, dtype dt) that carries no autograd record (autograd.c). */
 ST_INTERNAL st_node *st_ag_detached_read(st_tensor *t, st_dtype dt);
 

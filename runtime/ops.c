@@ -268,6 +268,8 @@ static st_tensor *reduce(st_op op, const char *name, st_tensor *a, int naxes, co
     if (mask < 0) return NULL;
     st_dtype dt = (st_dtype)a->dtype;
     if ((op == ST_OP_RSUM || op == ST_OP_RPROD) && !st_is_float(dt)) dt = ST_I64;
+    if ((op == ST_OP_RSUM || op == ST_OP_RPROD) && st_autocast_dt != ST_DTYPE_COUNT && (dt == ST_F16 || dt == ST_BF16))
+        dt = ST_F32; /* autocast: sums in f32 */
     if (op == ST_OP_RMAX || op == ST_OP_RMIN || op == ST_OP_RARGMAX || op == ST_OP_RARGMIN) {
         for (int d = 0; d < a->ndim; d++)
             if ((mask & (1u << d)) && a->shape[d] == 0) {
@@ -293,8 +295,12 @@ static int64_t reduced_count(const st_tensor *a, int64_t mask) {
     return c;
 }
 
+/* a as a float tensor; under autocast, f16/bf16 become f32 (mean, var, logsumexp, softmax are on
+ * autocast's f32 list) */
 static st_tensor *as_float(st_tensor *a) {
-    return st_is_float((st_dtype)a->dtype) ? st_retain(a) : st_cast(a, ST_F32);
+    st_dtype dt = (st_dtype)a->dtype;
+    if (st_autocast_dt != ST_DTYPE_COUNT && (dt == ST_F16 || dt == ST_BF16)) return st_cast(a, ST_F32);
+    return st_is_float(dt) ? st_retain(a) : st_cast(a, ST_F32);
 }
 
 st_tensor *st_mean(st_tensor *a, int naxes, const int *axes, int keepdim) {
@@ -464,6 +470,9 @@ st_tensor *st_matmul(st_tensor *a, st_tensor *b) {
         return NULL;
     }
     st_dtype dt = st_promote_types((st_dtype)a->dtype, (st_dtype)b->dtype);
+    if (st_autocast_dt != ST_DTYPE_COUNT && (dt == ST_F32 || dt == ST_F16 || dt == ST_BF16))
+        dt = (st_dtype)st_autocast_dt; /* autocast: both read in the low precision (a cast folded
+                                        * into the matmul's loads) */
     /* Operands as (batch.., M, K) and (batch.., K, N) views (1-D ones reshaped first). */
     st_tensor *a2 = a->ndim == 1 ? st_unsqueeze(a, 0) : st_retain(a);
     st_tensor *b2 = b->ndim == 1 ? st_unsqueeze(b, 1) : st_retain(b);

@@ -42,6 +42,38 @@ void st_manual_seed(uint64_t seed) {
     st_rng_seed = seed;
     st_rng_offset = 0;
 }
+/* ---- autocast: a mode stack like grad mode's ---- */
+int st_autocast_dt = ST_DTYPE_COUNT;
+#define ST_AUTOCAST_DEPTH 256
+static uint8_t autocast_stack[ST_AUTOCAST_DEPTH];
+static int autocast_depth;
+
+st_status st_autocast_push(int enabled, st_dtype dt) {
+    if (enabled && dt != ST_F16 && dt != ST_BF16)
+        return st_error(ST_ERR_DTYPE, "autocast: the dtype must be f16 or bf16, got %s",
+                        (unsigned)dt < ST_DTYPE_COUNT ? st_dtypes[dt].name : "an unknown dtype");
+    if (autocast_depth < ST_AUTOCAST_DEPTH) autocast_stack[autocast_depth] = (uint8_t)st_autocast_dt;
+    autocast_depth++;
+    st_autocast_dt = enabled ? (int)dt : ST_DTYPE_COUNT;
+    return ST_OK;
+}
+
+void st_autocast_pop(void) {
+    if (autocast_depth == 0) return;
+    autocast_depth--;
+    st_autocast_dt = autocast_depth < ST_AUTOCAST_DEPTH ? autocast_stack[autocast_depth] : ST_DTYPE_COUNT;
+}
+
+st_dtype st_autocast_dtype(void) { return (st_dtype)st_autocast_dt; }
+
+void st_get_rng_state(uint64_t *seed, uint64_t *offset) {
+    if (seed) *seed = st_rng_seed;
+    if (offset) *offset = st_rng_offset;
+}
+void st_set_rng_state(uint64_t seed, uint64_t offset) {
+    st_rng_seed = seed;
+    st_rng_offset = offset;
+}
 
 st_status st_synchronize(void) { return dev_synchronize_all(); }
 

@@ -31,6 +31,7 @@ static void storage_release(st_storage *s) {
         st_tensor *g = s->acc->grad;
         s->acc->grad = NULL;
         s->acc->requires_grad = 0;
+        s->acc->retains_grad = 0;
         st_ag_acc_release(s->acc);
         st_release(g);
     }

@@ -83,6 +83,8 @@ ST_INTERNAL st_status st_ag_mark_leaf(st_storage *s);
 /* Grad mode (st_grad_mode_push/pop), the record of a new node (trace_ag_hooks.attach) and the
  * release of an accumulator reference (runtime/autograd.c). */
 ST_INTERNAL extern int st_grad_mode;
+/* The autocast dtype (ST_F16 / ST_BF16) or ST_DTYPE_COUNT when off (runtime.c). */
+ST_INTERNAL extern int st_autocast_dt;
 ST_INTERNAL st_status st_ag_attach(st_node *n);
 ST_INTERNAL void st_ag_acc_release(st_grad_acc *acc);
 /* Realize the given nodes (and what they need) in one flush (runtime/flush.c). */

@@ -315,6 +315,25 @@ TEST(st_grad) { EXPECT_NULL_T(st_grad(NULL)); }
 TEST(st_set_grad) { EXPECT_ERR(st_set_grad(NULL, T)); }
 TEST(st_backward) { EXPECT_ERR(st_backward(NULL, NULL)); }
 TEST(st_detach) { EXPECT_NULL_T(st_detach(NULL)); }
+TEST(st_retain_grad) { EXPECT_ERR(st_retain_grad(NULL)); }
+static int ud_freed;
+static void count_free(void *ud) { (void)ud; ud_freed++; }
+static st_status no_backward(void *ud, int nout, st_tensor *const *go, int nin, st_tensor **gi) {
+    (void)ud, (void)nout, (void)go, (void)nin, (void)gi;
+    return ST_OK;
+}
+TEST(st_function_apply) {
+    st_tensor *in[1] = {T}, *out[1] = {T}, *res[1], *none[1] = {NULL};
+    ud_freed = 0;
+    EXPECT_ERR(st_function_apply("f", 1, in, 1, out, res, NULL, NULL, count_free));
+    EXPECT_ERR(st_function_apply("f", 1, NULL, 1, out, res, no_backward, NULL, count_free));
+    EXPECT_ERR(st_function_apply("f", 1, in, 1, NULL, res, no_backward, NULL, count_free));
+    EXPECT_ERR(st_function_apply("f", 1, in, 1, out, NULL, no_backward, NULL, count_free));
+    EXPECT_ERR(st_function_apply("f", 1, none, 1, out, res, no_backward, NULL, count_free));
+    EXPECT_ERR(st_function_apply("f", 1, in, 1, none, res, no_backward, NULL, count_free));
+    if (ud_freed != 6) TEST_FAILF("free_ud ran %d times for 6 failed calls", ud_freed);
+}
+TEST(st_get_rng_state) { st_get_rng_state(NULL, NULL); }
 
 /* ---- files ---- */
 TEST(st_save) {
@@ -382,7 +401,7 @@ TEST(st_set_alloc_observer) { st_set_alloc_observer(NULL, NULL); /* NULL: no obs
 /* Exported functions that take no pointer (nothing to pass NULL for) or only enums tested above. */
 static const char *const no_pointer[] = {
     "st_last_error", "st_last_error_base", "st_last_status", "st_clear_error", "st_weak_scalar_f", "st_weak_scalar_i",
-    "st_manual_seed", "st_sync", "st_synchronize", "st_grad_mode_push", "st_grad_mode_pop", "st_grad_enabled",
+    "st_manual_seed", "st_set_rng_state", "st_autocast_push", "st_autocast_pop", "st_autocast_dtype", "st_sync", "st_synchronize", "st_grad_mode_push", "st_grad_mode_pop", "st_grad_enabled",
     "st_default_device", "st_cuda_device_count", "st_empty_cache", "st_cuda_allow_tf32",
     "st_reset_stats", "st_set_eager", "st_get_eager", "st_set_jit_min", "st_set_poison",
     "st_interrupt", "st_clear_interrupt", "st_set_debug", "st_debug_fail_alloc", "st_shutdown",
@@ -415,7 +434,7 @@ static const api_case cases[] = {
     CASE(st_add_) CASE(st_sub_) CASE(st_mul_) CASE(st_div_) CASE(st_copy_) CASE(st_fill_) CASE(st_zero_)
     CASE(st_realize) CASE(st_graph) CASE(st_to_host) CASE(st_item) CASE(st_item_i64)
     CASE(st_set_requires_grad) CASE(st_requires_grad) CASE(st_is_leaf) CASE(st_grad) CASE(st_set_grad)
-    CASE(st_backward) CASE(st_detach)
+    CASE(st_backward) CASE(st_detach) CASE(st_retain_grad) CASE(st_function_apply) CASE(st_get_rng_state)
     CASE(st_save) CASE(st_save_meta) CASE(st_load) CASE(st_load_meta) CASE(st_free_loaded)
     CASE(st_free_meta) CASE(st_read_idx)
     CASE(st_to) CASE(st_set_default_device) CASE(st_stats) CASE(st_set_oom_handler)

@@ -1300,6 +1300,113 @@ TEST(shared_buffer_and_weak_sync) {
     st_set_jit_min(32768);
 }
 
+/* ---- custom functions (st_function_apply) and retain_grad ---- */
+typedef struct cube_ud {
+    st_tensor *x;       /* saved input (detached) */
+    int mode;           /* 0: 3 x^2 g; 1: fail; 2: wrong shape */
+    int *freed;
+} cube_ud;
+static void cube_free(void *p) {
+    cube_ud *u = p;
+    (*u->freed)++;
+    /* free_ud must not release tensors from inside a node release: the saved tensor is the
+     * test's (pooled), so nothing is released here */
+    free(u);
+}
+static st_status cube_backward(void *p, int nout, st_tensor *const *go, int nin, st_tensor **gi) {
+    cube_ud *u = p;
+    if (nout != 1 || nin != 2) return ST_ERR_INTERNAL;
+    if (u->mode == 1) return st_backward(NULL, NULL); /* any failing call: its message is kept */
+    if (u->mode == 2) {
+        gi[0] = st_reshape(go[0], 2, SH(3, 1));
+        return ST_OK;
+    }
+    st_tensor *x2 = st_mul(u->x, u->x), *t = x2 ? st_mul_s(x2, 3) : NULL;
+    gi[0] = t && go[0] ? st_mul(t, go[0]) : NULL;
+    st_release(x2);
+    st_release(t);
+    return gi[0] ? ST_OK : st_last_status();
+}
+
+TEST(function_apply) {
+    int freed = 0;
+    for (int mode = 0; mode < 3; mode++) {
+        st_tensor *x = leaf(ST_F64, 1, SH(3), V(1, -2, 0.5));
+        st_tensor *c = MK(1, SH(3), 7, 7, 7); /* a second input that needs no gradient */
+        if (!x || !c) return;
+        st_tensor *y0 = K(st_mul(x, K(st_mul(x, x))));
+        cube_ud *u = malloc(sizeof *u);
+        u->x = K(st_detach(x));
+        u->mode = mode;
+        u->freed = &freed;
+        st_tensor *in[2] = {x, c}, *out[1] = {y0}, *res[1];
+        CHECK(st_function_apply("Cube", 2, in, 1, out, res, cube_backward, u, cube_free) == ST_OK);
+        st_tensor *y = K(res[0]);
+        CHECK(y && st_requires_grad(y) && !st_is_leaf(y));
+        st_tensor *l = K(st_sum(K(st_mul(y, MK(1, SH(3), 1, 10, 100))), 0, NULL, 0));
+        st_status s = st_backward(l, NULL);
+        if (mode == 0) {
+            CHECK(s == ST_OK);
+            EXPECT(K(st_grad(x)), 1e-12, 3, 120, 75);
+            EXPECT(y, 1e-15, 1, -8, 0.125);
+        } else if (mode == 1) {
+            CHECK(s == ST_ERR_ARG && strstr(st_last_error(), "backward of the custom function Cube: backward: NULL tensor"));
+            CHECK(K(st_grad(x)) == NULL);
+        } else {
+            CHECK(s == ST_ERR_SHAPE && strstr(st_last_error(), "custom function Cube: the gradient of input 0 has "
+                                              "shape (3, 1); the input has shape (3)"));
+        }
+        st_clear_error();
+    }
+    pool_to(0);
+    CHECK(freed == 3);
+    /* no input requires grad: no record, ud freed at once, the output handed back */
+    st_tensor *p = MK(1, SH(2), 1, 2);
+    cube_ud *u = malloc(sizeof *u);
+    u->freed = &freed;
+    st_tensor *res[1];
+    CHECK(st_function_apply(NULL, 1, &p, 1, &p, res, cube_backward, u, cube_free) == ST_OK);
+    CHECK(res[0] == p && freed == 4);
+    st_release(res[0]);
+}
+
+TEST(retain_grad) {
+    st_tensor *x = leaf(ST_F64, 1, SH(2), V(1, 2));
+    if (!x) return;
+    st_tensor *y = K(st_mul_s(x, 3));
+    CHECK(st_retain_grad(y) == ST_OK && st_retain_grad(x) == ST_OK);
+    CHECK(st_backward(K(st_sum(K(st_mul(y, y)), 0, NULL, 0)), NULL) == ST_OK);
+    EXPECT(K(st_grad(y)), 1e-12, 6, 12);    /* 2 y */
+    EXPECT(K(st_grad(x)), 1e-12, 18, 36);   /* 6 y */
+    CHECK(st_retain_grad(MK(0, NULL, 1)) == ST_ERR_ARG);
+    st_clear_error();
+}
+
+/* autocast: matmul in bf16, sums in f32, gradients back in f32; the mode stack */
+TEST(autocast) {
+    CHECK(st_autocast_dtype() == ST_DTYPE_COUNT);
+    CHECK(st_autocast_push(1, ST_F32) == ST_ERR_DTYPE && st_autocast_dtype() == ST_DTYPE_COUNT);
+    st_clear_error();
+    st_tensor *w = leaf(ST_F32, 2, SH(2, 1), V(1, -1));
+    st_tensor *x = K(st_from_data(ST_F32, 2, SH(1, 2), (const float[]){1.0f + 0x1p-8f + 0x1p-10f, 1.0f}));
+    if (!w || !x) return;
+    CHECK(st_autocast_push(1, ST_BF16) == ST_OK && st_autocast_dtype() == ST_BF16);
+    st_tensor *y = K(st_matmul(x, w));
+    st_tensor *s = K(st_sum(y, 0, NULL, 0));
+    CHECK(st_autocast_push(0, ST_BF16) == ST_OK && st_autocast_dtype() == ST_DTYPE_COUNT);
+    st_tensor *y32 = K(st_matmul(x, w));
+    st_autocast_pop();
+    st_autocast_pop();
+    CHECK(st_autocast_dtype() == ST_DTYPE_COUNT);
+    CHECK(y && st_dtype_of(y) == ST_BF16 && s && st_dtype_of(s) == ST_F32 && y32 && st_dtype_of(y32) == ST_F32);
+    EXPECT(s, 0, 0x1p-7);                /* x rounded to bf16: 1 + 2^-7 */
+    EXPECT(y32, 0, 0x1p-8 + 0x1p-10);
+    CHECK(st_backward(s, NULL) == ST_OK);
+    st_tensor *g = K(st_grad(w));
+    CHECK(g && st_dtype_of(g) == ST_F32);
+    EXPECT(g, 0, 1 + 0x1p-7, 1);         /* d/dw = bf16(x) */
+}
+
 int main(void) {
     st_set_poison(1);
     RUNT(unary);
@@ -1328,6 +1435,9 @@ int main(void) {
     RUNT(deep_chain);
     RUNT(deep_chain_flushes);
     RUNT(shared_buffer_and_weak_sync);
+    RUNT(function_apply);
+    RUNT(retain_grad);
+    RUNT(autocast);
     printf("gradcheck: %d cases, %d gradient elements compared with finite differences\n",
            gc_cases, gc_elems);
     st_shutdown();

@@ -127,6 +127,8 @@ void st_node_release(st_node *n) {
         }
         if (ag) {
             if (ag->acc) ag_hooks.acc_release(ag->acc);
+            if (ag->retain) ag_hooks.acc_release(ag->retain);
+            if (ag->fn) ag_hooks.fn_release(ag->fn);
             st_free(ag);
             n->ag = NULL;
         }

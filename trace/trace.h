@@ -84,6 +84,7 @@ enum {
 typedef struct st_grad_acc {
     int32_t refcnt;
     uint8_t requires_grad;    /* the storage is a leaf that requires grad */
+    uint8_t retains_grad;     /* the storage is a non-leaf whose gradient is kept (retain_grad) */
     struct st_tensor *grad;
 } st_grad_acc;
 
@@ -91,13 +92,22 @@ typedef struct st_grad_acc {
  * with its own references to the srcs, kept when the node is realized (which drops node->src). */
 typedef struct st_ag {
     st_grad_acc *acc;         /* owned reference; leaf only */
+    st_grad_acc *retain;      /* owned reference: a non-leaf whose gradient is kept (retain_grad) */
+    struct st_ag_fn *fn;      /* owned: a custom function's record (kind AG_FN); opaque here */
     uint16_t op;
+    uint8_t kind;             /* AG_OP, AG_FN or AG_FN_OUT */
     uint8_t nsrc;
-    struct st_node *src[3];   /* owned references */
-    st_node_arg arg;
+    st_node_arg arg;          /* AG_FN_OUT: arg.c.i is the output's index */
     struct st_tensor *grad;   /* scratch during a backward pass */
     uint64_t mark;
+    struct st_node *src[];    /* nsrc owned references (st_ag_size(nsrc) bytes in all) */
 } st_ag;
+
+/* Record kinds: an op's (its rule in runtime/grad.c; leaves too, with acc set); a custom function
+ * (srcs: its inputs that require grad; fn: its backward, called by runtime/autograd_fn.c); one
+ * output of a custom function (src 0: the function's node). */
+enum { AG_OP, AG_FN, AG_FN_OUT };
+static inline size_t st_ag_size(int nsrc) { return sizeof(st_ag) + (size_t)nsrc * sizeof(struct st_node *); }
 
 typedef struct st_node {
     int32_t refcnt;
@@ -143,11 +153,13 @@ ST_INTERNAL int64_t st_pending_nodes(void);     /* live unrealized nodes */
 ST_INTERNAL int64_t st_live_nodes(void);        /* live nodes (realized or not) */
 /* Autograd attaches itself (runtime/autograd.c registers these when it makes its first record):
  * attach gives a new node whose srcs require grad its record (called by st_node_new for every node
- * with srcs; on failure the node is dropped); acc_release drops a leaf record's reference to its
- * accumulator (called when a node with a record is freed). */
+ * with srcs; on failure the node is dropped); when a node with a record is freed, acc_release drops
+ * the record's reference to an accumulator (a leaf's, or a retained gradient's) and fn_release
+ * frees a custom function's record (neither releases nodes: the record's srcs are released here). */
 typedef struct trace_ag_hooks {
     st_status (*attach)(st_node *n);
     void (*acc_release)(st_grad_acc *acc);
+    void (*fn_release)(struct st_ag_fn *fn);   /* a custom function's record is freed */
 } trace_ag_hooks;
 ST_INTERNAL void trace_set_ag_hooks(const trace_ag_hooks *h);
 ST_INTERNAL size_t st_node_nbytes(const st_node *n);

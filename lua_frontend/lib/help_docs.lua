@@ -20,6 +20,9 @@ D.tables = {
   ["st.optim.Optimizer"] = "the methods every optimizer has",
   ["st.data"] = "DataLoader and the (Fashion-)MNIST datasets, docs/training.md",
   ["st.progress"] = "progress bars and lines for training loops, docs/training.md",
+  ["st.autograd"] = "custom autograd functions written in Lua (st.autograd.Function), docs/autograd.md",
+  ["st.utils"] = "checkpoint (gradient checkpointing), docs/training.md",
+  ["st.amp"] = "mixed precision: autocast and GradScaler, docs/training.md",
 }
 
 D.st = {
@@ -43,6 +46,10 @@ D.st = {
   full_like = "st.full_like(x, v [, dtype]) -- v in x's shape and device",
   one_hot = "st.one_hot(idx [, n]) -- one-hot i64 rows for 1-based class ids (n: the class count, default the largest id)",
   manual_seed = "st.manual_seed(n) -- seeds the random numbers (the same whatever fusion or device)",
+  get_rng_state = "st.get_rng_state() -- the random-number state (seed and offset), for st.set_rng_state",
+  set_rng_state = "st.set_rng_state(state) -- restores a state from st.get_rng_state: the same draws again",
+  autocast = "st.autocast(\"bf16\" | \"f16\" | false [, fn, ...]) -- matmuls in low precision, reductions in f32; a <close> scope or around fn",
+  autocast_dtype = "st.autocast_dtype() -- the active autocast dtype, or nil",
   einsum = "st.einsum(spec, a, b, ...) -- Einstein summation (numpy/PyTorch rules, e.g. \"bij,bjk->bik\")",
   where = "st.where(cond, a, b) -- a where cond is true, else b (tensors or numbers, broadcast)",
   cat = "st.cat(list, [d = 1]) -- joins tensors along an existing dim",
@@ -168,6 +175,7 @@ D.Tensor = {
   is_contiguous = "x:is_contiguous() -- whether the layout is contiguous",
   realize = "x:realize() / st.realize(a, b, ...) -- computes pending values now (st.sync)",
   requires_grad_ = "x:requires_grad_([on = true]) -- marks a float leaf as requiring gradients; returns x",
+  retain_grad = "x:retain_grad() -- keeps a non-leaf's gradient in x.grad after backward",
   backward = "x:backward([g]) -- records the gradients of x into every leaf it depends on",
   detach = "x:detach() -- the value without autograd history",
   -- fields read through the tensor's __index (not functions)
@@ -339,6 +347,19 @@ D.progress = {
   wrap = "progress.wrap(iterable, {desc, ...}) -- iterates iterable, counting one per item (or count(values...))",
   default_mode = "progress.default_mode() -- \"bar\", \"plain\" or \"off\" from ST_PROGRESS and whether stdout is a terminal",
   format_time = "progress.format_time(s) -- seconds as \"01:15\" or \"1:02:05\"",
+}
+
+D.autograd = {
+  Function = "st.autograd.Function(name | {name, forward, backward}) -- a custom op: forward(ctx, ...), backward(ctx, grads...); Cls.apply(...)",
+}
+
+D.utils = {
+  checkpoint = "st.utils.checkpoint(fn, ...) -- runs fn without keeping its intermediates; recomputes them in backward",
+}
+
+D.amp = {
+  autocast = "st.amp.autocast(dtype [, fn, ...]) -- the same as st.autocast",
+  GradScaler = "st.amp.GradScaler({init_scale, growth_factor, backoff_factor, growth_interval, enabled}) -- loss scaling for f16: scale, step, update",
 }
 
 return D

@@ -65,9 +65,17 @@ end
 
 -- ---- layers ----
 
+-- y + b, with b in y's dtype under autocast (PyTorch's linear and conv are one op whose bias is cast
+-- too: the output stays in the low precision)
+local function add_bias(y, b)
+  local ad = st.autocast_dtype()
+  if ad and y:dtype() == ad and b:dtype() ~= ad and b:dtype() ~= "f64" then b = b:to(ad) end
+  return y + b
+end
+
 function F.linear(x, w, b)
   local y = x:matmul(w:t())
-  if b then y = y + b end
+  if b then y = add_bias(y, b) end
   return y
 end
 
@@ -486,7 +494,7 @@ function F.conv2d(x, weight, bias, opts)
     local col = win:reshape(n, c, kh, ho, kw, wo):permute(1, 4, 6, 2, 3, 5)
       :reshape(n * ho * wo, c * kh * kw)                           -- weight's (c, i, j) order
     y = col:matmul(weight:reshape(o, c * kh * kw):t())
-    if bias then y = y + bias end
+    if bias then y = add_bias(y, bias) end
     y = y:reshape(n, ho, wo, o):permute(1, 4, 2, 3)
   else
     local og = o // groups
@@ -494,7 +502,7 @@ function F.conv2d(x, weight, bias, opts)
       :reshape(groups, n * ho * wo, wc * kh * kw)                  -- per group, weight's order
     y = col:matmul(weight:reshape(groups, og, wc * kh * kw):transpose(2, 3))   -- (G, N*Ho*Wo, og)
     y = y:reshape(groups, n, ho, wo, og):permute(2, 1, 5, 3, 4):reshape(n, o, ho, wo)
-    if bias then y = y + bias:reshape(1, o, 1, 1) end
+    if bias then y = add_bias(y, bias:reshape(1, o, 1, 1)) end
   end
   if unbatched then y = y:squeeze(1) end
   return y

@@ -146,7 +146,7 @@ local SPACES = {
   {"Tensor", {"Tensor"}}, {"st", {}}, {"nn", {"nn"}}, {"nn.functional", {"nn", "functional"}},
   {"nn.init", {"nn", "init"}}, {"nn.utils", {"nn", "utils"}}, {"nn.Module", {"nn", "Module"}},
   {"optim", {"optim"}}, {"optim.Optimizer", {"optim", "Optimizer"}}, {"data", {"data"}},
-  {"progress", {"progress"}},
+  {"progress", {"progress"}}, {"autograd", {"autograd"}}, {"utils", {"utils"}}, {"amp", {"amp"}},
 }
 M.SPACES = SPACES
 

@@ -122,7 +122,7 @@ local varargs = {
   realize = true, zeros = true, ones = true, empty = true, rand = true, randn = true, full = true,
   arange = true, linspace = true, eye = true, randint = true, einsum = true, sync = true,
   graph = true, reshape = true, view = true, expand = true, permute = true, no_grad = true,
-  enable_grad = true,
+  enable_grad = true, autocast = true,
 }
 
 local function c_functions(tbl, prefix, out)

@@ -64,7 +64,7 @@ test("complete_tensor_methods_and_fields", function()
   x_test = st.ones(2, 3)
   same_list(complete("x_test:res"), {"x_test:reshape"}, "x:res")
   same_list(complete("x_test:re"), {"x_test:realize", "x_test:reciprocal", "x_test:relu",
-    "x_test:remainder", "x_test:repeat_tensor", "x_test:requires_grad_", "x_test:reshape"},
+    "x_test:remainder", "x_test:repeat_tensor", "x_test:requires_grad_", "x_test:reshape", "x_test:retain_grad"},
     "x:re (not the keyword repeat)")
   same_list(complete("x_test.gr"), {"x_test.grad"}, "autograd field with .")
   same_list(complete("x_test:gr"), {}, "a field is no method")
