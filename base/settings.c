@@ -21,6 +21,7 @@ static const char *const names[SET_COUNT] = {
     [SET_POISON] = "ST_POISON",               /* 1: new buffers filled with NaN / sentinel bytes */
     [SET_JIT_MIN] = "ST_JIT_MIN",             /* work (elements) below which small regions interpret */
     [SET_JIT_HOT] = "ST_JIT_HOT",             /* runs of one plan after which it compiles (0: never) */
+    [SET_JIT_ASYNC] = "ST_JIT_ASYNC",         /* 0: wait for the C compiler instead of interpreting meanwhile */
     [SET_TRACE_MAX] = "ST_TRACE_MAX",         /* pending nodes before an automatic flush */
     [SET_DEVICE] = "ST_DEVICE",               /* the default device: cpu, cuda, cuda:N */
     [SET_THREADS] = "ST_THREADS",             /* CPU kernel threads */
@@ -101,6 +102,7 @@ void st_runtime_init(void) {
     st_rt.poison = (int)base_env_int(SET_POISON, 0, INT32_MIN, INT32_MAX, NULL);
     st_rt.jit_min = base_env_int(SET_JIT_MIN, 32768, INT64_MIN, INT64_MAX, NULL);
     st_rt.jit_hot = base_env_int(SET_JIT_HOT, 3, 0, INT64_MAX, NULL);
+    st_rt.jit_async = (int)base_env_int(SET_JIT_ASYNC, 1, 0, 1, NULL);
     st_rt.trace_max = base_env_int(SET_TRACE_MAX, 20000, INT64_MIN, INT64_MAX, NULL);
     /* Kernel threads sleep at barriers instead of spinning (libgomp reads this when the first
      * kernel loads it): a spinning thread whose partner lost its core made 2-thread steps 3-30x

@@ -372,6 +372,7 @@ def run_torch(torch, cases, quick, dev):
 def run_stitch(build, out, quick, cases, fuse=None, device="cpu"):
     env = dict(os.environ)
     env["ST_DEVICE"] = device
+    env["ST_JIT_ASYNC"] = "0"   # timed iterations run compiled kernels, not the interpreter meanwhile
     if fuse is not None:
         env["ST_FUSE"] = fuse
     else:

@@ -9,6 +9,7 @@
 # bench_cuda makes its own fresh kernel cache directory (the cold call really compiles).
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
+export ST_JIT_ASYNC=0   # timed runs use compiled kernels (bench/run.sh)
 case $BUILD in /*) ;; *) BUILD=$(pwd)/$BUILD ;; esac
 QUICK=""
 FUSION_ONLY=""

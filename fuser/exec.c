@@ -17,6 +17,16 @@
  * same state. An entry that keeps coming back is hot (compile_if_hot): its interpreted groups
  * that have a kernel compile, so a small repeated step stops paying the interpreter.
  *
+ * Background compiles (ST_JIT_ASYNC=1, the default, with the plan cache on). A region whose CPU
+ * kernels are not all cached does not wait for the C compiler: the missing kernels' groups run
+ * through the interpreter (the oracle: the same values, up to the rounding of a few reductions'
+ * order) while one compiler run for all of them goes on as a child process; a later run of the
+ * entry that finds it ended swaps the kernels in (finish_job: one pointer per group). So a first
+ * epoch or a new REPL expression pays the interpreter's speed instead of the compiler's latency.
+ * When the switch happens depends on the compiler's speed, so runs of one program may differ in
+ * the last bits where an interpreted reduction rounds differently; ST_JIT_ASYNC=0 (the test
+ * suite's setting) waits for the compiler and is deterministic.
+ *
  * Invariant: on failure every buffer this call gave to a node is released and the node's buf
  * reset to NULL; temporaries never outlive their group.
  */
@@ -224,17 +234,57 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
     return ST_OK;
 }
 
-/* A cached entry that runs again and still interprets groups that have a kernel compiles them
- * (one jit_get_kernels call) once it is hot: run st_rt.jit_hot times (0: never), or its work is
- * no longer below st_rt.jit_min. A small model's step thus stops paying the interpreter after a
- * few steps, whatever its size. A compile that fails leaves the entry interpreting (the region
- * still runs; a note under ST_DEBUG) and is not tried again for it; an interrupted one fails the
- * flush as an interrupt (st_rt.interrupted set again) and may be tried again later. */
-static void compile_if_hot(fuse_pentry *pe) {
+/* Background compiles (ST_JIT_ASYNC): an entry's job, once the compiler has ended, installs its
+ * kernels (each group still interpreted that it compiled), or, when it failed, leaves them
+ * interpreted for good with one warning: the results stay right either way. block: wait for the
+ * compiler (tests; bounded by ST_COMPILE_TIMEOUT and st_interrupt()). */
+static void finish_job(fuse_pentry *pe, int block) {
+    st_kernel_fn *fns = st_calloc((size_t)pe->njob, sizeof *fns);
+    st_status s;
+    if (!fns) { st_clear_error(); return; }   /* polled again on the next run */
+    if (!jit_async_poll(pe->job, block, fns, &s)) { st_free(fns); return; }
+    if (s == ST_OK) {
+        for (int j = 0; j < pe->njob; j++)
+            if (pe->groups[pe->job_groups[j]].interp) fuse_pgroup_compiled(pe, pe->job_groups[j], fns[j]);
+    } else {
+        fprintf(stderr, "stitch: compiling in the background failed; those kernels keep running in the "
+                        "interpreter (ST_JIT_ASYNC=0 makes it an error): %s\n", st_last_error());
+        st_clear_error();
+        pe->ncompilable = 0;
+        pe->job_failed = 1;
+    }
+    jit_async_free(pe->job);
+    pe->job = NULL;
+    st_free(pe->job_groups);
+    pe->job_groups = NULL;
+    pe->njob = 0;
+    st_free(fns);
+}
+
+/* May this flush compile in the background: ST_JIT_ASYNC on and the entry kept by the plan cache
+ * (a job lives with its entry; an entry dropped after one run would kill it)? */
+static bool async_ok(void) { return st_rt.jit_async && fuse_pcache_enabled() && !fuse_graph_wanted(); }
+
+/* An entry that runs again and still interprets groups that have a kernel compiles them (one
+ * compiler run for all) once it is hot: run st_rt.jit_hot times (0: never), or its work is no
+ * longer below st_rt.jit_min. A small model's step thus stops paying the interpreter after a
+ * few steps, whatever its size. `planned`: the call right after a miss planned it (not a run to
+ * count; a region of jit_min work or more left groups interpreted only to compile them in the
+ * background). With async_ok() the compiler runs in the background (finish_job swaps the kernels
+ * in on a later run once it has ended); else this call waits for it. A compile that fails leaves
+ * the entry interpreting (the region still runs; a note under ST_DEBUG) and is not tried again
+ * for it; an interrupted one fails the flush as an interrupt (st_rt.interrupted set again) and
+ * may be tried again later. */
+static void compile_if_hot(fuse_pentry *pe, bool planned) {
+    if (pe->job) {
+        finish_job(pe, 0);
+        return;
+    }
     if (!pe->ncompilable) return;
-    pe->runs++;
+    if (!planned) pe->runs++;
     if (!((st_rt.jit_hot > 0 && pe->runs >= (uint64_t)st_rt.jit_hot) || pe->work >= st_rt.jit_min)) return;
     int n = pe->ncompilable, nj = 0;
+    bool async = async_ok();
     char **src = st_calloc((size_t)n, sizeof *src);
     const char **hint = st_calloc((size_t)n, sizeof *hint);
     int *idx = st_calloc((size_t)n, sizeof *idx);
@@ -247,9 +297,18 @@ static void compile_if_hot(fuse_pentry *pe) {
         hint[nj] = pg->L.name;
         idx[nj++] = g;
     }
-    if (s == ST_OK) s = jit_get_kernels(nj, (const char **)src, hint, fns);
+    jit_async *job = NULL;
+    if (s == ST_OK) s = async ? jit_async_start(nj, (const char **)src, hint, fns, &job)
+                              : jit_get_kernels(nj, (const char **)src, hint, fns);
     if (s == ST_OK) {
-        for (int j = 0; j < nj; j++) fuse_pgroup_compiled(pe, idx[j], fns[j]);
+        for (int j = 0; j < nj; j++)
+            if (fns[j]) fuse_pgroup_compiled(pe, idx[j], fns[j]);   /* (async: the ones cached) */
+        if (job) {
+            pe->job = job;
+            pe->job_groups = idx;
+            pe->njob = nj;
+            idx = NULL;
+        }
     } else if (s == ST_ERR_INTERRUPT) {
         st_clear_error();
         st_rt.interrupted = 1; /* the compile consumed it: run_entry's next check reports it */
@@ -311,7 +370,7 @@ st_status fuse_execute(st_region *r) {
     /* a wanted fusion graph needs the lowered plan: no cache lookup then */
     if (fuse_pcache_enabled() && !fuse_graph_wanted() && (pe = fuse_pcache_find(&key))) {
         st_stats_g.plan_cache_hits++;
-        compile_if_hot(pe);
+        compile_if_hot(pe, false);
         s = run_entry(&e, r, &key, pe);
         pe = NULL;   /* the cache's */
         goto done;
@@ -414,7 +473,12 @@ replan:
         if (!use_jit)
             for (int j = 0; j < nj; j++) fns[jidx[j]] = NULL;
     }
-    if (use_jit && !probed) {
+    bool async = use_jit && !probed && async_ok();
+    if (async) {
+        /* the kernels a cache holds run now; the others' groups run in the interpreter while
+         * compile_if_hot (below) compiles them in the background */
+        for (int j = 0; j < nj; j++) fns[jidx[j]] = jit_lookup(jsrc[j], 1);
+    } else if (use_jit && !probed) {
         st_kernel_fn *tmp = st_calloc((size_t)nj, sizeof *tmp);
         if (!tmp) {
             s = st_last_status();
@@ -434,6 +498,7 @@ replan:
         s = st_last_status();
         goto done;
     }
+    if (async) compile_if_hot(pe, true);
     s = run_entry(&e, r, &key, pe);
     if (s == ST_OK && fuse_pcache_enabled()) {
         if (fuse_pcache_insert(pe, &key) != ST_OK) st_clear_error();   /* only a later miss */

@@ -296,6 +296,10 @@ typedef struct fuse_pentry {
     int64_t work;                  /* elements its kernels iterate (the tier decision: ST_JIT_MIN) */
     uint64_t runs;                 /* times run (the first is the run that planned it) */
     int ncompilable;               /* interpreted groups with a kernel: compiled when hot */
+    struct jit_async *job;         /* their compile running in the background (ST_JIT_ASYNC), or NULL */
+    int *job_groups;               /* the groups it compiles, in its sources' order */
+    int njob;
+    int job_failed;                /* a background compile failed: they stay interpreted */
     size_t bytes;                  /* memory it holds (fuse_pcache_stats, FUSE_PCACHE_BYTES) */
     struct fuse_pentry *lru_prev, *lru_next, *chain;
 } fuse_pentry;

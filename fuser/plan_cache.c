@@ -145,6 +145,8 @@ void fuse_pkey_free(fuse_pkey *k) {
 /* ---- entries ---- */
 void fuse_pentry_free(fuse_pentry *e) {
     if (!e) return;
+    jit_async_free(e->job);   /* a compile still running is stopped */
+    st_free(e->job_groups);
     for (int g = 0; g < e->ngroups; g++) {
         fuse_launch_free(&e->groups[g].L);
         st_free(e->groups[g].outs);

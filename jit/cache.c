@@ -460,14 +460,13 @@ _Static_assert(offsetof(st_kargs, bufs) == 0 && offsetof(st_kargs, ints) == size
                    sizeof(st_kargs) == 5 * sizeof(void *),
                "st_kargs in jit.h changed: update jit_kargs_src in jit/cache.c");
 
-/* Builds the TU (prelude once, then each kernel between #define KNAME / #undef KNAME), compiles
- * it with one compiler call, loads it and indexes every kernel in memory and on disk. */
-static st_status compile_missing(int m, const int *idx, const base_hash *keys, const char *const *sources,
-                                 const char *const *hints) {
+/* Builds the TU of a batch (prelude once, then each kernel between #define KNAME / #undef KNAME)
+ * into *b (the caller frees it), its tag btag[33] and the kernels' names for errors what[400]. */
+static st_status batch_text(int m, const int *idx, const base_hash *keys, const char *const *sources,
+                            const char *const *hints, sbuf *out, char *btag, char *what) {
     char hex[33], line[256];
     base_hash bkey = base_hash128(keys, 0, J.ctx);
     for (int j = 0; j < m; j++) bkey = base_hash128(&keys[idx[j]], sizeof(base_hash), bkey);
-    char btag[33];
     base_hash_hex(bkey, btag);
 
     sbuf b = {0};
@@ -491,33 +490,37 @@ static st_status compile_missing(int m, const int *idx, const base_hash *keys, c
             fprintf(stderr, "stitch: kernel st_k_%s%s%s:\n%s%s", hex, hint[0] ? " " : "", hint, src,
                     sl && src[sl - 1] == '\n' ? "" : "\n");
     }
-    if (b.oom) { sbuf_free(&b); return ST_ERR_OOM; }
+    if (b.oom) { sbuf_free(&b); return st_error(ST_ERR_OOM, "out of memory building a kernel batch"); }
+    *out = b;
 
     /* The kernels' names for a compile error: "kernel st_k_<key> (hint)", or the batch and its
      * first kernels' names. */
-    char what[400];
+    const size_t wcap = 400;
     size_t wl = 0;
     if (m == 1) {
         base_hash_hex(keys[idx[0]], hex);
         const char *h = hints && hints[idx[0]] ? hints[idx[0]] : NULL;
-        snprintf(what, sizeof what, "kernel st_k_%s%s%s%s", hex, h ? " (" : "", h ? h : "", h ? ")" : "");
+        snprintf(what, wcap, "kernel st_k_%s%s%s%s", hex, h ? " (" : "", h ? h : "", h ? ")" : "");
     } else {
-        wl = (size_t)snprintf(what, sizeof what, "batch %s of %d kernels (", btag, m);
-        for (int j = 0; j < m && wl < sizeof what; j++) {
+        wl = (size_t)snprintf(what, wcap, "batch %s of %d kernels (", btag, m);
+        for (int j = 0; j < m && wl < wcap; j++) {
             const char *h = hints && hints[idx[j]] ? hints[idx[j]] : "unnamed";
-            if (wl + strlen(h) + 8 > sizeof what) {
-                wl += (size_t)snprintf(what + wl, sizeof what - wl, "%s...", j ? ", " : "");
+            if (wl + strlen(h) + 8 > wcap) {
+                wl += (size_t)snprintf(what + wl, wcap - wl, "%s...", j ? ", " : "");
                 break;
             }
-            wl += (size_t)snprintf(what + wl, sizeof what - wl, "%s%s", j ? ", " : "", h);
+            wl += (size_t)snprintf(what + wl, wcap - wl, "%s%s", j ? ", " : "", h);
         }
-        if (wl < sizeof what) snprintf(what + wl, sizeof what - wl, ")");
+        if (wl < wcap) snprintf(what + wl, wcap - wl, ")");
     }
+    return ST_OK;
+}
 
-    char so[JIT_NAME_MAX];
-    double ms = 0;
-    st_status s = jit_compile_batch(J.dir, btag, what, b.s, b.n, so, sizeof so, &ms);
-    sbuf_free(&b);
+/* Loads a compiled batch (so, a file name in the cache dir; s the compiler's status, ms its wall
+ * time) and indexes every kernel in memory and on disk. */
+static st_status batch_load(int m, const int *idx, const base_hash *keys, const char *const *hints,
+                            const char *so, double ms, st_status s) {
+    char hex[33];
     st_stats_g.compile_calls++;
     st_stats_g.compile_ms += ms;
     if (st_rt.debug & 1)
@@ -553,22 +556,22 @@ static st_status compile_missing(int m, const int *idx, const base_hash *keys, c
     return ST_OK;
 }
 
-st_status jit_get_kernels(int n, const char *const *sources, const char *const *kname_hint, st_kernel_fn *out) {
-    if (n < 0 || (n > 0 && (!sources || !out)))
-        return st_error(ST_ERR_INTERNAL, "jit_get_kernels: bad arguments (n=%d)", n);
-    if (n == 0) return ST_OK;
-    for (int i = 0; i < n; i++)
-        if (!sources[i]) return st_error(ST_ERR_INTERNAL, "jit_get_kernels: source %d is NULL", i);
-    st_status s = ensure_init();
+/* Compiles the kernels keys[idx[0..m)] with one compiler call, loads them and indexes them. */
+static st_status compile_missing(int m, const int *idx, const base_hash *keys, const char *const *sources,
+                                 const char *const *hints) {
+    sbuf b = {0};
+    char btag[33], what[400], so[JIT_NAME_MAX];
+    double ms = 0;
+    st_status s = batch_text(m, idx, keys, sources, hints, &b, btag, what);
     if (s != ST_OK) return s;
+    s = jit_compile_batch(J.dir, btag, what, b.s, b.n, so, sizeof so, &ms);
+    sbuf_free(&b);
+    return batch_load(m, idx, keys, hints, so, ms, s);
+}
 
-    base_hash *keys = st_malloc((size_t)n * sizeof *keys);
-    int *idx = st_malloc((size_t)n * sizeof *idx);
-    if (!keys || !idx) {
-        st_free(keys);
-        st_free(idx);
-        return ST_ERR_OOM;
-    }
+/* Keys of sources[0..n); out[i] for each kernel a cache holds (memory, then disk), NULL for the
+ * others, whose indices go to idx (a source given twice once). Returns how many are missing. */
+static int find_cached(int n, const char *const *sources, base_hash *keys, int *idx, st_kernel_fn *out) {
     int m = 0;
     char hex[33];
     for (int i = 0; i < n; i++) {
@@ -592,17 +595,125 @@ st_status jit_get_kernels(int n, const char *const *sources, const char *const *
         }
         idx[m++] = i;
     }
-    if (m > 0) s = compile_missing(m, idx, keys, sources, kname_hint);
-    /* Fill in everything that was compiled (and duplicates of it) from the memory cache. */
-    for (int i = 0; i < n && s == ST_OK; i++) {
+    return m;
+}
+
+/* Fills in every out[i] still NULL from the memory cache (after a batch was loaded). */
+static st_status fill_compiled(int n, const base_hash *keys, st_kernel_fn *out) {
+    for (int i = 0; i < n; i++) {
         if (out[i]) continue;
         jit_entry *e = mem_find(keys[i]);
-        if (!e) s = st_error(ST_ERR_INTERNAL, "jit_get_kernels: kernel %d missing after compilation", i);
-        else out[i] = e->fn;
+        if (!e) return st_error(ST_ERR_INTERNAL, "jit: kernel %d missing after compilation", i);
+        out[i] = e->fn;
     }
+    return ST_OK;
+}
+
+static st_status check_sources(const char *fn, int n, const char *const *sources, const st_kernel_fn *out) {
+    if (n < 0 || (n > 0 && (!sources || !out))) return st_error(ST_ERR_INTERNAL, "%s: bad arguments (n=%d)", fn, n);
+    for (int i = 0; i < n; i++)
+        if (!sources[i]) return st_error(ST_ERR_INTERNAL, "%s: source %d is NULL", fn, i);
+    return ST_OK;
+}
+
+st_status jit_get_kernels(int n, const char *const *sources, const char *const *kname_hint, st_kernel_fn *out) {
+    st_status s = check_sources("jit_get_kernels", n, sources, out);
+    if (s != ST_OK || n == 0) return s;
+    if ((s = ensure_init()) != ST_OK) return s;
+    base_hash *keys = st_malloc((size_t)n * sizeof *keys);
+    int *idx = st_malloc((size_t)n * sizeof *idx);
+    if (!keys || !idx) {
+        st_free(keys);
+        st_free(idx);
+        return ST_ERR_OOM;
+    }
+    int m = find_cached(n, sources, keys, idx, out);
+    if (m > 0) s = compile_missing(m, idx, keys, sources, kname_hint);
+    if (s == ST_OK) s = fill_compiled(n, keys, out);
     st_free(keys);
     st_free(idx);
     return s;
+}
+
+/* ---- the background tier: a batch compiling while the caller goes on ---- */
+struct jit_async {
+    int n, m;
+    base_hash *keys;
+    int *idx;
+    char **hints;     /* copies (the batch's names in errors), m of them, in idx order */
+    jit_cjob job;
+};
+
+void jit_async_free(jit_async *a) {
+    if (!a) return;
+    jit_compile_cancel(&a->job);
+    for (int j = 0; a->hints && j < a->m; j++) st_free(a->hints[j]);
+    st_free(a->hints);
+    st_free(a->keys);
+    st_free(a->idx);
+    st_free(a);
+}
+
+st_status jit_async_start(int n, const char *const *sources, const char *const *kname_hint, st_kernel_fn *out,
+                          jit_async **job) {
+    *job = NULL;
+    st_status s = check_sources("jit_async_start", n, sources, out);
+    if (s != ST_OK || n == 0) return s;
+    if ((s = ensure_init()) != ST_OK) return s;
+    jit_async *a = st_calloc(1, sizeof *a);
+    if (!a) return st_last_status();
+    a->n = n;
+    a->keys = st_malloc((size_t)n * sizeof *a->keys);
+    a->idx = st_malloc((size_t)n * sizeof *a->idx);
+    if (!a->keys || !a->idx) {
+        jit_async_free(a);
+        return st_last_status();
+    }
+    a->m = find_cached(n, sources, a->keys, a->idx, out);
+    if (a->m == 0) {
+        jit_async_free(a);
+        return ST_OK;
+    }
+    /* hints copied in idx order; the batch's text names them by the caller's indices */
+    const char **hv = st_calloc((size_t)n, sizeof *hv);
+    a->hints = st_calloc((size_t)a->m, sizeof *a->hints);
+    if (!hv || !a->hints) s = st_last_status();
+    for (int j = 0; j < a->m && s == ST_OK; j++) {
+        const char *h = kname_hint ? kname_hint[a->idx[j]] : NULL;
+        if (h && !(a->hints[j] = st_strdup(h))) s = st_last_status();
+        hv[a->idx[j]] = a->hints[j];
+    }
+    sbuf b = {0};
+    char btag[33];
+    if (s == ST_OK) s = batch_text(a->m, a->idx, a->keys, sources, hv, &b, btag, a->job.what);
+    if (s == ST_OK) s = jit_compile_start(J.dir, btag, a->job.what, b.s, b.n, &a->job);
+    sbuf_free(&b);
+    st_free(hv);
+    if (s != ST_OK) {
+        jit_async_free(a);
+        return s;
+    }
+    *job = a;
+    return ST_OK;
+}
+
+int jit_async_poll(jit_async *a, int block, st_kernel_fn *out, st_status *status) {
+    char so[JIT_NAME_MAX];
+    double ms = 0;
+    st_status s;
+    if (!jit_compile_poll(&a->job, block, so, sizeof so, &ms, &s)) return 0;
+    /* batch_load names kernels by the caller's indices: a hint table in that order */
+    const char **hv = st_calloc((size_t)a->n, sizeof *hv);
+    if (!hv) {
+        *status = st_last_status();
+        return 1;
+    }
+    for (int j = 0; j < a->m; j++) hv[a->idx[j]] = a->hints[j];
+    s = batch_load(a->m, a->idx, a->keys, hv, so, ms, s);
+    st_free(hv);
+    if (s == ST_OK) s = fill_compiled(a->n, a->keys, out);
+    *status = s;
+    return 1;
 }
 
 void jit_shutdown(void) {

@@ -86,16 +86,23 @@ static int spawn_start(const char *const *argv, int out_fd, pid_t *pid) {
     return rc;
 }
 
+/* Kills a child started by spawn_start (its whole process group: a driver's cc1/as/ld too) and
+ * reaps it. */
+static void kill_child(pid_t pid, int *wstatus) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL); /* in case it left its group */
+    while (waitpid(pid, wstatus, 0) < 0 && errno == EINTR) {}
+}
+
 /* wait_child's answers besides 0 and errno values (negative, so they never clash). */
 enum { JIT_WAIT_TIMEOUT = -1, JIT_WAIT_INTERRUPT = -2 };
 
 /* Waits for pid (a process group leader started by spawn_start): 0 and its wait status, or an
  * errno value. It polls (sleeps of 1 ms doubling to 20 ms: a short compile is not slowed, a
- * signal cuts the sleep short), and when timeout_s seconds (0: no limit) have passed or
+ * signal cuts the sleep short), and when the deadline (st_now_ms; 0: none) has passed or
  * st_interrupt() was called, it kills the child's whole process group, reaps the child and
  * answers JIT_WAIT_TIMEOUT or JIT_WAIT_INTERRUPT (the interrupt flag is left set for the caller). */
-static int wait_child(pid_t pid, int64_t timeout_s, int *wstatus) {
-    double deadline = timeout_s > 0 ? st_now_ms() + 1e3 * (double)timeout_s : 0;
+static int wait_child(pid_t pid, double deadline, int *wstatus) {
     long step_ns = 1000000;
     for (;;) {
         pid_t r = waitpid(pid, wstatus, WNOHANG);
@@ -104,9 +111,7 @@ static int wait_child(pid_t pid, int64_t timeout_s, int *wstatus) {
         int why = st_rt.interrupted ? JIT_WAIT_INTERRUPT
                   : deadline > 0 && st_now_ms() >= deadline ? JIT_WAIT_TIMEOUT : 0;
         if (why) {
-            kill(-pid, SIGKILL); /* the group: a driver's cc1/as/ld children too */
-            kill(pid, SIGKILL);  /* in case it left its group */
-            while (waitpid(pid, wstatus, 0) < 0 && errno == EINTR) {}
+            kill_child(pid, wstatus);
             return why;
         }
         struct timespec ts = {0, step_ns};
@@ -263,7 +268,7 @@ st_status jit_compiler_init(void) {
     pid_t pid;
     int ws = 0;
     int rc = spawn_start(argv, ofd, &pid);
-    if (rc == 0) rc = wait_child(pid, cc.timeout_s, &ws);
+    if (rc == 0) rc = wait_child(pid, cc.timeout_s > 0 ? st_now_ms() + 1e3 * (double)cc.timeout_s : 0, &ws);
     char out[512];
     ssize_t len = rc == 0 ? pread(ofd, out, sizeof out - 1, 0) : 0;
     close(ofd);
@@ -322,19 +327,27 @@ const char *jit_compile_flags(void) {
     return joined;
 }
 
-st_status jit_compile_batch(const char *dir, const char *tag, const char *what, const char *text, size_t n,
-                            char *so_name, size_t cap, double *ms) {
-    *ms = 0;
+/* The first half of a compile: source and log written, the output's temp name made, the compiler
+ * started. On error nothing is left running and the files are removed (the source is kept when
+ * the compiler could not be started, to name it). */
+st_status jit_compile_start(const char *dir, const char *tag, const char *what, const char *text, size_t n,
+                            jit_cjob *job) {
+    memset(job, 0, sizeof *job);
+    job->lfd = -1;
     st_status s = jit_compiler_init();
     if (s != ST_OK) return s;
-    char fdir[4096], src[4096], logp[4096], tmp[4096], dst[4096];
+    char fdir[4096];
+    snprintf(job->what, sizeof job->what, "%s", what);
+    if (snprintf(job->dir, sizeof job->dir, "%s", dir) >= (int)sizeof job->dir)
+        return st_error(ST_ERR_IO, "kernel cache path too long: %s", dir);
     snprintf(fdir, sizeof fdir, "%s/failed", dir);
     if (base_mkdir_p(fdir) != 0)
         return st_error(ST_ERR_IO, "cannot create the kernel cache directory %s: %s", fdir, strerror(errno));
 
     /* Source: unique name, only this process reads it. The compiler reports errors against this
      * path, and it is where a failing source stays, so the log and the file agree. */
-    if (snprintf(src, sizeof src, "%s/%s-XXXXXX.c", fdir, tag) >= (int)sizeof src)
+    char *src = job->src, *logp = job->logp, *tmp = job->tmp;
+    if (snprintf(src, sizeof job->src, "%s/%s-XXXXXX.c", fdir, tag) >= (int)sizeof job->src)
         return st_error(ST_ERR_IO, "kernel cache path too long: %s", dir);
     int sfd = mkstemps(src, 2);
     if (sfd < 0) return st_error(ST_ERR_IO, "cannot create a kernel source file in %s: %s", fdir, strerror(errno));
@@ -350,7 +363,7 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *what, 
     }
     /* Log next to it: same unique stem, ".log". */
     size_t sl = strlen(src);
-    snprintf(logp, sizeof logp, "%.*s.log", (int)(sl - 2), src);
+    snprintf(logp, sizeof job->logp, "%.*s.log", (int)(sl - 2), src);
     int lfd = open(logp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (lfd < 0) {
         s = st_error(ST_ERR_IO, "cannot create the compiler log %s: %s", logp, strerror(errno));
@@ -358,7 +371,7 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *what, 
         return s;
     }
     /* Output: a hidden temp name in dir (same file system), renamed once the compiler succeeded. */
-    snprintf(tmp, sizeof tmp, "%s/.%s-XXXXXX.tmp", dir, tag);
+    snprintf(tmp, sizeof job->tmp, "%s/.%s-XXXXXX.tmp", dir, tag);
     int tfd = mkstemps(tmp, 4);
     if (tfd < 0) {
         s = st_error(ST_ERR_IO, "cannot create a temp file in %s: %s", dir, strerror(errno));
@@ -377,12 +390,30 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *what, 
     argv[na++] = "-lm";
     argv[na] = NULL;
 
-    double t0 = st_now_ms();
-    pid_t pid;
-    int ws = 0;
-    int rc = spawn_start(argv, lfd, &pid);
-    if (rc == 0) rc = wait_child(pid, cc.timeout_s, &ws);
-    *ms = st_now_ms() - t0;
+    job->t0 = st_now_ms();
+    job->deadline = cc.timeout_s > 0 ? job->t0 + 1e3 * (double)cc.timeout_s : 0;
+    int rc = spawn_start(argv, lfd, &job->pid);
+    if (rc != 0) {
+        s = st_error(ST_ERR_COMPILE, "cannot start the C compiler %s: %s (source kept in %s)", cc.path,
+                     strerror(rc), src);
+        close(lfd); unlink(logp); unlink(tmp);
+        job->pid = 0;
+        return s;
+    }
+    job->lfd = lfd;
+    return ST_OK;
+}
+
+/* The second half: the compiler's end (rc from wait_child, ws its status) turned into the object's
+ * final name or an error; the job's files are removed or kept as jit_compile_batch says. */
+static st_status compile_finish(jit_cjob *job, int rc, int ws, char *so_name, size_t cap, double *ms) {
+    const char *what = job->what, *src = job->src, *logp = job->logp, *tmp = job->tmp;
+    int lfd = job->lfd;
+    st_status s;
+    char dst[4096];
+    *ms = st_now_ms() - job->t0;
+    job->pid = 0;
+    job->lfd = -1;
     if (rc == JIT_WAIT_INTERRUPT) { /* the user asked to stop: nothing worth keeping */
         st_rt.interrupted = 0;
         close(lfd); unlink(logp); unlink(tmp); unlink(src);
@@ -398,7 +429,7 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *what, 
                         what, (long long)cc.timeout_s, cc.path, src, logp);
     }
     if (rc != 0) {
-        s = st_error(ST_ERR_COMPILE, "cannot start the C compiler %s: %s (source kept in %s)", cc.path,
+        s = st_error(ST_ERR_COMPILE, "cannot wait for the C compiler %s: %s (source kept in %s)", cc.path,
                      strerror(rc), src);
         close(lfd); unlink(logp); unlink(tmp);
         return s;
@@ -422,9 +453,9 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *what, 
     const char *base = strrchr(tmp, '/') + 1;
     size_t bl = strlen(base);
     if ((size_t)snprintf(so_name, cap, "%.*s.so", (int)(bl - 5), base + 1) >= cap ||
-        snprintf(dst, sizeof dst, "%s/%s", dir, so_name) >= (int)sizeof dst) {
+        snprintf(dst, sizeof dst, "%s/%s", job->dir, so_name) >= (int)sizeof dst) {
         unlink(tmp);
-        return st_error(ST_ERR_IO, "kernel cache path too long: %s", dir);
+        return st_error(ST_ERR_IO, "kernel cache path too long: %s", job->dir);
     }
     if (rename(tmp, dst) != 0) {
         s = st_error(ST_ERR_IO, "cannot rename %s to %s: %s", tmp, dst, strerror(errno));
@@ -434,6 +465,47 @@ st_status jit_compile_batch(const char *dir, const char *tag, const char *what, 
     unlink(src);
     unlink(logp);
     return ST_OK;
+}
+
+int jit_compile_poll(jit_cjob *job, int block, char *so_name, size_t cap, double *ms, st_status *status) {
+    int ws = 0, rc;
+    if (block) {
+        rc = wait_child(job->pid, job->deadline, &ws);
+    } else {
+        pid_t r = waitpid(job->pid, &ws, WNOHANG);
+        if (r == 0) {
+            if (!(job->deadline > 0 && st_now_ms() >= job->deadline)) return 0;
+            kill_child(job->pid, &ws);
+            rc = JIT_WAIT_TIMEOUT;
+        } else {
+            rc = r == job->pid ? 0 : errno;
+        }
+    }
+    *status = compile_finish(job, rc, ws, so_name, cap, ms);
+    return 1;
+}
+
+void jit_compile_cancel(jit_cjob *job) {
+    if (!job->pid) return;
+    int ws;
+    kill_child(job->pid, &ws);
+    close(job->lfd);
+    unlink(job->tmp);
+    unlink(job->src);
+    unlink(job->logp);
+    job->pid = 0;
+    job->lfd = -1;
+}
+
+st_status jit_compile_batch(const char *dir, const char *tag, const char *what, const char *text, size_t n,
+                            char *so_name, size_t cap, double *ms) {
+    *ms = 0;
+    jit_cjob *job = st_malloc(sizeof *job);
+    if (!job) return st_last_status();
+    st_status s = jit_compile_start(dir, tag, what, text, n, job);
+    if (s == ST_OK) (void)jit_compile_poll(job, 1, so_name, cap, ms, &s);
+    st_free(job);
+    return s;
 }
 
 void jit_comment_ident(const char *s, char *out, size_t cap) {

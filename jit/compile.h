@@ -11,6 +11,8 @@
 
 #include "jit/jit.h"
 
+#include <sys/types.h>
+
 /* Resolves ST_CC (default "cc"; may carry extra words, split on blanks, no quoting), runs
  * `<cc> --version` once (no shell) and builds the identity string: resolved path, extra words,
  * first line of --version, the CPU model and flags (kernels use -march=native). Idempotent; an
@@ -35,6 +37,24 @@ ST_INTERNAL void jit_compiler_shutdown(void);
  * ST_ERR_IO, ST_ERR_OOM. */
 ST_INTERNAL st_status jit_compile_batch(const char *dir, const char *tag, const char *what, const char *text, size_t n,
                                         char *so_name, size_t cap, double *ms);
+
+/* The same in two halves, so that the compiler runs while the caller goes on (the background tier:
+ * cache.c jit_async_*). jit_compile_start writes the files and starts the compiler (an error
+ * leaves nothing running); jit_compile_poll answers 0 while it runs (block: waits, bounded by
+ * ST_COMPILE_TIMEOUT and st_interrupt() as above; not blocking: only the timeout applies) and 1
+ * once it ended, with jit_compile_batch's result in *status, so_name and *ms. jit_compile_cancel
+ * kills a running compiler and removes its files. A job is plain memory (no destructor). */
+typedef struct jit_cjob {
+    pid_t pid;                 /* the compiler while it runs, else 0 */
+    int lfd;                   /* its log (open while it runs) */
+    double t0, deadline;       /* st_now_ms() at the start; the timeout's end (0: none) */
+    char dir[4096], src[4096], logp[4096], tmp[4096];
+    char what[400];            /* the kernels' names, for the errors */
+} jit_cjob;
+ST_INTERNAL st_status jit_compile_start(const char *dir, const char *tag, const char *what, const char *text,
+                                        size_t n, jit_cjob *job);
+ST_INTERNAL int jit_compile_poll(jit_cjob *job, int block, char *so_name, size_t cap, double *ms, st_status *status);
+ST_INTERNAL void jit_compile_cancel(jit_cjob *job);
 
 /* ---- the cache directory's bound (cache_prune.c) ---- */
 #define JIT_NAME_MAX 128 /* longest file name of a cache entry */

@@ -33,6 +33,18 @@
  * updated. On compile failure: ST_ERR_COMPILE with the compiler log and the saved source path. */
 ST_INTERNAL st_status jit_get_kernels(int n, const char *const *sources,
                                       const char *const *kname_hint, st_kernel_fn *out);
+/* The background tier (ST_JIT_ASYNC): jit_async_start fills out[i] for every kernel a cache
+ * holds and starts ONE compiler run for the others, returning at once with *job (NULL when
+ * nothing was missing; an error when the compiler could not be started). jit_async_poll answers 0
+ * while it runs and 1 once it ended: then *status is jit_get_kernels's result and, on success,
+ * out[i] is set for every i (the kernels are in both caches). block: wait for the end (bounded by
+ * ST_COMPILE_TIMEOUT and st_interrupt()). jit_async_free stops a running compile and removes its
+ * files. The job is single-threaded: the compiler is a child process, polled. */
+typedef struct jit_async jit_async;
+ST_INTERNAL st_status jit_async_start(int n, const char *const *sources, const char *const *kname_hint,
+                                      st_kernel_fn *out, jit_async **job);
+ST_INTERNAL int jit_async_poll(jit_async *job, int block, st_kernel_fn *out, st_status *status);
+ST_INTERNAL void jit_async_free(jit_async *job);
 /* Non-compiling probe: the function if the kernel is in the memory cache (or loadable from disk
  * when allow_disk), else NULL. Used to decide between the interpreter tier and compiling. */
 ST_INTERNAL st_kernel_fn jit_lookup(const char *source, int allow_disk);

@@ -31,6 +31,10 @@ export ST_CACHE_DIR=${ST_CACHE_DIR:-$(mktemp -d)}
 # the fuzzer: its first NVRTC_GRAPHS graphs); the sanitizer pass skips that (NVRTC is not
 # instrumented, and the plain pass covers it).
 export ST_DEVICE=${ST_DEVICE:-cpu}
+# Kernels compile before their region runs (ST_JIT_ASYNC=0): what a test compares is the compiled
+# kernel, never the interpreter standing in while a background compile runs (test_jit_async.lua
+# checks that mode in child processes).
+export ST_JIT_ASYNC=${ST_JIT_ASYNC:-0}
 case "$BUILD" in
     */san) export ST_NVRTC_CHECK=${ST_NVRTC_CHECK:-0} ;;
     *) export ST_NVRTC_CHECK=${ST_NVRTC_CHECK:-1} ;;

@@ -16,6 +16,7 @@ A=${1:-180}; B=${2:-170}; C=${3:-90}
 OUT=${OUT:-$(pwd)/gpu-out}; mkdir -p "$OUT"
 export BUILD=${BUILD:-$(pwd)/gpucarry/build}
 export ST_CACHE_DIR=$(mktemp -d)
+export ST_JIT_ASYNC=0   # tests and benches time and check compiled kernels (tests/run.sh)
 export FASHION_MNIST_DIR=$(pwd)/gpucarry/fashion-mnist
 export PATH=$PATH:/usr/local/cuda/bin PYTHONUNBUFFERED=1
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
@@ -52,7 +53,7 @@ G=${GRAPHS:-120}
 job fuzz_a $T "$BUILD/tests/test_fuzz" --device cuda --graphs "$G"
 job fuzz_b $T "$BUILD/tests/test_fuzz" --device cuda --graphs "$G" --seed 17
 i=0
-for chain in "amp arity autograd autograd_function char_transformer data deferred_errors" "device einsum epilogue errors graph horizontal index io oom" \
+for chain in "amp arity autograd autograd_function char_transformer data deferred_errors jit_async" "device einsum epilogue errors graph horizontal index io oom" \
              "nn nn_attention nn_containers nn_more nn_norm nn_rnn nn_options nn_torch_load optim optim_more plan_cache print reduce repl runtime tensor tensor_ops"; do
     i=$((i + 1))
     job lua$i $T sh -c "for n in $chain; do echo \"== \$n\"; ST_DEVICE=cuda \"$BUILD/stitch\" tests/lua/test_\$n.lua || echo \"FAIL test_\$n.lua: exit \$?\"; done"

@@ -7,6 +7,7 @@
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 1
 export ST_CACHE_DIR=${ST_CACHE_DIR:-$(mktemp -d)}
+export ST_JIT_ASYNC=${ST_JIT_ASYNC:-0}   # as tests/run.sh
 "$BUILD"/tests/test_cuda_driver > /dev/null 2>&1
 if ! ST_DEVICE=cuda "$BUILD"/stitch -e 'assert(st.device():match("^cuda"), "no GPU: " .. st.device())' 2>/dev/null; then
     echo "test-gpu: no usable GPU here:"; ST_DEVICE=cuda "$BUILD"/stitch -e 'print(st.device())'

@@ -20,6 +20,7 @@
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 1
 export ST_CUDA_SIM=1
+export ST_JIT_ASYNC=${ST_JIT_ASYNC:-0}   # as tests/run.sh: compiled kernels, never a stand-in
 unset ST_DEVICE ST_CUDA_LIB ST_NVRTC_PATH
 # no NVRTC check mode (test_epilogue and test_prologue turn it on when an NVRTC loads): here it would
 # compile every kernel twice more with the stand-in, which is not NVRTC (make test's cpu pass runs

@@ -1,0 +1,113 @@
+-- test_jit_async.lua — background compiles (ST_JIT_ASYNC=1, the default outside the test suite;
+-- fuser/exec.c "Background compiles"). A region whose CPU kernels are not cached runs its groups
+-- through the interpreter at once while the C compiler works as a child process; a later run of
+-- the same plan swaps the compiled kernels in. Checked in child processes (the suite itself runs
+-- with ST_JIT_ASYNC=0) on the CPU with an empty kernel cache: the first run compiled nothing and
+-- interpreted, every run gives the same values, the kernels arrive and then run instead of the
+-- interpreter; with ST_JIT_ASYNC=0 the first run waits and compiles; a compiler that fails in the
+-- background leaves the kernels interpreted with one warning, and the values right.
+local H = dofile((arg[0]:match("(.*/)") or "./") .. "harness.lua")
+local test, eq = H.test, H.eq
+local function check(cond, what) if not cond then error(what, 2) end end
+local exe = arg[-1]
+
+local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local function run(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1"))
+  local out = p:read("a")
+  local _, how, code = p:close()
+  return out, how == "exit" and code or 128 + code
+end
+local function tempdir()
+  local p = assert(io.popen("mktemp -d"))
+  local d = p:read("l")
+  p:close()
+  return d
+end
+local function script(text)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  return path
+end
+local function field(out, name)
+  local v = out:match("%f[%w_]" .. name .. "%s+(%-?[%d%.e%-+]+)")
+  if not v then error("no '" .. name .. "' in the child's output:\n" .. out, 2) end
+  return tonumber(v)
+end
+
+-- The child: a (300, 300) expression (90,000 elements: above ST_JIT_MIN, so it would compile),
+-- run until its kernels arrive (at most 120 s), each result compared with the first.
+local CHILD = script([[
+local x = st.sync(st.rand(300, 300))
+local function f() return st.sync((x:exp() * 2 + x:sin()):sum(2)) end
+local ref = f():tolist()
+local s = st.stats()
+print("first_compiled", s.kernels_compiled, "first_interp", s.interp_groups)
+local worst, runs, t0 = 0, 1, st._now()
+while st.stats().kernels_compiled == 0 and st._now() - t0 < 120 do
+  local y = f():tolist()
+  runs = runs + 1
+  for i = 1, #y do worst = math.max(worst, math.abs(y[i] - ref[i]) / math.abs(ref[i])) end
+end
+local before = st.stats().interp_groups
+for _ = 1, 3 do
+  local y = f():tolist()
+  for i = 1, #y do worst = math.max(worst, math.abs(y[i] - ref[i]) / math.abs(ref[i])) end
+end
+s = st.stats()
+print("compiled", s.kernels_compiled, "runs", runs, "interp_after", s.interp_groups - before, "worst", worst)
+]])
+
+local function child(env)
+  return run("ST_DEVICE=cpu ST_CACHE_DIR=" .. q(tempdir()) .. " " .. env .. " " .. q(exe) .. " " .. q(CHILD))
+end
+
+test("background compile: interpreted at once, the same values, then the kernels", function()
+  local out, code = child("ST_JIT_ASYNC=1")
+  eq(code, 0, "exit status:\n" .. out)
+  eq(field(out, "first_compiled"), 0, "the first run waited for no compiler")
+  check(field(out, "first_interp") >= 1, "the first run interpreted")
+  check(field(out, "compiled") >= 1, "the kernels arrived within 120 s:\n" .. out)
+  eq(field(out, "interp_after"), 0, "once they arrived, nothing is interpreted")
+  check(field(out, "worst") <= 1e-6, "every run gives the first run's values:\n" .. out)
+end)
+
+test("ST_JIT_ASYNC=0 waits for the compiler", function()
+  local out, code = child("ST_JIT_ASYNC=0")
+  eq(code, 0, "exit status:\n" .. out)
+  check(field(out, "first_compiled") >= 1, "the first run compiled")
+  eq(field(out, "first_interp"), 0, "and interpreted nothing")
+end)
+
+test("a compiler failing in the background: one warning, the values right", function()
+  -- a "compiler" that answers --version and fails every compile
+  local cc = os.tmpname()
+  local f = assert(io.open(cc, "w"))
+  f:write("#!/bin/sh\nif [ \"$1\" = --version ]; then echo fakecc 1.0; exit 0; fi\necho 'fakecc: no' >&2\nexit 1\n")
+  f:close()
+  os.execute("chmod +x " .. q(cc))
+  local bounded = script([[
+local x = st.sync(st.rand(300, 300))
+local y0 = st.sync((x:exp() * 2 + x:sin()):sum())
+local worst = 0
+for _ = 1, 50 do
+  local y = st.sync((x:exp() * 2 + x:sin()):sum())
+  worst = math.max(worst, math.abs(y:item() - y0:item()))
+end
+print("compiled", st.stats().kernels_compiled, "worst", worst)
+]])
+  local out, code = run("ST_DEVICE=cpu ST_JIT_ASYNC=1 ST_CC=" .. q(cc) .. " ST_CACHE_DIR=" .. q(tempdir()) .. " "
+    .. q(exe) .. " " .. q(bounded))
+  os.remove(cc)
+  os.remove(bounded)
+  eq(code, 0, "exit status:\n" .. out)
+  eq(field(out, "compiled"), 0, "nothing compiled")
+  eq(field(out, "worst"), 0, "the interpreter's values every time")
+  local _, n = out:gsub("compiling in the background failed", "")
+  check(n <= 1, "at most one warning, got " .. n .. ":\n" .. out)
+end)
+
+os.remove(CHILD)
+H.done()
