@@ -52,7 +52,8 @@ local function replace(x, count, written, value)
   if value ~= nil then return st.where(count:gt(0), value, x) end
   local dt = x:dtype()
   local many = count:gt(1)
-  local mean = written / st.where(many, count, 1)
+  -- (integers divide in f64: exact to 2^53, where f32 division would round past 2^24)
+  local mean = (is_float(dt) and written or written:double()) / st.where(many, count, 1)
   if not is_float(dt) then mean = mean:floor():to(dt) end
   return st.where(count:eq(0), x, st.where(many, mean, written))
 end

@@ -92,7 +92,7 @@ local function sort_dim(x, d, desc)
   if x:size(d) == 0 then return x:clone(), st.zeros(x:shape(), "i64"):to(x:device()) end
   local last = x:dim()
   local xm = d == last and x or x:movedim(d, last)
-  local idx = order_last(keys_of(xm), desc)
+  local idx = order_last(keys_of(xm:detach()), desc)
   local val = xm:gather(-1, idx)
   if d ~= last then val, idx = val:movedim(last, d), idx:movedim(last, d) end
   return val, idx

@@ -83,6 +83,8 @@ test("scatter_against_loops", function()
   local rep = st.zeros({ 3 }, "f64"):scatter(1, i64({ 2, 2, 3 }), st.tensor({ 1, 4, 5 }, "f64"))
   check(rep, { 0, 2.5, 5 }, 0, "repeats average")
   check(st.zeros({ 3 }, "i64"):scatter(1, i64({ 2, 2 }), i64({ 1, 4 })), { 0, 2, 0 }, 0, "integer repeats round down")
+  local big = 2 ^ 40 + 1                   -- past f32's 2^24: the mean is exact
+  eq(st.zeros({ 2 }, "i64"):scatter(1, i64({ 1, 1 }), i64({ big, big + 2 })):tolist()[1], math.tointeger(big + 1), "large integers")
   check(st.zeros({ 3 }):scatter(1, i64({ 1, 1, 1 }), 9), { 9, 0, 0 }, 0, "value repeats")
   -- bool; a Lua table index; st.scatter
   check(st.zeros({ 3 }, "bool"):scatter(1, { 3 }, true), { false, false, true }, 0, "bool")
