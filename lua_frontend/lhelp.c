@@ -1,8 +1,9 @@
 /*
  * lhelp.c — what the parts of the Lua module share: memory accounting (the allocation observer,
  * lt_gc_feed, lt_collect), error raising, tensor boxes, argument checks (dtypes, dims, sizes, axes,
- * indices), Lua values as tensors (operands, nested tables, 1-based index tensors) and the two
- * common binding shapes (unary, binary). Declared in lstitch_internal.h.
+ * indices), Lua values as tensors (operands, nested tables, 1-based index tensors), the two
+ * common binding shapes (unary, binary) and the lookup of a function of the embedded Lua library
+ * (lt_push_libfn: the registry cache llib.c fills). Declared in lstitch_internal.h.
  *
  * Every other file of lua_frontend/ may call this one; it calls none of them (dependencies run
  * one way: lstitch.c -> the parts -> lhelp.c).
@@ -485,4 +486,13 @@ LT_FUNC int lt_unary(lua_State *L, lt_unfn fn, const char *name) {
     st_tensor *r;
     LT_TRY(L, r, fn(t));
     return lt_box_finish(L, box, r, name);
+}
+
+/* Pushes function fn of the (loaded) library lib: lindex.c's tensor keys call tensor_index.lua. */
+LT_FUNC void lt_push_libfn(lua_State *L, const char *lib, const char *fn) {
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LT_LIBCACHE);
+    if (lua_getfield(L, -1, lib) != LUA_TTABLE) luaL_error(L, "stitch: library '%s' is not loaded", lib);
+    lua_getfield(L, -1, fn);
+    lua_replace(L, -3);
+    lua_pop(L, 1);
 }

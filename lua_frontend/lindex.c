@@ -1,6 +1,7 @@
 /*
  * lindex.c — indexing tensors from Lua: reads t[i] / t[{...}] (views; selecting every dim gives a
- * Lua value, as in Torch7), writes t[i] = v / t[{...}] = v into t's storage, and the ops that take
+ * Lua value, as in Torch7), writes t[i] = v / t[{...}] = v into t's storage (a tensor key, t[mask] or
+ * t[idx], goes to lua_frontend/lib/tensor_index.lua), and the ops that take
  * 1-based index tensors (gather, index_select, scatter_add, index_add, one_hot). lstitch.c's
  * __index / __newindex call lt_index_get / lt_index_set for keys that are not strings; the methods
  * and functions here are registered by lt_open_index.
@@ -46,7 +47,7 @@ static int lt_parse_key(lua_State *L, int k, st_tensor *t, lt_idx spec[ST_MAX_DI
         return 1;
     }
     if (!lua_istable(L, k)) {
-        if (lt_totensor(L, k)) luaL_error(L, "indexing with a tensor is not supported: use index_select or gather");
+        if (lt_totensor(L, k)) luaL_error(L, "a tensor key cannot be combined with other keys");
         luaL_error(L, "bad tensor index of type %s", luaL_typename(L, k));
     }
     int n = (int)lua_rawlen(L, k);
@@ -91,6 +92,9 @@ static int lt_parse_key(lua_State *L, int k, st_tensor *t, lt_idx spec[ST_MAX_DI
             } else {
                 luaL_error(L, "bad range at index position %d: expected {}, {i}, {a, b} or {a, b, step}", j + 1);
             }
+        } else if (lt_totensor(L, -1)) {
+            luaL_error(L, "bad index at position %d: a tensor inside a table key is not supported (index with "
+                          "the tensor alone: t[mask], t[idx]; or use index_select, gather)", j + 1);
         } else {
             luaL_error(L, "bad index at position %d: expected a number or a table, got %s", j + 1,
                        lua_typename(L, ty));
@@ -123,8 +127,20 @@ static st_tensor *lt_index_apply(st_tensor *t, const lt_idx *spec, int n) {
     return cur;
 }
 
+/* A tensor key (a bool mask or an index tensor) goes to tensor_index.lua: fn(t, key [, v]). */
+static int lt_index_tensor_key(lua_State *L, const char *fn, int nargs) {
+    lt_push_libfn(L, "tensor_index", fn);
+    lua_insert(L, 1);
+    lua_call(L, nargs, nargs == 2 ? 1 : 0);
+    return nargs == 2 ? 1 : 0;
+}
+
 /* t[key] for a key that is not a string (stack: t, key). */
 LT_FUNC int lt_index_get(lua_State *L, st_tensor *t) {
+    if (lt_totensor(L, 2)) {
+        lua_settop(L, 2);
+        return lt_index_tensor_key(L, "_index_get", 2);
+    }
     lt_idx spec[ST_MAX_DIMS];
     bool scalar = false;
     int n = lt_parse_key(L, 2, t, spec, &scalar);
@@ -149,6 +165,10 @@ static st_status lt_assign_apply(st_tensor *view, const lt_operand *v) {
 /* t[key] = v for a key that is not a string (stack: t, key, v): writes into t's storage (v: number,
  * boolean or tensor). */
 LT_FUNC int lt_index_set(lua_State *L, st_tensor *t) {
+    if (lt_totensor(L, 2)) {
+        lua_settop(L, 3);
+        return lt_index_tensor_key(L, "_index_set", 3);
+    }
     lt_idx spec[ST_MAX_DIMS];
     bool scalar = false;
     int n = lt_parse_key(L, 2, t, spec, &scalar);

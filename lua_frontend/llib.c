@@ -1,15 +1,16 @@
 /*
  * llib.c — the Lua part of stitch's library (st.nn, st.optim, st.data, st.progress, and the tensor
- * ops written in Lua: tensor_ops.lua), embedded.
+ * ops written in Lua: tensor_ops.lua, tensor_sort.lua, tensor_index.lua), embedded.
  *
  * Each lua_frontend/lib/NAME.lua is a chunk called with the module table and returning its own
  * module table. st._lib(NAME) loads one once and caches it in the registry (so every require of
  * stitch in one Lua state shares the same st.nn); the module table's metatable loads the public
- * ones lazily on first access (st.nn costs nothing to a script that never touches it). tensor_ops is
- * loaded at once, when the module opens: it adds methods to st.Tensor (x:flip(1), x:pad{1, 1}) that
- * a method lookup cannot load lazily. With ST_LUA_LIB=dir set, chunks are read from dir/NAME.lua
- * instead of the embedded copies (development). st.help and st._complete (repl.lua: the REPL's help
- * and Tab completion) load the same way, as fields of their library.
+ * ones lazily on first access (st.nn costs nothing to a script that never touches it). The tensor_*
+ * libs are loaded at once, when the module opens: they add methods to st.Tensor (x:flip(1),
+ * x:sort()) that a method lookup cannot load lazily, and lindex.c calls tensor_index.lua for tensor
+ * keys (lhelp.c's lt_push_libfn reads this cache). With ST_LUA_LIB=dir set, chunks are read from
+ * dir/NAME.lua instead of the embedded copies (development). st.help and st._complete (repl.lua: the
+ * REPL's help and Tab completion) load the same way, as fields of their library.
  * Also two tiny host helpers the library needs: st._isatty() and st._now().
  */
 #define _POSIX_C_SOURCE 200809L
@@ -20,8 +21,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define LT_LIBCACHE "stitch.lib"
 
 /* What the module table loads on first access: st.KEY is library LIB itself (field NULL) or its
  * field FIELD. The public keys are also listed in the metatable's __lazy (for the REPL's
@@ -120,7 +119,12 @@ LT_FUNC void lt_open_lib(lua_State *L) {
     }
     lua_setfield(L, -2, "__lazy");
     lua_setmetatable(L, mod);
-    lua_getfield(L, mod, "_lib");
-    lua_pushliteral(L, "tensor_ops");
-    lua_call(L, 1, 0);
+    /* tensor_ops first: the other two share its checks */
+    static const char *const eager[] = {"tensor_ops", "tensor_sort", "tensor_index", NULL};
+    for (int i = 0; eager[i]; i++) {
+        lua_getfield(L, mod, "_lib");
+        lua_pushstring(L, eager[i]);
+        lua_call(L, 1, 0);
+    }
 }
+

@@ -18,6 +18,7 @@
 #define LT_MT "stitch.Tensor"
 #define LT_PRINT_THRESHOLD 1000 /* past this many elements, tostring shows 3 + 3 per dim */
 #define LT_PRINT_EDGE 3
+#define LT_LIBCACHE "stitch.lib" /* registry table: the loaded lua_frontend/lib chunks (llib.c) */
 
 typedef struct lt_box {
     st_tensor *t;
@@ -73,6 +74,8 @@ LT_FUNC void lt_put(const lt_operand *o, st_tensor *t);
 LT_FUNC void lt_push_table_tensor(lua_State *L, int idx, int dtin);
 LT_FUNC void lt_push_item(lua_State *L, st_tensor *t);
 LT_FUNC st_tensor *lt_shift(st_tensor *idx, int64_t delta);
+/* Pushes function fn of lua_frontend/lib/<lib>.lua (loaded when the module opened: llib.c). */
+LT_FUNC void lt_push_libfn(lua_State *L, const char *lib, const char *fn);
 
 /* The common binding shapes: fn(x) and fn(a, b) with a number on either side. */
 typedef st_tensor *(*lt_unfn)(st_tensor *);

@@ -1,9 +1,10 @@
 -- tensor_ops.lua — tensor ops built from the ops stitch already has: tril/triu, masked_fill, flip,
 -- roll, repeat_tensor, split/chunk/unbind, movedim, pad, isnan/isinf/isfinite, lerp,
 -- addcmul/addcdiv, norm, all/any, clamp with tensor bounds, cumsum, atan2, the *_like constructors
--- and randperm. Loaded when the module opens (llib.c); each op becomes a method in st.Tensor and a
--- module function (st.flip(x, 1) == x:flip(1)); the *_like constructors and randperm are module
--- functions only.
+-- and randperm. Loaded when the module opens (llib.c), before tensor_sort.lua and tensor_index.lua
+-- (which share its checks through M._util); each op becomes a method in st.Tensor and a module
+-- function (st.flip(x, 1) == x:flip(1)); the *_like constructors and randperm are module functions
+-- only.
 --
 -- Invariants:
 --   * Every op is a composition of lazy tensor ops that autograd differentiates (views, cat,
@@ -776,22 +777,35 @@ local max_args = {
   pad = 4, isnan = 1, isinf = 1, isfinite = 1, lerp = 3, addcmul = 4, addcdiv = 4, norm = 4,
   any = 3, all = 3, clamp = 3, cumsum = 2, atan2 = 2,
 }
-for name, max in pairs(max_args) do
-  local fn = M[name]
-  M[name] = function(...)
-    local n = select("#", ...)
-    for i = max + 1, n do
-      local v = select(i, ...)
-      if v ~= nil then fail(name, "unexpected argument #" .. i .. " (" .. show(v) .. "): it takes at most " .. max) end
+-- Wraps each op named in max_args with the check of its argument count, then makes every op of
+-- M a method and a module function. Shared with the other tensor libs (tensor_sort.lua,
+-- tensor_index.lua) through _util.
+local function register(M, max_args)
+  for name, max in pairs(max_args) do
+    local fn = M[name]
+    M[name] = function(...)
+      local n = select("#", ...)
+      for i = max + 1, n do
+        local v = select(i, ...)
+        if v ~= nil then fail(name, "unexpected argument #" .. i .. " (" .. show(v) .. "): it takes at most " .. max) end
+      end
+      return fn(...)
     end
-    return fn(...)
+  end
+  for name, fn in pairs(M) do
+    T[name] = fn
+    if rawget(st, name) == nil or rawget(st, name) == c_clamp then rawset(st, name, fn) end
   end
 end
 
-for name, fn in pairs(M) do
-  T[name] = fn
-  if rawget(st, name) == nil or rawget(st, name) == c_clamp then rawset(st, name, fn) end
-end
+register(M, max_args)
 for name, fn in pairs(F) do rawset(st, name, fn) end
+
+-- The checks and helpers, for the other tensor libs (after the registration: not a method).
+M._util = {
+  fail = fail, show = show, shape_str = shape_str, check_tensor = check_tensor, check_int = check_int,
+  check_dim = check_dim, check_opts = check_opts, is_float = is_float, scalar_for = scalar_for,
+  index_on = index_on, cumsum = M.cumsum, register = register,
+}
 
 return M
