@@ -147,10 +147,15 @@ local LAYERS = {
   {"batchnorm1d_eval", {make = function() return nn.BatchNorm1d(3) end, eval = true}},
   {"batchnorm2d_train", {make = function() return nn.BatchNorm2d(2, {eps = 1e-3}) end}},
   {"batchnorm2d_eval", {make = function() return nn.BatchNorm2d(2) end, eval = true}},
+  {"batchnorm2d_nostats", {make = function() return nn.BatchNorm2d(2, {affine = false, track_running_stats = false}) end}},
+  {"batchnorm2d_nostats_eval", {make = function()
+    return nn.BatchNorm2d(2, {affine = false, track_running_stats = false})
+  end, eval = true}},
   {"groupnorm", {make = function() return nn.GroupNorm(2, 4) end}},
   {"instancenorm2d", {make = function() return nn.InstanceNorm2d(3, {affine = true}) end}},
   {"instancenorm2d_noaffine", {make = function() return nn.InstanceNorm2d(3) end}},
   {"layernorm", {make = function() return nn.LayerNorm({4, 5}) end}},
+  {"layernorm_noaffine", {make = function() return nn.LayerNorm(5, {eps = 1e-3, elementwise_affine = false}) end}},
   {"conv2d_stride_pad_groups", {make = function() return nn.Conv2d(4, 6, 3, {stride = 2, padding = 1, groups = 2}) end}},
   {"conv2d_dilation_rect", {make = function()
     return nn.Conv2d(3, 4, {3, 2}, {stride = {1, 2}, padding = {2, 1}, dilation = {2, 1}})
@@ -224,6 +229,7 @@ local LOSSES = {
     return F.cross_entropy(x, t, {reduction = "none", label_smoothing = 0.05})
   end}},
   {"ce_prob_targets", {fn = function(x, p, w) return F.cross_entropy(x, p, {weight = w, label_smoothing = 0.1}) end}},
+  {"ce_single_sample", {idx = {[2] = true}, fn = function(x, t) return F.cross_entropy(x, t) end}},
   {"nll_ignore_weight", {idx = {[2] = true}, fn = function(x, t, w)
     return F.nll_loss(F.log_softmax(x, 2), t, {weight = w, ignore_index = 2})
   end}},
@@ -254,6 +260,9 @@ local OPTIMS = {
   {"adamw", function(p) return O.AdamW(p, {lr = 0.05, weight_decay = 0.1}) end},
   {"adam_amsgrad", function(p) return O.Adam(p, {lr = 0.05, amsgrad = true}) end},
   {"adamw_amsgrad", function(p) return O.AdamW(p, {lr = 0.05, weight_decay = 0.05, amsgrad = true}) end},
+  {"adam_param_groups", function(p)
+    return O.Adam({{params = {p[1], p[2]}, lr = 0.02, weight_decay = 0.1}, {params = {p[3], p[4]}}}, {lr = 0.05})
+  end},
   {"rmsprop", function(p) return O.RMSprop(p, {lr = 0.01, alpha = 0.9}) end},
   {"rmsprop_centered_momentum", function(p)
     return O.RMSprop(p, {lr = 0.01, momentum = 0.5, centered = true, weight_decay = 0.01})

@@ -112,10 +112,14 @@ def layers():
     mod("batchnorm1d_eval", nn.BatchNorm1d(3), [rn(4, 3, 5)], train=False)
     mod("batchnorm2d_train", nn.BatchNorm2d(2, eps=1e-3), [rn(3, 2, 4, 4) * 3], after=True)
     mod("batchnorm2d_eval", nn.BatchNorm2d(2), [rn(3, 2, 4, 4)], train=False)
+    mod("batchnorm2d_nostats", nn.BatchNorm2d(2, affine=False, track_running_stats=False), [rn(3, 2, 3, 3)])
+    mod("batchnorm2d_nostats_eval", nn.BatchNorm2d(2, affine=False, track_running_stats=False), [rn(3, 2, 3, 3)],
+        train=False)  # no running statistics: the batch's, also in eval
     mod("groupnorm", nn.GroupNorm(2, 4), [rn(2, 4, 3, 3)])
     mod("instancenorm2d", nn.InstanceNorm2d(3, affine=True), [rn(2, 3, 4, 4)])
     mod("instancenorm2d_noaffine", nn.InstanceNorm2d(3), [rn(2, 3, 4, 5)])
     mod("layernorm", nn.LayerNorm([4, 5]), [rn(2, 3, 4, 5)])
+    mod("layernorm_noaffine", nn.LayerNorm(5, eps=1e-3, elementwise_affine=False), [rn(3, 5) * 4])
     # convolution and pooling
     mod("conv2d_stride_pad_groups", nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2), [rn(2, 4, 7, 7)])
     mod("conv2d_dilation_rect", nn.Conv2d(3, 4, (3, 2), stride=(1, 2), padding=(2, 1), dilation=(2, 1)),
@@ -192,6 +196,7 @@ def losses():
          [rn(2, 3, 4), torch.tensor([[0, 2, 1, 2], [1, 1, 0, 2]])])
     loss("ce_prob_targets", lambda x, p, w: F.cross_entropy(x, p, weight=w, label_smoothing=0.1),
          [rn(5, 4), torch.softmax(rn(5, 4), 1), w4], grad_ins=(0, 1))
+    loss("ce_single_sample", lambda x, t: F.cross_entropy(x, t), [rn(5), torch.tensor(3)])
     loss("nll_ignore_weight", lambda x, t, w: F.nll_loss(torch.log_softmax(x, 1), t, weight=w, ignore_index=1),
          [rn(5, 4), t5, w4])
     loss("mse", lambda a, b: F.mse_loss(a, b), [rn(3, 4), rn(3, 4)], grad_ins=(0, 1))
@@ -226,6 +231,8 @@ OPTIMS = {
     "adamw": lambda p: torch.optim.AdamW(p, lr=0.05, weight_decay=0.1),
     "adam_amsgrad": lambda p: torch.optim.Adam(p, lr=0.05, amsgrad=True),
     "adamw_amsgrad": lambda p: torch.optim.AdamW(p, lr=0.05, weight_decay=0.05, amsgrad=True),
+    "adam_param_groups": lambda p: torch.optim.Adam([{"params": p[:2], "lr": 0.02, "weight_decay": 0.1},
+                                                     {"params": p[2:]}], lr=0.05),
     "rmsprop": lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.9),
     "rmsprop_centered_momentum": lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.5, centered=True,
                                                                weight_decay=0.01),
@@ -244,7 +251,7 @@ def optims():
         for k, v in m.state_dict().items():
             OUT["%s/%s" % (name, k)] = v.clone()
         OUT[name + "/@x"], OUT[name + "/@y"] = x, y
-        opt = make(m.parameters())
+        opt = make(list(m.parameters()))
         ls = []
         for s in range(1, STEPS + 1):
             opt.zero_grad()
