@@ -26,4 +26,6 @@ if ! "$PY" tests/parity/torch_layers_f64.py "$tmp/ref.safetensors" 0 > "$tmp/py.
     echo "FAIL torch_layers_write: $(tail -n 5 "$tmp/py.log")"
     exit 1
 fi
-"$BUILD/stitch" tests/parity/torch_layers_f64.lua "$tmp/ref.safetensors"
+# Without make test's NVRTC check: its 336 f64 kernels took ~180 s to compile for sm_80/sm_90a
+# on the 2-core VM, and the layers' CUDA code is checked by the Lua tests on the simulated GPU.
+ST_NVRTC_CHECK=0 "$BUILD/stitch" tests/parity/torch_layers_f64.lua "$tmp/ref.safetensors"
