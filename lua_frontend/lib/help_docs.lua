@@ -169,6 +169,8 @@ D.Tensor = {
   index_select = "x:index_select(d, idx) -- the entries idx (1-based; tensor or Lua table) of dim d",
   scatter_add = "x:scatter_add(d, idx, src) -- x with src added at the 1-based indices idx along d (out of place)",
   index_add = "x:index_add(d, idx, src) -- x with src's slices added at the entries idx of dim d (out of place)",
+  scatter_ = "x:scatter_(d, idx, src | v) -- scatter in place: x's storage gets the result (returns x)",
+  scatter_add_ = "x:scatter_add_(d, idx, src) -- scatter_add in place: src added into x at the 1-based indices idx along d (returns x)",
   scatter = "x:scatter(d, idx, src | v) -- x with src (or the number v) written at the 1-based indices idx along d (out of place)",
   nonzero = "x:nonzero() -- the 1-based coordinates of the non-zero entries, (count, dims) i64 (a sync)",
   add_ = "x:add_(y) -- x += y in place; returns x", sub_ = "x:sub_(y) -- x -= y in place; returns x",

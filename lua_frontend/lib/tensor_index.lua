@@ -1,4 +1,4 @@
--- tensor_index.lua — scatter, nonzero, and indexing with a tensor key: x[mask], x[mask] = v,
+-- tensor_index.lua — scatter (and scatter_, scatter_add_ in place), nonzero, and indexing with a tensor key: x[mask], x[mask] = v,
 -- x[idx], x[idx] = v. Loaded when the module opens, after tensor_ops.lua (llib.c); lindex.c calls
 -- index_get / index_set here when the key of t[key] is a tensor (other keys stay in C).
 --
@@ -64,25 +64,27 @@ end
 -- value undefined; here it is the mean of the values written there (so one value written through
 -- repeats is that value), rounded down for integer dtypes. The gradient flows to x (where nothing
 -- was written) and to src (a gather of the gradient).
-function M.scatter(x, dim, index, src, extra)
-  check_tensor("scatter", x, "argument #1")
-  if extra ~= nil then fail("scatter", "unexpected argument " .. show(extra) .. " (the arguments are dim, index and src or a value)") end
-  local d = check_dim("scatter", dim, x:dim())
-  index = index_arg("scatter", x, index)
+-- lvl: 1 when the caller of scatter_impl's caller is the user's code (a tail call), 2 when one more
+-- frame is between.
+local function scatter_impl(op, lvl, x, dim, index, src, extra)
+  check_tensor(op, x, "argument #1", lvl)
+  if extra ~= nil then fail(op, "unexpected argument " .. show(extra) .. " (the arguments are dim, index and src or a value)", lvl) end
+  local d = check_dim(op, dim, x:dim(), lvl)
+  index = index_arg(op, x, index, lvl)
   if index:dim() ~= math.max(x:dim(), 1) and not (x:dim() == 0 and index:dim() == 0) then
-    fail("scatter", "index of shape " .. shape_str(index) .. " must have as many dims as the tensor of shape " .. shape_str(x))
+    fail(op, "index of shape " .. shape_str(index) .. " must have as many dims as the tensor of shape " .. shape_str(x), lvl)
   end
   local value
   if type(src) == "number" or type(src) == "boolean" then
-    value = U.scalar_for("scatter", x, src)
+    value = U.scalar_for(op, x, src, lvl)
   else
-    check_tensor("scatter", src, "src (a tensor or a number)")
+    check_tensor(op, src, "src (a tensor or a number)", lvl)
     if src:dim() ~= index:dim() then
-      fail("scatter", "src of shape " .. shape_str(src) .. " and index of shape " .. shape_str(index) .. " differ in their number of dims")
+      fail(op, "src of shape " .. shape_str(src) .. " and index of shape " .. shape_str(index) .. " differ in their number of dims", lvl)
     end
     for k = 1, index:dim() do
       if src:size(k) < index:size(k) then
-        fail("scatter", "src of shape " .. shape_str(src) .. " is smaller than index of shape " .. shape_str(index) .. " in dim " .. k)
+        fail(op, "src of shape " .. shape_str(src) .. " is smaller than index of shape " .. shape_str(index) .. " in dim " .. k, lvl)
       end
     end
     for k = 1, index:dim() do
@@ -102,6 +104,28 @@ function M.scatter(x, dim, index, src, extra)
   local r = replace(base, count, written, value)
   if bool then r = r:ne(0) end
   return r
+end
+
+function M.scatter(x, dim, index, src, extra)
+  return scatter_impl("scatter", 1, x, dim, index, src, extra)
+end
+
+-- x:scatter_(dim, index, src | value): scatter in place (x's storage gets scatter's result, as
+-- copy_ writes it: x's views see it; the gradient as scatter's).
+function M.scatter_(x, dim, index, src, extra)
+  local r = scatter_impl("scatter_", 2, x, dim, index, src, extra)
+  x:copy_(r)
+  return x
+end
+
+-- x:scatter_add_(dim, index, src): scatter_add in place.
+function M.scatter_add_(x, dim, index, src, extra)
+  check_tensor("scatter_add_", x, "argument #1")
+  if extra ~= nil then fail("scatter_add_", "unexpected argument " .. show(extra) .. " (the arguments are dim, index and src)") end
+  local ok, r = pcall(x.scatter_add, x, dim, index, src)
+  if not ok then error((tostring(r):gsub("^.-scatter_add:", "scatter_add_:", 1)), 2) end
+  x:copy_(r)
+  return x
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -264,6 +288,6 @@ function I.index_set(x, key, v)
   x:copy_(new)
 end
 
-U.register(M, { scatter = 5, nonzero = 2 })
+U.register(M, { scatter = 5, scatter_ = 5, scatter_add_ = 5, nonzero = 2 })
 M._index_get, M._index_set = I.index_get, I.index_set   -- after register: not methods
 return M

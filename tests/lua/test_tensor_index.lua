@@ -114,6 +114,44 @@ test("scatter_errors", function()
   raises(function() return x:scatter(1, i64({ { 4 } }), 1):tolist() end, "out of range")
 end)
 
+test("scatter_in_place", function()
+  local x0 = H.nested({ 3, 4 }, function() return math.floor(rnd() * 10) end)
+  local src = H.nested({ 2, 4 }, function() return math.floor(rnd() * 10) + 100 end)
+  local idx = { { 3, 1, 2, 1 }, { 1, 3, 3, 2 } }
+  local want = copy2(x0)
+  for i = 1, 2 do for j = 1, 4 do want[idx[i][j]][j] = src[i][j] end end
+  local x = st.tensor(x0)
+  local row2 = x:narrow(1, 2, 1)               -- a view: sees the write
+  local r = x:scatter_(1, i64(idx), st.tensor(src))
+  assert(rawequal(r, x), "scatter_ returns its tensor")
+  check(x, want, 0, "scatter_")
+  check(row2, { want[2] }, 0, "scatter_ through a view")
+  -- scatter_add_: repeats add up
+  want = copy2(x0)
+  for i = 1, 2 do for j = 1, 4 do want[idx[i][j]][j] = want[idx[i][j]][j] + src[i][j] end end
+  x = st.tensor(x0)
+  local col = x:narrow(2, 1, 1)
+  eq(rawequal(x:scatter_add_(1, i64(idx), st.tensor(src)), x), true, "scatter_add_ returns its tensor")
+  check(x, want, 0, "scatter_add_")
+  check(col, { { want[1][1] }, { want[2][1] }, { want[3][1] } }, 0, "scatter_add_ through a view")
+  check(st.zeros({ 3 }, "i64"):scatter_add_(1, i64({ 2, 2, 3 }), i64({ 1, 4, 5 })), { 0, 5, 5 }, 0, "integer repeats")
+  -- the gradient of an in-place scatter on a non-leaf: as scatter's
+  gradcheck({ { { 3, 4 }, list(12, function() return rnd() end) }, { { 2, 4 }, list(8, function() return rnd() end) } },
+    function(a, s) return (a * 1):scatter_(1, i64(idx), s) end, "scatter_")
+  gradcheck({ { { 3, 4 }, list(12, function() return rnd() end) }, { { 2, 4 }, list(8, function() return rnd() end) } },
+    function(a, s) return (a * 1):scatter_add_(1, i64(idx), s) end, "scatter_add_")
+  -- errors name the in-place op, at the caller's line
+  local z = st.zeros({ 3, 4 })
+  local err = raises(function() local _ = z:scatter_(3, i64({ { 1 } }), 1) end, "scatter_: dim 3 out of range for a 2-d tensor")
+  assert(err:find("test_tensor_index.lua:%d+: scatter_:"), "no position in: " .. err)
+  raises(function() return z:scatter_(1, i64({ { 1, 2 } }), st.zeros({ 1, 1 })) end, "scatter_: src of shape (1, 1) is smaller")
+  err = raises(function() local _ = z:scatter_add_(1, st.tensor({ { 1 } }), z) end, "scatter_add_:")
+  assert(err:find("test_tensor_index.lua:%d+: scatter_add_:"), "no position in: " .. err)
+  raises(function() return z:scatter_add_(1, i64({ { 1 } }), z, 5) end, "scatter_add_: unexpected argument")
+  raises(function() return z:scatter_(1, i64({ { 1 } }), 1, 2) end, "scatter_: unexpected argument")
+  check(z, H.nested({ 3, 4 }, function() return 0 end), 0, "a failed call leaves the tensor alone")
+end)
+
 -- ---------------------------------------------------------------------------------------------
 -- nonzero
 -- ---------------------------------------------------------------------------------------------
