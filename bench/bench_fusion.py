@@ -2,14 +2,23 @@
 exists) on softmax, layernorm fwd and fwd+bwd, cross-entropy fwd+bwd, an AdamW step, Linear+GELU, one
 transformer-block training step and the Fashion-MNIST MLP step; kernels per iteration; the ST_FUSE
 ablation. This file is the PyTorch twin of bench_fusion.lua and the driver that runs both.
+Optional peers on the CPU (issue 15): JAX (jax.jit, XLA) and tinygrad (TinyJit), bench_fusion_peers.py.
 
-Run: /usr/bin/python3 bench/bench_fusion.py [--quick] [--no-ablation] [--cases=a,b] [--build DIR]
-                                             [--device cuda]
-     (make -C bench fusion [QUICK=1]; full run: ~3-5 min; --quick (2 ablation settings) ~1.5 min)
+Run: /usr/bin/python3 bench/bench_fusion.py [--quick] [--no-ablation] [--no-peers] [--cases=a,b]
+                                             [--build DIR] [--device cuda]
+     (make -C bench fusion [QUICK=1] [TPY=python with torch, jax, tinygrad]; full run: ~3-5 min,
+     +2-3 min with both peers (tinygrad compiles the block step for ~40 s); --quick (2 ablation
+     settings) ~1.5 min)
 
 Order: stitch (build/stitch bench/bench_fusion.lua, a fresh kernel cache dir), then the PyTorch
-twins in this process, then stitch once per ST_FUSE setting of the ablation (--quick iteration
-counts), then the tables. Threads: ST_THREADS if set, else every CPU; torch.set_num_threads gets
+twins in this process, then (CPU, unless --no-peers) each peer in a child process of this Python
+(bench_fusion_peers.py --peer=jax|tinygrad: same inputs bit for bit, same checksums compared with
+torch eager's, same timing rule, the same thread count: see its docstring); a peer that cannot be
+imported prints "<peer>: not installed (...)" and its columns are n/a (Debian's python3 has
+neither). Then stitch once per ST_FUSE setting of the ablation (--quick iteration counts), then the
+tables: the results table, then "stitch vs every baseline of this run" (eager, torch.compile,
+jax.jit, tinygrad: times and stitch / baseline; a peer whose checksum mismatches is FAILED and its
+ratio invalid). Threads: ST_THREADS if set, else every CPU; torch.set_num_threads gets
 the same number. OMP_WAIT_POLICY is PASSIVE for both unless set (stitch's own default).
 Inputs are bit-identical in both (bench_fusion.lua's integer pattern); each case's outputs are
 compared once through two checksums (sum(y * w), sum(|y|)): a mismatch marks the case FAILED.
