@@ -447,10 +447,14 @@ def print_peer_table(s, t, peers, cases):
     """stitch against every baseline of this run: times and stitch / baseline ratios."""
     print("== stitch vs every baseline of this run: median ms; ratio = stitch / baseline (< 1: stitch "
           "faster); a baseline's checksum mismatch against torch eager makes its ratio invalid ==")
+    print("kernels per iteration: stitch and torch as above; jax = instructions of the compiled executable's "
+          "ENTRY computation less parameters, constants, tuples and bitcasts (fusions, dots, copies: one "
+          "thunk each); tinygrad = GlobalCounters.kernel_count over one TinyJit replay.")
     names = [n for _, n in PEERS]
     hdr = "| case | stitch ms | torch eager ms | torch.compile ms | %s | stitch/eager | stitch/compile | %s | " \
-          "checks %s |" % (" | ".join(n + " ms" for n in names), " | ".join("stitch/" + n.split()[0] for n in names),
-                           ", ".join(p for p, _ in PEERS))
+          "kernels stitch / eager / %s | checks %s |" % (
+              " | ".join(n + " ms" for n in names), " | ".join("stitch/" + n.split()[0] for n in names),
+              " / ".join(p for p, _ in PEERS), ", ".join(p for p, _ in PEERS))
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for c in cases:
@@ -468,9 +472,10 @@ def print_peer_table(s, t, peers, cases):
             cell, bad = check_cell(r, t, c, peer) if r else ("n/a", None)
             chks.append(cell)
             base.append((r.get(c + "_ms"), bad))
-        print("| %s | %s | %s | %s | %s |" % (
+        kern = [s.get(c + "_kernels"), t.get(c + "_kernels")] + [peers.get(p, {}).get(c + "_kernels") for p, _ in PEERS]
+        print("| %s | %s | %s | %s | %s | %s |" % (
             label(c, "cpu"), fmt(sm), " | ".join(fmt(b) for b, _ in base),
-            " | ".join(ratio(b, bad) for b, bad in base), ", ".join(chks)))
+            " | ".join(ratio(b, bad) for b, bad in base), " / ".join(fmt(k, "%.0f") for k in kern), ", ".join(chks)))
 
 
 def compare(s, t, case, who="stitch"):

@@ -31,6 +31,10 @@ torch does, passed as scalars; parameter and moment buffers donated). tinygrad: 
 zero_grad, forward, backward and tinygrad.nn.optim.Adam/AdamW (the same update as torch's:
 lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)). GELU is the exact (erf) form in both (tinygrad
 evaluates erf with a 1.5e-7 polynomial).
+
+Kernels per iteration (counted once after the timing): JAX = hlo_kernels() of the compiled
+executable (ENTRY instructions less parameters, constants, tuples, bitcasts: one thunk each);
+tinygrad = GlobalCounters.kernel_count over one TinyJit replay.
 """
 import math
 import os
@@ -111,6 +115,26 @@ def bias_corr(t):
 # JAX
 # ---------------------------------------------------------------------------------------------
 
+HLO_NO_KERNEL = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
+
+
+def hlo_kernels(text):
+    """Kernels of a compiled XLA executable: the instructions of its ENTRY computation (each a
+    fusion, dot, copy, custom call ... that XLA's CPU runtime runs as one thunk) except parameters,
+    constants, tuples and bitcasts (no data moved). Nested computations are fusion bodies."""
+    import re
+    entry = text[text.index("\nENTRY"):]
+    entry = entry[:entry.index("\n}")]
+    n = 0
+    for line in entry.splitlines()[1:]:
+        if " = " not in line:
+            continue
+        m = re.search(r"\s([a-z][a-z0-9-]*)\(", line.split(" = ", 1)[1])
+        if m and m.group(1) not in HLO_NO_KERNEL:
+            n += 1
+    return n
+
+
 def jax_cases(jax, np, checks):
     """{case: setup -> iter}; each iter waits for its results (block_until_ready)."""
     jnp = jax.numpy
@@ -127,8 +151,12 @@ def jax_cases(jax, np, checks):
         lse = jax.nn.logsumexp(logits, axis=-1)
         return (lse - jnp.take_along_axis(logits, target[:, None], axis=-1)[:, 0]).mean()
 
-    def ready(f):
-        return lambda: jax.block_until_ready(f())
+    def ready(f, fn, args):
+        """The timed call (waits for its results); .kernels() counts fn's executable at args()."""
+        def run():
+            return jax.block_until_ready(f())
+        run.kernels = lambda: hlo_kernels(fn.lower(*args()).compile().as_text())
+        return run
 
     def adam_update(p, g, m, v, step_size, bc2s, decay):
         m = B1 * m + (1 - B1) * g
@@ -139,14 +167,14 @@ def jax_cases(jax, np, checks):
         x = put(I.inp([R, 4096], 1, 8))
         f = jax.jit(lambda x: jax.nn.softmax(x, axis=-1))
         I.checksum(checks, "softmax", "y", f(x))
-        return ready(lambda: f(x))
+        return ready(lambda: f(x), f, lambda: (x,))
 
     def layernorm_fwd():
         x = put(I.inp([R, 1024], 1, 4))
         w, b = put(I.inp([1024], 2, 0.4) + np.float32(1)), put(I.inp([1024], 3))
         f = jax.jit(ln)
         I.checksum(checks, "layernorm_fwd", "y", f(x, w, b))
-        return ready(lambda: f(x, w, b))
+        return ready(lambda: f(x, w, b), f, lambda: (x, w, b))
 
     def layernorm():
         x = put(I.inp([R, 1024], 1, 4))
@@ -159,7 +187,7 @@ def jax_cases(jax, np, checks):
             return (y,) + vjp(dy)
         for n, t in zip(["y", "dx", "dw", "db"], f(x, w, b, dy)):
             I.checksum(checks, "layernorm", n, t)
-        return ready(lambda: f(x, w, b, dy))
+        return ready(lambda: f(x, w, b, dy), f, lambda: (x, w, b, dy))
 
     def cross_entropy():
         logits = put(I.inp([R, 1024], 1, 8))
@@ -168,7 +196,7 @@ def jax_cases(jax, np, checks):
         loss, dx = f(logits, target)
         checks["chk_cross_entropy_loss"] = float(loss)
         I.checksum(checks, "cross_entropy", "dx", dx)
-        return ready(lambda: f(logits, target))
+        return ready(lambda: f(logits, target), f, lambda: (logits, target))
 
     def adamw():
         ps = [put(p) for p in I.params(block_specs(AC, AC))]
@@ -188,14 +216,14 @@ def jax_cases(jax, np, checks):
         step()
         for name, i in [("p1", 0), ("p3", 2), ("p9", 8)]:
             I.checksum(checks, "adamw", name, st["p"][i])
-        return ready(step)
+        return ready(step, upd, lambda: (st["p"], st["m"], st["v"], gs) + bias_corr(st["t"]))
 
     def linear_gelu():
         x = put(I.inp([4096, 1024], 1))
         w, b = put(I.inp([1024, 1024], 2, 1 / 16)), put(I.inp([1024], 3, 0.2))
         f = jax.jit(lambda x, w, b: jax.nn.gelu(x @ w.T + b, approximate=False))
         I.checksum(checks, "linear_gelu", "y", f(x, w, b))
-        return ready(lambda: f(x, w, b))
+        return ready(lambda: f(x, w, b), f, lambda: (x, w, b))
 
     def train(case, specs, loss_fn, x, target, decay):
         ps = [put(p) for p in I.params(specs)]
@@ -219,7 +247,7 @@ def jax_cases(jax, np, checks):
             return loss, st["p"]
         step()
         checks["chk_%s_loss2" % case] = float(step()[0])
-        return ready(step)
+        return ready(step, f, lambda: (st["p"], st["m"], st["v"], x, target) + bias_corr(st["t"]))
 
     def block():
         B, T, C, H, V = BLOCK
@@ -270,10 +298,18 @@ def tinygrad_cases(tg, np, checks):
         return x.matmul(w.T) + b
 
     def ready(f):
+        """The timed call (realized, then the device synchronized); .kernels() runs it once more
+        and counts the kernels it launched (GlobalCounters.kernel_count: the TinyJit replay's)."""
         def run():
             out = f()
             dev.synchronize()
             return out
+
+        def kernels():
+            k0 = tg.GlobalCounters.kernel_count
+            run()
+            return tg.GlobalCounters.kernel_count - k0
+        run.kernels = kernels
         return run
 
     def realized(*ts):
@@ -474,8 +510,13 @@ def main(args):
             first = (time.perf_counter() - a) * 1e3
             med, best, n, _ = time_iters(it, reps, budget, 3)
             r.update({c + "_ms": med, c + "_best_ms": best, c + "_n": n, c + "_setup_ms": first})
-            print("  %-8s %-13s %9.3f ms median (best %.3f, %d iters; build + compile + check %.0f ms)" % (
-                peer, c, med, best, n, first))
+            try:
+                kern = it.kernels()
+                r[c + "_kernels"] = kern
+            except Exception as e:  # noqa: BLE001 (a count is a bonus: keep the time)
+                kern = "n/a (%s)" % type(e).__name__
+            print("  %-8s %-13s %9.3f ms median (best %.3f, %d iters; build + compile + check %.0f ms), %s kernels/iter" % (
+                peer, c, med, best, n, first, kern))
         except Exception as e:  # noqa: BLE001 (report and go on with the other cases)
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             print("  %-8s %-13s FAILED: %s: %s" % (peer, c, type(e).__name__, msg[:300]))

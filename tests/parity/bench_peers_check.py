@@ -4,6 +4,8 @@ tinygrad (run by tests/run_bench_peers.sh with Debian's python3, torch and numpy
   torch_pattern / torch_init_params; the MLP and the transformer block, in named_parameters order);
 - a peer that cannot be imported: the child prints "<peer>: not installed (...)" and exits 3, and
   bench_fusion.run_peers gives it no results;
+- hlo_kernels counts a compiled XLA module's ENTRY kernels (fusions, dots), not its parameters,
+  constants, bitcasts and tuples;
 - the peer table: a missing peer is n/a, a peer whose checksum differs from torch eager's beyond the
   tolerance is FAILED and its ratio invalid, a matching one gets stitch / peer.
 Prints `PASS name` / `FAIL name: why`; exit status 1 on any failure.
@@ -79,17 +81,25 @@ def main():
         report("bench_peers_run_absent", got == {"jax": {}, "tinygrad": {}} and "jax: not installed" in buf.getvalue()
                and "tinygrad: not installed" in buf.getvalue(), "got %r, printed %r" % (got, buf.getvalue()))
 
-    t = {"mlp_ms": 4.0, "mlp_compile_ms": 5.0, "chk_mlp_loss1": 2.475, "chk_mlp_loss2": 2.3838}
-    s = {"mlp_ms": 2.0, "chk_mlp_loss1": 2.475, "chk_mlp_loss2": 2.3838}
-    peers = {"jax": {"mlp_ms": 1.0, "chk_mlp_loss1": 2.4751, "chk_mlp_loss2": 2.3838},
+    hlo = ("HloModule m\n\n%fused (p: f32[4]) -> f32[4] {\n  %p = f32[4]{0} parameter(0)\n  ROOT %e = f32[4]{0} exponential(%p)\n}\n\n"
+           "ENTRY %main (x.1: f32[4]) -> (f32[4], f32[]) {\n  %x.1 = f32[4]{0} parameter(0)\n  %c = f32[] constant(1)\n"
+           "  %f = f32[4]{0} fusion(%x.1), kind=kLoop, calls=%fused\n  %d = f32[] dot(%f, %f), lhs_contracting_dims={0}\n"
+           "  %b = f32[2,2]{1,0} bitcast(%f)\n  ROOT %t = (f32[4]{0}, f32[]) tuple(%f, %d)\n}\n")
+    n = bp.hlo_kernels(hlo)
+    report("bench_peers_hlo_kernels", n == 2, "%d kernels, want 2 (the fusion and the dot)" % n)
+
+    t = {"mlp_ms": 4.0, "mlp_compile_ms": 5.0, "mlp_kernels": 68, "chk_mlp_loss1": 2.475, "chk_mlp_loss2": 2.3838}
+    s = {"mlp_ms": 2.0, "mlp_kernels": 14, "chk_mlp_loss1": 2.475, "chk_mlp_loss2": 2.3838}
+    peers = {"jax": {"mlp_ms": 1.0, "mlp_kernels": 50, "chk_mlp_loss1": 2.4751, "chk_mlp_loss2": 2.3838},
              "tinygrad": {"mlp_ms": 8.0, "chk_mlp_loss1": 2.475, "chk_mlp_loss2": 2.309}}
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         bf.print_peer_table(s, t, peers, ["mlp"])
         bf.print_peer_table(s, t, {}, ["mlp"])
     rows = [ln for ln in buf.getvalue().splitlines() if ln.startswith("| MLP")]
-    want0 = "| 2.000 | 4.000 | 5.000 | 1.000 | 8.000 | 0.50x | 0.40x | 2.00x | invalid | ok, FAILED: chk_mlp_loss2 tinygrad"
-    want1 = "| 2.000 | 4.000 | 5.000 | n/a | n/a | 0.50x | 0.40x | n/a | n/a | n/a, n/a |"
+    want0 = "| 2.000 | 4.000 | 5.000 | 1.000 | 8.000 | 0.50x | 0.40x | 2.00x | invalid | 14 / 68 / 50 / n/a | " \
+        "ok, FAILED: chk_mlp_loss2 tinygrad"
+    want1 = "| 2.000 | 4.000 | 5.000 | n/a | n/a | 0.50x | 0.40x | n/a | n/a | 14 / 68 / n/a / n/a | n/a, n/a |"
     report("bench_peers_table", len(rows) == 2 and want0 in rows[0] and rows[1].endswith(want1),
            "rows %r" % rows)
     return 1 if failed else 0
