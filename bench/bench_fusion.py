@@ -2,14 +2,23 @@
 exists) on softmax, layernorm fwd and fwd+bwd, cross-entropy fwd+bwd, an AdamW step, Linear+GELU, one
 transformer-block training step and the Fashion-MNIST MLP step; kernels per iteration; the ST_FUSE
 ablation. This file is the PyTorch twin of bench_fusion.lua and the driver that runs both.
+Optional peers on the CPU (issue 15): JAX (jax.jit, XLA) and tinygrad (TinyJit), bench_fusion_peers.py.
 
-Run: /usr/bin/python3 bench/bench_fusion.py [--quick] [--no-ablation] [--cases=a,b] [--build DIR]
-                                             [--device cuda]
-     (make -C bench fusion [QUICK=1]; full run: ~3-5 min; --quick (2 ablation settings) ~1.5 min)
+Run: /usr/bin/python3 bench/bench_fusion.py [--quick] [--no-ablation] [--no-peers] [--cases=a,b]
+                                             [--build DIR] [--device cuda]
+     (make -C bench fusion [QUICK=1] [TPY=python with torch, jax, tinygrad]; full run: ~3-5 min,
+     +2-3 min with both peers (tinygrad compiles the block step for ~40 s); --quick (2 ablation
+     settings) ~1.5 min)
 
 Order: stitch (build/stitch bench/bench_fusion.lua, a fresh kernel cache dir), then the PyTorch
-twins in this process, then stitch once per ST_FUSE setting of the ablation (--quick iteration
-counts), then the tables. Threads: ST_THREADS if set, else every CPU; torch.set_num_threads gets
+twins in this process, then (CPU, unless --no-peers) each peer in a child process of this Python
+(bench_fusion_peers.py --peer=jax|tinygrad: same inputs bit for bit, same checksums compared with
+torch eager's, same timing rule, the same thread count: see its docstring); a peer that cannot be
+imported prints "<peer>: not installed (...)" and its columns are n/a (Debian's python3 has
+neither). Then stitch once per ST_FUSE setting of the ablation (--quick iteration counts), then the
+tables: the results table, then "stitch vs every baseline of this run" (eager, torch.compile,
+jax.jit, tinygrad: times and stitch / baseline; a peer whose checksum mismatches is FAILED and its
+ratio invalid). Threads: ST_THREADS if set, else every CPU; torch.set_num_threads gets
 the same number. OMP_WAIT_POLICY is PASSIVE for both unless set (stitch's own default).
 Inputs are bit-identical in both (bench_fusion.lua's integer pattern); each case's outputs are
 compared once through two checksums (sum(y * w), sum(|y|)): a mismatch marks the case FAILED.
@@ -93,39 +102,30 @@ def prod(shape):
 # PyTorch twins (identical inputs, parameters and checksums to bench_fusion.lua)
 # ---------------------------------------------------------------------------------------------
 
-def torch_cases(torch, checks, wrap, dev):
-    """{case: (setup -> (iter, outputs_for_check))}. wrap(f) is identity (eager) or torch.compile;
-    every tensor and module is made on dev (a torch.device); sizes SIZES[dev.type]."""
+def torch_pattern(torch, shape, seed, dev=None):
+    """bench_fusion.lua's input pattern: int64 index arithmetic, then a float32 divide."""
+    i = torch.arange(prod(shape), dtype=torch.int64, device=dev)
+    return (((i * 7919 + seed * 104729) % 10007).float() / 10007.0 - 0.5).reshape(shape)
+
+
+def torch_init_params(torch, model, dev=None):
+    """Every parameter from the pattern, seed 100 + its index in named_parameters(): matrices scaled
+    by 2 / sqrt(fan_in), LayerNorm weights 1 + 0.2 x, the rest 0.2 x (bench_fusion.lua's rule)."""
+    with torch.no_grad():
+        for i, (name, p) in enumerate(model.named_parameters()):
+            s = list(p.shape)
+            if len(s) == 2:
+                v = torch_pattern(torch, s, 100 + i, dev) * (2 / math.sqrt(s[1]))
+            elif name.startswith("ln") and name.endswith("weight"):
+                v = torch_pattern(torch, s, 100 + i, dev) * 0.2 + 1
+            else:
+                v = torch_pattern(torch, s, 100 + i, dev) * 0.2
+            p.copy_(v)
+
+
+def torch_block(torch, C, H, V):
+    """The transformer block of the block and adamw cases (pre-LN, causal attention, GELU MLP, head)."""
     F = torch.nn.functional
-    R, AC = SIZES[dev.type]
-
-    def arange(n):
-        return torch.arange(n, device=dev)
-
-    def pattern(shape, seed):
-        i = torch.arange(prod(shape), dtype=torch.int64, device=dev)
-        return (((i * 7919 + seed * 104729) % 10007).float() / 10007.0 - 0.5).reshape(shape)
-
-    def inp(shape, seed, scale=1.0):
-        return pattern(shape, seed) * scale
-
-    def init_params(model):
-        with torch.no_grad():
-            for i, (name, p) in enumerate(model.named_parameters()):
-                s = list(p.shape)
-                if len(s) == 2:
-                    v = pattern(s, 100 + i) * (2 / math.sqrt(s[1]))
-                elif name.startswith("ln") and name.endswith("weight"):
-                    v = pattern(s, 100 + i) * 0.2 + 1
-                else:
-                    v = pattern(s, 100 + i) * 0.2
-                p.copy_(v)
-
-    def checksum(case, name, y):
-        y = y.detach().double()
-        w = pattern(list(y.shape), 7).double()
-        checks["chk_%s_%s_w" % (case, name)] = float((y * w).sum())
-        checks["chk_%s_%s_l1" % (case, name)] = float(y.abs().sum())
 
     class Block(torch.nn.Module):
         def __init__(self, C, H, V):
@@ -148,6 +148,33 @@ def torch_cases(torch, checks, wrap, dev):
             x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
             x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
             return self.head(x)
+
+    return Block(C, H, V)
+
+
+def torch_cases(torch, checks, wrap, dev):
+    """{case: (setup -> (iter, outputs_for_check))}. wrap(f) is identity (eager) or torch.compile;
+    every tensor and module is made on dev (a torch.device); sizes SIZES[dev.type]."""
+    F = torch.nn.functional
+    R, AC = SIZES[dev.type]
+
+    def arange(n):
+        return torch.arange(n, device=dev)
+
+    def pattern(shape, seed):
+        return torch_pattern(torch, shape, seed, dev)
+
+    def inp(shape, seed, scale=1.0):
+        return pattern(shape, seed) * scale
+
+    def init_params(model):
+        torch_init_params(torch, model, dev)
+
+    def checksum(case, name, y):
+        y = y.detach().double()
+        w = pattern(list(y.shape), 7).double()
+        checks["chk_%s_%s_w" % (case, name)] = float((y * w).sum())
+        checks["chk_%s_%s_l1" % (case, name)] = float(y.abs().sum())
 
     def softmax():
         x = inp([R, 4096], 1, 8)
@@ -194,7 +221,7 @@ def torch_cases(torch, checks, wrap, dev):
         return run
 
     def adamw():
-        model = Block(AC, 8, AC).to(dev)
+        model = torch_block(torch, AC, 8, AC).to(dev)
         init_params(model)
         params = list(model.parameters())
         for i, p in enumerate(params):
@@ -240,7 +267,7 @@ def torch_cases(torch, checks, wrap, dev):
 
     def block():
         B, T, C, H, V = 16, 64, 128, 4, 256
-        model = Block(C, H, V).to(dev)
+        model = torch_block(torch, C, H, V).to(dev)
         notmask = ~(arange(T).reshape(T, 1) >= arange(T).reshape(1, T))
         x = inp([B, T, C], 1)
         target = (arange(B * T) * 31 + 7) % V
@@ -389,8 +416,71 @@ def run_stitch(build, out, quick, cases, fuse=None, device="cpu"):
     return p.stdout, load([out])
 
 
-def compare(s, t, case):
-    """Mismatching checksum lines of one case (empty: ok); None when a side has no checks."""
+PEERS = [("jax", "jax.jit"), ("tinygrad", "tinygrad TinyJit")]
+
+
+def run_peers(cases, quick, threads, tmp):
+    """{peer: result dict} of the optional peers (bench_fusion_peers.py, one child process each, this
+    Python): a peer that cannot be imported prints "<peer>: not installed (...)" and gets {}."""
+    out = {}
+    for peer, _ in PEERS:
+        path = os.path.join(tmp, "peer_%s.txt" % peer)
+        args = [sys.executable, os.path.join(HERE, "bench_fusion_peers.py"), "--peer=" + peer,
+                "--threads=%d" % threads, "--out=" + path, "--cases=" + ",".join(cases)] + \
+            (["--quick"] if quick else [])
+        sys.stdout.flush()
+        try:
+            p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            text, rc = p.stdout, p.returncode
+        except OSError as e:
+            text, rc = "%s: not run (%s)\n" % (peer, e), 1
+        # peers print warnings of their own on stderr (XLA, tinygrad): keep our lines and errors
+        lines = [ln for ln in text.splitlines() if ln.startswith(("  ", peer + ":")) or "Error" in ln]
+        print("\n".join(lines[-40:]))
+        if rc not in (0, 3):
+            print("  %s exited with status %d" % (peer, rc))
+        out[peer] = load([path]) if rc == 0 else {}
+    return out
+
+
+def print_peer_table(s, t, peers, cases):
+    """stitch against every baseline of this run: times and stitch / baseline ratios."""
+    print("== stitch vs every baseline of this run: median ms; ratio = stitch / baseline (< 1: stitch "
+          "faster); a baseline's checksum mismatch against torch eager makes its ratio invalid ==")
+    print("kernels per iteration: stitch and torch as above; jax = instructions of the compiled executable's "
+          "ENTRY computation less parameters, constants, tuples and bitcasts (fusions, dots, copies: one "
+          "thunk each); tinygrad = GlobalCounters.kernel_count over one TinyJit replay.")
+    names = [n for _, n in PEERS]
+    hdr = "| case | stitch ms | torch eager ms | torch.compile ms | %s | stitch/eager | stitch/compile | %s | " \
+          "kernels stitch / eager / %s | checks %s |" % (
+              " | ".join(n + " ms" for n in names), " | ".join("stitch/" + n.split()[0] for n in names),
+              " / ".join(p for p, _ in PEERS), ", ".join(p for p, _ in PEERS))
+    print(hdr)
+    print("|" + "---|" * (hdr.count("|") - 1))
+    for c in cases:
+        sm = s.get(c + "_ms")
+        sbad = compare(s, t, c)
+
+        def ratio(b, bad):
+            if sbad or bad:
+                return "invalid"
+            return "%.2fx" % (sm / b) if sm and b else "n/a"
+        base = [(t.get(c + "_ms"), None), (t.get(c + "_compile_ms"), None)]
+        chks = []
+        for peer, _ in PEERS:
+            r = peers.get(peer, {})
+            cell, bad = check_cell(r, t, c, peer) if r else ("n/a", None)
+            chks.append(cell)
+            base.append((r.get(c + "_ms"), bad))
+        kern = [s.get(c + "_kernels"), t.get(c + "_kernels")] + [peers.get(p, {}).get(c + "_kernels") for p, _ in PEERS]
+        print("| %s | %s | %s | %s | %s | %s |" % (
+            label(c, "cpu"), fmt(sm), " | ".join(fmt(b) for b, _ in base),
+            " | ".join(ratio(b, bad) for b, bad in base), " / ".join(fmt(k, "%.0f") for k in kern), ", ".join(chks)))
+
+
+def compare(s, t, case, who="stitch"):
+    """Mismatching checksum lines of one case (empty: ok); None when a side has no checks. s: the
+    side checked (stitch or a peer, named who), t: torch eager's checks."""
     keys = sorted(k for k in t if k.startswith("chk_%s_" % case))
     if not keys or not any(k in s for k in keys):
         return None
@@ -405,7 +495,7 @@ def compare(s, t, case):
         else:
             tol = 2e-3 * abs(tv) + 1e-6
         if not abs(sv - tv) <= tol:
-            bad.append("%s stitch %.6g torch %.6g" % (k, sv, tv))
+            bad.append("%s %s %.6g torch %.6g" % (k, who, sv, tv))
     return bad
 
 
@@ -520,9 +610,9 @@ def print_cpu_table(s, t, cases, threads, bw):
     kernel_goals(s, t, cases)
 
 
-def check_cell(s, t, c):
+def check_cell(s, t, c, who="stitch"):
     """(table cell, list of mismatches or None) of case c's checksums."""
-    bad = compare(s, t, c)
+    bad = compare(s, t, c, who)
     return ("n/a" if bad is None else ("ok" if not bad else "FAILED: " + "; ".join(bad[:3]))), bad
 
 
@@ -630,6 +720,7 @@ def parse_args(args):
 
 def main():
     quick, ablate, cases, build, device = parse_args(sys.argv[1:])
+    use_peers = "--no-peers" not in sys.argv[1:]
     if device not in ("cpu", "cuda"):
         print("bench_fusion.py: --device must be cpu or cuda, not %r" % device)
         return 2
@@ -680,6 +771,10 @@ def main():
     print("== PyTorch eager%s ==" % (" (cuda)" if gpu else ""))
     t, checks = run_torch(torch, cases, quick, torch.device(device))
     t.update(checks)
+    peers = {}
+    if not gpu and use_peers:
+        print("== optional peers (each in a child process; n/a where not installed) ==")
+        peers = run_peers(cases, quick, threads, tmp)
 
     abl = {}
     if ablate:
@@ -697,6 +792,9 @@ def main():
         print_gpu_tables(s, t, cases, bw)
     else:
         print_cpu_table(s, t, cases, threads, bw)
+        if use_peers:
+            print()
+            print_peer_table(s, t, peers, cases)
     if abl:
         print()
         print_ablation(abl, t, cases)
