@@ -29,7 +29,7 @@ typedef struct lctx {
     int cls;
     int midx[ST_MAX_DIMS];
     int has_midx;
-    int row;                   /* an element of the current row of a reduce group (row_ctx) */
+    int row;                   /* an element of the current row of a reduce group (row_loop) */
 } lctx;
 
 /* The rows of a reduce group: every reduction of the group reduces the same axes of the same
@@ -435,14 +435,80 @@ static void lower_pointwise(lw *w) {
     w->L->work = w->G->outs[0]->numel;
 }
 
-/* Input context of element rr of row o (inside the inner loop). The multi-index is given with
- * the flat index (kept dims from o, reduced dims unravelled from rr; dead when nothing reads it),
- * so a view inside the row indexes by it: a weight broadcast over the rows of a row reduction
- * (layernorm's w[j] for x[i, j]) reads p[rr], without a division per element. */
-static lctx row_ctx(lw *w, const rows *R, int rr) {
+/* The loop over the elements of row o (the reduced dims), opened by row_loop and closed by
+ * row_loop_end: rr is the element's flat index over the reduced dims (C order), ic its input
+ * context. The multi-index is given with the flat index (kept dims from o, reduced dims from rr;
+ * dead when nothing reads it), so a view inside the row indexes by it: a weight broadcast over
+ * the rows of a row reduction (layernorm's w[j] for x[i, j]) reads p[rr], without a division per
+ * element.
+ * On the CPU, when the reduced dims are neither the last ones nor the first ones (BatchNorm's
+ * (N, H, W) of NCHW), the row is two loops: the outer one over the reduced dims before the last
+ * run of adjacent reduced dims (their indices unravelled once per outer step), the inner one over
+ * that run, which is contiguous in the input's shape, so the flat index is an affine function of
+ * the inner index and no element pays a 64-bit division (one loop over rr unravelled every
+ * element: ~4 ns an element, 2 ms for a (64, 32, 16, 16) BatchNorm mean on 2 cores). The inner
+ * loop is the one the C renderer strip-mines into lanes. The order of a product or an argmax is
+ * unchanged (outer then inner is rr's order); a sum's lanes are per inner loop (rounding only). */
+typedef struct row_loop_t { int rr, nest; } row_loop_t;
+
+static lctx row_loop(lw *w, const rows *R, row_loop_t *RL) {
     kir_builder *b = &w->b;
     lctx ic = ctx_flat(-1, R->scls);
     ic.row = 1;
+    int lastr = -1;
+    for (int d = 0; d < R->nd; d++)
+        if (R->axes >> d & 1) lastr = d;
+    int rs = lastr;   /* the last run of adjacent reduced dims: [rs, lastr] */
+    while (rs > 0 && (R->axes >> (rs - 1) & 1)) rs--;
+    bool nest = !R->suffix && !R->prefix && !R->single && lastr >= 0 &&
+                dev_target_of(w->G->outs[0]->rdev) == DEV_TARGET_C;
+    RL->nest = 0;
+    if (nest) {
+        int outer = -1, ninner = size_p(w, R->scls, rs);
+        for (int d = rs + 1; d <= lastr; d++) ninner = kir_ibin(b, KI_IMUL, ninner, size_p(w, R->scls, d));
+        if (rs > R->firstr) {   /* reduced dims before the run: the outer loop */
+            int nouter = -1;
+            for (int d = 0; d < rs; d++) {
+                if (!(R->axes >> d & 1)) continue;
+                nouter = nouter < 0 ? size_p(w, R->scls, d) : kir_ibin(b, KI_IMUL, nouter, size_p(w, R->scls, d));
+            }
+            outer = kir_loop(b, nouter, -1, 0);
+            RL->nest = 1;
+            int rem = outer;
+            for (int d = rs - 1; d >= 0; d--) {
+                if (!(R->axes >> d & 1)) continue;
+                if (d == R->firstr) {
+                    ic.midx[d] = rem;
+                } else {
+                    int sz = size_p(w, R->scls, d);
+                    ic.midx[d] = kir_ibin(b, KI_IMOD, rem, sz);
+                    rem = kir_ibin(b, KI_IDIV, rem, sz);
+                }
+            }
+        }
+        int inner = kir_loop(b, ninner, -1, 0);
+        RL->rr = outer < 0 ? inner : kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, outer, ninner), inner);
+        int rem = inner;
+        for (int d = lastr; d >= rs; d--) {
+            if (d == rs) {
+                ic.midx[d] = rem;
+            } else {
+                int sz = size_p(w, R->scls, d);
+                ic.midx[d] = kir_ibin(b, KI_IMOD, rem, sz);
+                rem = kir_ibin(b, KI_IDIV, rem, sz);
+            }
+        }
+        int flat = kir_ibin(b, KI_IMUL, inner, cstride_p(w, R->scls, lastr));   /* the run, C-contiguous */
+        for (int d = 0; d < R->nd; d++) {
+            if (d >= rs && d <= lastr) continue;
+            if (!(R->axes >> d & 1)) ic.midx[d] = R->kept[d];
+            flat = kir_ibin(b, KI_IADD, flat, kir_ibin(b, KI_IMUL, ic.midx[d], cstride_p(w, R->scls, d)));
+        }
+        ic.flat = flat;
+        ic.has_midx = 1;
+        return ic;
+    }
+    int rr = RL->rr = kir_loop(b, R->nred, -1, 0);
     int rem = rr;
     for (int d = R->nd - 1; d >= 0; d--) {
         if (!(R->axes >> d & 1)) {
@@ -472,6 +538,11 @@ static lctx row_ctx(lw *w, const rows *R, int rr) {
         ic.flat = flat;
     }
     return ic;
+}
+
+static void row_loop_end(lw *w, const row_loop_t *RL) {
+    kir_endloop(&w->b);
+    if (RL->nest) kir_endloop(&w->b);
 }
 
 /* Does group g compute, inside its own kernel, some costly op of n's expression (looking at most
@@ -548,8 +619,9 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
         acc = kir_emit(b, KI_ACC, vt, 0, zero_of(w, vt), -1, -1, -1, 0, 0);
         acci = kir_emit(b, KI_ACC, KT_I64, 0, kir_iconst(b, KT_I64, -1), -1, -1, -1, 0, 0);
     }
-    int rr = kir_loop(b, R->nred, -1, 0);
-    lctx ic = row_ctx(w, R, rr);
+    row_loop_t RL;
+    lctx ic = row_loop(w, R, &RL);
+    int rr = RL.rr;
     seed_cached(w, &ic);
     st_node *keep_in = cache_target(w, in);
     int v = ev(w, in, &ic);
@@ -562,7 +634,7 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
         if (acci >= 0) kir_emit(b, KI_ARGUPD, KT_VOID, 0, acc, acci, v, rr, op, 0);
         else kir_emit(b, KI_ACCUPD, KT_VOID, 0, acc, cvt(w, v, at), -1, -1, op, 0);
     }
-    kir_endloop(b);
+    row_loop_end(w, &RL);
     /* an f16/bf16 reduction's value is rounded as its store would round it: later phases and
      * the epilogue read the register, the interpreter reads the stored value */
     int val = acci >= 0 ? acci : round_storage(w, r, cvt(w, acc, t));
@@ -633,15 +705,15 @@ static void lower_reduce(lw *w) {
     bool any_in = false;
     for (int k = 0; k < G->nouts; k++) any_in |= G->out_side[k] == FUSE_OUT_INPUT;
     if (any_in) {
-        int rr = kir_loop(b, R.nred, -1, 0);
-        lctx ic = row_ctx(w, &R, rr);
+        row_loop_t RL;
+        lctx ic = row_loop(w, &R, &RL);
         seed_cached(w, &ic);   /* loads come before any output of this element is stored */
         for (int k = 0; k < G->nouts; k++)
             if (G->out_side[k] == FUSE_OUT_INPUT) {
                 lctx oc = ic;
                 store(w, G->outs[k], ic.flat, ev(w, G->outs[k], &oc));
             }
-        kir_endloop(b);
+        row_loop_end(w, &RL);
     }
     /* the epilogue at the row's output index */
     for (int k = 0; k < G->nouts; k++) {

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-static char thr_file[3][300], src_file[300];
+static char thr_file[3][300], src_file[300], mixed_file[300];
 
 static const int64_t ROWS[] = {1, 7, 5000}, COLS[] = {1, 3, 1000, 1023};
 static const st_dtype DTS[] = {ST_F32, ST_F16, ST_BF16, ST_F64};
@@ -199,6 +199,19 @@ static void child_sources(const char *path) {
     _exit(st_realize(1, &y) == ST_OK ? 0 : 5);
 }
 
+/* BatchNorm's statistics of an NCHW tensor: sums over (0, 2, 3), the second reading the first
+ * (the mean), sources printed to path (ST_DEBUG=4). */
+static void child_sources_mixed(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
+    st_set_jit_min(0);
+    const int64_t s[4] = {8, 3, 16, 16};
+    const int ax[3] = {0, 2, 3};
+    st_tensor *x = input(ST_F32, 4, s, 7);
+    st_tensor *m = st_mean(x, 3, ax, 1), *d = st_sub(x, m), *v = st_mean(st_mul(d, d), 3, ax, 1);
+    _exit(st_realize(1, &v) == ST_OK ? 0 : 5);
+}
+
 static int run_child(void (*fn)(const char *), const char *path, const char *env, const char *val) {
     pid_t pid = fork();
     if (pid < 0) return -1;
@@ -224,7 +237,7 @@ static char *slurp(const char *path, size_t *n) {
     return p;
 }
 
-static int child_rc[4];
+static int child_rc[5];
 
 TEST(thread_count_gives_identical_bits) {
     for (int t = 0; t < 3; t++) CHECK_MSG(child_rc[t] == 0, "child with %d threads exited %d", t + 1, child_rc[t]);
@@ -258,6 +271,81 @@ TEST(row_kernel_reads_broadcast_without_division) {
     free(s);
 }
 
+/* Reductions over dims that are neither the first nor the last ones (BatchNorm's (N, H, W) of
+ * NCHW, (0, 2) of a 4-d tensor): two loops per row on the CPU (lower.c row_loop), the same values
+ * as the interpreter (sums within rounding: lanes per inner loop; products, max/min and argmax
+ * exactly: rr's order), and no division by a size in the kernel (the inner run's flat index is
+ * affine; one loop over rr unravelled every element with 64-bit divisions). */
+TEST(mixed_reductions_match_interpreter_without_division) {
+    const int64_t shape[4] = {6, 5, 4, 9};
+    const int axsets[4][4] = {{0, 2, 3}, {0, 2}, {1, 3}, {0, 1, 3}};
+    const int nax[4] = {3, 2, 2, 3};
+    for (size_t d = 0; d < sizeof DTS / sizeof *DTS; d++) {
+        st_tensor *x = input(DTS[d], 4, shape, (unsigned)(40 + d));
+        bool half = DTS[d] == ST_F16 || DTS[d] == ST_BF16;
+        for (int a = 0; a < 4; a++)
+            for (int op = 0; op < 4; op++) {
+                st_tensor *y[2];
+                for (int e = 0; e < 2; e++) {   /* 0: lazy (compiled), 1: the interpreter */
+                    st_set_eager(e);
+                    st_tensor *in = op == 3 ? st_add_s(st_mul_s(x, 0.01), 1.0) : x;   /* products near 1 */
+                    y[e] = op == 0 ? st_sum(x, nax[a], axsets[a], 0)
+                         : op == 1 ? st_max(x, nax[a], axsets[a], 1)
+                         : op == 2 ? st_var(x, nax[a], axsets[a], 1, 0)
+                                   : st_prod(in, nax[a], axsets[a], 0);
+                    if (y[e] && st_realize(1, &y[e]) != ST_OK) {
+                        st_release(y[e]);
+                        y[e] = NULL;
+                    }
+                    if (in != x) st_release(in);
+                }
+                char what[96];
+                static const char *const names[4] = {"sum", "max", "var", "prod"};
+                snprintf(what, sizeof what, "%s over axes set %d of (6, 5, 4, 9) %s", names[op], a,
+                         st_dtypes[DTS[d]].name);
+                double rel = op == 1 ? 0 : half ? 1e-2 : DTS[d] == ST_F32 ? 1e-5 : 1e-12;
+                compare(what, y[0], y[1], rel);
+                st_release(y[0]);
+                st_release(y[1]);
+            }
+        st_release(x);
+    }
+    st_set_eager(0);
+    /* argmax over a middle dim (kept dims on both sides): rr's order, exactly */
+    {
+        const int64_t s2[3] = {7, 50, 40};
+        st_tensor *x = input(ST_F32, 3, s2, 99);
+        st_set_eager(1);
+        st_tensor *ref = st_argmax(x, 1, 0);
+        st_set_eager(0);
+        st_tensor *out = st_argmax(x, 1, 0);
+        if (out && st_realize(1, &out) != ST_OK) {
+            st_release(out);
+            out = NULL;
+        }
+        compare("argmax over dim 1 of (7, 50, 40)", out, ref, 0);
+        st_release(ref);
+        st_release(out);
+        st_release(x);
+    }
+    CHECK_MSG(child_rc[4] == 0, "mixed sources child exited %d", child_rc[4]);
+    size_t n = 0;
+    char *s = slurp(mixed_file, &n);
+    CHECK(s != NULL);
+    int kernels = 0;
+    for (const char *k = s ? strstr(s, "reduce; out:") : NULL; k; k = strstr(k + 1, "reduce; out:")) {
+        const char *end = strstr(k, "\n}\n");
+        size_t len = end ? (size_t)(end - k) : strlen(k);
+        bool div = false;
+        for (size_t i = 0; i + 2 < len; i++)
+            div |= (k[i] == '%' && k[i + 1] == ' ' && k[i + 2] == 'v') || (k[i] == '/' && k[i + 1] == ' ' && k[i + 2] == 'v');
+        CHECK_MSG(!div, "the (0, 2, 3) reduction divides by a size:\n%.*s", (int)len, k);
+        kernels++;
+    }
+    CHECK_MSG(kernels > 0, "no reduce kernel in the sources");
+    free(s);
+}
+
 int main(void) {
     if (!ft_cache_dir_create("/tmp/stitch-colred-XXXXXX")) return 1;
     setenv("ST_DEVICE", "cpu", 1);
@@ -276,6 +364,8 @@ int main(void) {
         mkdir(sub, 0700);
         setenv("ST_CACHE_DIR", sub, 1);
         child_rc[3] = run_child(child_sources, src_file, "ST_DEBUG", "4");
+        snprintf(mixed_file, sizeof mixed_file, "%s/mixed.txt", ft_cache_dir);
+        child_rc[4] = run_child(child_sources_mixed, mixed_file, "ST_DEBUG", "4");
         setenv("ST_CACHE_DIR", ft_cache_dir, 1);
     }
     st_set_jit_min(0);
@@ -284,6 +374,7 @@ int main(void) {
     RUN(stitched_multi_output_and_3d_column_groups);
     RUN(thread_count_gives_identical_bits);
     RUN(row_kernel_reads_broadcast_without_division);
+    RUN(mixed_reductions_match_interpreter_without_division);
     st_shutdown();
     ft_cache_dir_remove();
     TEST_MAIN_END();
