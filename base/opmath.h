@@ -1005,12 +1005,16 @@ ST_FN int64_t st_rand_int(uint64_t seed, uint64_t c, int64_t lo, int64_t hi) {
 #ifndef __CUDACC__ /* the CPU GEMM (malloc'ed scratch, OpenMP tasks); CUDA kernels tile their own */
 /* ---- GEMM: C (M x N) = A (M x K) @ B (K x N), the one matmul of the interpreter and the JIT ----
  * Bit-identity rule: every C[i][j] is acc = 0; for k = 0..K-1 in increasing order:
- * acc = acc + A[i][k] * B[k][j] (a separately rounded multiply and add in the compute type: float
+ * acc = fma(A[i][k], B[k][j], acc) (a fused multiply-add, rounded once, in the compute type: float
  * for f32/f16/bf16, double for f64), then one rounding to the storage type. Blocking over i and j,
  * vectorizing over j and which thread runs a block do not change that; a K split continues the
- * same accumulator (kept in C itself for f32/f64, in a float buffer for f16/bf16). So every build
- * of this code (the interpreter at -O2, kernels at -O3 -march=native; never -ffast-math, never FMA
- * contraction) gives the same bits, and so does the unblocked loop used when there is no scratch.
+ * same accumulator (kept in C itself for f32/f64, in a float buffer for f16/bf16). IEEE defines
+ * fma exactly, so every build of this code gives the same bits: kernels at -O3 -march=native (the
+ * FMA instruction), the interpreter's AVX2+FMA copy (trace/interp_gemm.c), and a baseline build
+ * (libm's fma; correct, slow), and so does the unblocked loop used when there is no scratch. The
+ * fma is explicit: builds still never contract a*b+c themselves (-ffp-contract=off elsewhere).
+ * FMA, not a multiply and an add: one instruction instead of two per step, ~1.35x the GFLOP/s on
+ * the dev VM's AMD EPYC (bench/NOTES.md "FMA, and a BLAS?").
  * Speed: per block, the operands are packed (whatever their strides: transposed, broadcast, f16)
  * into zero-padded, k-major panels of ST_GEMM_MR rows of A and NR columns of B, and a register-
  * blocked MR x NR micro-kernel, written as fixed-size loops that GCC vectorizes with the
@@ -1068,6 +1072,12 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
 #define ST_GEMM_T_bf16 uint16_t
 #define ST_GEMM_T_f64 double
 
+/* One step of a sum: fma(a, b, acc) = a * b + acc rounded once (IEEE fused multiply-add: exactly
+ * defined, so every build that adds in the same order gets the same bits, the hardware instruction
+ * or libm's fmaf alike). */
+#define ST_GEMM_FMA_float __builtin_fmaf
+#define ST_GEMM_FMA_double __builtin_fma
+
 /* The micro-kernel: c[i*ldc + j] (MR x NR) = (first ? 0 : c) + sum over k of ap[k][i] * bp[k][j],
  * added in k order. Fixed trip counts: the j loop becomes vector adds and acc lives in registers. */
 #define ST_GEMM_UKR_(T, U, NR)                                                                   \
@@ -1085,7 +1095,7 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
             const T *a = ap + k * ST_GEMM_MR, *b = bp + k * NR;                                  \
             for (int i = 0; i < ST_GEMM_MR; i++) {                                               \
                 const T ai = a[i];                                                               \
-                for (int j = 0; j < NR; j++) acc[i][j] = acc[i][j] + ai * b[j];                  \
+                for (int j = 0; j < NR; j++) acc[i][j] = ST_GEMM_FMA_##T(ai, b[j], acc[i][j]);   \
             }                                                                                    \
         }                                                                                        \
         for (int i = 0; i < ST_GEMM_MR; i++)                                                     \
@@ -1191,8 +1201,8 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
             for (int64_t j = j0; j < j1; j++) {                                                  \
                 T acc = 0;                                                                       \
                 for (int64_t k = 0; k < g->K; k++)                                               \
-                    acc = acc + (T)ST_GEMM_LD_##SA(g->A, i * g->sam + k * g->sak) *              \
-                                    (T)ST_GEMM_LD_##SB(g->B, k * g->sbk + j * g->sbn);           \
+                    acc = ST_GEMM_FMA_##T((T)ST_GEMM_LD_##SA(g->A, i * g->sam + k * g->sak),     \
+                                          (T)ST_GEMM_LD_##SB(g->B, k * g->sbk + j * g->sbn), acc); \
                 ((STO *)g->C)[i * g->ldc + j] = ST_GEMM_STO_##OS(acc);                           \
             }                                                                                    \
         }                                                                                        \
