@@ -1005,12 +1005,16 @@ ST_FN int64_t st_rand_int(uint64_t seed, uint64_t c, int64_t lo, int64_t hi) {
 #ifndef __CUDACC__ /* the CPU GEMM (malloc'ed scratch, OpenMP tasks); CUDA kernels tile their own */
 /* ---- GEMM: C (M x N) = A (M x K) @ B (K x N), the one matmul of the interpreter and the JIT ----
  * Bit-identity rule: every C[i][j] is acc = 0; for k = 0..K-1 in increasing order:
- * acc = acc + A[i][k] * B[k][j] (a separately rounded multiply and add in the compute type: float
+ * acc = fma(A[i][k], B[k][j], acc) (a fused multiply-add, rounded once, in the compute type: float
  * for f32/f16/bf16, double for f64), then one rounding to the storage type. Blocking over i and j,
  * vectorizing over j and which thread runs a block do not change that; a K split continues the
- * same accumulator (kept in C itself for f32/f64, in a float buffer for f16/bf16). So every build
- * of this code (the interpreter at -O2, kernels at -O3 -march=native; never -ffast-math, never FMA
- * contraction) gives the same bits, and so does the unblocked loop used when there is no scratch.
+ * same accumulator (kept in C itself for f32/f64, in a float buffer for f16/bf16). IEEE defines
+ * fma exactly, so every build of this code gives the same bits: kernels at -O3 -march=native (the
+ * FMA instruction), the interpreter's AVX2+FMA copy (trace/interp_gemm.c), and a baseline build
+ * (libm's fma; correct, slow), and so does the unblocked loop used when there is no scratch. The
+ * fma is explicit: builds still never contract a*b+c themselves (-ffp-contract=off elsewhere).
+ * FMA, not a multiply and an add: one instruction instead of two per step, ~1.35x the GFLOP/s on
+ * the dev VM's AMD EPYC (bench/NOTES.md "FMA, and a BLAS?").
  * Speed: per block, the operands are packed (whatever their strides: transposed, broadcast, f16)
  * into zero-padded, k-major panels of ST_GEMM_MR rows of A and NR columns of B, and a register-
  * blocked MR x NR micro-kernel, written as fixed-size loops that GCC vectorizes with the
@@ -1068,6 +1072,12 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
 #define ST_GEMM_T_bf16 uint16_t
 #define ST_GEMM_T_f64 double
 
+/* One step of a sum: fma(a, b, acc) = a * b + acc rounded once (IEEE fused multiply-add: exactly
+ * defined, so every build that adds in the same order gets the same bits, the hardware instruction
+ * or libm's fmaf alike). */
+#define ST_GEMM_FMA_float __builtin_fmaf
+#define ST_GEMM_FMA_double __builtin_fma
+
 /* The micro-kernel: c[i*ldc + j] (MR x NR) = (first ? 0 : c) + sum over k of ap[k][i] * bp[k][j],
  * added in k order. Fixed trip counts: the j loop becomes vector adds and acc lives in registers. */
 #define ST_GEMM_UKR_(T, U, NR)                                                                   \
@@ -1085,12 +1095,72 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
             const T *a = ap + k * ST_GEMM_MR, *b = bp + k * NR;                                  \
             for (int i = 0; i < ST_GEMM_MR; i++) {                                               \
                 const T ai = a[i];                                                               \
-                for (int j = 0; j < NR; j++) acc[i][j] = acc[i][j] + ai * b[j];                  \
+                for (int j = 0; j < NR; j++) acc[i][j] = ST_GEMM_FMA_##T(ai, b[j], acc[i][j]);   \
             }                                                                                    \
         }                                                                                        \
         for (int i = 0; i < ST_GEMM_MR; i++)                                                     \
             for (int j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];                             \
     }
+
+/* An 8 x 8 float block transposed: dst[c * ldd + r] = src[r * lds + c] (r, c < 8), in vector
+ * registers (GCC/clang vector extensions; no intrinsics header, which would slow every kernel
+ * compile). A copy: no arithmetic, so no effect on any sum. The packers below use it where a
+ * panel reads its operand across the unit stride (A row-major, B transposed): element by element
+ * those are scattered stores, ~12% of the time of x @ W^T (128x784x256). */
+typedef float st_v8f_ __attribute__((vector_size(32)));
+static inline void st_gemm_tr8_f_(const float *restrict src, int64_t lds, float *restrict dst, int64_t ldd) {
+    st_v8f_ r[8], t[8];
+    for (int i = 0; i < 8; i++) memcpy(&r[i], src + i * lds, sizeof r[i]);
+    for (int i = 0; i < 8; i += 2) {   /* pairs of rows, interleaved */
+        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; i += 4) {   /* then pairs of pairs */
+        r[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        r[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        r[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        r[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int i = 0; i < 4; i++) {   /* then the 128-bit halves of rows i and i + 4 */
+        t[i] = __builtin_shufflevector(r[i], r[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        t[i + 4] = __builtin_shufflevector(r[i], r[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+    for (int i = 0; i < 8; i++) memcpy(dst + i * ldd, &t[i], sizeof t[i]);   /* t[i]: column i */
+}
+/* The transposing packers' fast path, for float panels of an f32 operand only (the others are
+ * 0: nothing done). Each returns how many k it packed (a multiple of 8; the loop does the rest). */
+static inline int64_t st_gemm_tpack_a_f32_f_(const float *A, int64_t base, int64_t sam, int64_t mr, int64_t kc,
+                                             float *ap) {
+    if (mr != ST_GEMM_MR) return 0;
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) st_gemm_tr8_f_(A + base + k, sam, ap + k * ST_GEMM_MR, ST_GEMM_MR);
+    return k;
+}
+static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64_t sbn, int64_t nr, int64_t kc,
+                                             float *bp) {
+    if (nr != ST_GEMM_NRF) return 0;
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8)
+        for (int64_t j = 0; j < ST_GEMM_NRF; j += 8)
+            st_gemm_tr8_f_(B + base + k + j * sbn, sbn, bp + k * ST_GEMM_NRF + j, ST_GEMM_NRF);
+    return k;
+}
+#define ST_GEMM_TPACK_A_f32_f(g, base, sam, mr, kc, ap) st_gemm_tpack_a_f32_f_((const float *)(g)->A, base, sam, mr, kc, ap)
+#define ST_GEMM_TPACK_B_f32_f(g, base, sbn, nr, kc, bp) st_gemm_tpack_b_f32_f_((const float *)(g)->B, base, sbn, nr, kc, bp)
+#define ST_GEMM_TPACK_A_f16_f(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f16_f(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_bf16_f(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_bf16_f(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_f64_f(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f64_f(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_f32_d(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f32_d(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_f16_d(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f16_d(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_bf16_d(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_bf16_d(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_f64_d(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f64_d(g, base, sbn, nr, kc, bp) 0
 
 /* Packing (storage type S, compute type T, named by U: f or d): A rows [i0, i0+mb) x k [p0, p0+kc)
  * into panels ap[panel][k][MR]; B k [p0, p0+kc) x columns [j0, j0+nc) into panels
@@ -1104,8 +1174,9 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
         for (int64_t r = 0; r < mb; r += ST_GEMM_MR, ap += ST_GEMM_MR * kc) {                    \
             const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - r), base = (i0 + r) * sam + p0 * sak; \
             if (sak == 1) {                                                                      \
+                const int64_t k0 = ST_GEMM_TPACK_A_##S##_##U(g, base, sam, mr, kc, ap);          \
                 for (int64_t i = 0; i < mr; i++)                                                 \
-                    for (int64_t k = 0; k < kc; k++)                                             \
+                    for (int64_t k = k0; k < kc; k++)                                            \
                         ap[k * ST_GEMM_MR + i] = (T)ST_GEMM_LD_##S(g->A, base + i * sam + k);    \
             } else {                                                                             \
                 for (int64_t k = 0; k < kc; k++)                                                 \
@@ -1126,8 +1197,9 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
                     for (int64_t j = 0; j < nr; j++)                                             \
                         bp[k * NR + j] = (T)ST_GEMM_LD_##S(g->B, base + k * sbk + j * sbn);      \
             } else {                                                                             \
+                const int64_t k0 = ST_GEMM_TPACK_B_##S##_##U(g, base, sbn, nr, kc, bp);          \
                 for (int64_t j = 0; j < nr; j++)                                                 \
-                    for (int64_t k = 0; k < kc; k++)                                             \
+                    for (int64_t k = k0; k < kc; k++)                                            \
                         bp[k * NR + j] = (T)ST_GEMM_LD_##S(g->B, base + k + j * sbn);            \
             }                                                                                    \
             for (int64_t k = 0; k < kc; k++)                                                     \
@@ -1191,8 +1263,8 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
             for (int64_t j = j0; j < j1; j++) {                                                  \
                 T acc = 0;                                                                       \
                 for (int64_t k = 0; k < g->K; k++)                                               \
-                    acc = acc + (T)ST_GEMM_LD_##SA(g->A, i * g->sam + k * g->sak) *              \
-                                    (T)ST_GEMM_LD_##SB(g->B, k * g->sbk + j * g->sbn);           \
+                    acc = ST_GEMM_FMA_##T((T)ST_GEMM_LD_##SA(g->A, i * g->sam + k * g->sak),     \
+                                          (T)ST_GEMM_LD_##SB(g->B, k * g->sbk + j * g->sbn), acc); \
                 ((STO *)g->C)[i * g->ldc + j] = ST_GEMM_STO_##OS(acc);                           \
             }                                                                                    \
         }                                                                                        \

@@ -62,8 +62,9 @@
  *   CL_MATMUL  shared-memory tiled GEMM: 64x64 output tile per block, 16x16 threads with 4x4
  *              outputs each (rows ty + 16i, columns tx + 16j: coalesced stores), k tiles of 16;
  *              grid (ceil(N/64), ceil(M/64), batch), y and z grid-strided past 65535. Every output
- *              is acc = 0; acc = acc + a*b for k = 0..K-1 in order, in float (f32/f16/bf16) or
- *              double (f64) — the CPU GEMM's sums, so under --fmad=false the bits match; integer
+ *              is acc = 0; acc = fma(a, b, acc) for k = 0..K-1 in order, in float (f32/f16/bf16)
+ *              or double (f64) — the CPU GEMM's sums (an explicit fma is no contraction: it stays
+ *              under --fmad=false), so the bits match; integer
  *              matmuls accumulate in uint64_t as render_c's loop does. A matmul with an
  *              epilogue (fused consumers) runs it in the store loop from the registers, on the
  *              value rounded to the storage dtype (mm_store). Under render_cuda_sm with sm >= 80,
@@ -909,7 +910,11 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
     sbuf_printf(b, "                    for (int i = 0; i < %d; i++) a[i] = As[kk][ty + 16 * i];\n", R);
     sbuf_printf(b, "                    for (int j = 0; j < %d; j++) bv[j] = Bs[kk][tx + 16 * j];\n", R);
     sbuf_printf(b, "                    for (int i = 0; i < %d; i++)\n", R);
-    sbuf_printf(b, "                        for (int j = 0; j < %d; j++) acc[i][j] = acc[i][j] + a[i] * bv[j];\n", R);
+    if (m->dtype == ST_F64 || flt)   /* the CPU GEMM's fused multiply-add (base/opmath.h) */
+        sbuf_printf(b, "                        for (int j = 0; j < %d; j++) acc[i][j] = %s(a[i], bv[j], acc[i][j]);\n",
+                    R, m->dtype == ST_F64 ? "fma" : "fmaf");
+    else
+        sbuf_printf(b, "                        for (int j = 0; j < %d; j++) acc[i][j] = acc[i][j] + a[i] * bv[j];\n", R);
     sbuf_printf(b, "                }\n");
     sbuf_printf(b, "                __syncthreads();\n");
     sbuf_printf(b, "            }\n");

@@ -10,7 +10,8 @@
  *    views of their buffers) and by the interpreter (st_set_eager(1), operands materialized) are
  *    BIT-identical, for every float dtype, odd shapes, K = 0, transposed operands, sliced operands
  *    (offsets), broadcast batch dims, and sizes past every block (M > MC, N > NC, K > KC, threads);
- *  - both are within rounding of a double-precision reference.
+ *  - both are within rounding of a double-precision reference;
+ *  - the sums use fused multiply-adds (one rounding per step), in both tiers.
  * Every tensor a test makes is released before it returns.
  */
 #include "test.h"
@@ -341,6 +342,46 @@ TEST(f32_accumulates_in_float) {
     st_set_jit_min(32768);
 }
 
+/* The sums use fused multiply-adds (one rounding per step) in both tiers, f32 and f64: with
+ * -1 * 1 first and then (1 + e)^2 = 1 + 2e + e^2, a separate multiply rounds e^2 away (1 + 2e,
+ * then 2e), FMA keeps it (2e + e^2). e = 2^-12 (f32), 2^-27 (f64). Also the prelude called
+ * directly (this file's baseline-ISA copy: libm's fma, the same bits). */
+TEST(sums_use_fma) {
+    for (int d = 0; d < 2; d++) {
+        const st_dtype dt = d ? ST_F64 : ST_F32;
+        const double e = d ? 0x1p-27 : 0x1p-12, want = 2 * e + e * e;
+        double av[2] = {-1.0, 1.0 + e}, bv[2] = {1.0, 1.0 + e};
+        float af[2] = {(float)av[0], (float)av[1]}, bf[2] = {(float)bv[0], (float)bv[1]};
+        void *pa = d ? (void *)av : (void *)af, *pb = d ? (void *)bv : (void *)bf;
+        int64_t sa[2] = {1, 2}, sb[2] = {2, 1};
+        for (int eager = 1; eager >= 0; eager--) {
+            st_set_eager(eager);
+            st_set_jit_min(0);
+            st_tensor *x = st_from_data(dt, 2, sa, pa), *y = st_from_data(dt, 2, sb, pb);
+            st_tensor *z = st_matmul(x, y);
+            double r = -1;
+            CHECK(z && st_to_host(z, ST_F64, &r, sizeof r) == ST_OK);
+            CHECK_MSG(r == want, "%s %s: %.17g, expected %.17g (fused multiply-add)", st_dtype_name(dt),
+                      eager ? "eager" : "jit", r, want);
+            st_release(x);
+            st_release(y);
+            st_release(z);
+        }
+        double c = -1;
+        float cf = -1;
+        st_gemm g = {d ? ST_GEMM_F64 : ST_GEMM_F32, 1, 1, 2, pa, 2, 1, pb, 1, 1, d ? (void *)&c : (void *)&cf, 1};
+        int64_t mb, nb;
+        CHECK_EQ_INT(st_gemm_plan(g.dt, 1, 1, 1, &mb, &nb), 1);
+        void *ws = malloc(st_gemm_ws_bytes(g.dt, mb, nb, 2));
+        CHECK(ws != NULL);
+        st_gemm_task(&g, 0, mb, nb, ws);
+        free(ws);
+        CHECK(d ? c == want : (double)cf == want);
+    }
+    st_set_eager(0);
+    st_set_jit_min(32768);
+}
+
 int main(void) {
     RUN(prelude_blocked_equals_unblocked);
     RUN(plan_covers_and_balances);
@@ -348,6 +389,7 @@ int main(void) {
     RUN(jit_equals_interp_blocked_threads);
     RUN(jit_equals_interp_batched);
     RUN(f32_accumulates_in_float);
+    RUN(sums_use_fma);
     st_shutdown();
     TEST_MAIN_END();
 }

@@ -455,9 +455,11 @@ TEST(source_structure) {
     CHECK(strstr(srcs[K_MM_F16], "__shared__ float As["));
     CHECK(strstr(srcs[K_MM_F16], "st_h2f(A["));
     CHECK(strstr(srcs[K_MM_F16], "st_f2h(acc[i][j])"));
-    CHECK(strstr(srcs[K_MM_F16], "acc[i][j] = acc[i][j] + a[i] * bv[j]"));
+    CHECK(strstr(srcs[K_MM_F16], "acc[i][j] = fmaf(a[i], bv[j], acc[i][j])"));   /* the CPU GEMM's fma */
     CHECK(strstr(srcs[K_MM_I32], "uint64_t acc[4][4]"));
     CHECK(strstr(srcs[K_MM_F64], "double acc[4][4]"));
+    CHECK(strstr(srcs[K_MM_F64], "acc[i][j] = fma(a[i], bv[j], acc[i][j])"));
+    CHECK(strstr(srcs[K_MM_I32], "acc[i][j] = acc[i][j] + a[i] * bv[j]"));   /* integers: no fma */
     /* scatter: the copy split over the block, the accumulation on thread 0, a barrier between */
     CHECK(strstr(srcs[K_SCATTER], "+= blockDim.x)"));
     CHECK(strstr(srcs[K_SCATTER], "if (threadIdx.x == 0) {"));

@@ -14,6 +14,7 @@
  */
 #include "trace/trace.h"
 #include "base/opmath.h"
+#include "trace/interp_gemm.h"
 
 /* ---- compute types ---- */
 typedef enum { CT_F32, CT_F64, CT_I32, CT_I64, CT_U8 } ctype;
@@ -474,8 +475,9 @@ static st_status eval_reduce(st_node *n, st_buffer *out) {
 }
 
 /* ---- MATMUL: (B.., M, K) x (B.., K, N) -> (B.., M, N) ----
- * Floats go through the prelude's GEMM (st_gemm_task), the code JIT kernels run, so eager and
- * fused matmuls agree bit for bit (f32/f16/bf16 accumulate in float, f64 in double, k in order).
+ * Floats go through the prelude's GEMM (st_interp_gemm_task: st_gemm_task, on its AVX2+FMA copy
+ * where the CPU has one), the code JIT kernels run, so eager and fused matmuls agree bit for bit
+ * (f32/f16/bf16 accumulate in float, f64 in double, k in order, fused multiply-adds).
  * Single-threaded here; the tasks are checked for interrupts between them. */
 static int gemm_dtype(st_dtype dt) {
     switch (dt) {
@@ -484,6 +486,13 @@ static int gemm_dtype(st_dtype dt) {
     case ST_F64: return ST_GEMM_F64;
     default: return ST_GEMM_F32;
     }
+}
+
+/* The baseline-ISA copy of the prelude's GEMM, for st_interp_gemm_task on a CPU without FMA
+ * (trace/interp_gemm.c compiles the AVX2+FMA one). */
+void st_interp_gemm_task_base_(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws);
+void st_interp_gemm_task_base_(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) {
+    st_gemm_task(g, t, mb, nb, ws);
 }
 
 static st_status matmul_float(st_node *n, st_buffer *out, int64_t batch, int64_t M, int64_t N, int64_t K) {
@@ -506,7 +515,7 @@ static st_status matmul_float(st_node *n, st_buffer *out, int64_t batch, int64_t
                 work = 0;
                 if ((st = check_interrupt())) break;
             }
-            st_gemm_task(&g, t, mb, nb, ws);
+            st_interp_gemm_task(&g, t, mb, nb, ws);
         }
     }
     st_free(ws);
