@@ -700,15 +700,23 @@ end
 -- where/expand/sum), and the blocking keeps it at O(n) work in O(log n) kernels; its float
 -- rounding grows like log n (a sum of 16 terms per level), not like n.
 -- Integer and bool inputs sum in i64, as in PyTorch.
-function M.cumsum(x, dim)
-  check_tensor("cumsum", x, "argument #1")
-  if dim == nil then fail("cumsum", "expected a dim") end
-  local d = check_dim("cumsum", dim, x:dim())
+-- A scan `op` (cumsum, cumprod) along dim: scan(y) scans y's last dim; x is moved for it and
+-- back. Integer and bool inputs scan in i64. Called in a tail call (its errors name the caller's
+-- caller's line).
+local function scan_along(op, x, dim, scan)
+  local lvl = 1
+  check_tensor(op, x, "argument #1", lvl)
+  if dim == nil then fail(op, "expected a dim", lvl) end
+  local d = check_dim(op, dim, x:dim(), lvl)
   if x:dtype() == "bool" or x:dtype() == "i32" then x = x:long() end
   if x:dim() == 0 or x:size(d) == 0 then return x:clone() end
   local last = x:dim()
-  if d == last then return scan_last(x, false) end
-  return scan_last(x:movedim(d, last), false):movedim(last, d)
+  if d == last then return scan(x) end
+  return scan(x:movedim(d, last)):movedim(last, d)
+end
+
+function M.cumsum(x, dim)
+  return scan_along("cumsum", x, dim, function(y) return scan_last(y, false) end)
 end
 
 -- ---------------------------------------------------------------------------------------------
@@ -805,7 +813,7 @@ for name, fn in pairs(F) do rawset(st, name, fn) end
 M._util = {
   fail = fail, show = show, shape_str = shape_str, check_tensor = check_tensor, check_int = check_int,
   check_dim = check_dim, check_opts = check_opts, is_float = is_float, scalar_for = scalar_for,
-  index_on = index_on, cumsum = M.cumsum, register = register,
+  index_on = index_on, cumsum = M.cumsum, scan_along = scan_along, register = register,
 }
 
 return M

@@ -256,14 +256,7 @@ end
 
 -- cumprod(dim): the running product along dim; integer and bool inputs multiply in i64 (PyTorch).
 function M.cumprod(x, dim)
-  check_tensor("cumprod", x, "argument #1")
-  if dim == nil then fail("cumprod", "expected a dim") end
-  local d = check_dim("cumprod", dim, x:dim())
-  if x:dtype() == "bool" or x:dtype() == "i32" then x = x:long() end
-  if x:dim() == 0 or x:size(d) == 0 then return x:clone() end
-  local last = x:dim()
-  if d == last then return prod_scan(x) end
-  return prod_scan(x:movedim(d, last)):movedim(last, d)
+  return U.scan_along("cumprod", x, dim, prod_scan)
 end
 
 -- ---------------------------------------------------------------------------------------------

@@ -20,11 +20,9 @@ tests/parity/torch_layers_f64.safetensors is this file for SEED 0 (so the Lua te
 where torch is missing); regenerate it with this command.
 
 No `safetensors` package is needed: the format (8-byte little-endian header length, a JSON header,
-the raw data) is written with json and struct.
+the raw data) is written by st_format.py with json and struct.
 """
-import json
 import math
-import struct
 import sys
 
 import torch
@@ -32,21 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 torch.set_default_dtype(torch.float64)
-DT = {torch.float64: "F64", torch.int64: "I64", torch.bool: "BOOL"}
-
-
-def save(path, tensors):
-    header, blobs, off = {}, [], 0
-    for k in sorted(tensors):
-        t = tensors[k].detach().contiguous()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[k] = {"dtype": DT[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    hb = json.dumps(header, separators=(",", ":")).encode()
-    hb += b" " * (-len(hb) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+from st_format import save  # noqa: E402 (tests/parity is the script's directory)
 
 
 def rn(*shape):
