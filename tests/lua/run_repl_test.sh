@@ -96,9 +96,15 @@ checkline repl_keeps_own_help "$tmp/own" "mine"
 # the REPL has exited (os.exit), then dies of SIGPIPE.
 if command -v script > /dev/null 2>&1; then
     mkdir -p "$tmp/home"
-    { printf 'x = st.arange(7)\nx:resh\t(7, 1):sum():item() * 6\nst.nn.Lin\t.__name\nos.exit(0)\n'
-      i=0; while [ $i -lt 100 ]; do sleep 0.1; printf ' ' 2> /dev/null || exit 0; i=$((i + 1)); done; } |
-        HOME="$tmp/home" TERM=dumb timeout 20 script -qec "$ST" /dev/null 2>&1 | tr -d '\r' > "$tmp/tty"
+    # The writer types once the REPL has printed something (its terminal is set up; on a loaded
+    # machine the start can take seconds), one line at a time.
+    : > "$tmp/tty.raw"
+    { i=0; while [ ! -s "$tmp/tty.raw" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+      for line in 'x = st.arange(7)' 'x:resh\t(7, 1):sum():item() * 6' 'st.nn.Lin\t.__name' 'os.exit(0)'; do
+          sleep 0.3; printf "$line\n"; done
+      i=0; while [ $i -lt 300 ]; do sleep 0.1; printf ' ' 2> /dev/null || exit 0; i=$((i + 1)); done; } |
+        HOME="$tmp/home" TERM=dumb timeout 60 script -qec "$ST" /dev/null > "$tmp/tty.raw" 2>&1
+    tr -d '\r' < "$tmp/tty.raw" > "$tmp/tty"
     checkline repl_tab_completes_method "$tmp/tty" "126"
     checkline repl_tab_completes_field "$tmp/tty" "Linear"
 else
