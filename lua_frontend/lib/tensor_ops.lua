@@ -264,7 +264,10 @@ end
 
 -- repeat_tensor(r1, r2, ...): the tensor tiled r_i times along dim i; with more counts than dims,
 -- size-1 dims are added in front. Each repeated dim is unsqueeze + expand + flatten: a copy the
--- fuser folds into its consumer, and the gradient (expand's) sums the copies.
+-- fuser folds into its consumer, and the gradient (expand's) sums the copies. The result is always
+-- a new tensor, as in PyTorch: the flatten of a repeated size-1 dim is a view with stride 0 (an
+-- in-place write into it would fail, and one into x would show through), and the leading dims
+-- alone are a reshape, so those are copied (contiguous, clone).
 function M.repeat_tensor(x, first, ...)
   check_tensor("repeat", x, "argument #1")
   local reps = type(first) == "table" and first or { first, ... }
@@ -281,16 +284,17 @@ function M.repeat_tensor(x, first, ...)
   local shape = x:shape()
   for _ = x:dim() + 1, #reps do table.insert(shape, 1, 1) end
   local r = x:reshape(shape)
+  local tiled = false
   for d = 1, #reps do
     if reps[d] ~= 1 then
       local sz = r:shape()
       local ex = {}
       for k = 1, #sz do ex[#ex + 1] = (k == d) and reps[d] or -1; if k == d then ex[#ex + 1] = -1 end end
       r = r:unsqueeze(d):expand(ex):flatten(d, d + 1)
+      tiled = true
     end
   end
-  if r == x then r = x:clone() end
-  return r
+  return tiled and r:contiguous() or r:clone()
 end
 M["repeat"] = M.repeat_tensor
 

@@ -146,6 +146,28 @@ test("repeat", function()
   H.eq(H.show(counts), "{1, 2}", "the counts table is not changed")
 end)
 
+-- repeat is a new tensor (PyTorch): tiling a size-1 dim (an expand whose flatten is a stride-0 view)
+-- or only adding leading dims (a reshape) used to return a view of x, so x:fill_ showed through and
+-- an in-place write into the result failed (expanded view). Found by test_fuzz_ops.lua (seed 217).
+test("repeat_is_a_copy", function()
+  local cases = {
+    { st.tensor{ { 1 }, { 2 }, { 3 } }, { 1, 2 }, { { 1, 1 }, { 2, 2 }, { 3, 3 } } },
+    { st.tensor{ 1, 2, 3 }, { 1, 1 }, { { 1, 2, 3 } } },
+    { st.tensor(5), { 2 }, { 5, 5 } },
+    { st.tensor{ { 1, 2 } }, { 2, 1 }, { { 1, 2 }, { 1, 2 } } },
+  }
+  local function filled(sh, v) return #sh == 0 and v or H.nested(sh, function() return v end) end
+  for i, c in ipairs(cases) do
+    local x, reps, want = c[1], c[2], c[3]
+    local r = x:repeat_tensor(reps)
+    x:fill_(9)
+    check(r, want, 0, "case " .. i .. ": x:fill_ after repeat")
+    r:fill_(0)   -- not an expanded view
+    check(r, filled(r:shape(), 0), 0, "case " .. i .. ": r:fill_")
+    check(x, filled(x:shape(), 9), 0, "case " .. i .. ": x keeps its values")
+  end
+end)
+
 test("split_chunk_unbind", function()
   local x = st.arange(10):reshape(5, 2)
   local p = x:split(2)
