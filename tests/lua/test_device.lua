@@ -39,6 +39,33 @@ gpu_test("round_trip_and_mixing", function()
   H.raises(function() return g + x:cpu() end, "same device")
 end)
 
+-- A tensor on a device other than the default keeps it when an unbound value (a fill, an arange)
+-- is written into it or read by an op: x:fill_(v) and x:copy_(st.zeros(...)) used to move x to
+-- the default device, and in eager mode every fill was computed on the default device at once,
+-- so x + st.zeros(...), x:tril(), x:cumsum(1) failed with "expected all tensors on the same
+-- device" (found by test_fuzz_ops.lua on the simulated GPU: its reference runs on the CPU).
+gpu_test("unbound_values_follow_a_non_default_device", function()
+  local other = st.device() == "cpu" and "cuda:0" or "cpu"
+  local was = st.eager()
+  for _, eager in ipairs({ false, true }) do
+    st.eager(eager)
+    local x = st.ones(2, 3):to(other)
+    x:fill_(2)
+    assert(x:device() == other, "fill_ moved x to " .. x:device())
+    check(x:cpu(), { { 2, 2, 2 }, { 2, 2, 2 } }, 0)
+    x:copy_(st.full({ 2, 3 }, 3))
+    assert(x:device() == other, "copy_ of a fill moved x to " .. x:device())
+    x:zero_()
+    assert(x:device() == other, "zero_ moved x to " .. x:device())
+    local y = (x + st.arange(3)):to(other)
+    check((y + st.zeros(2, 3)):cpu(), { { 0, 1, 2 }, { 0, 1, 2 } }, 0, "eager " .. tostring(eager))
+    check(y:tril():cpu(), { { 0, 0, 0 }, { 0, 1, 0 } }, 0)
+    check(y:cumsum(2):cpu(), { { 0, 1, 3 }, { 0, 1, 3 } }, 0)
+    assert(y:cumsum(2):device() == other)
+  end
+  st.eager(was)
+end)
+
 test("module_to_and_stats", function()
   local m = st.nn.Linear(4, 3)
   assert(m:to("cpu") == m and m.weight:device() == "cpu")
