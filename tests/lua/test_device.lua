@@ -66,6 +66,21 @@ gpu_test("unbound_values_follow_a_non_default_device", function()
   st.eager(was)
 end)
 
+-- An index given as a Lua table is made on the indexed tensor's device (it was made on the default
+-- device: "gather: expected all tensors on the same device"; found by test_fuzz_ops.lua on the
+-- simulated GPU).
+gpu_test("table_indices_follow_the_tensor", function()
+  local other = st.device() == "cpu" and "cuda:0" or "cpu"
+  local x = st.tensor({ { 1, 2 }, { 3, 4 }, { 5, 6 } }):to(other)
+  local r = x:index_select(1, { 3, 1 })
+  assert(r:device() == other, r:device())
+  check(r:cpu(), { { 5, 6 }, { 1, 2 } }, 0)
+  check(x:gather(2, { { 2 }, { 1 }, { 2 } }):cpu(), { { 2 }, { 3 }, { 6 } }, 0)
+  check(x:index_add(1, { 1, 1 }, st.ones(2, 2):to(other)):cpu(), { { 3, 4 }, { 3, 4 }, { 5, 6 } }, 0)
+  check(x:scatter_add(1, { { 3, 1 } }, st.ones(1, 2):to(other)):cpu(), { { 1, 3 }, { 3, 4 }, { 6, 6 } }, 0)
+  check(x:scatter(1, { { 3, 1 } }, 0):cpu(), { { 1, 0 }, { 3, 4 }, { 0, 6 } }, 0)
+end)
+
 test("module_to_and_stats", function()
   local m = st.nn.Linear(4, 3)
   assert(m:to("cpu") == m and m.weight:device() == "cpu")
