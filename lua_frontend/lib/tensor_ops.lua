@@ -408,7 +408,8 @@ end
 
 -- pads lists (before, after) pairs from the last dim backwards, as PyTorch's F.pad. Constant mode
 -- joins fill blocks with cat (negative pads crop with narrow); the others gather with one
--- index_select per padded dim, whose gradient (index_add) sums what each entry fed.
+-- index_select per padded dim, whose gradient (index_add) sums what each entry fed. The result is
+-- always a new tensor (PyTorch): pads that only crop (narrow views of x) or add nothing are cloned.
 function M.pad(x, pads, mode, value)
   check_tensor("pad", x, "argument #1")
   if type(mode) == "table" then
@@ -434,7 +435,7 @@ function M.pad(x, pads, mode, value)
   for i = 1, #given do pads[i] = check_int("pad", given[i], "pads entry " .. i) end
   local fill = 0
   if value ~= nil then fill = scalar_for("pad", x, value) elseif x:dtype() == "bool" then fill = false end
-  local r = x
+  local r, copied = x, false
   for p = 1, #pads // 2 do
     local d = nd - p + 1
     local before, after = pads[2 * p - 1], pads[2 * p]
@@ -459,7 +460,7 @@ function M.pad(x, pads, mode, value)
       if before > 0 then block(before) end
       parts[#parts + 1] = r
       if after > 0 then block(after) end
-      if #parts > 1 then r = st.cat(parts, d) end
+      if #parts > 1 then r, copied = st.cat(parts, d), true end
     else
       if before < 0 or after < 0 then fail("pad", "mode " .. show(mode) .. " takes no negative pads, got " .. show(pads)) end
       local limit = mode == "reflect" and n - 1 or (mode == "circular" and n or math.huge)
@@ -470,11 +471,11 @@ function M.pad(x, pads, mode, value)
       if before > 0 or after > 0 then
         local idx = {}
         for q = 0, n + before + after - 1 do idx[q + 1] = pad_source(mode, q, before, n) end
-        r = r:index_select(d, index_on(x, idx))
+        r, copied = r:index_select(d, index_on(x, idx)), true
       end
     end
   end
-  if r == x then r = x:clone() end
+  if not copied then r = r:clone() end
   return r
 end
 

@@ -225,6 +225,25 @@ test("pad", function()
   eq(H.show(pads), "{1, 1}", "the pads table is not changed")
 end)
 
+-- pad is a new tensor (PyTorch): pads that only crop used to return a narrow view of x, so x:fill_
+-- showed through and an in-place write into the result wrote into x (into a leaf that requires
+-- grad: an error). Found by test_fuzz_ops.lua (seeds 1058, 1085).
+test("pad_is_a_copy", function()
+  for _, pads in ipairs({ { -1, 0 }, { -1, -1, 0, 0 }, { 0, 0 }, { 0, -2, -1, 0 } }) do
+    local x = st.tensor{ { 1, 2, 3 }, { 4, 5, 6 } }
+    local p = x:pad(pads)
+    local want = p:tolist()
+    x:fill_(9)
+    check(p, want, 0, "x:fill_ after pad " .. H.show(pads))
+    p:fill_(0)
+    check(x, { { 9, 9, 9 }, { 9, 9, 9 } }, 0, "p:fill_ after pad " .. H.show(pads))
+  end
+  local w = st.ones(4):requires_grad_()
+  local p = w:pad({ -1, 0 })
+  p[st.tensor{ true, false, true }] = 0   -- not a write into the leaf
+  check(p, { 0, 1, 0 }, 0)
+end)
+
 test("isnan_isinf_isfinite", function()
   local x = st.tensor{ 1, 0 / 0, math.huge, -math.huge, -2 }
   check(x:isnan(), { false, true, false, false, false }, 0)
