@@ -255,12 +255,13 @@ local function prod_scan(x)
 end
 
 -- cumprod(dim): the running product along dim; integer and bool inputs multiply in i64 (PyTorch).
+-- Always a new tensor: along a dim of size 1 the scan multiplies nothing, and returned x itself.
 function M.cumprod(x, dim)
   check_tensor("cumprod", x, "argument #1")
   if dim == nil then fail("cumprod", "expected a dim") end
   local d = check_dim("cumprod", dim, x:dim())
   if x:dtype() == "bool" or x:dtype() == "i32" then x = x:long() end
-  if x:dim() == 0 or x:size(d) == 0 then return x:clone() end
+  if x:dim() == 0 or x:size(d) <= 1 then return x:clone() end
   local last = x:dim()
   if d == last then return prod_scan(x) end
   return prod_scan(x:movedim(d, last)):movedim(last, d)
