@@ -193,6 +193,14 @@ st_node *st_tensor_read(st_tensor *t, st_dtype dt, int ndim, const int64_t *shap
     return n;
 }
 
+st_node *st_node_bind_dev(st_node *value, int dev) {
+    if (!value || dev == ST_DEV_ANY || st_node_dev(value) != ST_DEV_ANY) return value;
+    st_node *v = st_node_identity_view(value);
+    st_node_release(value);
+    if (v) v->dev = (int8_t)dev;
+    return v;
+}
+
 st_status st_tensor_write(st_tensor *t, st_node *value) {
     if (!value) return st_last_status();
     st_storage *s = t->storage;
@@ -206,17 +214,10 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
     }
     st_node *nv;
     if (t->identity) {
-        nv = value;
-        int dev = st_node_dev(s->node);
-        if (dev != ST_DEV_ANY && st_node_dev(value) == ST_DEV_ANY) {
-            /* an unbound value (x:fill_(v), x:copy_(st.zeros(...))) is computed where the storage
-             * lives: bound to its device, as st_to_dev binds one, else the storage would move to
-             * the default device */
-            nv = st_node_identity_view(value);
-            st_node_release(value);
-            if (!nv) return st_last_status();
-            nv->dev = (int8_t)dev;
-        }
+        /* an unbound value (x:fill_(v), x:copy_(st.zeros(...))) is computed where the storage
+         * lives, else the storage would move to the default device */
+        nv = st_node_bind_dev(value, st_node_dev(s->node));
+        if (!nv) return st_last_status();
     } else {
         for (int d = 0; d < t->ndim; d++)
             if (t->strides[d] == 0 && t->shape[d] > 1) {

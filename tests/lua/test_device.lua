@@ -66,6 +66,40 @@ gpu_test("unbound_values_follow_a_non_default_device", function()
   st.eager(was)
 end)
 
+-- The gradient of a leaf on a device other than the default is on the leaf's device, in lazy and
+-- eager mode. The implicit gradient (ones) was unbound, so a gradient made only from it and weak
+-- scalars ((x * 2):sum()) went to the default device; the adjoint of a strided view wrote g into
+-- unbound zeros with copy_, which moved g to the default device (a flush there, then "expected
+-- all tensors on the same device" in the blocked cumsum's and cumprod's backward). Found by
+-- test_fuzz_ops.lua on the simulated GPU.
+gpu_test("gradients_follow_the_leaf", function()
+  local other = st.device() == "cpu" and "cuda:0" or "cpu"
+  local was = st.eager()
+  local cases = {
+    { "x * 2", function(x) return x * 2 end },
+    { "narrow of a reshape of a where", function(x)
+      return st.where(st.arange(16):lt(8), x:reshape(3, 16), 0):reshape(1, 48):narrow(-1, 1, 33) end },
+    { "blocked cumsum", function(x) return x:cumsum(2) end },
+    { "blocked cumprod", function(x) return (x * 0.01 + 1):cumprod(2) end },
+    { "no path (zeros)", function(x) return x:narrow(2, 1, 0):sum() + 1 end },
+  }
+  for _, eager in ipairs({ false, true }) do
+    st.eager(eager)
+    for _, c in ipairs(cases) do
+      local x = st.ones(1, 48, "f64"):to(other):requires_grad_(true)
+      c[2](x):sum():backward()
+      local what = c[1] .. (eager and " (eager)" or "")
+      assert(x.grad, what .. ": no gradient")
+      assert(x.grad:device() == other, what .. ": the gradient is on " .. x.grad:device())
+      st.sync(x.grad)
+      assert(x.grad:device() == other, what .. ": realized on " .. x.grad:device())
+      local g <close> = st.no_grad()
+      x:add_(x.grad)   -- an optimizer's step: both on one device
+    end
+  end
+  st.eager(was)
+end)
+
 -- An index given as a Lua table is made on the indexed tensor's device (it was made on the default
 -- device: "gather: expected all tensors on the same device"; found by test_fuzz_ops.lua on the
 -- simulated GPU).
