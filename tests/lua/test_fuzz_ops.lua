@@ -1494,7 +1494,12 @@ local function fuzz_one(seed)
     local e = prog
     if type(e) ~= "table" or not e.prog then return "generation failed: " .. tostring(e) end
     local p = e.prog
-    return "the reference run failed at step " .. e.step .. ": " .. tostring(e.err) .. "\n" .. show_prog(p, nil, true)
+    local msg = "the reference run failed at step " .. e.step .. ": " .. tostring(e.err) .. "\n" .. show_prog(p)
+    local f = { kind = "error ref", step = e.step, why = e.err }
+    local keep, f2 = minimize(p, f)
+    local n = 0
+    for _ in pairs(keep) do n = n + 1 end
+    return msg .. "\n  minimized (" .. n .. " steps): " .. describe(f2):gsub("\n.*", "") .. "\n" .. show_prog(p, keep, true)
   end
   if VERBOSE then print(show_prog(prog)) end
   local f = check(prog, nil, prog.ref)
