@@ -1528,6 +1528,10 @@ for _, seed in ipairs(seeds) do
     end
   end
   collectgarbage()
+  if #seeds > 100 and (seed - seeds[1] + 1) % 100 == 0 then   -- a long run's progress
+    print(string.format("# %d of %d programs (seed %d), %d failed, %d s", seed - seeds[1] + 1, #seeds, seed, failures, os.time() - t0))
+    io.stdout:flush()
+  end
 end
 st.set_poison(false)
 if failures == 0 then
