@@ -15,6 +15,7 @@
 
 #include <lauxlib.h>
 #include <stdbool.h>
+#include <string.h>
 
 /* ------------------------------------------------------------------------------------------------
  * Indexing: t[i], t[{...}] and assignment through them
@@ -191,8 +192,10 @@ LT_FUNC int lt_index_set(lua_State *L, st_tensor *t) {
  * ---------------------------------------------------------------------------------------------- */
 
 /* The index argument at arg as a tensor: an integer tensor, or a Lua table converted to i64
- * (pushed). Checked here, before lt_shift: a bool index minus one would become an integer one. */
-static st_tensor *lt_index_arg(lua_State *L, int arg, const char *name) {
+ * (pushed) on the device of `on` (the indexed tensor; NULL: the default device), as a table
+ * has none of its own. Checked here, before lt_shift: a bool index minus one would become an
+ * integer one. */
+static st_tensor *lt_index_arg(lua_State *L, int arg, const char *name, st_tensor *on) {
     st_tensor *t = lt_totensor(L, arg);
     if (t) {
         st_dtype dt = st_dtype_of(t);
@@ -203,7 +206,17 @@ static st_tensor *lt_index_arg(lua_State *L, int arg, const char *name) {
     if (!lua_istable(L, arg)) luaL_typeerror(L, arg, "index tensor or table");
     lt_push_table_tensor(L, arg, ST_I64);
     lua_replace(L, arg);
-    return lt_totensor(L, arg);
+    t = lt_totensor(L, arg);
+    const char *dev = on ? st_device_of(on) : NULL;
+    if (dev && strcmp(dev, st_device_of(t)) != 0) {
+        lt_box *box = lt_push_box(L);
+        st_tensor *moved;
+        LT_TRY(L, moved, st_to(t, dev));
+        lt_box_finish(L, box, moved, name);
+        lua_replace(L, arg);
+        t = moved;
+    }
+    return t;
 }
 
 enum { LT_GATHER, LT_INDEX_SELECT, LT_SCATTER_ADD, LT_INDEX_ADD };
@@ -223,7 +236,7 @@ static st_tensor *lt_indexop_apply(int op, st_tensor *t, int d, st_tensor *idx1,
 static int lt_indexop(lua_State *L, int op, const char *name) {
     st_tensor *t = lt_check(L, 1);
     int d = lt_checkdim(L, 2, st_ndim(t), false);
-    st_tensor *idx = lt_index_arg(L, 3, name);
+    st_tensor *idx = lt_index_arg(L, 3, name, t);
     st_tensor *src = op >= LT_SCATTER_ADD ? lt_check(L, 4) : NULL;
     lua_settop(L, 4);
     lt_box *box = lt_push_box(L);
@@ -245,7 +258,7 @@ static st_tensor *lt_one_hot_apply(st_tensor *idx1, int64_t n) {
 
 /* st.one_hot(idx [, n]): idx holds 1-based class ids; n omitted or -1: the largest id. */
 static int lt_one_hot(lua_State *L) {
-    st_tensor *idx = lt_index_arg(L, 1, "one_hot");
+    st_tensor *idx = lt_index_arg(L, 1, "one_hot", NULL);
     int64_t n = (int64_t)luaL_optinteger(L, 2, -1);
     lua_settop(L, 2);
     lt_box *box = lt_push_box(L);

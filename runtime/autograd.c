@@ -243,11 +243,18 @@ static int by_id_desc(const void *a, const void *b) {
 /* Grow *arr (capacity *cap) to hold n + 1 entries. */
 static int reserve(st_node ***arr, int *cap, int n) { return BASE_GROW(*arr, *cap, n + 1, 256) == ST_OK; }
 
-/* Leaf: add g into the storage's accumulated gradient. */
-static st_status accumulate(st_grad_acc *acc, st_tensor *g) {
+/* Leaf: add g into the storage's accumulated gradient. An unbound g is bound to dev, the device of
+ * the tensor it is the gradient of: a gradient made only from the implicit seed (ones) and weak
+ * scalars ((x * 2):sum()), or a zero one, is unbound, and would land on the default device when
+ * realized (a CPU leaf got a GPU gradient when the default device is a GPU). */
+static st_status accumulate(st_grad_acc *acc, st_tensor *g, int dev) {
     if (!acc->requires_grad && !acc->retains_grad) return ST_OK; /* the storage died or stopped requiring grad */
     st_dtype dt = acc->grad ? (st_dtype)acc->grad->dtype : (st_dtype)g->dtype;
-    if (!acc->grad) return acc_store(acc, st_retain(g), dt);
+    if (!acc->grad) {
+        if (dev == ST_DEV_ANY || st_node_dev(g->storage->node) != ST_DEV_ANY) return acc_store(acc, st_retain(g), dt);
+        st_tensor *bg = st_tensor_from_node(st_node_bind_dev(st_tensor_read(g, (st_dtype)g->dtype, g->ndim, g->shape), dev));
+        return bg ? acc_store(acc, bg, dt) : st_last_status();
+    }
     st_tensor *sum = st_add(acc->grad, g);
     if (!sum) return st_last_status();
     return acc_store(acc, sum, dt);
@@ -321,13 +328,13 @@ st_status st_backward(st_tensor *t, st_tensor *grad) {
             continue;
         }
         if (!g) continue;
-        if (n->ag->retain) status = accumulate(n->ag->retain, g);  /* retain_grad: a copy */
+        if (n->ag->retain) status = accumulate(n->ag->retain, g, st_node_dev(n));  /* retain_grad: a copy */
         if (status != ST_OK) {
             /* stop: the failure is reported below */
         } else if (n->ag->kind == AG_FN_OUT) {
             st_ag_fn_park(n, g);
         } else if (n->ag->acc) {
-            status = accumulate(n->ag->acc, g);
+            status = accumulate(n->ag->acc, g, st_node_dev(n));
         } else {
             grad_apply(&A, n, g);
             grad_arena_free(&A);

@@ -317,7 +317,11 @@ static st_tensor *view_adjoint(grad_arena *A, const st_ag *ag, const st_node *n,
     /* 5. any other injective view (step slices): write g into zeros */
     m = src->ndim;
     if (view_injective(nd, s, t, o, src->numel)) {
-        st_tensor *z = keep(A, st_zeros(dt, m, src->shape));
+        /* zeros on g's device: copy_ into an unbound tensor would move g to the default device */
+        st_tensor *z0 = keep(A, st_zeros(dt, m, src->shape));
+        st_tensor *z = z0 ? keep(A, st_tensor_from_node(st_node_bind_dev(st_node_retain(z0->storage->node),
+                                                                          st_node_dev(g->storage->node))))
+                          : NULL;
         st_tensor *v = z ? keep(A, st_tensor_view(z, nd, s, t, o)) : NULL;
         if (v) arena_check(A, st_copy_(v, g));
         return z;

@@ -51,9 +51,13 @@ static st_status auto_flush(void) {
 
 static st_status maybe_auto_flush(st_tensor *t) {
     if (st_rt.eager) {
-        /* CONSTs stay symbolic: a weak scalar must reach an f64 op with its full precision. */
+        /* Unbound values (CONST, fills, aranges, random tensors and what is made of them alone) stay
+         * symbolic until an op reads them: a weak scalar must reach an f64 op with its full
+         * precision, and a fill must be computed on the device of the op that uses it (flushed
+         * here, it would land on the default device, where a tensor on another device cannot
+         * read it). */
         st_node *n = t->storage->node;
-        if (n->op != ST_OP_BUFFER && n->op != ST_OP_CONST) return st_flush_nodes(1, &n);
+        if (n->op != ST_OP_BUFFER && st_node_dev(n) != ST_DEV_ANY) return st_flush_nodes(1, &n);
     } else if (st_pending_nodes() > st_rt.trace_max + pending_floor) {
         return auto_flush();
     }
@@ -189,6 +193,14 @@ st_node *st_tensor_read(st_tensor *t, st_dtype dt, int ndim, const int64_t *shap
     return n;
 }
 
+st_node *st_node_bind_dev(st_node *value, int dev) {
+    if (!value || dev == ST_DEV_ANY || st_node_dev(value) != ST_DEV_ANY) return value;
+    st_node *v = st_node_identity_view(value);
+    st_node_release(value);
+    if (v) v->dev = (int8_t)dev;
+    return v;
+}
+
 st_status st_tensor_write(st_tensor *t, st_node *value) {
     if (!value) return st_last_status();
     st_storage *s = t->storage;
@@ -202,7 +214,10 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
     }
     st_node *nv;
     if (t->identity) {
-        nv = value;
+        /* an unbound value (x:fill_(v), x:copy_(st.zeros(...))) is computed where the storage
+         * lives, else the storage would move to the default device */
+        nv = st_node_bind_dev(value, st_node_dev(s->node));
+        if (!nv) return st_last_status();
     } else {
         for (int d = 0; d < t->ndim; d++)
             if (t->strides[d] == 0 && t->shape[d] > 1) {
@@ -233,7 +248,7 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
         nv = s->node;
     }
     st_node_release(old);
-    if (st_rt.eager && nv->op != ST_OP_BUFFER) return st_flush_nodes(1, &nv);
+    if (st_rt.eager && nv->op != ST_OP_BUFFER && st_node_dev(nv) != ST_DEV_ANY) return st_flush_nodes(1, &nv);
     if (st_pending_nodes() > st_rt.trace_max + pending_floor) return auto_flush();
     return ST_OK;
 }

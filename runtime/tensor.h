@@ -69,6 +69,10 @@ ST_INTERNAL st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *sha
 /* A new node reference reading t broadcast to shape (ndim >= t's) and cast to dt: the storage node
  * itself, or a VIEW of it, plus a CAST when dt differs (weak CONSTs are converted in place). */
 ST_INTERNAL st_node *st_tensor_read(st_tensor *t, st_dtype dt, int ndim, const int64_t *shape);
+/* value bound to device dev: value itself when it is bound already or dev is ST_DEV_ANY, else an
+ * identity VIEW of it bound to dev (an unbound value, a fill or an arange, is then computed there,
+ * as st_to_dev does without a flush). The reference to value is taken over; NULL on OOM. */
+ST_INTERNAL st_node *st_node_bind_dev(st_node *value, int dev);
 /* Replace the region of t's storage that t views by value (a node of t's shape and dtype; the
  * reference is taken over). The in-place primitive behind add_, copy_, fill_, indexing writes. */
 ST_INTERNAL st_status st_tensor_write(st_tensor *t, st_node *value);

@@ -264,7 +264,10 @@ end
 
 -- repeat_tensor(r1, r2, ...): the tensor tiled r_i times along dim i; with more counts than dims,
 -- size-1 dims are added in front. Each repeated dim is unsqueeze + expand + flatten: a copy the
--- fuser folds into its consumer, and the gradient (expand's) sums the copies.
+-- fuser folds into its consumer, and the gradient (expand's) sums the copies. The result is always
+-- a new tensor, as in PyTorch: the flatten of a repeated size-1 dim is a view with stride 0 (an
+-- in-place write into it would fail, and one into x would show through), and the leading dims
+-- alone are a reshape, so those are copied (contiguous, clone).
 function M.repeat_tensor(x, first, ...)
   check_tensor("repeat", x, "argument #1")
   local reps = type(first) == "table" and first or { first, ... }
@@ -281,16 +284,17 @@ function M.repeat_tensor(x, first, ...)
   local shape = x:shape()
   for _ = x:dim() + 1, #reps do table.insert(shape, 1, 1) end
   local r = x:reshape(shape)
+  local tiled = false
   for d = 1, #reps do
     if reps[d] ~= 1 then
       local sz = r:shape()
       local ex = {}
       for k = 1, #sz do ex[#ex + 1] = (k == d) and reps[d] or -1; if k == d then ex[#ex + 1] = -1 end end
       r = r:unsqueeze(d):expand(ex):flatten(d, d + 1)
+      tiled = true
     end
   end
-  if r == x then r = x:clone() end
-  return r
+  return tiled and r:contiguous() or r:clone()
 end
 M["repeat"] = M.repeat_tensor
 
@@ -404,7 +408,8 @@ end
 
 -- pads lists (before, after) pairs from the last dim backwards, as PyTorch's F.pad. Constant mode
 -- joins fill blocks with cat (negative pads crop with narrow); the others gather with one
--- index_select per padded dim, whose gradient (index_add) sums what each entry fed.
+-- index_select per padded dim, whose gradient (index_add) sums what each entry fed. The result is
+-- always a new tensor (PyTorch): pads that only crop (narrow views of x) or add nothing are cloned.
 function M.pad(x, pads, mode, value)
   check_tensor("pad", x, "argument #1")
   if type(mode) == "table" then
@@ -430,7 +435,7 @@ function M.pad(x, pads, mode, value)
   for i = 1, #given do pads[i] = check_int("pad", given[i], "pads entry " .. i) end
   local fill = 0
   if value ~= nil then fill = scalar_for("pad", x, value) elseif x:dtype() == "bool" then fill = false end
-  local r = x
+  local r, copied = x, false
   for p = 1, #pads // 2 do
     local d = nd - p + 1
     local before, after = pads[2 * p - 1], pads[2 * p]
@@ -455,7 +460,7 @@ function M.pad(x, pads, mode, value)
       if before > 0 then block(before) end
       parts[#parts + 1] = r
       if after > 0 then block(after) end
-      if #parts > 1 then r = st.cat(parts, d) end
+      if #parts > 1 then r, copied = st.cat(parts, d), true end
     else
       if before < 0 or after < 0 then fail("pad", "mode " .. show(mode) .. " takes no negative pads, got " .. show(pads)) end
       local limit = mode == "reflect" and n - 1 or (mode == "circular" and n or math.huge)
@@ -466,11 +471,11 @@ function M.pad(x, pads, mode, value)
       if before > 0 or after > 0 then
         local idx = {}
         for q = 0, n + before + after - 1 do idx[q + 1] = pad_source(mode, q, before, n) end
-        r = r:index_select(d, index_on(x, idx))
+        r, copied = r:index_select(d, index_on(x, idx)), true
       end
     end
   end
-  if r == x then r = x:clone() end
+  if not copied then r = r:clone() end
   return r
 end
 
@@ -709,7 +714,7 @@ local function scan_along(op, x, dim, scan)
   if dim == nil then fail(op, "expected a dim", lvl) end
   local d = check_dim(op, dim, x:dim(), lvl)
   if x:dtype() == "bool" or x:dtype() == "i32" then x = x:long() end
-  if x:dim() == 0 or x:size(d) == 0 then return x:clone() end
+  if x:dim() == 0 or x:size(d) <= 1 then return x:clone() end   -- (always a new tensor)
   local last = x:dim()
   if d == last then return scan(x) end
   return scan(x:movedim(d, last)):movedim(last, d)

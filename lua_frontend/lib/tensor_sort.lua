@@ -255,6 +255,7 @@ local function prod_scan(x)
 end
 
 -- cumprod(dim): the running product along dim; integer and bool inputs multiply in i64 (PyTorch).
+-- Always a new tensor: along a dim of size 1 the scan multiplies nothing, and returned x itself.
 function M.cumprod(x, dim)
   return U.scan_along("cumprod", x, dim, prod_scan)
 end

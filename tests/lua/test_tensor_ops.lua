@@ -146,6 +146,28 @@ test("repeat", function()
   H.eq(H.show(counts), "{1, 2}", "the counts table is not changed")
 end)
 
+-- repeat is a new tensor (PyTorch): tiling a size-1 dim (an expand whose flatten is a stride-0 view)
+-- or only adding leading dims (a reshape) used to return a view of x, so x:fill_ showed through and
+-- an in-place write into the result failed (expanded view). Found by test_fuzz_ops.lua (seed 217).
+test("repeat_is_a_copy", function()
+  local cases = {
+    { st.tensor{ { 1 }, { 2 }, { 3 } }, { 1, 2 }, { { 1, 1 }, { 2, 2 }, { 3, 3 } } },
+    { st.tensor{ 1, 2, 3 }, { 1, 1 }, { { 1, 2, 3 } } },
+    { st.tensor(5), { 2 }, { 5, 5 } },
+    { st.tensor{ { 1, 2 } }, { 2, 1 }, { { 1, 2 }, { 1, 2 } } },
+  }
+  local function filled(sh, v) return #sh == 0 and v or H.nested(sh, function() return v end) end
+  for i, c in ipairs(cases) do
+    local x, reps, want = c[1], c[2], c[3]
+    local r = x:repeat_tensor(reps)
+    x:fill_(9)
+    check(r, want, 0, "case " .. i .. ": x:fill_ after repeat")
+    r:fill_(0)   -- not an expanded view
+    check(r, filled(r:shape(), 0), 0, "case " .. i .. ": r:fill_")
+    check(x, filled(x:shape(), 9), 0, "case " .. i .. ": x keeps its values")
+  end
+end)
+
 test("split_chunk_unbind", function()
   local x = st.arange(10):reshape(5, 2)
   local p = x:split(2)
@@ -201,6 +223,25 @@ test("pad", function()
   local pads = { 1, 1 }
   x:pad(pads, "reflect")
   eq(H.show(pads), "{1, 1}", "the pads table is not changed")
+end)
+
+-- pad is a new tensor (PyTorch): pads that only crop used to return a narrow view of x, so x:fill_
+-- showed through and an in-place write into the result wrote into x (into a leaf that requires
+-- grad: an error). Found by test_fuzz_ops.lua (seeds 1058, 1085).
+test("pad_is_a_copy", function()
+  for _, pads in ipairs({ { -1, 0 }, { -1, -1, 0, 0 }, { 0, 0 }, { 0, -2, -1, 0 } }) do
+    local x = st.tensor{ { 1, 2, 3 }, { 4, 5, 6 } }
+    local p = x:pad(pads)
+    local want = p:tolist()
+    x:fill_(9)
+    check(p, want, 0, "x:fill_ after pad " .. H.show(pads))
+    p:fill_(0)
+    check(x, { { 9, 9, 9 }, { 9, 9, 9 } }, 0, "p:fill_ after pad " .. H.show(pads))
+  end
+  local w = st.ones(4):requires_grad_()
+  local p = w:pad({ -1, 0 })
+  p[st.tensor{ true, false, true }] = 0   -- not a write into the leaf
+  check(p, { 0, 1, 0 }, 0)
 end)
 
 test("isnan_isinf_isfinite", function()

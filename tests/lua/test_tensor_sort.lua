@@ -292,6 +292,25 @@ test("cumprod_values", function()
   check(st.tensor(m):cumprod(-1), { { 1, 2, 6 }, { 4, 20, 120 }, { 7, 56, 504 } }, 0)
 end)
 
+-- Along a dim of size 1 cumprod multiplies nothing; it returned x itself (its storage), so
+-- x:fill_ showed through and an in-place write into the result went into x (an error for a leaf
+-- that requires grad). Found by test_fuzz_ops.lua (seed 2537).
+test("cumprod_is_a_copy", function()
+  for _, d in ipairs({ 1, 2 }) do
+    local x = d == 1 and st.tensor{ { 1, 2, 3 } } or st.tensor{ { 1 }, { 2 } }
+    local c = x:cumprod(d)
+    local want = x:tolist()
+    x:fill_(5)
+    check(c, want, 0, "x:fill_ after cumprod(" .. d .. ")")
+    c:fill_(0)
+    eq(x:sum():item(), 5.0 * x:numel(), "c:fill_ left x alone")
+  end
+  local w = st.ones(1, 3):requires_grad_()
+  local c = w:cumprod(1)
+  c:scatter_add_(1, st.tensor({ { 1, 1, 1 } }, "i64"), st.ones(1, 3))   -- not a write into the leaf
+  check(c, { { 2, 2, 2 } }, 0)
+end)
+
 test("cumprod_gradient_with_zeros", function()
   local vals = list(12, function() return rnd() * 2 end)
   vals[3], vals[10] = 0, 0
