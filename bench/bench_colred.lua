@@ -1,6 +1,8 @@
 -- bench_colred.lua — column reductions and broadcast reads in row kernels (bench/NOTES.md,
 -- "Column reductions"): layernorm forward, layernorm forward+backward, x:sum(1) of a (4096, 1024)
--- f32 tensor and a Linear's bias gradient (g:sum(1) of g = dy * relu'(h), one fused kernel).
+-- f32 tensor and a Linear's bias gradient (g:sum(1) of g = dy * relu'(h), one fused kernel); then
+-- BatchNorm2d's training forward on a (64, 32, 16, 16) NCHW tensor and a mean over its (N, H, W),
+-- mixed reductions (bench/NOTES.md "Mixed reductions").
 -- Run: ST_DEVICE=cpu build/stitch bench/bench_colred.lua [reps]
 -- Prints per case the median ms over the timed runs (two warm-up runs, compiled kernels; a full
 -- garbage collection before each run, so outputs reuse freed buffers instead of page-faulting
@@ -58,4 +60,18 @@ end)
 bench("bias grad (relu')", 2 * MB, function()
   local g <close> = (dy * (h:gt(0)):float()):sum(1)
   st.sync(g)
+end)
+
+local xb = input({64, 32, 16, 16}, 6)
+local wb, bb = input({32}, 7) * 0.4 + 1, input({32}, 8)
+st.sync(wb, bb)
+local MBB = 64 * 32 * 16 * 16 * 4
+bench("batchnorm2d fwd", 2 * MBB, function()
+  local y <close> = F.batch_norm(xb, nil, nil, wb, bb, {training = true})
+  st.sync(y)
+end)
+
+bench("mean over (N,H,W)", MBB, function()
+  local s <close> = xb:mean({1, 3, 4})
+  st.sync(s)
 end)

@@ -50,3 +50,10 @@ def ln_fb():
 bench("layernorm fwd+bwd", 4 * MB, ln_fb)
 bench("x:sum(1)", MB, lambda: x.sum(0))
 bench("bias grad (relu')", 2 * MB, lambda: (dy * (h > 0).float()).sum(0))
+
+xb = pattern((64, 32, 16, 16), 6)
+wb, bb = pattern((32,), 7) * 0.4 + 1, pattern((32,), 8)
+MBB = 64 * 32 * 16 * 16 * 4
+with torch.no_grad():
+    bench("batchnorm2d fwd", 2 * MBB, lambda: F.batch_norm(xb, None, None, wb, bb, training=True))
+    bench("mean over (N,H,W)", MBB, lambda: xb.mean((0, 2, 3)))
