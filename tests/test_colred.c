@@ -288,7 +288,9 @@ TEST(mixed_reductions_match_interpreter_without_division) {
                 st_tensor *y[2];
                 for (int e = 0; e < 2; e++) {   /* 0: lazy (compiled), 1: the interpreter */
                     st_set_eager(e);
-                    st_tensor *in = op == 3 ? st_add_s(st_mul_s(x, 0.01), 1.0) : x;   /* products near 1 */
+                    st_tensor *scaled = op == 3 ? st_mul_s(x, 0.01) : NULL;
+                    st_tensor *in = scaled ? st_add_s(scaled, 1.0) : x;   /* products near 1 */
+                    st_release(scaled);
                     y[e] = op == 0 ? st_sum(x, nax[a], axsets[a], 0)
                          : op == 1 ? st_max(x, nax[a], axsets[a], 1)
                          : op == 2 ? st_var(x, nax[a], axsets[a], 1, 0)
