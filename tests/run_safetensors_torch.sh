@@ -2,7 +2,7 @@
 # run_safetensors_torch.sh — safetensors interop with PyTorch (Debian's /usr/bin/python3 with torch):
 # stitch writes a checkpoint that Python reads and checks value by value, and Python writes one that
 # stitch reads and checks. Python uses the `safetensors` package when importable, otherwise a few
-# lines of its own (json + struct + torch.frombuffer), and says which.
+# lines of its own (tests/parity/st_format.py), and says which.
 # Prints PASS/FAIL lines (counted by tests/run.sh); skips (exit 0) when torch is not importable.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -16,7 +16,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # The Python side: save/load with the safetensors package, or our own few lines.
 cat > "$tmp/stio.py" <<'EOF'
-import json, struct, torch
+import torch
 try:
     from safetensors.torch import save_file, load_file
     from safetensors import safe_open
@@ -29,40 +29,9 @@ try:
         save_file(tensors, path, metadata=metadata)
 except ImportError:
     IMPL = "built-in reader/writer (safetensors package not importable)"
-    DT = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32, "I64": torch.int64,
-          "BOOL": torch.bool, "F16": torch.float16, "BF16": torch.bfloat16, "U8": torch.uint8,
-          "I8": torch.int8, "I16": torch.int16}
-    NAME = {v: k for k, v in DT.items()}
-    def load(path):
-        b = open(path, "rb").read()
-        n = struct.unpack("<Q", b[:8])[0]
-        h = json.loads(b[8:8 + n])
-        meta = h.pop("__metadata__", {})
-        data = bytearray(b[8 + n:])
-        out = {}
-        for k, e in h.items():
-            s, t = e["data_offsets"]
-            dt = DT[e["dtype"]]
-            if t > s:
-                x = torch.frombuffer(data[s:t], dtype=dt)
-            else:
-                x = torch.empty(0, dtype=dt)
-            out[k] = x.reshape(e["shape"]).clone()
-        return out, meta
-    def save(path, tensors, metadata):
-        h, blobs, off = {}, [], 0
-        if metadata:
-            h["__metadata__"] = metadata
-        for k in sorted(tensors):
-            t = tensors[k].contiguous()
-            raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-            h[k] = {"dtype": NAME[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-            blobs.append(raw)
-            off += len(raw)
-        hb = json.dumps(h, separators=(",", ":")).encode()
-        hb += b" " * (-len(hb) % 8)
-        with open(path, "wb") as f:
-            f.write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+    import sys
+    sys.path.insert(0, "tests/parity")
+    from st_format import load, save
 EOF
 
 # 1. stitch writes, Python reads.

@@ -252,6 +252,16 @@ TEST(thread_count_gives_identical_bits) {
 
 /* The row kernel (four reductions over the rows, then y) reads w and b at the row's element: no
  * division or modulo anywhere in it (the flat index's unravel used to be one per element). */
+/* Does the kernel whose source starts at k (up to its closing "\n}\n", *len bytes) divide or
+ * take a remainder by a value (`% v`, `/ v`)? The partial-lane loop's own `v1 % 16` is a literal. */
+static bool divides_by_size(const char *k, size_t *len) {
+    const char *end = strstr(k, "\n}\n");
+    *len = end ? (size_t)(end - k) : strlen(k);
+    for (size_t i = 0; i + 2 < *len; i++)
+        if ((k[i] == '%' || k[i] == '/') && k[i + 1] == ' ' && k[i + 2] == 'v') return true;
+    return false;
+}
+
 TEST(row_kernel_reads_broadcast_without_division) {
     CHECK_MSG(child_rc[3] == 0, "sources child exited %d", child_rc[3]);
     size_t n = 0;
@@ -260,13 +270,8 @@ TEST(row_kernel_reads_broadcast_without_division) {
     const char *k = s ? strstr(s, "reduce; out:") : NULL;
     CHECK_MSG(k != NULL, "no reduce kernel in the sources");
     if (k) {
-        const char *end = strstr(k, "\n}\n");
-        size_t len = end ? (size_t)(end - k) : strlen(k);
-        bool div = false;
-        for (size_t i = 0; i + 2 < len; i++)
-            div |= (k[i] == '%' && k[i + 1] == ' ' && k[i + 2] == 'v') || (k[i] == '/' && k[i + 1] == ' ' && k[i + 2] == 'v');
-        /* the partial-lane loop's own `v1 % 16` is a literal, not a `% v` */
-        CHECK_MSG(!div, "the row kernel divides by a size:\n%.*s", (int)len, k);
+        size_t len;
+        CHECK_MSG(!divides_by_size(k, &len), "the row kernel divides by a size:\n%.*s", (int)len, k);
     }
     free(s);
 }
@@ -336,12 +341,8 @@ TEST(mixed_reductions_match_interpreter_without_division) {
     CHECK(s != NULL);
     int kernels = 0;
     for (const char *k = s ? strstr(s, "reduce; out:") : NULL; k; k = strstr(k + 1, "reduce; out:")) {
-        const char *end = strstr(k, "\n}\n");
-        size_t len = end ? (size_t)(end - k) : strlen(k);
-        bool div = false;
-        for (size_t i = 0; i + 2 < len; i++)
-            div |= (k[i] == '%' && k[i + 1] == ' ' && k[i + 2] == 'v') || (k[i] == '/' && k[i + 1] == ' ' && k[i + 2] == 'v');
-        CHECK_MSG(!div, "the (0, 2, 3) reduction divides by a size:\n%.*s", (int)len, k);
+        size_t len;
+        CHECK_MSG(!divides_by_size(k, &len), "the (0, 2, 3) reduction divides by a size:\n%.*s", (int)len, k);
         kernels++;
     }
     CHECK_MSG(kernels > 0, "no reduce kernel in the sources");

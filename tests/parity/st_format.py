@@ -1,20 +1,23 @@
-"""st_format.py — the safetensors format for the parity scripts (torch_nn_models.py,
-torch_layers_f64.py), without the `safetensors` package: an 8-byte little-endian header length, a
-JSON header (dtype, shape, data offsets per name, padded with blanks to a multiple of 8), then the
-raw data in the names' sorted order.
+"""st_format.py — the safetensors format for the Python test scripts (tests/parity/*.py,
+tests/run_safetensors_torch.sh without the `safetensors` package): an 8-byte little-endian header
+length, a JSON header (dtype, shape, data offsets per name, optional "__metadata__", padded with
+blanks to a multiple of 8), then the raw data in the names' sorted order.
 """
 import json
 import struct
 
 import torch
 
-DT = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
-      "F16": torch.float16, "BOOL": torch.bool}
+DT = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32, "I64": torch.int64,
+      "BOOL": torch.bool, "F16": torch.float16, "BF16": torch.bfloat16, "U8": torch.uint8,
+      "I8": torch.int8, "I16": torch.int16}
 NAME = {v: k for k, v in DT.items()}
 
 
-def save(path, tensors):
+def save(path, tensors, metadata=None):
     header, blobs, off = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
     for k in sorted(tensors):
         t = tensors[k].detach().contiguous()
         raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
@@ -25,3 +28,19 @@ def save(path, tensors):
     hb += b" " * (-len(hb) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+
+
+def load(path):
+    """(tensors by name, metadata dict)"""
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    header = json.loads(b[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = bytearray(b[8 + n:])
+    out = {}
+    for k, e in header.items():
+        s, t = e["data_offsets"]
+        dt = DT[e["dtype"]]
+        x = torch.frombuffer(data[s:t], dtype=dt) if t > s else torch.empty(0, dtype=dt)
+        out[k] = x.reshape(e["shape"]).clone()
+    return out, meta

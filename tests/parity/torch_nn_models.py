@@ -17,31 +17,18 @@ tests/lua/test_nn_torch_load.lua is stitch's half).
       (within 1e-5). Prints PASS/FAIL lines.
 
 No `safetensors` package is needed: the format (8-byte little-endian header length, a JSON header,
-the raw data) is written and read here with json and struct.
+the raw data) is written and read by st_format.py with json and struct.
 """
-import json
-import struct
 import sys
 
 import torch
 import torch.nn as nn
 
-from st_format import DT, save  # noqa: E402 (tests/parity is the script's directory)
+from st_format import load as load_st, save  # noqa: E402 (tests/parity is the script's directory)
 
 
 def load(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    header = json.loads(b[8:8 + n])
-    header.pop("__metadata__", None)
-    data = bytearray(b[8 + n:])
-    out = {}
-    for k, e in header.items():
-        s, t = e["data_offsets"]
-        dt = DT[e["dtype"]]
-        x = torch.frombuffer(data[s:t], dtype=dt) if t > s else torch.empty(0, dtype=dt)
-        out[k] = x.reshape(e["shape"]).clone()
-    return out
+    return load_st(path)[0]
 
 
 class Custom(nn.Module):
