@@ -320,26 +320,34 @@ TEST(jit_equals_interp_batched) {
     release_op(b);
 }
 
+/* The (1, 1) product of a (1, K) and a (K, 1) matrix of dtype dt (shapes sa, sb) in the eager tier
+ * (eager 1) or compiled (jit_min 0), read as a double; -1 when it failed (checked). Leaves the
+ * lazy mode and the default jit_min. */
+static double row_times_col(st_dtype dt, const int64_t *sa, const int64_t *sb, const void *a, const void *b,
+                            int eager) {
+    st_set_eager(eager);
+    st_set_jit_min(0);
+    st_tensor *x = st_from_data(dt, 2, sa, a), *y = st_from_data(dt, 2, sb, b);
+    st_tensor *z = st_matmul(x, y);
+    double r = -1;
+    CHECK(z && st_to_host(z, ST_F64, &r, sizeof r) == ST_OK);
+    st_release(x);
+    st_release(y);
+    st_release(z);
+    st_set_eager(0);
+    st_set_jit_min(32768);
+    return r;
+}
+
 /* An f32 matmul accumulates in float now: a sum whose double-precision value differs from its
  * float one shows that, in both tiers (1 + 2^-24 + 2^-24 is 1 in float k order, not in double). */
 TEST(f32_accumulates_in_float) {
     float a[3] = {1.0f, 0x1p-24f, 0x1p-24f}, b[3] = {1.0f, 1.0f, 1.0f};
     int64_t sa[2] = {1, 3}, sb[2] = {3, 1};
     for (int eager = 1; eager >= 0; eager--) {
-        st_set_eager(eager);
-        st_set_jit_min(0);
-        st_tensor *x = st_from_data(ST_F32, 2, sa, a), *y = st_from_data(ST_F32, 2, sb, b);
-        st_tensor *z = st_matmul(x, y);
-        float r = -1;
-        CHECK(z && st_to_host(z, ST_F32, &r, sizeof r) == ST_OK);
-        CHECK_MSG(r == 1.0f, "%s: %.9g, expected 1 (float accumulation in k order)", eager ? "eager" : "jit",
-                  (double)r);
-        st_release(x);
-        st_release(y);
-        st_release(z);
+        double r = row_times_col(ST_F32, sa, sb, a, b, eager);
+        CHECK_MSG(r == 1.0, "%s: %.9g, expected 1 (float accumulation in k order)", eager ? "eager" : "jit", r);
     }
-    st_set_eager(0);
-    st_set_jit_min(32768);
 }
 
 /* The sums use fused multiply-adds (one rounding per step) in both tiers, f32 and f64: with
@@ -355,17 +363,9 @@ TEST(sums_use_fma) {
         void *pa = d ? (void *)av : (void *)af, *pb = d ? (void *)bv : (void *)bf;
         int64_t sa[2] = {1, 2}, sb[2] = {2, 1};
         for (int eager = 1; eager >= 0; eager--) {
-            st_set_eager(eager);
-            st_set_jit_min(0);
-            st_tensor *x = st_from_data(dt, 2, sa, pa), *y = st_from_data(dt, 2, sb, pb);
-            st_tensor *z = st_matmul(x, y);
-            double r = -1;
-            CHECK(z && st_to_host(z, ST_F64, &r, sizeof r) == ST_OK);
+            double r = row_times_col(dt, sa, sb, pa, pb, eager);
             CHECK_MSG(r == want, "%s %s: %.17g, expected %.17g (fused multiply-add)", st_dtype_name(dt),
                       eager ? "eager" : "jit", r, want);
-            st_release(x);
-            st_release(y);
-            st_release(z);
         }
         double c = -1;
         float cf = -1;
@@ -378,8 +378,6 @@ TEST(sums_use_fma) {
         free(ws);
         CHECK(d ? c == want : (double)cf == want);
     }
-    st_set_eager(0);
-    st_set_jit_min(32768);
 }
 
 int main(void) {
