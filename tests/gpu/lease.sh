@@ -2,17 +2,20 @@
 # gpu/lease.sh — everything issue 16 asks of a GPU, in one call that fits a short lease (docs/cuda.md,
 # "On a GPU machine"). Build here first (tests/gpu/pack.sh makes gpucarry/: portable binaries,
 # stripped, plus the Fashion-MNIST files and the fortunes corpus), then on the GPU machine:
-#   sh tests/gpu/lease.sh [A_SECONDS B_SECONDS C_SECONDS]   (a phase given 0 seconds is skipped;
+#   sh tests/gpu/lease.sh [A_SECONDS B_SECONDS C_SECONDS [D_SECONDS]]   (a phase given 0 seconds is skipped;
 #   NCU=seconds adds an Nsight Compute profile of bench/ncu_cases.lua after phase B)
 # Environment: GRAPHS (fuzzer graphs per run, 120), BENCH_ARGS (run_gpu.sh's, "--quick"), OLD_BUILD
 # (a second build, e.g. main before a change: its stitch side of bench_fusion runs first in phase
 # B, so before and after are timed on the same GPU in the same call).
 # Phase A (in parallel, the GPU shared): the C suites and the Lua tests on cuda (as test-gpu), the
 # fuzzer (--device cuda), compute-sanitizer memcheck/racecheck/synccheck. Phase B (the GPU alone):
-# bench/run_gpu.sh --quick. Phase C (the GPU alone): the examples, timed. Each job has a time limit;
+# bench/run_gpu.sh --quick. Phase C (the GPU alone): the examples, timed. Phase D (in parallel, off
+# by default): deeper checks, the Lua op fuzzer over FUZZ_OPS_N programs (200) in four jobs from
+# seed 13, the graph fuzzer from seed 99, compute-sanitizer over the nn tests and Lua fuzz programs.
+# Each job has a time limit;
 # logs go to $OUT/logs.tgz (or ./gpu-out); a summary table is printed last.
 cd "$(dirname "$0")/../.." || exit 1
-A=${1:-180}; B=${2:-170}; C=${3:-90}
+A=${1:-180}; B=${2:-170}; C=${3:-90}; D=${4:-0}
 OUT=${OUT:-$(pwd)/gpu-out}; mkdir -p "$OUT"
 export BUILD=${BUILD:-$(pwd)/gpucarry/build}
 export ST_CACHE_DIR=$(mktemp -d)
@@ -64,6 +67,22 @@ if [ -n "$CS" ]; then
     job racecheck_ops $T "$CS" --tool racecheck --error-exitcode 9 env ST_DEVICE=cuda "$BUILD/tests/test_ops"
     job synccheck_ops $T "$CS" --tool synccheck --error-exitcode 9 env ST_DEVICE=cuda "$BUILD/tests/test_ops"
     job racecheck_reduce $T "$CS" --tool racecheck --error-exitcode 9 env ST_DEVICE=cuda "$BUILD/stitch" tests/lua/test_reduce.lua
+fi
+wait
+fi
+
+if [ "$D" -gt 0 ]; then
+echo "== phase D: Lua op fuzzer, graph fuzzer, sanitizers over the nn tests (limit ${D}s) =="
+T=$((D - 10)); n=$(( ${FUZZ_OPS_N:-200} / 4 ))
+for k in 0 1 2 3; do
+    job fuzz_ops$k $T env ST_DEVICE=cuda ST_FUZZ_OPS_FIRST=$((13 + k * n)) ST_FUZZ_OPS_N=$n "$BUILD/stitch" tests/lua/test_fuzz_ops.lua
+done
+job fuzz_c $T "$BUILD/tests/test_fuzz" --device cuda --graphs "${GRAPHS:-120}" --seed 99
+if [ -n "$CS" ]; then
+    for tool in memcheck racecheck; do
+        job ${tool}_nn $T sh -c "for n in nn_attention nn_norm nn_rnn; do echo \"== \$n\"; ST_DEVICE=cuda \"$CS\" --tool $tool --error-exitcode 9 \"$BUILD/stitch\" tests/lua/test_\$n.lua || echo \"FAIL test_\$n.lua: exit \$?\"; done"
+    done
+    job memcheck_fuzz_ops $T env ST_DEVICE=cuda ST_FUZZ_OPS_FIRST=400 ST_FUZZ_OPS_N=16 "$CS" --tool memcheck --error-exitcode 9 "$BUILD/stitch" tests/lua/test_fuzz_ops.lua
 fi
 wait
 fi
