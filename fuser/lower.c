@@ -18,7 +18,7 @@
 
 enum {  /* parameter keys */
     P_NUMEL = 1, P_SIZE, P_CSTR, P_NRED, P_VOFF, P_VSTR, P_LO, P_HI, P_CONST, P_IOTA0, P_IOTA1,
-    P_SEED, P_ROFF, P_RLO, P_RHI, P_MM,
+    P_SEED, P_ROFF, P_RLO, P_RHI, P_MM, P_VQ,
 };
 enum { MEMO_NODE = 1, MEMO_DONE };
 #define MAX_CLASSES 128
@@ -30,6 +30,10 @@ typedef struct lctx {
     int midx[ST_MAX_DIMS];
     int has_midx;
     int row;                   /* an element of the current row of a reduce group (row_loop) */
+    /* a source read through view `via` from context `from` (ev_view): its multi-index, when
+     * asked for, comes from from's without a division where the view allows (view_src_midx) */
+    struct lctx *from;
+    const st_node *via;
 } lctx;
 
 /* The rows of a reduce group: every reduction of the group reduces the same axes of the same
@@ -149,9 +153,64 @@ static lctx ctx_flat(int flat, int cls) {
     c.cls = cls;
     return c;
 }
-/* The multi-index of a context (C order unravel of its flat index). */
+/* Which dim of view n's source each dim of the view walks in, and by how many of that dim's
+ * steps (q), when the view reads its source in C order with every dim of size > 1 inside one
+ * dim of the source: its stride a multiple q of that dim's contiguous stride, and the dims that
+ * walk one source dim together never leave it (the sum of q * (size - 1) below its size). Then
+ * the source's index along dim d is the sum of m[k] * q[k] over the view dims k in d: the C-order
+ * unravel of the view's flat index, without a division. Permutes, splits, broadcasts and stepped
+ * slices from 0 qualify; masked views and views with an offset do not (false). dim[k] is -1 for
+ * a view dim that moves nothing (size 1 or stride 0). */
+static bool view_src_map(const st_node *n, int *dim, int64_t *q) {
+    const st_node *src = n->src[0];
+    const st_view_arg *va = &n->arg.view;
+    if (n->op != ST_OP_VIEW || va->has_mask || va->offset != 0) return false;
+    int64_t cs[ST_MAX_DIMS], span[ST_MAX_DIMS] = {0};
+    st_contig_strides(src->ndim, src->shape, cs);
+    for (int k = 0; k < n->ndim; k++) {
+        int64_t s = va->strides[k];
+        dim[k] = -1;
+        if (n->shape[k] == 1 || s == 0) continue;
+        if (s < 0) return false;
+        for (int d = src->ndim - 1; d >= 0; d--)   /* the outermost dim whose stride is <= s */
+            if (src->shape[d] > 1 && cs[d] <= s) dim[k] = d;
+            else if (src->shape[d] > 1) break;
+        if (dim[k] < 0 || s % cs[dim[k]]) return false;
+        q[k] = s / cs[dim[k]];
+        span[dim[k]] += q[k] * (n->shape[k] - 1);
+    }
+    for (int d = 0; d < src->ndim; d++)
+        if (span[d] > src->shape[d] - 1) return false;
+    return true;
+}
+
+static const int *ctx_midx(lw *w, lctx *c);
+
+/* c's multi-index from the context it was read from through view c->via (view_src_map). */
+static bool view_src_midx(lw *w, lctx *c) {
+    int dim[ST_MAX_DIMS];
+    int64_t q[ST_MAX_DIMS];
+    const st_node *n = c->via;
+    if (!n || !c->from || !view_src_map(n, dim, q)) return false;
+    const int *m = ctx_midx(w, c->from);
+    int nd = n->src[0]->ndim;
+    for (int d = 0; d < nd; d++) c->midx[d] = -1;
+    for (int k = 0; k < n->ndim; k++) {
+        if (dim[k] < 0) continue;
+        int t = q[k] == 1 ? m[k] : kir_ibin(&w->b, KI_IMUL, m[k], iparam(w, P_VQ, n->pos, k, q[k]));
+        c->midx[dim[k]] = c->midx[dim[k]] < 0 ? t : kir_ibin(&w->b, KI_IADD, c->midx[dim[k]], t);
+    }
+    for (int d = 0; d < nd; d++)
+        if (c->midx[d] < 0) c->midx[d] = kir_iconst(&w->b, KT_I64, 0);
+    c->has_midx = 1;
+    return true;
+}
+
+/* The multi-index of a context (from the context it was read from through a view, else the C
+ * order unravel of its flat index). */
 static const int *ctx_midx(lw *w, lctx *c) {
     if (c->has_midx) return c->midx;
+    if (view_src_midx(w, c)) return c->midx;
     int nd = w->cls[c->cls].ndim, rem = c->flat;
     for (int d = nd - 1; d >= 1; d--) {
         int s = size_p(w, c->cls, d);
@@ -216,6 +275,8 @@ static int ev_view(lw *w, st_node *n, lctx *c) {
     if (scls < 0) return -1;
     if (fuse_view_is_flat(n)) {
         lctx sc = ctx_flat(c->flat, scls);
+        sc.from = c;
+        sc.via = n;
         return ev(w, src, &sc);
     }
     const st_view_arg *va = &n->arg.view;
@@ -244,6 +305,8 @@ static int ev_view(lw *w, st_node *n, lctx *c) {
     }
     if (valid >= 0) flat = sel(w, valid, flat, kir_iconst(&w->b, KT_I64, 0));
     lctx sc = ctx_flat(flat, scls);
+    sc.from = c;
+    sc.via = n;
     int v = ev(w, src, &sc);
     if (v >= 0 && valid >= 0) v = sel(w, valid, v, zero_of(w, t));
     return v;

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-static char thr_file[3][300], src_file[300], mixed_file[300];
+static char thr_file[3][300], src_file[300], mixed_file[300], pool_file[300];
 
 static const int64_t ROWS[] = {1, 7, 5000}, COLS[] = {1, 3, 1000, 1023};
 static const st_dtype DTS[] = {ST_F32, ST_F16, ST_BF16, ST_F64};
@@ -212,6 +212,33 @@ static void child_sources_mixed(const char *path) {
     _exit(st_realize(1, &v) == ST_OK ? 0 : 5);
 }
 
+/* A max pool's read: relu of an NHWC tensor seen as NCHW (a permute), split into 2x2 windows (a
+ * reshape), the max over the window dims; with its interpreter twin when eager. */
+static st_tensor *pool_of_permuted(st_tensor *x) {
+    const int perm[4] = {0, 3, 1, 2};
+    const int64_t win[6] = {4, 5, 3, 2, 4, 2};
+    const int ax[2] = {3, 5};
+    st_tensor *p = st_permute(x, perm), *r = st_relu(p), *v = st_reshape(r, 6, win);
+    st_tensor *m = st_max(v, 2, ax, 1);
+    st_release(p);
+    st_release(r);
+    st_release(v);
+    if (m && st_realize(1, &m) != ST_OK) {
+        st_release(m);
+        m = NULL;
+    }
+    return m;
+}
+static const int64_t POOL_IN[4] = {4, 6, 8, 5};   /* N, H, W, C */
+
+static void child_sources_pool(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
+    st_set_jit_min(0);
+    st_tensor *x = input(ST_F32, 4, POOL_IN, 11);
+    _exit(pool_of_permuted(x) ? 0 : 5);
+}
+
 static int run_child(void (*fn)(const char *), const char *path, const char *env, const char *val) {
     pid_t pid = fork();
     if (pid < 0) return -1;
@@ -237,7 +264,7 @@ static char *slurp(const char *path, size_t *n) {
     return p;
 }
 
-static int child_rc[5];
+static int child_rc[6];
 
 TEST(thread_count_gives_identical_bits) {
     for (int t = 0; t < 3; t++) CHECK_MSG(child_rc[t] == 0, "child with %d threads exited %d", t + 1, child_rc[t]);
@@ -349,6 +376,37 @@ TEST(mixed_reductions_match_interpreter_without_division) {
     free(s);
 }
 
+/* Views read their source with its multi-index when their strides allow (lower.c view_src_map):
+ * in the pool above, the window's index maps to the permuted source's (n, c, h, w) by sums, so
+ * only the row's own index divides: at most 3 remainders and 3 divisions for its 4 kept dims
+ * (there were 36: the relu's flat index was unravelled for every element read). The values are
+ * the interpreter's, exactly (a max). */
+TEST(pool_window_of_permuted_reads_without_division) {
+    st_tensor *x = input(ST_F32, 4, POOL_IN, 11);
+    st_set_eager(1);
+    st_tensor *ref = pool_of_permuted(x);
+    st_set_eager(0);
+    st_tensor *out = pool_of_permuted(x);
+    compare("max pool 2x2 of a permuted relu", out, ref, 0);
+    st_release(ref);
+    st_release(out);
+    st_release(x);
+    CHECK_MSG(child_rc[5] == 0, "pool sources child exited %d", child_rc[5]);
+    size_t n = 0;
+    char *s = slurp(pool_file, &n);
+    const char *k = s ? strstr(s, "reduce; out:") : NULL;
+    CHECK_MSG(k != NULL, "no reduce kernel in the sources");
+    if (k) {
+        const char *end = strstr(k, "\n}\n");
+        size_t len = end ? (size_t)(end - k) : strlen(k);
+        int divs = 0;
+        for (size_t i = 0; i + 2 < len; i++)
+            if ((k[i] == '%' || k[i] == '/') && k[i + 1] == ' ' && k[i + 2] == 'v') divs++;
+        CHECK_MSG(divs <= 6, "the pool kernel has %d divisions or remainders (at most 6):\n%.*s", divs, (int)len, k);
+    }
+    free(s);
+}
+
 int main(void) {
     if (!ft_cache_dir_create("/tmp/stitch-colred-XXXXXX")) return 1;
     setenv("ST_DEVICE", "cpu", 1);
@@ -369,6 +427,8 @@ int main(void) {
         child_rc[3] = run_child(child_sources, src_file, "ST_DEBUG", "4");
         snprintf(mixed_file, sizeof mixed_file, "%s/mixed.txt", ft_cache_dir);
         child_rc[4] = run_child(child_sources_mixed, mixed_file, "ST_DEBUG", "4");
+        snprintf(pool_file, sizeof pool_file, "%s/pool.txt", ft_cache_dir);
+        child_rc[5] = run_child(child_sources_pool, pool_file, "ST_DEBUG", "4");
         setenv("ST_CACHE_DIR", ft_cache_dir, 1);
     }
     st_set_jit_min(0);
@@ -378,6 +438,7 @@ int main(void) {
     RUN(thread_count_gives_identical_bits);
     RUN(row_kernel_reads_broadcast_without_division);
     RUN(mixed_reductions_match_interpreter_without_division);
+    RUN(pool_window_of_permuted_reads_without_division);
     st_shutdown();
     ft_cache_dir_remove();
     TEST_MAIN_END();

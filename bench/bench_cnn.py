@@ -1,0 +1,101 @@
+"""bench_cnn.py — the CNN training step of issue 14 (batch 64, 3x32x32; conv 3x3 + ReLU + max_pool 2
+with 32 then 64 channels; linear head; cross_entropy; SGD momentum 0.9): stitch (bench_cnn.lua, in a
+child process) and PyTorch eager (this process), in the same run, and the ratio.
+
+Run: python3 bench/bench_cnn.py [--quick] [--build DIR]   (make -C bench cnn [TPY=PY]; threads:
+ST_THREADS for both, else every CPU). Memory: each side's peak resident set over its warm-up and
+timed steps above its resident set before them (/proc/self/clear_refs resets the peak)."""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def status_kb(key):
+    with open("/proc/self/status") as f:
+        m = re.search(key + r":\s*(\d+)", f.read())
+    return int(m.group(1)) if m else 0
+
+
+def torch_side(steps, warm=3):
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.rand(64, 3, 32, 32) - 0.5
+    y = torch.randint(0, 10, (64,))
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    rss0 = status_kb("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    for _ in range(warm):
+        step()
+    t = []
+    for _ in range(steps):
+        a = time.perf_counter()
+        loss = step()
+        t.append((time.perf_counter() - a) * 1e3)
+    t.sort()
+    return {"ms": t[(steps - 1) // 2], "best": t[0], "rss_mb": (status_kb("VmHWM") - rss0) / 1024,
+            "loss": loss.item()}
+
+
+def stitch_side(build, quick):
+    env = dict(os.environ, ST_JIT_ASYNC="0")
+    env.pop("ST_DEVICE", None)
+    env["ST_DEVICE"] = "cpu"
+    cmd = [os.path.join(build, "stitch"), os.path.join(HERE, "bench_cnn.lua")] + (["--quick"] if quick else [])
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    line = [l for l in r.stdout.splitlines() if l.startswith("cnn_stitch ")]
+    if r.returncode != 0 or not line:
+        sys.exit("bench_cnn.py: %s failed (status %d):\n%s%s" % (" ".join(cmd), r.returncode, r.stdout, r.stderr))
+    print(line[0])
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.]+)", line[0])}
+
+
+def main():
+    args = sys.argv[1:]
+    quick = "--quick" in args
+    build = os.path.join(HERE, "..", "build")
+    for i, a in enumerate(args):
+        if a == "--build" and i + 1 < len(args):
+            build = args[i + 1]
+        elif a.startswith("--build="):
+            build = a.split("=", 1)[1]
+        elif a not in ("--quick", "--build") and (i == 0 or args[i - 1] != "--build"):
+            sys.exit("bench_cnn.py: unknown argument %r (--quick, --build DIR)" % a)
+    if os.environ.get("ST_THREADS"):
+        torch.set_num_threads(int(os.environ["ST_THREADS"]))
+    print("machine: %d cores, torch %s, %d threads" % (os.cpu_count(), torch.__version__, torch.get_num_threads()))
+    s = stitch_side(build, quick)
+    t = torch_side(5 if quick else 20)
+    print("cnn_torch ms=%.3f best=%.3f rss_mb=%.1f loss=%.5f" % (t["ms"], t["best"], t["rss_mb"], t["loss"]))
+    print("| CNN train step, batch 64 | stitch | torch eager | stitch/eager |")
+    print("|---|---|---|---|")
+    print("| ms (median) | %.2f | %.2f | %.2fx |" % (s["ms"], t["ms"], s["ms"] / t["ms"]))
+    print("| peak RSS growth, MB | %.1f | %.1f | %.2fx |" % (s["rss_mb"], t["rss_mb"], s["rss_mb"] / max(t["rss_mb"], 0.1)))
+    print("goal (issue 14): stitch/eager time <= 1.0 and memory <= 1.0: %s"
+          % ("met" if s["ms"] <= t["ms"] and s["rss_mb"] <= t["rss_mb"] else "MISSED"))
+
+
+if __name__ == "__main__":
+    main()
