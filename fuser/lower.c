@@ -746,11 +746,36 @@ static void lower_reduce(lw *w) {
      * (KIR_LOOP_COLS: rows outer, a block of adjacent outputs inner) */
     bool full = firstk < 0;
     int mode = full && R.nd > 0 ? KIR_LOOP_ROW : R.prefix && !R.suffix ? KIR_LOOP_COLS : KIR_LOOP_PAR;
-    R.o = kir_loop(b, nout, kir_ibin(b, KI_IMUL, nout, R.nred), mode);
+    /* On the CPU, rows over two or more kept dims are two loops, as lower_pointwise's: a parallel
+     * one over the kept dims before the last and an inner one over the last kept dim, so a row's
+     * kept indices are unravelled once per outer step instead of once per row (short rows, a max
+     * pool's 2x2 windows: a 64-bit division per kept dim per row was most of the kernel's time).
+     * Only when the outer loop still has work for every thread and the inner one is not tiny. */
+    int lastk = -1;
+    for (int d = R.nd - 1; d >= 0 && lastk < 0; d--)
+        if (!(R.axes >> d & 1)) lastk = d;
+    bool nest_rows = mode == KIR_LOOP_PAR && lastk > firstk && firstk >= 0 &&
+                     dev_target_of(G->outs[0]->rdev) == DEV_TARGET_C && in->shape[lastk] >= 4 &&
+                     r->numel / in->shape[lastk] >= 64;
+    int work = kir_ibin(b, KI_IMUL, nout, R.nred);
+    int outer_o = -1;
+    if (nest_rows) {
+        int nouter = -1;
+        for (int d = 0; d < lastk; d++)
+            if (!(R.axes >> d & 1))
+                nouter = nouter < 0 ? size_p(w, R.scls, d) : kir_ibin(b, KI_IMUL, nouter, size_p(w, R.scls, d));
+        int lsz = size_p(w, R.scls, lastk);
+        outer_o = kir_loop(b, nouter, work, mode);
+        int inner = kir_loop(b, lsz, -1, 0);
+        R.o = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, outer_o, lsz), inner);
+        R.kept[lastk] = inner;
+    } else {
+        R.o = kir_loop(b, nout, work, mode);
+    }
     w->rows = &R;
     { /* the kept dims' indices depend only on o (dead unless a view reads them) */
-        int rem = R.o;
-        for (int d = R.nd - 1; d >= 0; d--) {
+        int rem = nest_rows ? outer_o : R.o;
+        for (int d = (nest_rows ? lastk - 1 : R.nd - 1); d >= 0; d--) {
             if (R.axes >> d & 1) continue;
             if (d == firstk) {
                 R.kept[d] = rem;
@@ -788,6 +813,7 @@ static void lower_reduce(lw *w) {
         store(w, x, R.o, ev(w, x, &oc));
     }
     kir_endloop(b);
+    if (nest_rows) kir_endloop(b);
     w->rows = NULL;
     w->L->work = in->numel * (G->nreds + any_in);
 }
