@@ -231,12 +231,31 @@ static st_tensor *pool_of_permuted(st_tensor *x) {
 }
 static const int64_t POOL_IN[4] = {4, 8, 8, 5};   /* N, H, W, C: 80 rows of 4 in 20 x 4 (nested) */
 
+/* A max pool's backward read: a per-window value broadcast over its 2x2 window (an expand) times
+ * a window-shaped tensor, merged back to (N, C, H, W) (a reshape) and added to an NCHW tensor. */
+static const int64_t UNPOOL_W[6] = {64, 5, 4, 2, 4, 2}, UNPOOL_G[6] = {64, 5, 4, 1, 4, 1};
+static const int64_t UNPOOL_OUT[4] = {64, 5, 8, 8};
+static st_tensor *unpool(st_tensor *g, st_tensor *m, st_tensor *y) {
+    st_tensor *e = st_expand(g, 6, UNPOOL_W), *p = st_mul(e, m), *r = st_reshape(p, 4, UNPOOL_OUT);
+    st_tensor *out = st_add(r, y);
+    st_release(e);
+    st_release(p);
+    st_release(r);
+    if (out && st_realize(1, &out) != ST_OK) {
+        st_release(out);
+        out = NULL;
+    }
+    return out;
+}
+
 static void child_sources_pool(const char *path) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
     st_set_jit_min(0);
     st_tensor *x = input(ST_F32, 4, POOL_IN, 11);
-    _exit(pool_of_permuted(x) ? 0 : 5);
+    st_tensor *g = input(ST_F32, 6, UNPOOL_G, 12), *m = input(ST_F32, 6, UNPOOL_W, 13);
+    st_tensor *y = input(ST_F32, 4, UNPOOL_OUT, 14);
+    _exit(pool_of_permuted(x) && unpool(g, m, y) ? 0 : 5);
 }
 
 static int run_child(void (*fn)(const char *), const char *path, const char *env, const char *val) {
@@ -433,6 +452,40 @@ TEST(pool_window_of_permuted_reads_without_division) {
     free(s);
 }
 
+/* The pool's backward read (unpool above): the pointwise kernel loops over the common refinement
+ * of (N, C, H, W) and the window shape (lower.c refine_by_reshapes), so the broadcast value's index
+ * comes from the loops: one remainder and one division per step of the parallel loop (64 x 5
+ * steps), where the window index was unravelled from the flat one at every element (8 in all).
+ * Values as the interpreter's, exactly. */
+TEST(unpool_merge_reads_without_division) {
+    st_tensor *g = input(ST_F32, 6, UNPOOL_G, 12), *m = input(ST_F32, 6, UNPOOL_W, 13);
+    st_tensor *y = input(ST_F32, 4, UNPOOL_OUT, 14);
+    st_set_eager(1);
+    st_tensor *ref = unpool(g, m, y);
+    st_set_eager(0);
+    st_tensor *out = unpool(g, m, y);
+    compare("a window value broadcast and merged back to NCHW", out, ref, 0);
+    st_release(ref);
+    st_release(out);
+    st_release(g);
+    st_release(m);
+    st_release(y);
+    size_t n = 0;
+    char *s = slurp(pool_file, &n);
+    int kernels = 0;
+    for (const char *k = s ? strstr(s, "pointwise; out:") : NULL; k; k = strstr(k + 1, "pointwise; out:")) {
+        const char *end = strstr(k, "\n}\n");
+        size_t len = end ? (size_t)(end - k) : strlen(k);
+        int divs = 0;
+        for (size_t i = 0; i + 2 < len; i++)
+            if ((k[i] == '%' || k[i] == '/') && k[i + 1] == ' ' && k[i + 2] == 'v') divs++;
+        CHECK_MSG(divs <= 2, "the unpool kernel has %d divisions or remainders (at most 2):\n%.*s", divs, (int)len, k);
+        kernels++;
+    }
+    CHECK_MSG(kernels > 0, "no pointwise kernel in the sources");
+    free(s);
+}
+
 int main(void) {
     if (!ft_cache_dir_create("/tmp/stitch-colred-XXXXXX")) return 1;
     setenv("ST_DEVICE", "cpu", 1);
@@ -465,6 +518,7 @@ int main(void) {
     RUN(row_kernel_reads_broadcast_without_division);
     RUN(mixed_reductions_match_interpreter_without_division);
     RUN(pool_window_of_permuted_reads_without_division);
+    RUN(unpool_merge_reads_without_division);
     st_shutdown();
     ft_cache_dir_remove();
     TEST_MAIN_END();

@@ -491,11 +491,13 @@ function F.conv2d(x, weight, bias, opts)
   local win = S:matmul(x:reshape(n * c, h, w):matmul(T:t()))      -- (N*C, kh*Ho, kw*Wo)
   local y
   if groups == 1 then
-    local col = win:reshape(n, c, kh, ho, kw, wo):permute(1, 4, 6, 2, 3, 5)
-      :reshape(n * ho * wo, c * kh * kw)                           -- weight's (c, i, j) order
-    y = col:matmul(weight:reshape(o, c * kh * kw):t())
-    if bias then y = add_bias(y, bias) end
-    y = y:reshape(n, ho, wo, o):permute(1, 4, 2, 3)
+    -- the weight times each image's columns: (O, C*kh*kw) x (N, C*kh*kw, Ho*Wo), so the output is
+    -- NCHW in memory (a pool or norm after it reads rows of adjacent elements)
+    local col = win:reshape(n, c, kh, ho, kw, wo):permute(1, 2, 3, 5, 4, 6)
+      :reshape(n, c * kh * kw, ho * wo)                            -- weight's (c, i, j) order
+    y = weight:reshape(o, c * kh * kw):matmul(col)
+    if bias then y = add_bias(y, bias:reshape(o, 1)) end
+    y = y:reshape(n, o, ho, wo)
   else
     local og = o // groups
     local col = win:reshape(n, groups, wc, kh, ho, kw, wo):permute(2, 1, 5, 7, 3, 4, 6)
