@@ -252,7 +252,9 @@ test("linear_3d_weight_grad_is_one_matmul", function()
   local gw = st.sync(w.grad)
   -- 2: g = c * 1 stored as the matmul's operand, then one matmul (before the fold: 4, with a
   -- batched product (3, 16, 24), a sum over the batch and a copy)
-  eq(st.stats().kernels_launched - k0, 2, "the weight gradient is one matmul kernel")
+  if not st.eager() then   -- ST_EAGER=1: the interpreter runs it, no kernel
+    eq(st.stats().kernels_launched - k0, 2, "the weight gradient is one matmul kernel")
+  end
   local want = st.zeros({16, 24})
   for b = 1, 3 do want = want + c:select(1, b):t():matmul(x:select(1, b)) end
   check(gw, want, 1e-4)
@@ -271,7 +273,7 @@ test("gather_one_pick_grad_is_pointwise", function()
   loss:backward()
   local k0 = st.stats().kernels_launched
   local gx = st.sync(x.grad)
-  eq(st.stats().kernels_launched - k0, 1, "cross-entropy backward kernels")
+  if not st.eager() then eq(st.stats().kernels_launched - k0, 1, "cross-entropy backward kernels") end
   local want = (x:softmax(2) - st.one_hot(t, 10):to("f32")) / 16
   check(gx, want, 1e-6)
   local y = st.randn({4, 5}):requires_grad_()
