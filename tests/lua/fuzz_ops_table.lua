@@ -648,6 +648,60 @@ op("like", 2, function(g, R)
   end }
 end)
 
+-- one_hot, index_add, bernoulli, randperm ------------------------------------------------------
+
+op("one_hot", 1, function(g, R)
+  local n = R.int(1, 7)
+  local idx = R.chance(0.4) and g:choose(function(m)
+    return m.dt == "i64" and m.idxmax and m.idxmax <= n and #m.shape <= 2 and numel(m.shape) * n <= MAX_NUMEL
+  end)
+  idx = idx or g:index({ R.int(1, 6) }, 1, n, false)
+  local withn = R.chance(0.7)   -- without n: the class count is the largest id (a value: exact)
+  return g:emit { call = fcall("st.one_hot", idx, withn and n or nil), ins = { idx },
+    fn = function(V) return { st.one_hot(V[idx], withn and n or nil) } end,
+    meta = function() return { exact = true, bound = 1 } end }
+end)
+
+op("index_add", 2, function(g, R)
+  local a = g:choose(function(m) return #m.shape >= 1 and isf(m.dt) end)
+  if not a then return end
+  local nd = #a.shape
+  local d = dimpick(R, nd)
+  local pd = posd(d, nd)
+  local n = a.shape[pd]
+  local unique = R.chance(0.5)
+  local k = R.int(1, unique and n or n + 2)
+  local idx = g:index({ k }, 1, n, unique)
+  local sshape = copy(a.shape)
+  sshape[pd] = k
+  local src = R.chance(0.4) and g:choose(function(m) return m.dt == a.dt and shape_str(m.shape) == shape_str(sshape) end)
+  src = src or g:const(sshape, a.dt, "grid")
+  local bound = a.bound + src.bound * k
+  if bound > FLT_BOUND then return end
+  -- a sum: inexact unless every place is added to once (then x + s, elementwise)
+  local exact = unique and a.exact and src.exact
+  return g:emit { call = mcall(a, "index_add", d, idx, src), ins = { a, idx, src },
+    fn = function(V) return { V[a]:index_add(d, V[idx], V[src]) } end,
+    meta = function() return { exact = exact, bound = bound, special = a.special or src.special } end }
+end)
+
+-- a draw against exact probabilities: the same counter-based stream on every device
+op("bernoulli", 1, function(g, R)
+  local a = g:choose(function(m) return isf(m.dt) and m.exact and not m.special end)
+  if not a then return end
+  return g:emit { call = lit(a) .. ":sigmoid():bernoulli()", ins = { a },
+    fn = function(V) return { V[a]:sigmoid():bernoulli() } end,
+    meta = function() return { exact = true, bound = 1 } end }
+end)
+
+op("randperm", 1, function(g, R)
+  local n = R.int(1, 9)
+  local dt = R.pick({ "i64", "f64" })
+  return g:emit { call = fcall("st.randperm", n, dt), ins = {},
+    fn = function(_, env) return { st.randperm(n, dt):to(env.dev) } end,
+    meta = function() return { exact = true, bound = n, idxmax = dt == "i64" and n or nil } end }
+end)
+
 -- mixers: elementwise, binary, reductions, views, casts, comparisons, sync -----------------------
 
 op("unary", 3, function(g, R)
