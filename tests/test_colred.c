@@ -212,6 +212,15 @@ static void child_sources_mixed(const char *path) {
     _exit(st_realize(1, &v) == ST_OK ? 0 : 5);
 }
 
+/* t realized, or NULL (released) when that fails. */
+static st_tensor *realized(st_tensor *t) {
+    if (t && st_realize(1, &t) != ST_OK) {
+        st_release(t);
+        t = NULL;
+    }
+    return t;
+}
+
 /* A max pool's read: relu of an NHWC tensor seen as NCHW (a permute), split into 2x2 windows (a
  * reshape), the max over the window dims; with its interpreter twin when eager. */
 static st_tensor *pool_of_permuted(st_tensor *x) {
@@ -223,11 +232,7 @@ static st_tensor *pool_of_permuted(st_tensor *x) {
     st_release(p);
     st_release(r);
     st_release(v);
-    if (m && st_realize(1, &m) != ST_OK) {
-        st_release(m);
-        m = NULL;
-    }
-    return m;
+    return realized(m);
 }
 static const int64_t POOL_IN[4] = {4, 8, 8, 5};   /* N, H, W, C: 80 rows of 4 in 20 x 4 (nested) */
 
@@ -241,11 +246,7 @@ static st_tensor *unpool(st_tensor *g, st_tensor *m, st_tensor *y) {
     st_release(e);
     st_release(p);
     st_release(r);
-    if (out && st_realize(1, &out) != ST_OK) {
-        st_release(out);
-        out = NULL;
-    }
-    return out;
+    return realized(out);
 }
 
 static void child_sources_pool(const char *path) {
@@ -300,13 +301,15 @@ TEST(thread_count_gives_identical_bits) {
  * division or modulo anywhere in it (the flat index's unravel used to be one per element). */
 /* Does the kernel whose source starts at k (up to its closing "\n}\n", *len bytes) divide or
  * take a remainder by a value (`% v`, `/ v`)? The partial-lane loop's own `v1 % 16` is a literal. */
-static bool divides_by_size(const char *k, size_t *len) {
+static int divisions(const char *k, size_t *len) {
     const char *end = strstr(k, "\n}\n");
+    int n = 0;
     *len = end ? (size_t)(end - k) : strlen(k);
     for (size_t i = 0; i + 2 < *len; i++)
-        if ((k[i] == '%' || k[i] == '/') && k[i + 1] == ' ' && k[i + 2] == 'v') return true;
-    return false;
+        if ((k[i] == '%' || k[i] == '/') && k[i + 1] == ' ' && k[i + 2] == 'v') n++;
+    return n;
 }
+static bool divides_by_size(const char *k, size_t *len) { return divisions(k, len) > 0; }
 
 TEST(row_kernel_reads_broadcast_without_division) {
     CHECK_MSG(child_rc[3] == 0, "sources child exited %d", child_rc[3]);
@@ -391,12 +394,8 @@ TEST(mixed_reductions_match_interpreter_without_division) {
             st_tensor *y[2];
             for (int e = 0; e < 2; e++) {
                 st_set_eager(e);
-                y[e] = op == 0 ? st_sum(x, 2, ax13, 1) : op == 1 ? st_max(x, 2, ax13, 0)
-                     : op == 2 ? st_var(x, 1, ax1, 1, 1) : st_argmax(x, 1, 0);
-                if (y[e] && st_realize(1, &y[e]) != ST_OK) {
-                    st_release(y[e]);
-                    y[e] = NULL;
-                }
+                y[e] = realized(op == 0 ? st_sum(x, 2, ax13, 1) : op == 1 ? st_max(x, 2, ax13, 0)
+                                : op == 2 ? st_var(x, 1, ax1, 1, 1) : st_argmax(x, 1, 0));
             }
             st_set_eager(0);
             char what[64];
@@ -442,11 +441,8 @@ TEST(pool_window_of_permuted_reads_without_division) {
     const char *k = s ? strstr(s, "reduce; out:") : NULL;
     CHECK_MSG(k != NULL, "no reduce kernel in the sources");
     if (k) {
-        const char *end = strstr(k, "\n}\n");
-        size_t len = end ? (size_t)(end - k) : strlen(k);
-        int divs = 0;
-        for (size_t i = 0; i + 2 < len; i++)
-            if ((k[i] == '%' || k[i] == '/') && k[i + 1] == ' ' && k[i + 2] == 'v') divs++;
+        size_t len;
+        int divs = divisions(k, &len);
         CHECK_MSG(divs <= 6, "the pool kernel has %d divisions or remainders (at most 6):\n%.*s", divs, (int)len, k);
     }
     free(s);
@@ -474,11 +470,8 @@ TEST(unpool_merge_reads_without_division) {
     char *s = slurp(pool_file, &n);
     int kernels = 0;
     for (const char *k = s ? strstr(s, "pointwise; out:") : NULL; k; k = strstr(k + 1, "pointwise; out:")) {
-        const char *end = strstr(k, "\n}\n");
-        size_t len = end ? (size_t)(end - k) : strlen(k);
-        int divs = 0;
-        for (size_t i = 0; i + 2 < len; i++)
-            if ((k[i] == '%' || k[i] == '/') && k[i + 1] == ' ' && k[i + 2] == 'v') divs++;
+        size_t len;
+        int divs = divisions(k, &len);
         CHECK_MSG(divs <= 2, "the unpool kernel has %d divisions or remainders (at most 2):\n%.*s", divs, (int)len, k);
         kernels++;
     }

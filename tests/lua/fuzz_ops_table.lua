@@ -17,6 +17,15 @@ local function dimpick(R, nd)
   return d
 end
 local function posd(d, nd) return d > 0 and d or math.max(nd, 1) + d + 1 end
+-- A pool value with at least one dim that satisfies pred, a dim of it as drawn (maybe negative),
+-- that dim's position and size; nil when none fits.
+local function value_and_dim(g, R, pred)
+  local a = g:choose(function(m) return #m.shape >= 1 and pred(m) end)
+  if not a then return end
+  local d = dimpick(R, #a.shape)
+  local pd = posd(d, #a.shape)
+  return a, d, pd, a.shape[pd]
+end
 local function size_at(m, d) if #m.shape == 0 then return 1 end return m.shape[posd(d, #m.shape)] end
 
 local function same(a, extra)
@@ -254,14 +263,11 @@ end)
 local function gen_scatter(g, R, mode)
   local inplace = mode == "scatter_" or mode == "scatter_add_"
   local add = mode == "scatter_add" or mode == "scatter_add_"
-  local a = g:choose(function(m)
-    return #m.shape >= 1 and (not inplace or g:inplace_ok(m)) and not (add and m.dt == "bool")
+  local a, d, pd, n = value_and_dim(g, R, function(m)
+    return (not inplace or g:inplace_ok(m)) and not (add and m.dt == "bool")
   end)
   if not a then return end
   local nd = #a.shape
-  local d = dimpick(R, nd)
-  local pd = posd(d, nd)
-  local n = a.shape[pd]
   local unique = R.chance(0.5)
   local ishape = {}
   for k = 1, nd do ishape[k] = k == pd and R.int(1, unique and n or n + 2) or R.int(1, a.shape[k]) end
@@ -663,12 +669,8 @@ op("one_hot", 1, function(g, R)
 end)
 
 op("index_add", 2, function(g, R)
-  local a = g:choose(function(m) return #m.shape >= 1 and isf(m.dt) end)
+  local a, d, pd, n = value_and_dim(g, R, function(m) return isf(m.dt) end)
   if not a then return end
-  local nd = #a.shape
-  local d = dimpick(R, nd)
-  local pd = posd(d, nd)
-  local n = a.shape[pd]
   local unique = R.chance(0.5)
   local k = R.int(1, unique and n or n + 2)
   local idx = g:index({ k }, 1, n, unique)
