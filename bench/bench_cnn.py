@@ -9,11 +9,11 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from bench_train import time_steps, train_step  # bench/ is this script's directory, so on sys.path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,26 +34,14 @@ def torch_side(steps, warm=3):
     x = torch.rand(64, 3, 32, 32) - 0.5
     y = torch.randint(0, 10, (64,))
 
-    def step():
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = train_step(model, opt, x, y)
     rss0 = status_kb("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
     except OSError:
         pass
-    for _ in range(warm):
-        step()
-    t = []
-    for _ in range(steps):
-        a = time.perf_counter()
-        loss = step()
-        t.append((time.perf_counter() - a) * 1e3)
+    t, loss = time_steps(step, warm, steps)
     t.sort()
     return {"ms": t[(steps - 1) // 2], "best": t[0], "rss_mb": (status_kb("VmHWM") - rss0) / 1024,
             "loss": loss.item()}

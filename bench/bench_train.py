@@ -70,6 +70,31 @@ def load(path):
     return report_load([path])
 
 
+def train_step(model, opt, x, y):
+    """One training step of model on the batch (x, y): cross_entropy, backward, opt.step; returns the loss."""
+    import torch.nn.functional as F
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def time_steps(step, warm, steps):
+    """warm calls of step(), then steps timed ones: (ms per call in call order, the last result)."""
+    for _ in range(warm):
+        step()
+    times, last = [], None
+    for _ in range(steps):
+        a = time.perf_counter()
+        last = step()
+        times.append((time.perf_counter() - a) * 1e3)
+    return times, last
+
+
 def count_ops(prof, steps, wrappers=WRAPPERS):
     """Per step: (headline kernels, kernels incl. 1-element ones, all aten events, {name: count}).
     wrappers: the dispatch-only op names to skip (bench_fusion.py passes a superset)."""
@@ -165,22 +190,8 @@ def main():
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.rand(128, 784)
     y = torch.randint(0, 10, (128,))
-    F = torch.nn.functional
-
-    def step():
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    for _ in range(WARM):
-        step()
-    times = []
-    for _ in range(STEPS):
-        a = time.perf_counter()
-        loss = step()
-        times.append((time.perf_counter() - a) * 1e3)
+    step = train_step(model, opt, x, y)
+    times, loss = time_steps(step, WARM, STEPS)
     med = statistics.median(times)
 
     from torch.profiler import ProfilerActivity, profile
@@ -192,13 +203,7 @@ def main():
 
     # The same step on one thread (report() compares stitch with the faster of the two).
     torch.set_num_threads(1)
-    t1 = []
-    for _ in range(WARM):
-        step()
-    for _ in range(STEPS):
-        a = time.perf_counter()
-        step()
-        t1.append((time.perf_counter() - a) * 1e3)
+    t1, _ = time_steps(step, WARM, STEPS)
     med1 = statistics.median(t1)
     torch.set_num_threads(2)
 
