@@ -57,7 +57,8 @@ job fuzz_a $T "$BUILD/tests/test_fuzz" --device cuda --graphs "$G"
 job fuzz_b $T "$BUILD/tests/test_fuzz" --device cuda --graphs "$G" --seed 17
 i=0
 for chain in "amp arity autograd autograd_function char_transformer data deferred_errors jit_async" "device einsum epilogue errors fuzz_ops graph horizontal index io oom tensor_index" \
-             "nn nn_attention nn_containers nn_more nn_norm nn_rnn nn_options nn_torch_load optim optim_more plan_cache print reduce repl runtime tensor tensor_ops tensor_sort"; do
+             "nn nn_attention nn_containers nn_more nn_norm nn_rnn nn_options nn_torch_load optim" \
+             "optim_more plan_cache print reduce repl runtime tensor tensor_ops tensor_sort"; do
     i=$((i + 1))
     job lua$i $T sh -c "for n in $chain; do echo \"== \$n\"; ST_DEVICE=cuda \"$BUILD/stitch\" tests/lua/test_\$n.lua || echo \"FAIL test_\$n.lua: exit \$?\"; done"
 done
