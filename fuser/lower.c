@@ -524,17 +524,15 @@ static void refine_by_reshapes(lw *w, st_node *n, int *nd, int64_t *shape, int *
     for (int i = 0; i < n->nsrc; i++) refine_by_reshapes(w, n->src[i], nd, shape, budget);
 }
 
-/* The CPU loops of a pointwise group over refined shape rcls (refine_by_reshapes) for output
- * class cls: a parallel loop over the leading dims (at least 256 steps, or all but the last), its
- * index unravelled once per step, then one loop per remaining dim, the flat index built by
- * multiply-adds. The refined multi-index is registered (w->known) for the reshapes' sources; the
- * output class's own multi-index is merged from it (no division). Returns the output context;
- * *nloops is the number of loops opened. */
-static lctx refined_loops(lw *w, int cls, int rcls, int n, int *nloops) {
+/* The CPU loops of a pointwise group over shape class rcls (the output class cls, or its
+ * refinement by refine_by_reshapes) for output class cls: a parallel loop over the first p dims,
+ * its index unravelled once per step, then one loop per remaining dim, the flat index built by
+ * multiply-adds (the last loop unit-stride). The multi-index is registered (w->known) for the
+ * reshapes' sources; the output class's own multi-index is merged from it (no division). Returns
+ * the output context; *nloops is the number of loops opened. */
+static lctx nested_loops(lw *w, int cls, int rcls, int p, int n, int *nloops) {
     kir_builder *b = &w->b;
-    int rnd = w->cls[rcls].ndim, p = 1;
-    int64_t prod = w->cls[rcls].shape[0];
-    while (p < rnd - 1 && prod < 256) prod *= w->cls[rcls].shape[p++];
+    int rnd = w->cls[rcls].ndim;
     int nrows = size_p(w, rcls, 0);
     for (int d = 1; d < p; d++) nrows = kir_ibin(b, KI_IMUL, nrows, size_p(w, rcls, d));
     int r = kir_loop(b, nrows, n, 1);
@@ -585,36 +583,20 @@ static void lower_pointwise(lw *w) {
         int budget = 256;
         for (int o = 0; o < w->G->nouts; o++) refine_by_reshapes(w, w->G->outs[o], &rnd, rshape, &budget);
     }
-    bool by_rows = nd >= 2 && cpu;
-    if (rnd > nd) {
-        int rcls = shape_class_of(w, rnd, rshape);
+    if (rnd > nd) {   /* refined: the parallel loop over the leading dims, >= 256 steps */
+        int rcls = shape_class_of(w, rnd, rshape), p = 1;
         if (rcls < 0) return;
-        c = refined_loops(w, cls, rcls, n, &nloops);
+        for (int64_t prod = rshape[0]; p < rnd - 1 && prod < 256; p++) prod *= rshape[p];
+        c = nested_loops(w, cls, rcls, p, n, &nloops);
         i = c.flat;
-    } else if (by_rows) {
-        int last = size_p(w, cls, nd - 1);
-        int nrows = size_p(w, cls, 0);
-        for (int d = 1; d < nd - 1; d++) nrows = kir_ibin(b, KI_IMUL, nrows, size_p(w, cls, d));
-        int r = kir_loop(b, nrows, n, 1);
-        c = ctx_flat(-1, cls);
-        int rem = r;
-        for (int d = nd - 2; d >= 1; d--) {
-            int s = size_p(w, cls, d);
-            c.midx[d] = kir_ibin(b, KI_IMOD, rem, s);
-            rem = kir_ibin(b, KI_IDIV, rem, s);
-        }
-        c.midx[0] = rem;
-        int base = kir_ibin(b, KI_IMUL, r, last);
-        int j = kir_loop(b, last, -1, 0);
-        c.midx[nd - 1] = j;
-        c.has_midx = 1;
-        c.flat = i = kir_ibin(b, KI_IADD, base, j);
+    } else if (nd >= 2 && cpu) {   /* rows: parallel over all dims but the last */
+        c = nested_loops(w, cls, cls, nd - 1, n, &nloops);
+        i = c.flat;
     } else {
         i = kir_loop(b, n, -1, 1);
         c = ctx_flat(i, cls);
     }
     for (int o = 0; o < w->G->nouts; o++) store(w, w->G->outs[o], i, ev(w, w->G->outs[o], &c));
-    if (rnd == nd && by_rows) nloops = 2;
     for (int l = 0; l < nloops; l++) kir_endloop(b);
     w->has_known = 0;
     w->L->work = w->G->outs[0]->numel;

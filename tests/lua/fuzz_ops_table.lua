@@ -17,10 +17,10 @@ local function dimpick(R, nd)
   return d
 end
 local function posd(d, nd) return d > 0 and d or math.max(nd, 1) + d + 1 end
--- A pool value with at least one dim that satisfies pred, a dim of it as drawn (maybe negative),
--- that dim's position and size; nil when none fits.
-local function value_and_dim(g, R, pred)
-  local a = g:choose(function(m) return #m.shape >= 1 and pred(m) end)
+-- A pool value with at least one dim that satisfies pred (empty ones too when empty_ok), a dim of
+-- it as drawn (maybe negative), that dim's position and size; nil when none fits.
+local function value_and_dim(g, R, pred, empty_ok)
+  local a = g:choose(function(m) return #m.shape >= 1 and (not pred or pred(m)) end, empty_ok)
   if not a then return end
   local d = dimpick(R, #a.shape)
   local pd = posd(d, #a.shape)
@@ -119,10 +119,8 @@ end)
 -- cumsum, cumprod -----------------------------------------------------------------------------
 
 op("cumsum", 3, function(g, R)
-  local a = g:choose(function(m) return #m.shape >= 1 end, true)
+  local a, d, _, n = value_and_dim(g, R, nil, true)
   if not a then return end
-  local d = dimpick(R, #a.shape)
-  local n = size_at(a, d)
   local b = a.bound * n
   if b > (isf(a.dt) and FLT_BOUND or INT_BOUND) then return end
   return g:emit { call = mcall(a, "cumsum", d), ins = { a }, fn = function(V) return { V[a]:cumsum(d) } end,
@@ -130,10 +128,8 @@ op("cumsum", 3, function(g, R)
 end)
 
 op("cumprod", 2, function(g, R)
-  local a = g:choose(function(m) return #m.shape >= 1 end, true)
+  local a, d, _, n = value_and_dim(g, R, nil, true)
   if not a then return end
-  local d = dimpick(R, #a.shape)
-  local n = size_at(a, d)
   local b = a.bound <= 1 and 1 or a.bound ^ n
   if b > (isf(a.dt) and FLT_BOUND or INT_BOUND) then return end
   return g:emit { call = mcall(a, "cumprod", d), ins = { a }, fn = function(V) return { V[a]:cumprod(d) } end,
