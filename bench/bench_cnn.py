@@ -49,7 +49,6 @@ def torch_side(steps, warm=3):
 
 def stitch_side(build, quick):
     env = dict(os.environ, ST_JIT_ASYNC="0")
-    env.pop("ST_DEVICE", None)
     env["ST_DEVICE"] = "cpu"
     cmd = [os.path.join(build, "stitch"), os.path.join(HERE, "bench_cnn.lua")] + (["--quick"] if quick else [])
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
