@@ -754,8 +754,10 @@ ST_FN double st_abs_f64(double x) { return fabs(x); }
 ST_FN int32_t st_abs_i32(int32_t x) { return x < 0 ? ST_WRAP32(0, -, x) : x; }
 ST_FN int64_t st_abs_i64(int64_t x) { return x < 0 ? ST_WRAP64(0, -, x) : x; }
 ST_FN uint8_t st_abs_u8(uint8_t x) { return x; }
-ST_FN float st_relu_f32(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
-ST_FN double st_relu_f64(double x) { return (x > 0.0 || x != x) ? x : 0.0; }
+/* `|`, not `||`: GCC keeps a short-circuit as a branch (mispredicted on signed data, and the loop
+ * around it does not vectorize); both compares are cheap and exact */
+ST_FN float st_relu_f32(float x) { return ((x > 0.0f) | (x != x)) ? x : 0.0f; }
+ST_FN double st_relu_f64(double x) { return ((x > 0.0) | (x != x)) ? x : 0.0; }
 ST_FN int32_t st_relu_i32(int32_t x) { return x > 0 ? x : 0; }
 ST_FN int64_t st_relu_i64(int64_t x) { return x > 0 ? x : 0; }
 ST_FN uint8_t st_relu_u8(uint8_t x) { return x; }

@@ -47,6 +47,7 @@ typedef struct rows {
     bool single;                /* every reduced dim has size 1: row o is the one element o, the
                                  * input shape is the output shape */
     int nd, firstr;
+    bool block;                 /* o's inner loop is column-blocked (KIR_LOOP_BLOCK) */
     int kept[ST_MAX_DIMS];      /* kept dims' indices, computed from o */
 } rows;
 
@@ -861,23 +862,32 @@ static void lower_reduce(lw *w) {
     bool nest_rows = mode == KIR_LOOP_PAR && lastk > firstk && firstk >= 0 &&
                      dev_target_of(G->outs[0]->rdev) == DEV_TARGET_C && in->shape[lastk] >= 4 &&
                      r->numel / in->shape[lastk] >= 64;
+    /* The inner loop runs column-blocked (KIR_LOOP_BLOCK: for each element of the row, a block
+     * of adjacent outputs, which vectorizes across outputs) when the rows cannot vectorize along
+     * themselves: the last dim is kept (a row walks at a stride, its neighbour output starts at
+     * the next element), or the last run of reduced dims is short (a max pool's 2x2 windows:
+     * scalar code with a branch per compare was ~35 ns an output). Each output still reduces its
+     * elements in order. */
+    if (nest_rows) {
+        int64_t run = 1;
+        for (int d = R.nd - 1; d >= 0 && (R.axes >> d & 1); d--) run *= in->shape[d];
+        R.block = lastk == R.nd - 1 || run < 32;
+    }
     int work = kir_ibin(b, KI_IMUL, nout, R.nred);
-    int outer_o = -1;
+    int outer_o = -1, lsz = -1;
     if (nest_rows) {
         int nouter = -1;
         for (int d = 0; d < lastk; d++)
             if (!(R.axes >> d & 1))
                 nouter = nouter < 0 ? size_p(w, R.scls, d) : kir_ibin(b, KI_IMUL, nouter, size_p(w, R.scls, d));
-        int lsz = size_p(w, R.scls, lastk);
+        lsz = size_p(w, R.scls, lastk);
         outer_o = kir_loop(b, nouter, work, mode);
-        int inner = kir_loop(b, lsz, -1, 0);
-        R.o = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, outer_o, lsz), inner);
-        R.kept[lastk] = inner;
     } else {
         R.o = kir_loop(b, nout, work, mode);
     }
     w->rows = &R;
-    { /* the kept dims' indices depend only on o (dead unless a view reads them) */
+    { /* the kept dims' indices depend only on o (dead unless a view reads them); nested rows:
+       * the dims before the last kept one from the outer index, outside the inner loop */
         int rem = nest_rows ? outer_o : R.o;
         for (int d = (nest_rows ? lastk - 1 : R.nd - 1); d >= 0; d--) {
             if (R.axes >> d & 1) continue;
@@ -889,6 +899,11 @@ static void lower_reduce(lw *w) {
                 rem = kir_ibin(b, KI_IDIV, rem, sz);
             }
         }
+    }
+    if (nest_rows) {
+        int inner = kir_loop(b, lsz, -1, R.block ? KIR_LOOP_BLOCK : KIR_LOOP_SERIAL);
+        R.o = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, outer_o, lsz), inner);
+        R.kept[lastk] = inner;
     }
     /* phases in region order: a reduction only depends on reductions before it */
     qsort(G->reds, (size_t)G->nreds, sizeof *G->reds, cmp_pos);

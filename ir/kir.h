@@ -82,8 +82,10 @@ enum { KIR_MM_FLAT = 0, KIR_MM_ROW = 1, KIR_MM_COL = 2, KIR_MM_BATCH = 3 };
  * the outputs of a column reduction, whose adjacent iterations read adjacent elements in each of
  * their inner loops; the C renderer may interchange it with its inner loops (blocks of
  * iterations, each inner loop run for the whole block at once: see render_c.c), other renderers
- * print it as PAR. */
-enum { KIR_LOOP_SERIAL = 0, KIR_LOOP_PAR = 1, KIR_LOOP_ROW = 2, KIR_LOOP_COLS = 3 };
+ * print it as PAR. KIR_LOOP_BLOCK: a loop of independent iterations (a reduction's outputs along
+ * one dim) nested in a parallel loop; the C renderer prints it column-blocked as KIR_LOOP_COLS,
+ * serially (the enclosing loop has the threads); the CPU lowering only emits it. */
+enum { KIR_LOOP_SERIAL = 0, KIR_LOOP_PAR = 1, KIR_LOOP_ROW = 2, KIR_LOOP_COLS = 3, KIR_LOOP_BLOCK = 4 };
 
 typedef enum kir_kind { KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW, KK_COUNT } kir_kind;
 

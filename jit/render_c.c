@@ -576,8 +576,50 @@ static bool store_loop_ok(const body_ctx *c, int i, int e) {
 #define COL_BLOCK 256   /* most outputs per block (the arrays are on the stack) */
 #define COL_MIN 8
 
+static bool col_invariant_op(kir_opcode o);
+
+/* Is value p defined before the loop at i (or a parameter or literal, printed at the top)? */
+static bool col_outside(const kir_kernel *k, int p, int i) {
+    kir_opcode o = (kir_opcode)k->ins[p].op;
+    return p < i || o == KI_IPARAM || o == KI_FPARAM || o == KI_ICONST || o == KI_FCONST;
+}
+
+/* The loop nested in inner loop j (ending at e2) of a column-blocked loop at i, or -1 when j's
+ * body is straight code; -2 when it is neither (see col_loop_ok). */
+static int col_nested(const body_ctx *c, int i, int j, int e2) {
+    const kir_kernel *k = c->k;
+    int nest = -1;
+    for (int q = j + 1; q < e2; q++) {
+        const kir_ins *in = &k->ins[q];
+        if (!c->live[q]) continue;
+        if (in->op == KI_IF || in->op == KI_ENDIF || in->op == KI_ACC) return -2;
+        if (in->op == KI_LOOP) {
+            int e3 = render_loop_end(k, q);
+            if (nest >= 0 || in->imm != KIR_LOOP_SERIAL || !col_outside(k, in->a, i) || e3 != e2 - 1) return -2;
+            for (int r = j + 1; r < q; r++) { /* before it: index arithmetic of j alone */
+                const kir_ins *s = &k->ins[r];
+                if (!c->live[r]) continue;
+                if (!col_invariant_op((kir_opcode)s->op)) return -2;
+                unsigned m = kir_operand_mask(s);
+                const int32_t ops[4] = {s->a, s->b, s->c, s->d};
+                for (int t = 0; t < 4; t++) {
+                    if (!(m >> t & 1)) continue;
+                    kir_opcode po = (kir_opcode)k->ins[ops[t]].op;
+                    if (!(ops[t] < i || ops[t] >= j || po == KI_IPARAM || po == KI_FPARAM || po == KI_ICONST ||
+                          po == KI_FCONST))
+                        return -2;
+                }
+            }
+            nest = q;
+            q = e3;
+        }
+    }
+    return nest;
+}
+
 /* Can the loop [i, e] be interchanged? Its body: straight-line code (no IF) and serial inner
- * loops with straight-line bodies and counts defined outside the loop. */
+ * loops with counts defined outside the loop, each with a straight-line body or a perfectly
+ * nested serial loop with one (a reduction's row over two runs of dims: outer, then inner). */
 static bool col_loop_ok(const body_ctx *c, int i, int e) {
     const kir_kernel *k = c->k;
     for (int j = i + 1; j < e; j++) {
@@ -586,11 +628,8 @@ static bool col_loop_ok(const body_ctx *c, int i, int e) {
         if (in->op == KI_IF || in->op == KI_ENDIF || in->op == KI_ENDLOOP) return false;
         if (in->op != KI_LOOP) continue;
         int e2 = render_loop_end(k, j);
-        if (in->imm != KIR_LOOP_SERIAL || e2 >= e || in->a >= i) return false;
-        for (int q = j + 1; q < e2; q++)
-            if (c->live[q] && (k->ins[q].op == KI_LOOP || k->ins[q].op == KI_IF || k->ins[q].op == KI_ENDIF ||
-                               k->ins[q].op == KI_ACC))
-                return false;
+        if (in->imm != KIR_LOOP_SERIAL || e2 >= e || !col_outside(k, in->a, i) || col_nested(c, i, j, e2) == -2)
+            return false;
         j = e2;
     }
     return true;
@@ -619,17 +658,69 @@ static bool col_updates(const body_ctx *c, int p, int from, int to) {
     return false;
 }
 
+/* Index arithmetic and math that an output of the block does not change: every operand a
+ * parameter or literal, defined before the loop at i, the piece's own inner-loop index (from - 1),
+ * or itself such a value of the piece. */
+static bool col_invariant_op(kir_opcode o) {
+    return (o >= KI_IADD && o <= KI_SEL) || o == KI_OP || o == KI_CVT || o == KI_ROUND;
+}
+
 /* One piece [from, to) of the loop at i, for output v<i>_0 + v<i>_l: the output index, the
  * cross-piece values it reads (accumulators it updates are mutable and written back), the
- * piece, then the values it defines for later pieces. xp[p]: value p crosses pieces. */
-static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, int from, int to, int depth) {
+ * piece, then the values it defines for later pieces. xp[p]: value p crosses pieces. The piece's
+ * values that no output changes (an inner loop's element index unravelled, a row offset) are
+ * printed once before the outputs' loop (GCC keeps a 64-bit division by a parameter inside it).
+ * Cross-piece values that are index arithmetic of the output (xp 2: an output's store index) are
+ * recomputed where read, not kept in arrays: read back from an array, GCC sees no affine index and
+ * stores through a scatter. rc[p]: p is such arithmetic (or feeds one). */
+static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int pre, int from,
+                      int to, int depth) {
     const kir_kernel *k = c->k;
+    uint8_t *live = st_malloc((size_t)k->n * 2);
+    if (!live) {
+        b->oom = 1;
+        return;
+    }
+    uint8_t *need = live + k->n;
+    memcpy(live, c->live, (size_t)k->n);
+    memset(need, 0, (size_t)k->n);
+    for (int p = from - 1; p > i; p--) {
+        if (!(xp[p] == 2 && col_used(c, p, from, to)) && !need[p]) continue;
+        need[p] = 1;
+        const kir_ins *in = &k->ins[p];
+        unsigned m = kir_operand_mask(in);
+        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+        for (int j = 0; j < 4; j++)
+            if ((m >> j & 1) && ops[j] > i && ops[j] < from && rc[ops[j]]) need[ops[j]] = 1;
+    }
+    for (int q = from; q < to; q++) {
+        const kir_ins *in = &k->ins[q];
+        if (!live[q] || xp[q] || !col_invariant_op((kir_opcode)in->op)) continue;
+        unsigned m = kir_operand_mask(in);
+        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+        bool inv = true;
+        for (int j = 0; j < 4 && inv; j++) {
+            if (!(m >> j & 1)) continue;
+            int p = ops[j];
+            kir_opcode po = (kir_opcode)k->ins[p].op;
+            inv = p < i || po == KI_IPARAM || po == KI_FPARAM || po == KI_ICONST || po == KI_FCONST ||
+                  (p >= pre && p < from) || (p >= from && p < q && !live[p] && c->live[p]);
+        }
+        if (!inv) continue;
+        render_value_line(b, k, q, depth);
+        live[q] = 0;   /* printed: not again inside */
+    }
+    body_ctx pc = *c;
+    pc.live = live;
+    c = &pc;
     render_indent(b, depth);
     sbuf_printf(b, "for (int64_t v%d_l = 0; v%d_l < v%d_m; v%d_l++) {\n", i, i, i, i);
     render_indent(b, depth + 1);
     sbuf_printf(b, "const int64_t v%d = v%d_0 + v%d_l;\n", i, i, i);
+    for (int p = i + 1; p < from; p++)
+        if (need[p]) render_value_line(b, k, p, depth + 1);
     for (int p = i + 1; p < from; p++) {
-        if (!xp[p] || !col_used(c, p, from, to)) continue;
+        if (xp[p] != 1 || !col_used(c, p, from, to)) continue;
         bool upd = col_updates(c, p, from, to);
         render_indent(b, depth + 1);
         sbuf_printf(b, "%s%s v%d = v%d_a[v%d_l];\n", upd ? "" : "const ", kir_type_cname[k->ins[p].type], p, p, i);
@@ -637,22 +728,25 @@ static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, int
     render_range(b, c, from, to, depth + 1);
     for (int p = i + 1; p < e; p++) {
         bool mine = p >= from && p < to;
-        if (xp[p] && (mine || (p < from && col_used(c, p, from, to) && col_updates(c, p, from, to)))) {
+        if (xp[p] == 1 && (mine || (p < from && col_used(c, p, from, to) && col_updates(c, p, from, to)))) {
             render_indent(b, depth + 1);
             sbuf_printf(b, "v%d_a[v%d_l] = v%d;\n", p, i, p);
         }
     }
     render_indent(b, depth);
     sbuf_printf(b, "}\n");
+    st_free(live);
 }
 
-/* Prints the KIR_LOOP_COLS loop [i, e] column-blocked (see above); small loops as written. */
-static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth) {
+/* Prints the KIR_LOOP_COLS loop [i, e] column-blocked (see above); small loops as written. A
+ * KIR_LOOP_BLOCK loop (par false) is nested in a parallel loop: its blocks run serially, at most
+ * COL_BLOCK outputs each. */
+static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool par) {
     const kir_kernel *k = c->k;
     const kir_ins *L = &k->ins[i];
     /* xp[p]: value p crosses pieces; piece[j]: the first instruction of j's piece (an inner
      * loop, or a run of straight code) */
-    uint8_t *xp = st_calloc((size_t)k->n, 1);
+    uint8_t *xp = st_calloc((size_t)k->n, 2), *rc = xp ? xp + k->n : NULL;
     int *piece = st_calloc((size_t)k->n, sizeof *piece);
     if (!xp || !piece) {
         st_free(xp);
@@ -683,24 +777,42 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth) {
             if (piece[p] != piece[q] && k->ins[piece[p]].op != KI_LOOP) xp[p] = 1; /* loop bodies' never do */
         }
     }
+    for (int p = i + 1; p < e; p++) { /* index arithmetic of the output: recomputed, not kept */
+        const kir_ins *in = &k->ins[p];
+        if (!c->live[p] || in->op < KI_IADD || in->op > KI_IMOD) continue;
+        unsigned m = kir_operand_mask(in);
+        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+        bool ok = true;
+        for (int j = 0; j < 4 && ok; j++) {
+            if (!(m >> j & 1)) continue;
+            kir_opcode po = (kir_opcode)k->ins[ops[j]].op;
+            ok = ops[j] <= i || rc[ops[j]] || po == KI_IPARAM || po == KI_ICONST;
+        }
+        rc[p] = ok;
+        if (ok && xp[p]) xp[p] = 2;
+    }
     render_indent(b, depth);
     sbuf_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
     /* block size: the outputs split evenly over the threads (a multiple of 16, 16..COL_BLOCK):
      * long contiguous slices per row; it never changes a result (each output is on its own) */
     render_indent(b, depth + 1);
-    sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_t < 16 ? 16 : "
-                   "v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16;\n",
-                i, L->a, i, i, i, COL_BLOCK, COL_BLOCK, i);
-    render_indent(b, depth + 1);
-    sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
-                L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
+    if (par) {
+        sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_t < 16 ? 16 : "
+                       "v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16;\n",
+                    i, L->a, i, i, i, COL_BLOCK, COL_BLOCK, i);
+        render_indent(b, depth + 1);
+        sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
+                    L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
+    } else {
+        sbuf_printf(b, "const int64_t v%d_s = %d;\n", i, COL_BLOCK);
+    }
     render_indent(b, depth + 1);
     sbuf_printf(b, "for (int64_t v%d_q = 0; v%d_q < (v%d + v%d_s - 1) / v%d_s; v%d_q++) {\n", i, i, L->a, i, i, i);
     render_indent(b, depth + 2);
     sbuf_printf(b, "const int64_t v%d_0 = v%d_q * v%d_s, v%d_m = v%d - v%d_0 < v%d_s ? v%d - v%d_0 : v%d_s;\n", i, i,
                 i, i, L->a, i, i, L->a, i, i);
     for (int p = i + 1; p < e; p++) {
-        if (!xp[p]) continue;
+        if (xp[p] != 1) continue;
         render_indent(b, depth + 2);
         sbuf_printf(b, "%s v%d_a[%d];\n", kir_type_cname[k->ins[p].type], p, COL_BLOCK);
     }
@@ -710,7 +822,18 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth) {
             if (c->live[j]) {
                 render_indent(b, depth + 2);
                 sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
-                col_piece(b, c, i, e, xp, j + 1, e2, depth + 3);
+                int q = col_nested(c, i, j, e2);
+                if (q >= 0) { /* the nested loop: its index arithmetic, then its body per output */
+                    for (int r = j + 1; r < q; r++)
+                        if (c->live[r]) render_value_line(b, k, r, depth + 3);
+                    render_indent(b, depth + 3);
+                    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", q, q, k->ins[q].a, q);
+                    col_piece(b, c, i, e, xp, rc, j, q + 1, e2 - 1, depth + 4);
+                    render_indent(b, depth + 3);
+                    sbuf_printf(b, "}\n");
+                } else {
+                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3);
+                }
                 render_indent(b, depth + 2);
                 sbuf_printf(b, "}\n");
             }
@@ -723,7 +846,7 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth) {
                 kir_opcode o = (kir_opcode)k->ins[q].op;
                 any |= c->live[q] && o != KI_IPARAM && o != KI_FPARAM && o != KI_ICONST && o != KI_FCONST;
             }
-            if (any) col_piece(b, c, i, e, xp, j, to, depth + 2);
+            if (any) col_piece(b, c, i, e, xp, rc, j, j, to, depth + 2);
             j = to;
         }
     }
@@ -731,9 +854,11 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth) {
     sbuf_printf(b, "}\n");
     render_indent(b, depth);
     sbuf_printf(b, "} else {\n");
-    render_indent(b, depth + 1);
-    sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n", L->b >= 0 ? L->b : L->a,
-                PAR_THRESHOLD);
+    if (par) {
+        render_indent(b, depth + 1);
+        sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n", L->b >= 0 ? L->b : L->a,
+                    PAR_THRESHOLD);
+    }
     render_indent(b, depth + 1);
     sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, L->a, i);
     render_range(b, c, i + 1, e, depth + 2);
@@ -770,9 +895,16 @@ static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
             } else if (in->imm == KIR_LOOP_COLS && !c->split && render_loop_end(k, i) < to &&
                        col_loop_ok(c, i, render_loop_end(k, i))) {
                 int e = render_loop_end(k, i);
-                render_col_loop(b, c, i, e, depth);
+                render_col_loop(b, c, i, e, depth, true);
                 i = e;
                 break;
+            } else if (in->imm == KIR_LOOP_BLOCK) {
+                int e = render_loop_end(k, i);
+                if (!c->split && e < to && col_loop_ok(c, i, e)) {
+                    render_col_loop(b, c, i, e, depth, false);
+                    i = e;
+                    break;
+                }   /* else a plain serial loop (inside a parallel one) */
             } else if (in->imm == KIR_LOOP_ROW && in->b >= 0 && !c->split) {
                 /* a full reduction's one row: serial here, parallel inside when the work is
                  * large (not a nested parallel region: that costs a thread team per call) */
