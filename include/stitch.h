@@ -190,6 +190,12 @@ ST_API st_tensor *st_select(st_tensor *a, int dim, int64_t index);          /* r
 ST_API st_tensor *st_squeeze(st_tensor *a, int dim);                        /* dim == ST_ALL_DIMS: every size-1 dim */
 ST_API st_tensor *st_unsqueeze(st_tensor *a, int dim);
 ST_API st_tensor *st_flatten(st_tensor *a, int start_dim, int end_dim);
+/* A view of a's elements in C order (a copied contiguous first when it is not): element (i0, i1..)
+ * is element offset + sum(i_d * strides[d]) of a. Strides >= 0 and may overlap (sliding windows:
+ * unfold); every element reached must lie inside a. Differentiable: overlapping windows' gradients
+ * add up. */
+ST_API st_tensor *st_as_strided(st_tensor *a, int ndim, const int64_t *shape, const int64_t *strides,
+                                int64_t offset);
 ST_API st_tensor *st_contiguous(st_tensor *a);                              /* a itself (new ref) if already contiguous */
 ST_API st_tensor *st_clone(st_tensor *a);                                   /* always a new storage */
 

@@ -126,6 +126,7 @@ static const lt_arity lt_arities[] = {
     {"reshape", LT_METHOD, LT_VARARGS, "the tensor, sizes"},
     {"view", LT_METHOD, LT_VARARGS, "the tensor, sizes"},
     {"expand", LT_METHOD, LT_VARARGS, "the tensor, sizes"},
+    {"as_strided", LT_METHOD, 4, "the tensor, size, stride, offset"},
     {"expand_as", LT_METHOD, 2, "the tensor, other"},
     {"t", LT_METHOD, 1, "the tensor"},
     {"transpose", LT_METHOD, 3, "the tensor, dim a, dim b"},

@@ -40,6 +40,23 @@ static int lt_expand_as(lua_State *L) {
     return lt_box_finish(L, box, r, "expand_as");
 }
 
+/* x:as_strided(size, stride[, offset = 0]): a view of x's elements in C order (st_as_strided);
+ * size and stride are tables, offset counts elements from 0 (PyTorch's storage_offset). */
+static int lt_as_strided(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
+    luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    int next, nd = lt_sizes(L, 2, shape, &next, "size"), ns = lt_sizes(L, 3, strides, &next, "stride");
+    if (nd != ns) return luaL_error(L, "as_strided: %d sizes but %d strides", nd, ns);
+    lua_Integer off = luaL_optinteger(L, 4, 0);
+    if (!lua_isnoneornil(L, 5)) return luaL_argerror(L, 5, "as_strided takes (size, stride[, offset])");
+    lt_box *box = lt_push_box(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_as_strided(t, nd, shape, strides, (int64_t)off));
+    return lt_box_finish(L, box, r, "as_strided");
+}
+
 static int lt_transpose(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int nd = st_ndim(t);
@@ -163,7 +180,7 @@ static int lt_stack(lua_State *L) { return lt_join(L, st_stack, true, "stack"); 
 
 LT_FUNC void lt_open_shape(lua_State *L, int methods) {
     static const luaL_Reg m[] = {
-        {"reshape", lt_reshape}, {"view", lt_view}, {"expand", lt_expand}, {"expand_as", lt_expand_as},
+        {"reshape", lt_reshape}, {"view", lt_view}, {"expand", lt_expand}, {"as_strided", lt_as_strided}, {"expand_as", lt_expand_as},
         {"t", lt_t}, {"transpose", lt_transpose}, {"permute", lt_permute}, {"squeeze", lt_squeeze},
         {"unsqueeze", lt_unsqueeze}, {"flatten", lt_flatten}, {"contiguous", lt_contiguous},
         {"clone", lt_clone}, {"narrow", lt_narrow}, {"select", lt_select},

@@ -14,7 +14,7 @@
 
 typedef struct st_ag_fn st_ag_fn;
 
-#define GRAD_ARENA_MAX 48
+#define GRAD_ARENA_MAX 256   /* an overlapping view's rule: a few per window tap (grad.c) */
 typedef struct grad_arena {
     st_tensor *t[GRAD_ARENA_MAX];
     int n;

@@ -204,6 +204,9 @@ static st_tensor *unsplit(grad_arena *A, st_tensor *r, const st_node *src) {
     return keep(A, st_reshape(r, src->ndim, src->shape));
 }
 
+static st_tensor *view_adjoint_of(grad_arena *A, st_node *src, st_tensor *g, int nd, int64_t *s, int64_t *t,
+                                  int64_t o);
+
 /* The adjoint of a VIEW: the gradient of src (shape S) from the gradient g of the view. */
 static st_tensor *view_adjoint(grad_arena *A, const st_ag *ag, const st_node *n, st_tensor *g) {
     const st_view_arg *va = &ag->arg.view;
@@ -234,6 +237,15 @@ static st_tensor *view_adjoint(grad_arena *A, const st_ag *ag, const st_node *n,
         for (int i = 0; i < na; i++) s[axes[i]] = 1;
     }
     if (!g) return NULL;
+    return view_adjoint_of(A, src, g, nd, s, t, o);
+}
+
+/* The adjoint of a view of src with shape s, strides t and offset o (no mask, no broadcast dim)
+ * read as g. */
+static st_tensor *view_adjoint_of(grad_arena *A, st_node *src, st_tensor *g, int nd, int64_t *s, int64_t *t,
+                                  int64_t o) {
+    int m = src->ndim;
+    st_dtype dt = (st_dtype)src->dtype;
     /* 3. the whole src in C order: a reshape */
     if (st_shape_numel(nd, s) == src->numel && o == 0 && st_is_contiguous_view(nd, s, t))
         return keep(A, st_reshape(g, m, src->shape));
@@ -326,10 +338,52 @@ static st_tensor *view_adjoint(grad_arena *A, const st_ag *ag, const st_node *n,
         if (v) arena_check(A, st_copy_(v, g));
         return z;
     }
+    /* 6. overlapping windows (as_strided: unfold's (N, C, kh, kw, Ho, Wo) of an image): the sum,
+     * over the indices of the fewest, shortest dims whose removal leaves an injective view, of
+     * the gradients of those injective views (a 3x3 window: 9 masked reads of g, added in one
+     * pointwise kernel) */
+    int dims[ST_MAX_DIMS], k = 0, drop[ST_MAX_DIMS], nds = 0;
+    for (int d = 0; d < nd; d++)
+        if (s[d] > 1) dims[k++] = d;
+    int64_t terms = 50, s1[ST_MAX_DIMS];
+    unsigned best = 0;
+    for (unsigned mask = 1; o >= 0 && mask < (1u << k); mask++) { /* the subset with the fewest terms */
+        int64_t prod = 1;
+        memcpy(s1, s, sizeof s1);
+        for (int i = 0; i < k; i++)
+            if (mask >> i & 1) prod *= s[dims[i]], s1[dims[i]] = 1;
+        if (prod < terms && view_injective(nd, s1, t, o, src->numel)) terms = prod, best = mask;
+    }
+    memcpy(s1, s, sizeof s1);
+    for (int i = 0; i < k; i++)
+        if (best >> i & 1) drop[nds++] = dims[i], s1[dims[i]] = 1;
+    if (nds > 0) {
+        st_tensor *sum = NULL;
+        for (int64_t q = 0; q < terms; q++) {
+            st_tensor *gs = st_retain(g);
+            int64_t oq = o, r = q, sq[ST_MAX_DIMS];
+            memcpy(sq, s1, sizeof sq);
+            for (int i = nds - 1; i >= 0 && gs; i--) { /* the term's index in each dropped dim */
+                int d = drop[i];
+                int64_t at = r % s[d];
+                r /= s[d];
+                st_tensor *next = st_slice(gs, d, at, at + 1, 1);
+                st_release(gs);
+                gs = next;
+                oq += at * t[d];
+            }
+            st_tensor *part = gs ? view_adjoint_of(A, src, keep(A, gs), nd, sq, t, oq) : keep(A, NULL);
+            if (!part) return NULL;
+            sum = sum ? keep(A, st_add(sum, part)) : part;
+            if (!sum) return NULL;
+        }
+        return sum;
+    }
     char b[128];
     A->status = ST_ERR_INTERNAL;
     snprintf(A->msg, sizeof A->msg, "backward: the gradient of a view with overlapping elements "
-             "(shape %s) is not supported", st_shape_str(nd, n->shape, b, sizeof b));
+             "(shape %s) is not supported (more than 49 overlapping windows)",
+             st_shape_str(nd, s, b, sizeof b));
     return NULL;
 }
 

@@ -106,6 +106,37 @@ static st_tensor *reshape_impl(const char *op, st_tensor *a, int ndim, const int
 st_tensor *st_reshape(st_tensor *a, int ndim, const int64_t *shape) { return reshape_impl("reshape", a, ndim, shape, 1); }
 st_tensor *st_view(st_tensor *a, int ndim, const int64_t *shape) { return reshape_impl("view", a, ndim, shape, 0); }
 
+st_tensor *st_as_strided(st_tensor *a, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset) {
+    if (!check("as_strided", a)) return NULL;
+    if (ndim < 0 || ndim > ST_MAX_DIMS || (ndim > 0 && (!shape || !strides))) {
+        st_error(ST_ERR_ARG, "as_strided: %d dims (0..%d, with a shape and strides each)", ndim, ST_MAX_DIMS);
+        return NULL;
+    }
+    int64_t numel = 1, last = offset;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || strides[d] < 0) {
+            st_error(ST_ERR_ARG, "as_strided: dim " BASE_POS " has size %lld and stride %lld (both must be >= 0)",
+                     BASE_P(d), (long long)shape[d], (long long)strides[d]);
+            return NULL;
+        }
+        numel *= shape[d];
+        if (shape[d] > 0) last += (shape[d] - 1) * strides[d];
+    }
+    if (offset < 0 || (numel > 0 && last >= st_numel(a))) {
+        char x[160], y[160];
+        st_error(ST_ERR_SHAPE, "as_strided: size %s with strides %s and offset %lld reaches element %lld of a "
+                 "tensor of %lld elements (shape %s)", st_shape_str(ndim, shape, x, sizeof x),
+                 st_shape_str(ndim, strides, y, sizeof y), (long long)offset, (long long)last,
+                 (long long)st_numel(a), st_shape_str(a->ndim, a->shape, y + 80, sizeof y - 80));
+        return NULL;
+    }
+    st_tensor *c = st_contiguous(a);
+    if (!c) return NULL;
+    st_tensor *r = st_tensor_view(c, ndim, shape, strides, c->offset + offset);
+    st_release(c);
+    return r;
+}
+
 st_tensor *st_permute(st_tensor *a, const int *perm) {
     if (!check("permute", a)) return NULL;
     if (a->ndim > 0 && !perm) {

@@ -144,6 +144,7 @@ D.Tensor = {
   permute = "x:permute(d...) -- reorders the dims (a view); dims as numbers or a table",
   expand = "x:expand(size...) -- broadcasts size-1 dims to the sizes (-1 keeps one); a view",
   expand_as = "x:expand_as(y) -- x:expand to y's shape",
+  as_strided = "x:as_strided(size, stride[, offset = 0]) -- a view of x's elements (C order) with any strides; windows may overlap",
   squeeze = "x:squeeze([d]) -- removes size-1 dims (or dim d)",
   unsqueeze = "x:unsqueeze(d) -- inserts a size-1 dim at d (1..ndim+1, or -1 for a new last dim)",
   flatten = "x:flatten([a = 1 [, b = -1]]) -- merges dims a..b into one",

@@ -603,3 +603,41 @@ test("errors_values_options", function()
 end)
 
 H.done()
+
+-- as_strided: a view of x's elements in C order with any strides (st_as_strided). Overlapping
+-- windows read the same elements; their gradients add up (runtime/grad.c view_adjoint_of, step 6:
+-- a sum over the window taps of injective views' gradients).
+test("as_strided: overlapping windows, their gradients, the argument checks", function()
+  local x = st.tensor(list(12, function() return rnd() end), "f64"):reshape(3, 4):requires_grad_()
+  local w = x:as_strided({2, 3, 2}, {4, 1, 1}, 1)   -- w[a][b][c] = flat x[1 + 4(a-1) + (b-1) + (c-1) + 1]
+  local flat = x:reshape(12)
+  local rows = {}
+  for a = 1, 2 do
+    local r = {}
+    for b = 1, 3 do r[b] = flat:narrow(1, 2 + 4 * (a - 1) + (b - 1), 2) end
+    rows[a] = st.stack(r, 1)
+  end
+  local ref = st.stack(rows, 1)
+  check(w, ref, 0, "as_strided values")
+  local r = st.tensor(list(12, function() return rnd() end), "f64"):reshape(2, 3, 2)
+  ;(w * r):sum():backward()
+  local gw = x.grad
+  x.grad = nil
+  ;(ref * r):sum():backward()
+  local gr = x.grad
+  check(gw, gr, 1e-12, "as_strided gradient (overlapping windows add up)")
+  -- 3x3 windows at stride 2 of a 5x5 image (unfold's layout): the adjoint identity <V x, r> = <x, V^T r>
+  local img = st.tensor(list(50, function() return rnd() end), "f64"):reshape(2, 1, 5, 5):requires_grad_()
+  local win = img:as_strided({2, 1, 3, 3, 2, 2}, {25, 25, 5, 1, 10, 2})
+  local rr = st.tensor(list(72, function() return rnd() end), "f64"):reshape(2, 1, 3, 3, 2, 2)
+  local lin = (win * rr):sum()
+  lin:backward()
+  local g = img.grad
+  check((g * img:detach()):sum():item(), lin:item(), 1e-12, "stride-2 windows: <V x, r> = <x, V^T r>")
+  eq(win[{2, 1, 3, 2, 2, 1}], img[{2, 1, 5, 2}], "tap (3, 2) of output (2, 1) reads row 2*2+3, col 2*0+2 (5, 2)")
+  raises(function() return x:as_strided({3, 5}, {4, 1}) end,
+    "as_strided: size (3, 5) with strides (4, 1) and offset 0 reaches element 12 of a tensor of 12 elements")
+  raises(function() return x:as_strided({2, 2}, {-1, 1}) end, "as_strided: dim 1 has size 2 and stride -1")
+  raises(function() return x:as_strided({2, 2}, {1}) end, "as_strided: 2 sizes but 1 strides")
+  raises(function() return x:as_strided({2}, {1}, -1) end, "offset -1")
+end)
