@@ -862,7 +862,86 @@ out:
     return s;
 }
 
+/* ---- recompute under broadcast ----
+ * An inlined value is evaluated once per element of the group that reads it; read through a
+ * broadcasting view (an expand: a max pool's backward reads its incoming gradient once per
+ * window element), it is evaluated that many times over. That is right for a cheap value (a
+ * bias, a mask from iota) and wrong for one that loads a lot: the conv input gradient as the sum
+ * of 9 window taps, recomputed 4 times inside the pool's backward, took 100 ms where storing it
+ * takes ~2. After the pass, such values are cut (stored by a group of their own) and the region
+ * is planned again: a value read through views with AMP_MIN times its elements or more whose
+ * expression in the group loads AMP_LOADS buffers or more. */
+enum { AMP_MIN = 2, AMP_LOADS = 6, AMP_WALK = 64 };
+
+/* The most elements a chain of free views over x presents to a group (x's own count when no
+ * view reads it). */
+static int64_t amp_numel(const fuse_plan *p, const st_node *x, int depth) {
+    int64_t most = x->numel;
+    if (depth > 8) return most;
+    for (int k = p->cons_off[x->pos]; k < p->cons_off[x->pos + 1]; k++) {
+        const st_node *c = p->r->nodes[p->cons[k]];
+        if (c->op != ST_OP_VIEW || !fuse_is_free(p, c)) continue;
+        int64_t m = amp_numel(p, c, depth + 1);
+        if (m > most) most = m;
+    }
+    return most;
+}
+
+/* Buffer loads in x's expression as group g evaluates it (through inlined nodes and free
+ * views), up to AMP_WALK nodes. */
+static int amp_loads(fuse_plan *p, const st_node *x, int g, uint32_t st, int *budget) {
+    int n = 0;
+    for (int k = 0; k < x->nsrc && *budget > 0; k++) {
+        const st_node *s = x->src[k];
+        while (s->op == ST_OP_VIEW && fuse_is_free(p, s)) s = s->src[0];
+        if (fuse_in_region(s) && p->stamp[s->pos] == st) continue;
+        if (fuse_in_region(s)) p->stamp[s->pos] = st;
+        --*budget;
+        if (fuse_loads(p, s, g)) n++;
+        else if (fuse_in_region(s) && s->tag == g && !is_anchor(s)) n += amp_loads(p, s, g, st, budget);
+    }
+    return n;
+}
+
+/* Marks in *cut (allocated here, copied from `given`) the inlined values recomputed under
+ * broadcast; returns how many, -1 on OOM. */
+static int amplified_cuts(fuse_plan *p, const uint8_t *given, uint8_t **cut) {
+    int n = p->r->n, found = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        st_node *x = p->r->nodes[i];
+        if (x->tag < 0 || p->mat[i] || is_anchor(x) || !st_op_is_elementwise((st_op)x->op)) continue;
+        if (amp_numel(p, x, 0) < (int64_t)AMP_MIN * x->numel) continue;
+        int budget = AMP_WALK;
+        if (amp_loads(p, x, x->tag, ++p->stamp_now, &budget) < AMP_LOADS) continue;
+        if (!*cut) {
+            if (!(*cut = st_calloc((size_t)n + 1, 1))) return -1;
+            if (given) memcpy(*cut, given, (size_t)n);
+        }
+        (*cut)[i] = 1;
+        found++;
+    }
+    return found;
+}
+
+static st_status partition_once(st_region *r, fuse_plan *p, const uint8_t *cut);
+
 st_status fuse_partition(st_region *r, fuse_plan *p, const uint8_t *cut) {
+    st_status s = partition_once(r, p, cut);
+    if (s != ST_OK) return s;
+    uint8_t *more = NULL;
+    int found = amplified_cuts(p, cut, &more);
+    if (found < 0) return st_last_status();
+    if (found) {
+        fuse_plan_free(p);
+        s = partition_once(r, p, more);   /* the plan does not keep `cut` past placement */
+        p->cut = NULL;
+        st_free(more);
+        if (s != ST_OK) return s;
+    }
+    return fuse_horizontal(p);
+}
+
+static st_status partition_once(st_region *r, fuse_plan *p, const uint8_t *cut) {
     memset(p, 0, sizeof *p);
     p->r = r;
     p->cut = cut;
@@ -902,8 +981,7 @@ st_status fuse_partition(st_region *r, fuse_plan *p, const uint8_t *cut) {
     for (int i = n - 1; i >= 0; i--)
         if (place(p, r->nodes[i])) return st_last_status();
     if (store_kept_rows(p)) return st_last_status();
-    st_status s = order_groups(p);
-    return s == ST_OK ? fuse_horizontal(p) : s;
+    return order_groups(p);
 }
 
 void fuse_plan_free(fuse_plan *p) {
