@@ -870,8 +870,9 @@ out:
  * of 9 window taps, recomputed 4 times inside the pool's backward, took 100 ms where storing it
  * takes ~2. After the pass, such values are cut (stored by a group of their own) and the region
  * is planned again: a value read through views with AMP_MIN times its elements or more whose
- * expression in the group loads AMP_LOADS buffers or more. */
-enum { AMP_MIN = 2, AMP_LOADS = 6, AMP_WALK = 64 };
+ * expression in the group loads AMP_LOADS buffers or more, over AMP_ELEMS elements or more (a
+ * small recompute costs less than a launch). */
+enum { AMP_MIN = 2, AMP_LOADS = 6, AMP_WALK = 64, AMP_ELEMS = 1 << 16 };
 
 /* The most elements a chain of free views over x presents to a group (x's own count when no
  * view reads it). */
@@ -887,18 +888,20 @@ static int64_t amp_numel(const fuse_plan *p, const st_node *x, int depth) {
     return most;
 }
 
-/* Buffer loads in x's expression as group g evaluates it (through inlined nodes and free
- * views), up to AMP_WALK nodes. */
+/* Loads in x's expression as group g evaluates it (through inlined nodes, each walked once, and
+ * free views: every view of a buffer is a load of its own), up to AMP_WALK nodes. */
 static int amp_loads(fuse_plan *p, const st_node *x, int g, uint32_t st, int *budget) {
     int n = 0;
     for (int k = 0; k < x->nsrc && *budget > 0; k++) {
         const st_node *s = x->src[k];
         while (s->op == ST_OP_VIEW && fuse_is_free(p, s)) s = s->src[0];
-        if (fuse_in_region(s) && p->stamp[s->pos] == st) continue;
-        if (fuse_in_region(s)) p->stamp[s->pos] = st;
         --*budget;
-        if (fuse_loads(p, s, g)) n++;
-        else if (fuse_in_region(s) && s->tag == g && !is_anchor(s)) n += amp_loads(p, s, g, st, budget);
+        if (fuse_loads(p, s, g)) {
+            n++;
+        } else if (fuse_in_region(s) && s->tag == g && !is_anchor(s) && p->stamp[s->pos] != st) {
+            p->stamp[s->pos] = st;
+            n += amp_loads(p, s, g, st, budget);
+        }
     }
     return n;
 }
@@ -910,7 +913,8 @@ static int amplified_cuts(fuse_plan *p, const uint8_t *given, uint8_t **cut) {
     for (int i = n - 1; i >= 0; i--) {
         st_node *x = p->r->nodes[i];
         if (x->tag < 0 || p->mat[i] || is_anchor(x) || !st_op_is_elementwise((st_op)x->op)) continue;
-        if (amp_numel(p, x, 0) < (int64_t)AMP_MIN * x->numel) continue;
+        int64_t reads = amp_numel(p, x, 0);
+        if (reads < (int64_t)AMP_MIN * x->numel || reads < AMP_ELEMS) continue;
         int budget = AMP_WALK;
         if (amp_loads(p, x, x->tag, ++p->stamp_now, &budget) < AMP_LOADS) continue;
         if (!*cut) {

@@ -196,6 +196,9 @@ ST_API st_tensor *st_flatten(st_tensor *a, int start_dim, int end_dim);
  * add up. */
 ST_API st_tensor *st_as_strided(st_tensor *a, int ndim, const int64_t *shape, const int64_t *strides,
                                 int64_t offset);
+/* a with before[d] zeros in front of and after[d] behind each dim d (>= 0): one masked view of a,
+ * read as 0 outside it (no copy until something reads it). */
+ST_API st_tensor *st_zero_pad(st_tensor *a, const int64_t *before, const int64_t *after);
 ST_API st_tensor *st_contiguous(st_tensor *a);                              /* a itself (new ref) if already contiguous */
 ST_API st_tensor *st_clone(st_tensor *a);                                   /* always a new storage */
 

@@ -57,6 +57,22 @@ static int lt_as_strided(lua_State *L) {
     return lt_box_finish(L, box, r, "as_strided");
 }
 
+/* st._zero_pad(x, before, after): tables of per-dim pads >= 0 (st_zero_pad; F.pad and conv2d's
+ * zero padding). */
+static int lt_zero_pad(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    int64_t b[ST_MAX_DIMS], a[ST_MAX_DIMS];
+    luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    int next, nb = lt_sizes(L, 2, b, &next, "pad"), na = lt_sizes(L, 3, a, &next, "pad");
+    if (nb != st_ndim(t) || na != st_ndim(t))
+        return luaL_error(L, "_zero_pad: %d and %d pads for a tensor with %d dims", nb, na, st_ndim(t));
+    lt_box *box = lt_push_box(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_zero_pad(t, b, a));
+    return lt_box_finish(L, box, r, "_zero_pad");
+}
+
 static int lt_transpose(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int nd = st_ndim(t);
@@ -187,7 +203,7 @@ LT_FUNC void lt_open_shape(lua_State *L, int methods) {
         {NULL, NULL},
     };
     static const luaL_Reg f[] = {
-        {"cat", lt_cat}, {"stack", lt_stack},
+        {"cat", lt_cat}, {"stack", lt_stack}, {"_zero_pad", lt_zero_pad},
         {NULL, NULL},
     };
     lt_setfuncs(L, f, LT_MODULE, 0);

@@ -137,6 +137,35 @@ st_tensor *st_as_strided(st_tensor *a, int ndim, const int64_t *shape, const int
     return r;
 }
 
+st_tensor *st_zero_pad(st_tensor *a, const int64_t *before, const int64_t *after) {
+    if (!check("zero_pad", a)) return NULL;
+    if (a->ndim > 0 && (!before || !after)) {
+        st_error(ST_ERR_ARG, "zero_pad: NULL pads for a tensor with %d dims", a->ndim);
+        return NULL;
+    }
+    st_node_arg arg;
+    memset(&arg, 0, sizeof arg);
+    int64_t shape[ST_MAX_DIMS];
+    for (int d = 0; d < a->ndim; d++) {
+        if (before[d] < 0 || after[d] < 0) {
+            st_error(ST_ERR_ARG, "zero_pad: dim " BASE_POS " pads (%lld, %lld) must be >= 0", BASE_P(d),
+                     (long long)before[d], (long long)after[d]);
+            return NULL;
+        }
+        shape[d] = a->shape[d] + before[d] + after[d];
+        arg.view.lo[d] = before[d];
+        arg.view.hi[d] = before[d] + a->shape[d];
+    }
+    st_node *x = st_tensor_read(a, (st_dtype)a->dtype, a->ndim, a->shape);
+    if (!x) return NULL;
+    st_contig_strides(a->ndim, a->shape, arg.view.strides);
+    for (int d = 0; d < a->ndim; d++) arg.view.offset -= before[d] * arg.view.strides[d];
+    arg.view.has_mask = 1;
+    st_node *n = st_node_new(ST_OP_VIEW, x->dtype, a->ndim, shape, 1, &x, &arg);
+    st_node_release(x);
+    return n ? st_tensor_from_node(n) : NULL;
+}
+
 st_tensor *st_permute(st_tensor *a, const int *perm) {
     if (!check("permute", a)) return NULL;
     if (a->ndim > 0 && !perm) {

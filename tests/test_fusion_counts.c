@@ -221,6 +221,30 @@ static int run_pattern(build_fn fn, int grad) {
     return s == ST_OK ? kernels : -1;
 }
 
+/* Recompute under broadcast (partition.c amplified_cuts): v, a sum of `terms` column blocks of x
+ * (N, C/8 each: one load per block), read 16 times per element through an expand (64K reads).
+ * With 8 loads, v is stored once by its own kernel and the consumer loads it (2 kernels); with
+ * 2, recomputing is cheaper and it stays inlined (1 kernel). */
+static int broadcast_read_of_sum(st_tensor *x, int terms, st_tensor **o) {
+    st_tensor *v = NULL;
+    for (int k = 0; k < terms; k++) {
+        st_tensor *blk = K(st_slice(x, 1, (int64_t)k * (C / 8), (int64_t)(k + 1) * (C / 8), 1));
+        v = v ? K(st_add(v, blk)) : blk;
+    }
+    st_tensor *e = K(st_expand(K(st_reshape(v, 3, (int64_t[]){N, C / 8, 1})), 3, (int64_t[]){N, C / 8, 16}));
+    st_tensor *i = K(st_full(ST_F32, 3, (int64_t[]){N, C / 8, 16}, 0.5));
+    o[0] = K(st_mul(e, i));
+    return 1;
+}
+static int f_bcast_sum8(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    return broadcast_read_of_sum(x, 8, o);
+}
+static int f_bcast_sum2(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    return broadcast_read_of_sum(x, 2, o);
+}
+
 static void expect(const char *name, build_fn fn, int grad, int want) {
     int k = run_pattern(fn, grad);
     printf("  %-22s %d kernel%s\n", name, k, k == 1 ? "" : "s");
@@ -251,6 +275,11 @@ TEST(backward_counts) {
 
 /* cost.c's decision: row statistics kept alive by autograd are stored by the forward kernel that
  * computes them, so a forward flushed alone does not cost the backward a recompute kernel */
+TEST(costly_values_read_under_broadcast_are_stored) {
+    expect("sum of 8 loads, read 16x", f_bcast_sum8, 0, 2);
+    expect("sum of 2 loads, read 16x", f_bcast_sum2, 0, 1);
+}
+
 TEST(kept_row_statistics_stored) {
     expect("layernorm bwd (fwd alone)", b_layernorm_alone, 1, 2);
 }
@@ -388,6 +417,7 @@ int main(void) {
     RUN(gathers_inside_and_outside_the_row);
     RUN(backward_counts);
     RUN(kept_row_statistics_stored);
+    RUN(costly_values_read_under_broadcast_are_stored);
     RUN(training_step_counts);
     RUN(each_switch_changes_counts_not_values);
     RUN(switches_plan_without_cycles);

@@ -407,7 +407,8 @@ local function pad_source(mode, q, left, n)
 end
 
 -- pads lists (before, after) pairs from the last dim backwards, as PyTorch's F.pad. Constant mode
--- joins fill blocks with cat (negative pads crop with narrow); the others gather with one
+-- pads with zeros through one masked view per dim (st._zero_pad) and joins other fill blocks
+-- with cat (negative pads crop with narrow); the others gather with one
 -- index_select per padded dim, whose gradient (index_add) sums what each entry fed. The result is
 -- always a new tensor (PyTorch): pads that only crop (narrow views of x) or add nothing are cloned.
 function M.pad(x, pads, mode, value)
@@ -451,16 +452,24 @@ function M.pad(x, pads, mode, value)
         r, n = r:narrow(d, 1, n + after), n + after
         after = 0
       end
-      local parts = {}
-      local function block(k)
-        local sh = r:shape()
-        sh[d] = k
-        parts[#parts + 1] = full_as(x, sh, fill)
+      if (fill == false or (fill == 0 and 1 / fill > 0)) and (before > 0 or after > 0) then
+        -- zeros: one masked view of r (read as 0 outside it; no fill blocks to add up)
+        local b, a = {}, {}
+        for k = 1, nd do b[k], a[k] = 0, 0 end
+        b[d], a[d] = before, after
+        r, copied = st._zero_pad(r, b, a), true
+      else
+        local parts = {}
+        local function block(k)
+          local sh = r:shape()
+          sh[d] = k
+          parts[#parts + 1] = full_as(x, sh, fill)
+        end
+        if before > 0 then block(before) end
+        parts[#parts + 1] = r
+        if after > 0 then block(after) end
+        if #parts > 1 then r, copied = st.cat(parts, d), true end
       end
-      if before > 0 then block(before) end
-      parts[#parts + 1] = r
-      if after > 0 then block(after) end
-      if #parts > 1 then r, copied = st.cat(parts, d), true end
     else
       if before < 0 or after < 0 then fail("pad", "mode " .. show(mode) .. " takes no negative pads, got " .. show(pads)) end
       local limit = mode == "reflect" and n - 1 or (mode == "circular" and n or math.huge)
