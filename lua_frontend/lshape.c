@@ -40,14 +40,22 @@ static int lt_expand_as(lua_State *L) {
     return lt_box_finish(L, box, r, "expand_as");
 }
 
+/* Arguments 2 and 3: two tables of integers (sizes, strides, pads) into a and b; their lengths. */
+static void lt_two_lists(lua_State *L, int64_t *a, const char *wa, int *na, int64_t *b, const char *wb, int *nb) {
+    int next;
+    luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    *na = lt_sizes(L, 2, a, &next, wa);
+    *nb = lt_sizes(L, 3, b, &next, wb);
+}
+
 /* x:as_strided(size, stride[, offset = 0]): a view of x's elements in C order (st_as_strided);
  * size and stride are tables, offset counts elements from 0 (PyTorch's storage_offset). */
 static int lt_as_strided(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int64_t shape[ST_MAX_DIMS], strides[ST_MAX_DIMS];
-    luaL_checktype(L, 2, LUA_TTABLE);
-    luaL_checktype(L, 3, LUA_TTABLE);
-    int next, nd = lt_sizes(L, 2, shape, &next, "size"), ns = lt_sizes(L, 3, strides, &next, "stride");
+    int nd, ns;
+    lt_two_lists(L, shape, "size", &nd, strides, "stride", &ns);
     if (nd != ns) return luaL_error(L, "as_strided: %d sizes but %d strides", nd, ns);
     lua_Integer off = luaL_optinteger(L, 4, 0);
     if (!lua_isnoneornil(L, 5)) return luaL_argerror(L, 5, "as_strided takes (size, stride[, offset])");
@@ -62,9 +70,8 @@ static int lt_as_strided(lua_State *L) {
 static int lt_zero_pad(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int64_t b[ST_MAX_DIMS], a[ST_MAX_DIMS];
-    luaL_checktype(L, 2, LUA_TTABLE);
-    luaL_checktype(L, 3, LUA_TTABLE);
-    int next, nb = lt_sizes(L, 2, b, &next, "pad"), na = lt_sizes(L, 3, a, &next, "pad");
+    int nb, na;
+    lt_two_lists(L, b, "pad", &nb, a, "pad", &na);
     if (nb != st_ndim(t) || na != st_ndim(t))
         return luaL_error(L, "_zero_pad: %d and %d pads for a tensor with %d dims", nb, na, st_ndim(t));
     lt_box *box = lt_push_box(L);

@@ -289,6 +289,28 @@ static st_tensor *mid_reduce(st_tensor *x, int op) {
     return realized(op == 0 ? st_sum(x, 1, ax1, 1) : op == 1 ? st_max(x, 1, ax1, 0)
                     : op == 2 ? st_var(x, 1, ax1, 1, 1) : st_argmax(x, 1, 0));
 }
+/* The (64, 3, 8, 5) nested rows: sum and max over dims 2 and 4, var over dim 2, argmax over 2. */
+static st_tensor *nested_op(st_tensor *x, int op) {
+    const int ax13[2] = {1, 3}, ax1[1] = {1};
+    return realized(op == 0 ? st_sum(x, 2, ax13, 1) : op == 1 ? st_max(x, 2, ax13, 0)
+                    : op == 2 ? st_var(x, 1, ax1, 1, 1) : st_argmax(x, 1, 0));
+}
+/* op(x) for op 0..3, lazily and by the interpreter; values within rel[op]. */
+static void lazy_vs_eager(st_tensor *x, st_tensor *(*fn)(st_tensor *, int), const double *rel, const char *name) {
+    for (int op = 0; op < 4; op++) {
+        st_tensor *y[2];
+        for (int e = 0; e < 2; e++) {
+            st_set_eager(e);
+            y[e] = fn(x, op);
+        }
+        st_set_eager(0);
+        char what[96];
+        snprintf(what, sizeof what, "%s, op %d", name, op);
+        compare(what, y[0], y[1], rel[op]);
+        st_release(y[0]);
+        st_release(y[1]);
+    }
+}
 
 static void child_sources_block(const char *path) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -325,6 +347,17 @@ static char *slurp(const char *path, size_t *n) {
 }
 
 static int child_rc[7];
+
+/* The sources child `c` printed to `file` (its exit status checked) and in them the first kernel
+ * whose comment starts with `kind` (*k, or NULL: a failure recorded); free the result. */
+static char *child_kernel(int c, const char *file, const char *kind, const char **k) {
+    CHECK_MSG(child_rc[c] == 0, "sources child %d exited %d", c, child_rc[c]);
+    size_t n = 0;
+    char *s = slurp(file, &n);
+    *k = s ? strstr(s, kind) : NULL;
+    CHECK_MSG(*k != NULL, "no \"%s\" kernel in the sources", kind);
+    return s;
+}
 
 TEST(thread_count_gives_identical_bits) {
     for (int t = 0; t < 3; t++) CHECK_MSG(child_rc[t] == 0, "child with %d threads exited %d", t + 1, child_rc[t]);
@@ -428,22 +461,9 @@ TEST(mixed_reductions_match_interpreter_without_division) {
      * row loops (lower_reduce: parallel over the kept dims before the last, inner over the last) */
     {
         const int64_t s3[4] = {64, 3, 8, 5};
-        const int ax13[2] = {1, 3}, ax1[1] = {1};
         st_tensor *x = input(ST_F32, 4, s3, 123);
-        for (int op = 0; op < 4; op++) {
-            st_tensor *y[2];
-            for (int e = 0; e < 2; e++) {
-                st_set_eager(e);
-                y[e] = realized(op == 0 ? st_sum(x, 2, ax13, 1) : op == 1 ? st_max(x, 2, ax13, 0)
-                                : op == 2 ? st_var(x, 1, ax1, 1, 1) : st_argmax(x, 1, 0));
-            }
-            st_set_eager(0);
-            char what[64];
-            snprintf(what, sizeof what, "nested rows of (64, 3, 8, 5), op %d", op);
-            compare(what, y[0], y[1], op == 0 || op == 2 ? 1e-5 : 0);
-            st_release(y[0]);
-            st_release(y[1]);
-        }
+        static const double rel[4] = {1e-5, 0, 1e-5, 0};
+        lazy_vs_eager(x, nested_op, rel, "nested rows of (64, 3, 8, 5)");
         st_release(x);
     }
     CHECK_MSG(child_rc[4] == 0, "mixed sources child exited %d", child_rc[4]);
@@ -475,11 +495,8 @@ TEST(pool_window_of_permuted_reads_without_division) {
     st_release(ref);
     st_release(out);
     st_release(x);
-    CHECK_MSG(child_rc[5] == 0, "pool sources child exited %d", child_rc[5]);
-    size_t n = 0;
-    char *s = slurp(pool_file, &n);
-    const char *k = s ? strstr(s, "reduce; out:") : NULL;
-    CHECK_MSG(k != NULL, "no reduce kernel in the sources");
+    const char *k;
+    char *s = child_kernel(5, pool_file, "reduce; out:", &k);
     if (k) {
         size_t len;
         int divs = divisions(k, &len);
@@ -537,25 +554,11 @@ TEST(short_and_strided_rows_run_column_blocked) {
     }
     st_release(x);
     x = input(ST_F32, 3, BTC, 22);
-    for (int op = 0; op < 4; op++) {
-        st_tensor *y[2];
-        for (int e = 0; e < 2; e++) {
-            st_set_eager(e);
-            y[e] = mid_reduce(x, op);
-        }
-        st_set_eager(0);
-        char what[64];
-        snprintf(what, sizeof what, "dim 2 of (64, 10, 24), op %d", op);
-        compare(what, y[0], y[1], op == 2 ? 1e-6 : 0);
-        st_release(y[0]);
-        st_release(y[1]);
-    }
+    static const double rel[4] = {0, 0, 1e-6, 0};
+    lazy_vs_eager(x, mid_reduce, rel, "dim 2 of (64, 10, 24)");
     st_release(x);
-    CHECK_MSG(child_rc[6] == 0, "block sources child exited %d", child_rc[6]);
-    size_t n = 0;
-    char *s = slurp(block_file, &n);
-    const char *k = s ? strstr(s, "reduce; out:") : NULL;
-    CHECK_MSG(k != NULL, "no reduce kernel in the sources");
+    const char *k;
+    char *s = child_kernel(6, block_file, "reduce; out:", &k);
     if (k) {
         const char *end = strstr(k, "\n}\n");
         size_t len = end ? (size_t)(end - k) : strlen(k);
