@@ -232,6 +232,18 @@ TEST(st_squeeze) { EXPECT_NULL_T(st_squeeze(NULL, ST_ALL_DIMS)); }
 TEST(st_unsqueeze) { EXPECT_NULL_T(st_unsqueeze(NULL, 0)); }
 TEST(st_flatten) { EXPECT_NULL_T(st_flatten(NULL, 0, -1)); }
 TEST(st_contiguous) { EXPECT_NULL_T(st_contiguous(NULL)); }
+TEST(st_as_strided) {
+    const int64_t str[2] = {3, 1};
+    EXPECT_NULL_T(st_as_strided(NULL, 2, SH2, str, 0));
+    EXPECT_NULL_T(st_as_strided(T, 2, NULL, str, 0));
+    EXPECT_NULL_T(st_as_strided(T, 2, SH2, NULL, 0));
+}
+TEST(st_zero_pad) {
+    const int64_t pads[2] = {1, 0};
+    EXPECT_NULL_T(st_zero_pad(NULL, pads, pads));
+    EXPECT_NULL_T(st_zero_pad(T, NULL, pads));
+    EXPECT_NULL_T(st_zero_pad(T, pads, NULL));
+}
 TEST(st_clone) { EXPECT_NULL_T(st_clone(NULL)); }
 
 /* ---- joining, indexing ---- */
@@ -428,7 +440,7 @@ static const api_case cases[] = {
     CASE(st_matmul) CASE(st_einsum)
     CASE(st_reshape) CASE(st_view) CASE(st_expand) CASE(st_broadcast_to) CASE(st_permute)
     CASE(st_transpose) CASE(st_slice) CASE(st_select) CASE(st_squeeze) CASE(st_unsqueeze)
-    CASE(st_flatten) CASE(st_contiguous) CASE(st_clone)
+    CASE(st_flatten) CASE(st_contiguous) CASE(st_as_strided) CASE(st_zero_pad) CASE(st_clone)
     CASE(st_cat) CASE(st_stack) CASE(st_gather) CASE(st_index_select) CASE(st_scatter_add)
     CASE(st_index_add) CASE(st_one_hot)
     CASE(st_add_) CASE(st_sub_) CASE(st_mul_) CASE(st_div_) CASE(st_copy_) CASE(st_fill_) CASE(st_zero_)
