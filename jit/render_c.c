@@ -576,12 +576,26 @@ static bool store_loop_ok(const body_ctx *c, int i, int e) {
 #define COL_BLOCK 256   /* most outputs per block (the arrays are on the stack) */
 #define COL_MIN 8
 
-static bool col_invariant_op(kir_opcode o);
+/* Pure index arithmetic and math (what may be printed outside the outputs' loop, or recomputed). */
+static bool col_invariant_op(kir_opcode o) {
+    return (o >= KI_IADD && o <= KI_SEL) || o == KI_OP || o == KI_CVT || o == KI_ROUND;
+}
 
 /* Is value p defined before the loop at i (or a parameter or literal, printed at the top)? */
 static bool col_outside(const kir_kernel *k, int p, int i) {
     kir_opcode o = (kir_opcode)k->ins[p].op;
     return p < i || o == KI_IPARAM || o == KI_FPARAM || o == KI_ICONST || o == KI_FCONST;
+}
+
+/* Does every operand of `in` come from before the loop at i, from [lo, hi), or from a value
+ * marked in `also` (NULL: none)? */
+static bool col_operands_from(const kir_kernel *k, const kir_ins *in, int i, int lo, int hi, const uint8_t *also) {
+    unsigned m = kir_operand_mask(in);
+    const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+    for (int j = 0; j < 4; j++)
+        if ((m >> j & 1) && !col_outside(k, ops[j], i) && !(ops[j] >= lo && ops[j] < hi) && !(also && also[ops[j]]))
+            return false;
+    return true;
 }
 
 /* The loop nested in inner loop j (ending at e2) of a column-blocked loop at i, or -1 when j's
@@ -596,20 +610,10 @@ static int col_nested(const body_ctx *c, int i, int j, int e2) {
         if (in->op == KI_LOOP) {
             int e3 = render_loop_end(k, q);
             if (nest >= 0 || in->imm != KIR_LOOP_SERIAL || !col_outside(k, in->a, i) || e3 != e2 - 1) return -2;
-            for (int r = j + 1; r < q; r++) { /* before it: index arithmetic of j alone */
-                const kir_ins *s = &k->ins[r];
-                if (!c->live[r]) continue;
-                if (!col_invariant_op((kir_opcode)s->op)) return -2;
-                unsigned m = kir_operand_mask(s);
-                const int32_t ops[4] = {s->a, s->b, s->c, s->d};
-                for (int t = 0; t < 4; t++) {
-                    if (!(m >> t & 1)) continue;
-                    kir_opcode po = (kir_opcode)k->ins[ops[t]].op;
-                    if (!(ops[t] < i || ops[t] >= j || po == KI_IPARAM || po == KI_FPARAM || po == KI_ICONST ||
-                          po == KI_FCONST))
-                        return -2;
-                }
-            }
+            for (int r = j + 1; r < q; r++) /* before it: index arithmetic of j alone */
+                if (c->live[r] && (!col_invariant_op((kir_opcode)k->ins[r].op) ||
+                                   !col_operands_from(k, &k->ins[r], i, j, r, NULL)))
+                    return -2;
             nest = q;
             q = e3;
         }
@@ -658,32 +662,27 @@ static bool col_updates(const body_ctx *c, int p, int from, int to) {
     return false;
 }
 
-/* Index arithmetic and math that an output of the block does not change: every operand a
- * parameter or literal, defined before the loop at i, the piece's own inner-loop index (from - 1),
- * or itself such a value of the piece. */
-static bool col_invariant_op(kir_opcode o) {
-    return (o >= KI_IADD && o <= KI_SEL) || o == KI_OP || o == KI_CVT || o == KI_ROUND;
-}
-
 /* One piece [from, to) of the loop at i, for output v<i>_0 + v<i>_l: the output index, the
  * cross-piece values it reads (accumulators it updates are mutable and written back), the
  * piece, then the values it defines for later pieces. xp[p]: value p crosses pieces. The piece's
- * values that no output changes (an inner loop's element index unravelled, a row offset) are
- * printed once before the outputs' loop (GCC keeps a 64-bit division by a parameter inside it).
+ * values that no output changes (an inner loop's element index unravelled, a row offset: every
+ * operand from before the loop at i, from [pre, from) — the piece's loop indices and the index
+ * arithmetic printed with them — or itself such a value) are printed once before the outputs'
+ * loop (GCC keeps a 64-bit division by a parameter inside it).
  * Cross-piece values that are index arithmetic of the output (xp 2: an output's store index) are
  * recomputed where read, not kept in arrays: read back from an array, GCC sees no affine index and
  * stores through a scatter. rc[p]: p is such arithmetic (or feeds one). */
 static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int pre, int from,
                       int to, int depth) {
     const kir_kernel *k = c->k;
-    uint8_t *live = st_malloc((size_t)k->n * 2);
+    uint8_t *live = st_malloc((size_t)k->n * 3);
     if (!live) {
         b->oom = 1;
         return;
     }
-    uint8_t *need = live + k->n;
+    uint8_t *need = live + k->n, *hoisted = need + k->n;
     memcpy(live, c->live, (size_t)k->n);
-    memset(need, 0, (size_t)k->n);
+    memset(need, 0, (size_t)k->n * 2);
     for (int p = from - 1; p > i; p--) {
         if (!(xp[p] == 2 && col_used(c, p, from, to)) && !need[p]) continue;
         need[p] = 1;
@@ -695,20 +694,12 @@ static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, con
     }
     for (int q = from; q < to; q++) {
         const kir_ins *in = &k->ins[q];
-        if (!live[q] || xp[q] || !col_invariant_op((kir_opcode)in->op)) continue;
-        unsigned m = kir_operand_mask(in);
-        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
-        bool inv = true;
-        for (int j = 0; j < 4 && inv; j++) {
-            if (!(m >> j & 1)) continue;
-            int p = ops[j];
-            kir_opcode po = (kir_opcode)k->ins[p].op;
-            inv = p < i || po == KI_IPARAM || po == KI_FPARAM || po == KI_ICONST || po == KI_FCONST ||
-                  (p >= pre && p < from) || (p >= from && p < q && !live[p] && c->live[p]);
-        }
-        if (!inv) continue;
+        if (!live[q] || xp[q] || !col_invariant_op((kir_opcode)in->op) ||
+            !col_operands_from(k, in, i, pre, from, hoisted))
+            continue;
         render_value_line(b, k, q, depth);
         live[q] = 0;   /* printed: not again inside */
+        hoisted[q] = 1;
     }
     body_ctx pc = *c;
     pc.live = live;
@@ -777,19 +768,11 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool 
             if (piece[p] != piece[q] && k->ins[piece[p]].op != KI_LOOP) xp[p] = 1; /* loop bodies' never do */
         }
     }
-    for (int p = i + 1; p < e; p++) { /* index arithmetic of the output: recomputed, not kept */
+    for (int p = i + 1; p < e; p++) { /* index arithmetic of the output (v<i>): recomputed, not kept */
         const kir_ins *in = &k->ins[p];
         if (!c->live[p] || in->op < KI_IADD || in->op > KI_IMOD) continue;
-        unsigned m = kir_operand_mask(in);
-        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
-        bool ok = true;
-        for (int j = 0; j < 4 && ok; j++) {
-            if (!(m >> j & 1)) continue;
-            kir_opcode po = (kir_opcode)k->ins[ops[j]].op;
-            ok = ops[j] <= i || rc[ops[j]] || po == KI_IPARAM || po == KI_ICONST;
-        }
-        rc[p] = ok;
-        if (ok && xp[p]) xp[p] = 2;
+        rc[p] = col_operands_from(k, in, i, i, i + 1, rc);
+        if (rc[p] && xp[p]) xp[p] = 2;
     }
     render_indent(b, depth);
     sbuf_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);

@@ -65,8 +65,7 @@ static int lt_as_strided(lua_State *L) {
     return lt_box_finish(L, box, r, "as_strided");
 }
 
-/* st._zero_pad(x, before, after): tables of per-dim pads >= 0 (st_zero_pad; F.pad and conv2d's
- * zero padding). */
+/* st._zero_pad(x, before, after): tables of per-dim pads >= 0 (st_zero_pad; x:pad's zeros). */
 static int lt_zero_pad(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int64_t b[ST_MAX_DIMS], a[ST_MAX_DIMS];

@@ -206,6 +206,7 @@ static st_tensor *unsplit(grad_arena *A, st_tensor *r, const st_node *src) {
 
 static st_tensor *view_adjoint_of(grad_arena *A, st_node *src, st_tensor *g, int nd, int64_t *s, int64_t *t,
                                   int64_t o);
+enum { VIEW_MAX_TAPS = 49 };   /* overlapping windows: at most this many terms (a 7x7 window) */
 
 /* The adjoint of a VIEW: the gradient of src (shape S) from the gradient g of the view. */
 static st_tensor *view_adjoint(grad_arena *A, const st_ag *ag, const st_node *n, st_tensor *g) {
@@ -345,7 +346,7 @@ static st_tensor *view_adjoint_of(grad_arena *A, st_node *src, st_tensor *g, int
     int dims[ST_MAX_DIMS], k = 0, drop[ST_MAX_DIMS], nds = 0;
     for (int d = 0; d < nd; d++)
         if (s[d] > 1) dims[k++] = d;
-    int64_t terms = 50, s1[ST_MAX_DIMS];
+    int64_t terms = VIEW_MAX_TAPS + 1, s1[ST_MAX_DIMS];
     unsigned best = 0;
     for (unsigned mask = 1; o >= 0 && mask < (1u << k); mask++) { /* the subset with the fewest terms */
         int64_t prod = 1;
@@ -382,8 +383,8 @@ static st_tensor *view_adjoint_of(grad_arena *A, st_node *src, st_tensor *g, int
     char b[128];
     A->status = ST_ERR_INTERNAL;
     snprintf(A->msg, sizeof A->msg, "backward: the gradient of a view with overlapping elements "
-             "(shape %s) is not supported (more than 49 overlapping windows)",
-             st_shape_str(nd, s, b, sizeof b));
+             "(shape %s) is not supported (more than %d overlapping windows)",
+             st_shape_str(nd, s, b, sizeof b), (int)VIEW_MAX_TAPS);
     return NULL;
 }
 

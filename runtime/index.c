@@ -54,22 +54,11 @@ st_tensor *st_cat(int n, st_tensor *const *ts, int dim) {
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         st_tensor *t = ts[i];
-        st_node *x = st_tensor_read(t, dt, t->ndim, t->shape);
-        if (!x) goto fail;
-        st_node_arg arg;
-        memset(&arg, 0, sizeof arg);
-        st_contig_strides(t->ndim, t->shape, arg.view.strides);
-        arg.view.offset = -off * arg.view.strides[d];
-        arg.view.has_mask = 1;
-        for (int k = 0; k < t->ndim; k++) {
-            arg.view.lo[k] = 0;
-            arg.view.hi[k] = shape[k];
-        }
-        arg.view.lo[d] = off;
-        arg.view.hi[d] = off + t->shape[d];
+        int64_t before[ST_MAX_DIMS] = {0}, after[ST_MAX_DIMS] = {0};
+        before[d] = off;
+        after[d] = shape[d] - off - t->shape[d];
         off += t->shape[d];
-        st_node *p = st_node_new(ST_OP_VIEW, dt, a->ndim, shape, 1, &x, &arg);
-        st_node_release(x);
+        st_node *p = st_pad_view_node(t, dt, before, after);   /* t in its place, 0 elsewhere */
         if (!p) goto fail;
         if (!acc) {
             acc = p;

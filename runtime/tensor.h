@@ -69,6 +69,9 @@ ST_INTERNAL st_tensor *st_tensor_view(st_tensor *t, int ndim, const int64_t *sha
 /* A new node reference reading t broadcast to shape (ndim >= t's) and cast to dt: the storage node
  * itself, or a VIEW of it, plus a CAST when dt differs (weak CONSTs are converted in place). */
 ST_INTERNAL st_node *st_tensor_read(st_tensor *t, st_dtype dt, int ndim, const int64_t *shape);
+/* t's elements (as dt) with before[d] zeros in front of and after[d] behind each dim d: one masked
+ * VIEW node, read as 0 outside t (st_zero_pad; st_cat's pieces). NULL on error. */
+ST_INTERNAL st_node *st_pad_view_node(st_tensor *t, st_dtype dt, const int64_t *before, const int64_t *after);
 /* value bound to device dev: value itself when it is bound already or dev is ST_DEV_ANY, else an
  * identity VIEW of it bound to dev (an unbound value, a fill or an arange, is then computed there,
  * as st_to_dev does without a flush). The reference to value is taken over; NULL on OOM. */

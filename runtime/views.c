@@ -123,11 +123,11 @@ st_tensor *st_as_strided(st_tensor *a, int ndim, const int64_t *shape, const int
         if (shape[d] > 0) last += (shape[d] - 1) * strides[d];
     }
     if (offset < 0 || (numel > 0 && last >= st_numel(a))) {
-        char x[160], y[160];
+        char x[160], y[160], z[160];
         st_error(ST_ERR_SHAPE, "as_strided: size %s with strides %s and offset %lld reaches element %lld of a "
                  "tensor of %lld elements (shape %s)", st_shape_str(ndim, shape, x, sizeof x),
                  st_shape_str(ndim, strides, y, sizeof y), (long long)offset, (long long)last,
-                 (long long)st_numel(a), st_shape_str(a->ndim, a->shape, y + 80, sizeof y - 80));
+                 (long long)st_numel(a), st_shape_str(a->ndim, a->shape, z, sizeof z));
         return NULL;
     }
     st_tensor *c = st_contiguous(a);
@@ -137,32 +137,38 @@ st_tensor *st_as_strided(st_tensor *a, int ndim, const int64_t *shape, const int
     return r;
 }
 
+st_node *st_pad_view_node(st_tensor *t, st_dtype dt, const int64_t *before, const int64_t *after) {
+    st_node_arg arg;
+    memset(&arg, 0, sizeof arg);
+    int64_t shape[ST_MAX_DIMS];
+    st_contig_strides(t->ndim, t->shape, arg.view.strides);
+    for (int d = 0; d < t->ndim; d++) {
+        shape[d] = t->shape[d] + before[d] + after[d];
+        arg.view.lo[d] = before[d];
+        arg.view.hi[d] = before[d] + t->shape[d];
+        arg.view.offset -= before[d] * arg.view.strides[d];
+    }
+    arg.view.has_mask = 1;
+    st_node *x = st_tensor_read(t, dt, t->ndim, t->shape);
+    if (!x) return NULL;
+    st_node *n = st_node_new(ST_OP_VIEW, dt, t->ndim, shape, 1, &x, &arg);
+    st_node_release(x);
+    return n;
+}
+
 st_tensor *st_zero_pad(st_tensor *a, const int64_t *before, const int64_t *after) {
     if (!check("zero_pad", a)) return NULL;
     if (a->ndim > 0 && (!before || !after)) {
         st_error(ST_ERR_ARG, "zero_pad: NULL pads for a tensor with %d dims", a->ndim);
         return NULL;
     }
-    st_node_arg arg;
-    memset(&arg, 0, sizeof arg);
-    int64_t shape[ST_MAX_DIMS];
-    for (int d = 0; d < a->ndim; d++) {
+    for (int d = 0; d < a->ndim; d++)
         if (before[d] < 0 || after[d] < 0) {
             st_error(ST_ERR_ARG, "zero_pad: dim " BASE_POS " pads (%lld, %lld) must be >= 0", BASE_P(d),
                      (long long)before[d], (long long)after[d]);
             return NULL;
         }
-        shape[d] = a->shape[d] + before[d] + after[d];
-        arg.view.lo[d] = before[d];
-        arg.view.hi[d] = before[d] + a->shape[d];
-    }
-    st_node *x = st_tensor_read(a, (st_dtype)a->dtype, a->ndim, a->shape);
-    if (!x) return NULL;
-    st_contig_strides(a->ndim, a->shape, arg.view.strides);
-    for (int d = 0; d < a->ndim; d++) arg.view.offset -= before[d] * arg.view.strides[d];
-    arg.view.has_mask = 1;
-    st_node *n = st_node_new(ST_OP_VIEW, x->dtype, a->ndim, shape, 1, &x, &arg);
-    st_node_release(x);
+    st_node *n = st_pad_view_node(a, (st_dtype)a->dtype, before, after);
     return n ? st_tensor_from_node(n) : NULL;
 }
 
