@@ -415,26 +415,6 @@ local function out_size(n, k, s, pads, fname, x, dil)
   return o
 end
 
--- The 0/1 selection matrix of a sliding window along one dim: S[(i, o), r] = 1 when input row r
--- (0-based) is tap i of output row o, i.e. r == o * stride + i * dil - pad (pad: the padding
--- before row 0; rows outside the input, the zero padding on either side, select nothing).
--- (k * out, n); cached per geometry and dtype (a constant).
-local sel_cache = {}
-local function window_selector(n, k, stride, pad, out, dtype, dil)
-  local key = table.concat({n, k, stride, pad, out, dtype, dil}, ",")
-  local s = sel_cache[key]
-  if not s then
-    s = no_grad(function()
-      local r = st.arange(n):reshape(1, 1, n)
-      local o = st.arange(out):reshape(1, out, 1)
-      local i = st.arange(k):reshape(k, 1, 1)
-      return r:eq(o * stride + i * dil - pad):to(dtype):reshape(k * out, n)
-    end)
-    sel_cache[key] = s
-  end
-  return s
-end
-
 -- The padding before and after along one dim: a number (both sides), or "same" (stride 1; the
 -- output as long as the input, the extra padding row after, as PyTorch) or "valid" (none).
 local function conv_pads(padding, k, dil, stride, which, fname)
@@ -447,12 +427,78 @@ local function conv_pads(padding, k, dil, stride, which, fname)
   return padding[which], padding[which]
 end
 
+-- The columns of a convolution (im2col) as one view of the zero-padded input, (N, G, C/G*kh*kw,
+-- Ho*Wo): row (c, i, j) of image n, group g holds tap (i, j) of channel c at every output position,
+-- in the weight's (c, i, j) order. st._zero_pad is one masked view and as_strided an overlapping one,
+-- so the columns cost one gather kernel where the matmul reads them. g: the geometry (conv2d's
+-- table: sizes n c h w o kh kw, stride sh sw, dilation dh dw, padding pt pb pl pr, groups, ho wo).
+local function conv_cols(x, g)
+  local xp = x
+  if g.pt + g.pb + g.pl + g.pr > 0 then xp = st._zero_pad(x, {0, 0, g.pt, g.pl}, {0, 0, g.pb, g.pr}) end
+  local hp, wp = g.h + g.pt + g.pb, g.w + g.pl + g.pr
+  local wc = g.c // g.groups
+  return xp:as_strided({g.n, g.groups, wc, g.kh, g.kw, g.ho, g.wo},
+      {g.c * hp * wp, wc * hp * wp, hp * wp, g.dh * wp, g.dw, g.sh * wp, g.sw})
+    :reshape(g.n, g.groups, wc * g.kh * g.kw, g.ho * g.wo)
+end
+
+-- y = weight (G, O/G, C/G*kh*kw) times each image's columns, as (N, O, Ho*Wo): NCHW in memory (a
+-- pool or a norm after it reads rows of adjacent elements). Three dims, so a bias added to it in
+-- the matmul's epilogue reads its channel from the product's row (no division per element).
+local function conv_forward(x, weight, g, cols)
+  local og, k = g.o // g.groups, (g.c // g.groups) * g.kh * g.kw
+  cols = cols or conv_cols(x, g)
+  if g.groups == 1 then return weight:reshape(og, k):matmul(cols:reshape(g.n, k, g.ho * g.wo)) end
+  return weight:reshape(g.groups, og, k):matmul(cols):reshape(g.n, g.o, g.ho * g.wo)
+end
+
+-- The geometry of the convolution whose output is the input gradient of stride-1 convolution g
+-- (the transposed convolution is a convolution of the gradient with the flipped, transposed
+-- weight, padded by dil*(k-1) - pad on each side); nil when it is not one (a stride above 1, or a
+-- padding wider than the dilated kernel).
+local function conv_input_grad_geometry(g)
+  if g.sh ~= 1 or g.sw ~= 1 then return nil end
+  local eh, ew = g.dh * (g.kh - 1), g.dw * (g.kw - 1)
+  local t = {n = g.n, c = g.o, h = g.ho, w = g.wo, o = g.c, kh = g.kh, kw = g.kw, sh = 1, sw = 1,
+    dh = g.dh, dw = g.dw, groups = g.groups, ho = g.h, wo = g.w,
+    pt = eh - g.pt, pb = eh - g.pb, pl = ew - g.pl, pr = ew - g.pr}
+  if t.pt < 0 or t.pb < 0 or t.pl < 0 or t.pr < 0 then return nil end
+  return t
+end
+
+-- Convolution with a convolution's backward (st.autograd.Function): the input gradient is the
+-- convolution of the output gradient with the flipped, transposed weight (conv_input_grad_geometry),
+-- one matmul over its columns instead of a sum over the kh*kw overlapping windows of the columns'
+-- gradient; the weight gradient is the output gradient times the columns, summed over the batch.
+local Conv2dFn = st.autograd.Function("conv2d")
+function Conv2dFn.forward(ctx, x, weight, g)
+  local cols = conv_cols(x, g)
+  ctx:save_for_backward(cols, weight)   -- the forward's columns: one gather kernel for both matmuls
+  ctx.g = g
+  return conv_forward(x, weight, g, cols)
+end
+function Conv2dFn.backward(ctx, gy)
+  local cols, weight = ctx.saved_tensors[1], ctx.saved_tensors[2]
+  local g = ctx.g
+  local gx, gw
+  local og, wc = g.o // g.groups, g.c // g.groups
+  if ctx.needs_input_grad[1] then
+    local t = conv_input_grad_geometry(g)
+    local wt = weight:reshape(g.groups, og, wc, g.kh, g.kw):transpose(2, 3):flip(4, 5)
+      :reshape(g.c, og, g.kh, g.kw)
+    gx = conv_forward(gy:reshape(g.n, g.o, g.ho, g.wo), wt, t):reshape(g.n, g.c, g.h, g.w)
+  end
+  if ctx.needs_input_grad[2] then
+    gw = gy:reshape(g.n, g.groups, og, g.ho * g.wo):matmul(cols:transpose(3, 4)):sum(1)
+      :reshape(g.o, wc, g.kh, g.kw)
+  end
+  return gx, gw
+end
+
 -- conv2d(x, weight, bias, {stride = 1, padding = 0 | "same" | "valid", dilation = 1, groups = 1}):
--- x (N, C, H, W) or (C, H, W); weight (O, C / groups, kh, kw). im2col through the matmul path: two
--- matmuls with 0/1 selection matrices (which also do the stride, the dilation and the zero
--- padding) gather the windows as (N*C, kh*Ho, kw*Wo), one permute makes the columns, and one
--- matmul with the weight finishes (batched over the groups when groups > 1).
--- (Building the columns from padded, shifted slices with cat/stack is 20x slower in the fuser.)
+-- x (N, C, H, W) or (C, H, W); weight (O, C / groups, kh, kw). The weight times the columns, a view
+-- of the padded input (conv_cols); with stride 1 the backward is Conv2dFn's, otherwise autograd's
+-- through the view (the input gradient sums the overlapping windows).
 function F.conv2d(x, weight, bias, opts)
   opts = check_opts(opts, {"stride", "padding", "dilation", "groups"}, "conv2d")
   local unbatched = x:dim() == 3
@@ -485,27 +531,12 @@ function F.conv2d(x, weight, bias, opts)
   local pt, pb = conv_pads(padding, kh, dh, sh, 1, "conv2d")
   local pl, pr = conv_pads(padding, kw, dw, sw, 2, "conv2d")
   local ho, wo = out_size(h, kh, sh, pt + pb, "conv2d", x, dh), out_size(w, kw, sw, pl + pr, "conv2d", x, dw)
-  local dt = x:dtype()
-  local S = window_selector(h, kh, sh, pt, ho, dt, dh)             -- (kh*Ho, H)
-  local T = window_selector(w, kw, sw, pl, wo, dt, dw)             -- (kw*Wo, W)
-  local win = S:matmul(x:reshape(n * c, h, w):matmul(T:t()))      -- (N*C, kh*Ho, kw*Wo)
+  local g = {n = n, c = c, h = h, w = w, o = o, kh = kh, kw = kw, sh = sh, sw = sw, dh = dh, dw = dw,
+    pt = pt, pb = pb, pl = pl, pr = pr, groups = groups, ho = ho, wo = wo}
   local y
-  if groups == 1 then
-    -- the weight times each image's columns: (O, C*kh*kw) x (N, C*kh*kw, Ho*Wo), so the output is
-    -- NCHW in memory (a pool or norm after it reads rows of adjacent elements)
-    local col = win:reshape(n, c, kh, ho, kw, wo):permute(1, 2, 3, 5, 4, 6)
-      :reshape(n, c * kh * kw, ho * wo)                            -- weight's (c, i, j) order
-    y = weight:reshape(o, c * kh * kw):matmul(col)
-    if bias then y = add_bias(y, bias:reshape(o, 1)) end
-    y = y:reshape(n, o, ho, wo)
-  else
-    local og = o // groups
-    local col = win:reshape(n, groups, wc, kh, ho, kw, wo):permute(2, 1, 5, 7, 3, 4, 6)
-      :reshape(groups, n * ho * wo, wc * kh * kw)                  -- per group, weight's order
-    y = col:matmul(weight:reshape(groups, og, wc * kh * kw):transpose(2, 3))   -- (G, N*Ho*Wo, og)
-    y = y:reshape(groups, n, ho, wo, og):permute(2, 1, 5, 3, 4):reshape(n, o, ho, wo)
-    if bias then y = add_bias(y, bias:reshape(1, o, 1, 1)) end
-  end
+  if conv_input_grad_geometry(g) then y = Conv2dFn.apply(x, weight, g) else y = conv_forward(x, weight, g) end
+  if bias then y = add_bias(y, bias:reshape(o, 1)) end
+  y = y:reshape(n, o, ho, wo)
   if unbatched then y = y:squeeze(1) end
   return y
 end

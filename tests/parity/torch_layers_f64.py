@@ -110,6 +110,10 @@ def layers():
         [rn(2, 3, 6, 7)])
     mod("conv2d_depthwise_same", nn.Conv2d(3, 3, 3, padding="same", dilation=2, groups=3, bias=False),
         [rn(1, 3, 6, 5)])
+    # stride 1: the input gradient as a convolution of the output gradient (F.conv2d's Conv2dFn),
+    # with uneven "same" padding and dilation; a padding wider than the kernel takes the generic view
+    mod("conv2d_same_even_kernel", nn.Conv2d(3, 5, (2, 4), padding="same", dilation=(1, 2)), [rn(2, 3, 5, 6)])
+    mod("conv2d_1x1_wide_pad", nn.Conv2d(2, 3, 1, padding=1), [rn(2, 2, 4, 3)])
     mod("maxpool2d", nn.MaxPool2d(2), [rn(2, 2, 6, 6)])
     mod("maxpool2d_pad_ceil", nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True), [rn(2, 2, 6, 7)])
     mod("avgpool2d_pad_ceil", nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True), [rn(2, 2, 6, 7)])
