@@ -531,6 +531,7 @@ static void refine_by_reshapes(lw *w, st_node *n, int *nd, int64_t *shape, int *
  * multiply-adds (the last loop unit-stride). The multi-index is registered (w->known) for the
  * reshapes' sources; the output class's own multi-index is merged from it (no division). Returns
  * the output context; *nloops is the number of loops opened. */
+enum { SHORT_LAST_DIM = 4 };
 static lctx nested_loops(lw *w, int cls, int rcls, int p, int n, int *nloops) {
     kir_builder *b = &w->b;
     int rnd = w->cls[rcls].ndim;
@@ -545,11 +546,22 @@ static lctx nested_loops(lw *w, int cls, int rcls, int p, int n, int *nloops) {
     }
     m[0] = rem;
     int flat = r;
-    for (int d = p; d < rnd; d++) {
+    /* a last dim of a few elements under a longer one (a pool's window column: (Wo, 2)) is the
+     * outer of the two loops, so the inner one is long enough to vectorize (stride 2 or so) */
+    const int64_t *rs = w->cls[rcls].shape;
+    bool swap = rnd - p >= 2 && rs[rnd - 1] <= SHORT_LAST_DIM && rs[rnd - 2] >= 4 * rs[rnd - 1];
+    for (int d = p; d < rnd - (swap ? 2 : 0); d++) {
         int sz = size_p(w, rcls, d);
         int base = kir_ibin(b, KI_IMUL, flat, sz);
         m[d] = kir_loop(b, sz, -1, 0);
         flat = kir_ibin(b, KI_IADD, base, m[d]);
+    }
+    if (swap) {
+        int s1 = size_p(w, rcls, rnd - 1), s2 = size_p(w, rcls, rnd - 2);
+        m[rnd - 1] = kir_loop(b, s1, -1, 0);
+        m[rnd - 2] = kir_loop(b, s2, -1, 0);
+        flat = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, flat, s2), m[rnd - 2]), s1),
+                        m[rnd - 1]);
     }
     *nloops = 1 + rnd - p;
     w->known.cls = rcls;
@@ -584,14 +596,14 @@ static void lower_pointwise(lw *w) {
         int budget = 256;
         for (int o = 0; o < w->G->nouts; o++) refine_by_reshapes(w, w->G->outs[o], &rnd, rshape, &budget);
     }
-    if (rnd > nd) {   /* refined: the parallel loop over the leading dims, >= 256 steps */
-        int rcls = shape_class_of(w, rnd, rshape), p = 1;
+    if (cpu && rnd >= 2) {
+        /* the parallel loop over the leading dims (>= 256 steps, or all dims but the last), one
+         * loop per remaining dim: an im2col's (N, C, kh, kw, Ho, Wo) unravels once per image and
+         * channel, not once per row of Wo */
+        int rcls = rnd > nd ? shape_class_of(w, rnd, rshape) : cls, p = 1;
         if (rcls < 0) return;
         for (int64_t prod = rshape[0]; p < rnd - 1 && prod < 256; p++) prod *= rshape[p];
         c = nested_loops(w, cls, rcls, p, n, &nloops);
-        i = c.flat;
-    } else if (nd >= 2 && cpu) {   /* rows: parallel over all dims but the last */
-        c = nested_loops(w, cls, cls, nd - 1, n, &nloops);
         i = c.flat;
     } else {
         i = kir_loop(b, n, -1, 1);

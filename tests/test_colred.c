@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-static char thr_file[3][300], src_file[300], mixed_file[300], pool_file[300], block_file[300];
+static char thr_file[3][300], src_file[300], mixed_file[300], pool_file[300], block_file[300], loops_file[300];
 
 static const int64_t ROWS[] = {1, 7, 5000}, COLS[] = {1, 3, 1000, 1023};
 static const st_dtype DTS[] = {ST_F32, ST_F16, ST_BF16, ST_F64};
@@ -312,6 +312,43 @@ static void lazy_vs_eager(st_tensor *x, st_tensor *(*fn)(st_tensor *, int), cons
     }
 }
 
+/* Convolution columns (F.conv2d's im2col): the zero-padded input read through an overlapping
+ * view, (N, C, kh, kw, Ho, Wo) of (N, C, H + 2, W + 2); times a per-element weight so the view is
+ * read by a computation, not copied. And a max pool's backward read over rows of 16 windows
+ * (the unpool above with a wider image). */
+static const int64_t COL_IN[4] = {16, 16, 8, 8}, COL_SHAPE[6] = {16, 16, 3, 3, 8, 8};
+static st_tensor *im2col(st_tensor *x, st_tensor *w) {
+    const int64_t before[4] = {0, 0, 1, 1}, after[4] = {0, 0, 1, 1};
+    const int64_t str[6] = {16 * 10 * 10, 10 * 10, 10, 1, 10, 1};
+    st_tensor *p = st_zero_pad(x, before, after), *c = st_as_strided(p, 6, COL_SHAPE, str, 0);
+    st_tensor *y = st_mul(c, w);
+    st_release(p);
+    st_release(c);
+    return realized(y);
+}
+static const int64_t WIDE_W[6] = {16, 16, 4, 2, 16, 2}, WIDE_G[6] = {16, 16, 4, 1, 16, 1};
+static const int64_t WIDE_OUT[4] = {16, 16, 8, 32};
+static st_tensor *unpool_wide(st_tensor *g, st_tensor *m, st_tensor *y) {
+    st_tensor *e = st_expand(g, 6, WIDE_W), *p = st_mul(e, m), *r = st_reshape(p, 4, WIDE_OUT);
+    st_tensor *out = st_add(r, y);
+    st_release(e);
+    st_release(p);
+    st_release(r);
+    return realized(out);
+}
+static void child_sources_loops(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
+    st_set_jit_min(0);
+    st_tensor *x = input(ST_F32, 4, COL_IN, 31), *w = input(ST_F32, 6, COL_SHAPE, 32);
+    fprintf(stderr, "\n-- im2col --\n");
+    bool ok = im2col(x, w) != NULL;
+    st_tensor *g = input(ST_F32, 6, WIDE_G, 33), *m = input(ST_F32, 6, WIDE_W, 34);
+    st_tensor *y = input(ST_F32, 4, WIDE_OUT, 35);
+    fprintf(stderr, "\n-- wide unpool --\n");
+    _exit(ok && unpool_wide(g, m, y) ? 0 : 5);
+}
+
 static void child_sources_block(const char *path) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
@@ -346,7 +383,7 @@ static char *slurp(const char *path, size_t *n) {
     return p;
 }
 
-static int child_rc[7];
+static int child_rc[8];
 
 /* The sources child `c` printed to `file` (its exit status checked) and in them the first kernel
  * whose comment starts with `kind` (*k, or NULL: a failure recorded); free the result. */
@@ -536,6 +573,59 @@ TEST(unpool_merge_reads_without_division) {
     free(s);
 }
 
+/* A CPU pointwise kernel of many dims loops in parallel over the leading dims (>= 256 steps) and
+ * then over each other dim (lower.c lower_pointwise), so the im2col's (16, 16, 3, 3, 8, 8)
+ * unravels its parallel index (16 x 16 steps) with one division and one remainder; a row per
+ * parallel step gave 8 (every dim but the last unravelled once per 8 elements). A last dim of 2 under a dim of 16 (the wide unpool's
+ * window columns) is the outer of the two innermost loops, which open back to back. Values as
+ * the interpreter's, exactly. */
+TEST(pointwise_loops_over_trailing_dims) {
+    st_tensor *x = input(ST_F32, 4, COL_IN, 31), *w = input(ST_F32, 6, COL_SHAPE, 32), *ref, *out;
+    st_set_eager(1);
+    ref = im2col(x, w);
+    st_set_eager(0);
+    out = im2col(x, w);
+    compare("im2col of a zero-padded input times a weight", out, ref, 0);
+    st_release(ref);
+    st_release(out);
+    st_release(x);
+    st_release(w);
+    st_tensor *g = input(ST_F32, 6, WIDE_G, 33), *m = input(ST_F32, 6, WIDE_W, 34);
+    st_tensor *y = input(ST_F32, 4, WIDE_OUT, 35);
+    st_set_eager(1);
+    ref = unpool_wide(g, m, y);
+    st_set_eager(0);
+    out = unpool_wide(g, m, y);
+    compare("a window value over rows of 16 windows, merged back to NCHW", out, ref, 0);
+    st_release(ref);
+    st_release(out);
+    st_release(g);
+    st_release(m);
+    st_release(y);
+    const char *k;
+    char *s = child_kernel(7, loops_file, "-- im2col --", &k);
+    k = k ? strstr(k, "pointwise; out:") : NULL;
+    CHECK_MSG(k != NULL, "no im2col kernel in the sources");
+    if (k) {
+        size_t len;
+        int divs = divisions(k, &len);
+        CHECK_MSG(divs <= 2, "the im2col kernel has %d divisions or remainders (at most 2):\n%.*s", divs, (int)len, k);
+    }
+    const char *u = s ? strstr(s, "-- wide unpool --") : NULL;
+    u = u ? strstr(u, "pointwise; out:") : NULL;
+    CHECK_MSG(u != NULL, "no unpool kernel in the sources");
+    if (u) {   /* the innermost loop: the last "for (" of the kernel; the one before it opens just above */
+        const char *end = strstr(u, "\n}\n"), *last = NULL, *prev = NULL;
+        for (const char *f = strstr(u, "for ("); f && (!end || f < end); f = strstr(f + 1, "for (")) prev = last, last = f;
+        const char *nl = prev ? strchr(prev, '\n') : NULL;
+        const char *next = nl ? nl + 1 : NULL;
+        while (next && *next == ' ') next++;
+        CHECK_MSG(next && next == last, "the unpool's two innermost loops do not open back to back:\n%.*s",
+                  (int)(end ? end - u : 400), u);
+    }
+    free(s);
+}
+
 /* Row kernels over short rows or strided rows vectorize across outputs: a block of adjacent
  * outputs per step of each reduction loop (the pool's forward took ~10 ms for (64, 32, 32, 32) as
  * one output at a time, 2.7 ms blocked). Values as the interpreter's (in-order sums: exactly);
@@ -598,6 +688,8 @@ int main(void) {
         child_rc[5] = run_child(child_sources_pool, pool_file, "ST_DEBUG", "4");
         snprintf(block_file, sizeof block_file, "%s/block.txt", ft_cache_dir);
         child_rc[6] = run_child(child_sources_block, block_file, "ST_DEBUG", "4");
+        snprintf(loops_file, sizeof loops_file, "%s/loops.txt", ft_cache_dir);
+        child_rc[7] = run_child(child_sources_loops, loops_file, "ST_DEBUG", "4");
         setenv("ST_CACHE_DIR", ft_cache_dir, 1);
     }
     st_set_jit_min(0);
@@ -610,6 +702,7 @@ int main(void) {
     RUN(pool_window_of_permuted_reads_without_division);
     RUN(unpool_merge_reads_without_division);
     RUN(short_and_strided_rows_run_column_blocked);
+    RUN(pointwise_loops_over_trailing_dims);
     st_shutdown();
     ft_cache_dir_remove();
     TEST_MAIN_END();

@@ -319,6 +319,36 @@ static long double cos2pi_ref(long double u) {
     long double v = (q & 1) ? cosl(r) : sinl(r);
     return (q & 2) ? -v : v;
 }
+/* om_where selects by bits for float and double (branch-free, so a masked loop vectorizes): the
+ * chosen operand exactly, NaN payloads, signed zeros and infinities included, for any non-zero
+ * condition; the integer types keep the plain conditional. */
+TEST(where_selects_exact_bits) {
+    const uint32_t fb[6] = {0x7fc00001u, 0xffa00000u, 0x80000000u, 0x00000001u, 0x7f800000u, 0x3f800000u};
+    const uint64_t db[4] = {0x7ff8000000000123ull, 0x8000000000000000ull, 0xfff0000000000000ull, 1ull};
+    const uint8_t conds[3] = {0, 1, 255};
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++)
+            for (int c = 0; c < 3; c++) {
+                float a = st_bitsf_(fb[i]), b = st_bitsf_(fb[j]);
+                uint32_t got = st_fbits_(om_where(conds[c], a, b)), want = conds[c] ? fb[i] : fb[j];
+                CHECK_MSG(got == want, "f32 where(%u, %08x, %08x) = %08x", conds[c], fb[i], fb[j], got);
+            }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            for (int c = 0; c < 3; c++) {
+                double a = st_bitsd_(db[i]), b = st_bitsd_(db[j]);
+                uint64_t got = st_dbits_(om_where(conds[c], a, b)), want = conds[c] ? db[i] : db[j];
+                CHECK_MSG(got == want, "f64 where(%u, %016llx, %016llx) = %016llx", conds[c],
+                          (unsigned long long)db[i], (unsigned long long)db[j], (unsigned long long)got);
+            }
+    const int64_t i64a = INT64_MIN, i64b = 7;
+    const int32_t i32a = -3, i32b = INT32_MAX;
+    const uint8_t u8a = 200, u8b = 1;
+    CHECK(om_where(2, i64a, i64b) == INT64_MIN && om_where(0, i64a, i64b) == 7);
+    CHECK(om_where(1, i32a, i32b) == -3 && om_where(0, i32a, i32b) == INT32_MAX);
+    CHECK(om_where(1, u8a, u8b) == 200 && om_where(0, u8a, u8b) == 1);
+}
+
 TEST(rand_normal) {
     acc c32 = {"cos2pi f32", 1, 0, 0, NAN, 0}, c64 = {"cos2pi f64", 1, 0, 0, NAN, 0};
     for (long i = 0; i < 200000 * scale; i++) {
@@ -445,6 +475,7 @@ int main(int argc, char **argv) {
     RUN(unary_accuracy);
     RUN(sincos_f32_sweep);
     RUN(pow_accuracy);
+    RUN(where_selects_exact_bits);
     RUN(rand_normal);
     RUN(kernels_same_bits);
     TEST_MAIN_END();

@@ -431,6 +431,18 @@ test("conv2d_vs_naive", function()
   eq(H.show(nn.Conv2d(1, 8, 3, {padding = 1})(st.zeros(2, 1, 28, 28)):shape()), "{2, 8, 28, 28}")
   H.raises(function() F.conv2d(st.zeros(1, 2, 4, 4), st.zeros(3, 1, 3, 3)) end, "has 2 channels")
   H.raises(function() F.conv2d(st.zeros(1, 1, 2, 2), st.zeros(1, 1, 3, 3)) end, "does not fit")
+  -- an inf reaches only the windows that contain it (the columns are a view, no product with a
+  -- selection matrix), forward and in the input gradient of a stride-1 conv (Conv2dFn)
+  local xi = st.zeros({1, 1, 6, 6}, "f64")
+  xi[{1, 1, 3, 3}] = math.huge
+  eq(F.conv2d(xi, st.ones({2, 1, 3, 3}, "f64"), nil, {padding = 1}):isinf():sum():item(), 18)
+  local xg = st.zeros({1, 1, 6, 6}, "f64"):requires_grad_()
+  local wg = st.ones({1, 1, 3, 3}, "f64")
+  local gy = st.zeros({1, 1, 6, 6}, "f64")
+  gy[{1, 1, 4, 4}] = math.huge
+  F.conv2d(xg, wg, nil, {padding = 1}):backward(gy)
+  eq(xg.grad:isinf():sum():item(), 9)
+  eq(xg.grad:isnan():sum():item(), 0)
 end)
 
 test("pools_vs_naive", function()
