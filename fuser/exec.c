@@ -211,16 +211,64 @@ static void debug_interp_line(const st_region *r, const fuse_pgroup *pg, double 
 
 /* Runs entry pe over region r: user scalars refreshed, node tags as the planning left them, then
  * every group in order (compiled ones launched, the others through the interpreter tier). */
+/* The last group of pe that reads or writes each region node (-1: none), into last[r->n]: a
+ * compiled group's bound buffers, an interpreted group's evaluated nodes and their sources. */
+static void last_groups(const st_region *r, const fuse_pentry *pe, int32_t *last) {
+    for (int i = 0; i < r->n; i++) last[i] = -1;
+    for (int j = 0; j < pe->ngroups; j++) {
+        const fuse_pgroup *pg = &pe->groups[j];
+        if (pg->interp) {
+            for (int i = 0; i < pg->nnodes; i++) {
+                const st_node *n = r->nodes[pg->nodes[i].pos];
+                last[pg->nodes[i].pos] = j;
+                for (int s = 0; s < n->nsrc; s++)
+                    if (n->src[s]->op != ST_OP_BUFFER) last[n->src[s]->pos] = j;
+            }
+        } else {
+            for (int i = 0; i < pg->nouts; i++) last[pg->outs[i]] = j;
+            for (int i = 0; i < pg->L.k.nbufs; i++)
+                if (pg->bind[i] >= 0) last[pg->bind[i]] = j;
+        }
+    }
+}
+
+/* After group j: releases the buffers of the region values whose last reader it was and that
+ * nothing else holds: not a target, no reference from outside the region (a tensor, an autograd
+ * record, a lazy node of a later flush: refcnt is the value's in-region uses plus the flush's
+ * own), in host memory (a GPU kernel may still be reading when the host gets here). Without
+ * this every value a flush materialized lived to its end: a training step's peak was the sum of
+ * all its intermediates. byl[j0[j] .. j0[j + 1]): the positions whose last group is j. */
+static void release_dead(const st_region *r, const int32_t *byl, const int32_t *j0, int j) {
+    for (int i = j0[j]; i < j0[j + 1]; i++) {
+        st_node *x = r->nodes[byl[i]];
+        if (!x->buf || (x->flags & NODE_TARGET) || x->refcnt != x->uses + 1 || !dev_host_memory(x->buf->device)) continue;
+        st_buffer_release(x->buf);
+        x->buf = NULL;
+    }
+}
+
 static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse_pentry *pe) {
     for (int i = 0; i < pe->n; i++) r->nodes[i]->tag = pe->tag[i];
     fuse_pentry_refresh(pe, r);
-    for (int j = 0; j < pe->ngroups; j++) {
+    int32_t *last = st_malloc(((size_t)r->n * 2 + (size_t)pe->ngroups + 2) * sizeof *last);
+    int32_t *byl = last ? last + r->n : NULL, *j0 = last ? byl + r->n : NULL;
+    if (last) {   /* positions bucketed by their last group (none: never released here) */
+        last_groups(r, pe, last);
+        memset(j0, 0, ((size_t)pe->ngroups + 2) * sizeof *j0);
+        for (int i = 0; i < r->n; i++)
+            if (last[i] >= 0) j0[last[i] + 2]++;
+        for (int j = 0; j < pe->ngroups; j++) j0[j + 2] += j0[j + 1];
+        for (int i = 0; i < r->n; i++)
+            if (last[i] >= 0) byl[j0[last[i] + 1]++] = i;
+    }
+    st_status s = ST_OK;
+    for (int j = 0; j < pe->ngroups && s == ST_OK; j++) {
         const fuse_pgroup *pg = &pe->groups[j];
         if (st_rt.interrupted) {
             st_rt.interrupted = 0;
-            return st_error(ST_ERR_INTERRUPT, "interrupted");
+            s = st_error(ST_ERR_INTERRUPT, "interrupted");
+            break;
         }
-        st_status s;
         if (pg->interp) {
             double t0 = st_now_ms();
             s = run_interp_pgroup(e, r, pg);
@@ -229,9 +277,10 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
             s = run_pgroup(e, r, k, pg);
         }
         st_stats_g.kernels_launched++;
-        if (s != ST_OK) return s;
+        if (s == ST_OK && last) release_dead(r, byl, j0, j);
     }
-    return ST_OK;
+    st_free(last);
+    return s;
 }
 
 /* Background compiles (ST_JIT_ASYNC): an entry's job, once the compiler has ended, installs its

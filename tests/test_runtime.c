@@ -75,6 +75,52 @@ TEST(stats_and_sync) {
     CHECK_EQ_INT(stats().flushes, 0);
 }
 
+/* A flush frees each value it materialized after the last kernel that reads it when nothing
+ * else holds it (fuser/exec.c release_dead): a chain of 8 products of (256, 256) f32 matrices
+ * (256 KiB each, every product its own kernel) peaks at a few of them, not at all 8; a value a
+ * tensor still holds is kept (and realized), so is a target. Values as with the whole chain kept. */
+TEST(flush_frees_dead_values_early) {
+    defaults();
+    st_set_jit_min(0);
+    const int64_t nb = 256 * 256 * 4;
+    st_tensor *w = seq(ST_F32, 2, SH(256, 256), 0.06), *x = seq(ST_F32, 2, SH(256, 256), 1);
+    CHECK(st_sync() == ST_OK);
+    double want = 0;
+    for (int pass = 0; pass < 2; pass++) {   /* pass 1: every step held by a tensor */
+        st_tensor *held[8] = {0}, *h = st_retain(x);
+        for (int i = 0; i < 8; i++) {
+            st_tensor *m = st_matmul(h, w), *n = st_relu(m);   /* one kernel: relu is the epilogue */
+            st_release(m);
+            st_release(h);
+            h = n;
+            if (pass == 1) held[i] = st_retain(h);
+        }
+        st_tensor *total = st_sum(h, 0, NULL, 0);
+        st_reset_stats();
+        uint64_t base = stats().bytes_in_use;
+        double v = 0;
+        CHECK(st_item(total, &v) == ST_OK);
+        uint64_t peak = stats().bytes_peak - base;
+        if (pass == 0) {
+            want = v;
+            CHECK_MSG(peak <= (uint64_t)(4 * nb), "peak %llu bytes over 8 products of %lld bytes",
+                      (unsigned long long)peak, (long long)nb);
+        } else {
+            CHECK_MSG(v == want, "sum %g with the steps held, %g without", v, want);
+            CHECK_MSG(peak >= (uint64_t)(8 * nb), "held steps: peak %llu bytes", (unsigned long long)peak);
+            for (int i = 0; i < 8; i++) {   /* the last is read by the sum only: inlined there */
+                if (i < 7) CHECK_MSG(st_is_realized(held[i]), "step %d not realized", i);
+                st_release(held[i]);
+            }
+        }
+        st_release(total);
+        st_release(h);
+    }
+    st_release(w);
+    st_release(x);
+    defaults();
+}
+
 /* One step of a tiny linear regression with a manual gradient and in-place SGD updates. Returns
  * the loss (pending) or NULL. */
 static st_tensor *train_step(st_tensor *w, st_tensor *bias, st_tensor *x, st_tensor *y, double lr) {
@@ -363,6 +409,7 @@ TEST(interrupt_eager) { interrupt_case(1); }
 int main(void) {
     st_set_poison(1);
     RUN(stats_and_sync);
+    RUN(flush_frees_dead_values_early);
     RUN(training_loop_default);
     RUN(training_loop_jit);
     RUN(trace_bound);

@@ -203,6 +203,28 @@ test("saved_tensors_keep_the_value_at_save_time", function()
   check(x.grad, {2, 3}, 0, "x.grad")
 end)
 
+-- After backward the record is dead: its saved tensors are closed at once (so a flush can free
+-- their buffers), ctx.saved_tensors is gone; one returned as a gradient stays usable.
+test("saved_tensors_are_released_after_backward", function()
+  local F = st.autograd.Function("Release")
+  local ctx_seen, kept
+  function F.forward(ctx, x)
+    ctx:save_for_backward(x * 2, x * 3)
+    return x * 1
+  end
+  function F.backward(ctx, g)
+    ctx_seen = ctx
+    kept = ctx.saved_tensors[1]
+    return ctx.saved_tensors[2]
+  end
+  local x = st.tensor({1, 2}, "f64"):requires_grad_()
+  F.apply(x):sum():backward()
+  check(x.grad, {3, 6}, 0, "the returned saved tensor")
+  eq(ctx_seen.saved_tensors, nil, "saved_tensors after backward")
+  local ok = pcall(function() return kept:sum():item() end)
+  eq(ok, false, "a saved tensor used after backward")
+end)
+
 test("errors_name_the_function_and_shapes", function()
   local x = st.tensor({{1, 2, 3}, {4, 5, 6}}, "f64"):requires_grad_()
   local function fn(name, bw)
