@@ -452,18 +452,29 @@ local function conv_forward(x, weight, g, cols)
   return weight:reshape(g.groups, og, k):matmul(cols):reshape(g.n, g.o, g.ho * g.wo)
 end
 
--- The geometry of the convolution whose output is the input gradient of stride-1 convolution g
--- (the transposed convolution is a convolution of the gradient with the flipped, transposed
--- weight, padded by dil*(k-1) - pad on each side); nil when it is not one (a stride above 1, or a
--- padding wider than the dilated kernel).
+-- The geometry of the convolution whose output is the input gradient of convolution g: the
+-- transposed convolution is a stride-1 convolution of the output gradient dilated by the stride
+-- (stride - 1 zeros between its elements: conv_dilate) with the flipped, transposed weight,
+-- padded by dil*(k-1) - pad on each side, plus after the input's rows and columns that no window
+-- reached; nil when it is not one (a padding wider than the dilated kernel).
 local function conv_input_grad_geometry(g)
-  if g.sh ~= 1 or g.sw ~= 1 then return nil end
   local eh, ew = g.dh * (g.kh - 1), g.dw * (g.kw - 1)
-  local t = {n = g.n, c = g.o, h = g.ho, w = g.wo, o = g.c, kh = g.kh, kw = g.kw, sh = 1, sw = 1,
-    dh = g.dh, dw = g.dw, groups = g.groups, ho = g.h, wo = g.w,
-    pt = eh - g.pt, pb = eh - g.pb, pl = ew - g.pl, pr = ew - g.pr}
+  local rh = (g.h + g.pt + g.pb - eh - 1) % g.sh   -- rows past the last window
+  local rw = (g.w + g.pl + g.pr - ew - 1) % g.sw
+  local t = {n = g.n, c = g.o, h = (g.ho - 1) * g.sh + 1, w = (g.wo - 1) * g.sw + 1, o = g.c, kh = g.kh,
+    kw = g.kw, sh = 1, sw = 1, dh = g.dh, dw = g.dw, groups = g.groups, ho = g.h, wo = g.w,
+    pt = eh - g.pt, pb = eh - g.pb + rh, pl = ew - g.pl, pr = ew - g.pr + rw}
   if t.pt < 0 or t.pb < 0 or t.pl < 0 or t.pr < 0 then return nil end
   return t
+end
+
+-- gy (N, C, H, W) with sh - 1 zero rows between its rows and sw - 1 zero columns between its
+-- columns, as views (a size-1 dim zero-padded to the stride, merged, the trailing zeros cut).
+local function conv_dilate(gy, sh, sw)
+  if sh == 1 and sw == 1 then return gy end
+  local n, c, h, w = table.unpack(gy:shape())
+  return st._zero_pad(gy:reshape(n, c, h, 1, w, 1), {0, 0, 0, 0, 0, 0}, {0, 0, 0, sh - 1, 0, sw - 1})
+    :reshape(n, c, h * sh, w * sw):narrow(3, 1, (h - 1) * sh + 1):narrow(4, 1, (w - 1) * sw + 1)
 end
 
 -- Convolution with a convolution's backward (st.autograd.Function): the input gradient is the
@@ -486,7 +497,7 @@ function Conv2dFn.backward(ctx, gy)
     local t = conv_input_grad_geometry(g)
     local wt = weight:reshape(g.groups, og, wc, g.kh, g.kw):transpose(2, 3):flip(4, 5)
       :reshape(g.c, og, g.kh, g.kw)
-    gx = conv_forward(gy:reshape(g.n, g.o, g.ho, g.wo), wt, t):reshape(g.n, g.c, g.h, g.w)
+    gx = conv_forward(conv_dilate(gy:reshape(g.n, g.o, g.ho, g.wo), g.sh, g.sw), wt, t):reshape(g.n, g.c, g.h, g.w)
   end
   if ctx.needs_input_grad[2] then
     gw = gy:reshape(g.n, g.groups, og, g.ho * g.wo):matmul(cols:transpose(3, 4)):sum(1)
@@ -497,8 +508,8 @@ end
 
 -- conv2d(x, weight, bias, {stride = 1, padding = 0 | "same" | "valid", dilation = 1, groups = 1}):
 -- x (N, C, H, W) or (C, H, W); weight (O, C / groups, kh, kw). The weight times the columns, a view
--- of the padded input (conv_cols); with stride 1 the backward is Conv2dFn's, otherwise autograd's
--- through the view (the input gradient sums the overlapping windows).
+-- of the padded input (conv_cols); the backward is Conv2dFn's, or autograd's through the view when
+-- the padding is wider than the dilated kernel (the input gradient sums the overlapping windows).
 function F.conv2d(x, weight, bias, opts)
   opts = check_opts(opts, {"stride", "padding", "dilation", "groups"}, "conv2d")
   local unbatched = x:dim() == 3

@@ -167,6 +167,7 @@ local LAYERS = {
     return nn.Conv2d(3, 5, {2, 4}, {padding = "same", dilation = {1, 2}})
   end}},
   {"conv2d_1x1_wide_pad", {make = function() return nn.Conv2d(2, 3, 1, {padding = 1}) end}},
+  {"conv2d_stride_uncovered", {make = function() return nn.Conv2d(2, 3, 3, {stride = {2, 3}}) end}},
   {"maxpool2d", {make = function() return nn.MaxPool2d(2) end}},
   {"maxpool2d_pad_ceil", {make = function() return nn.MaxPool2d(3, {stride = 2, padding = 1, ceil_mode = true}) end}},
   {"avgpool2d_pad_ceil", {make = function() return nn.AvgPool2d(3, {stride = 2, padding = 1, ceil_mode = true}) end}},

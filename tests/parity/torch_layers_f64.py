@@ -114,6 +114,8 @@ def layers():
     # with uneven "same" padding and dilation; a padding wider than the kernel takes the generic view
     mod("conv2d_same_even_kernel", nn.Conv2d(3, 5, (2, 4), padding="same", dilation=(1, 2)), [rn(2, 3, 5, 6)])
     mod("conv2d_1x1_wide_pad", nn.Conv2d(2, 3, 1, padding=1), [rn(2, 2, 4, 3)])
+    # stride 2 and 3: the output gradient dilated by the stride, input rows and columns no window reaches
+    mod("conv2d_stride_uncovered", nn.Conv2d(2, 3, 3, stride=(2, 3)), [rn(2, 2, 8, 10)])
     mod("maxpool2d", nn.MaxPool2d(2), [rn(2, 2, 6, 6)])
     mod("maxpool2d_pad_ceil", nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True), [rn(2, 2, 6, 7)])
     mod("avgpool2d_pad_ceil", nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True), [rn(2, 2, 6, 7)])
