@@ -682,6 +682,51 @@ function F.avg_pool2d(x, kernel, opts)
   return y
 end
 
+-- The (o, n) matrix averaging each of o adaptive bins of n inputs (bin i: rows floor(i*n/o) ..
+-- ceil((i+1)*n/o) - 1, PyTorch's), cached per size and dtype (a constant).
+local adaptive_cache = {}
+local function adaptive_matrix(n, o, dtype, device)
+  local key = table.concat({n, o, dtype, device}, ",")
+  local m = adaptive_cache[key]
+  if not m then
+    local rows = {}
+    for i = 0, o - 1 do
+      local a, b = (i * n) // o, -((-(i + 1) * n) // o)
+      local row = {}
+      for r = 0, n - 1 do row[r + 1] = (r >= a and r < b) and 1 / (b - a) or 0 end
+      rows[i + 1] = row
+    end
+    m = st.tensor(rows, dtype):to(device)
+    adaptive_cache[key] = m
+  end
+  return m
+end
+
+-- adaptive_avg_pool2d(x, output_size): x (N, C, H, W) or (C, H, W) to (..., Oh, Ow) (a number or
+-- a pair), the mean of each of PyTorch's bins (bin i of Oh: rows floor(i*H/Oh) .. ceil((i+1)*H/Oh)
+-- - 1; bins overlap when Oh does not divide H). Bins that tile the input: a reshape and a mean
+-- (the global average pool: a mean over H and W); otherwise the (Oh, H) and (Ow, W) averaging
+-- matrices on either side of each image.
+function F.adaptive_avg_pool2d(x, output_size)
+  local oh, ow = int_pair(output_size, 1, "output_size", "adaptive_avg_pool2d")
+  if x:dim() ~= 3 and x:dim() ~= 4 then
+    error("adaptive_avg_pool2d: expected input (N, C, H, W) or (C, H, W), got " .. shape_str(x), 2)
+  end
+  local unbatched = x:dim() == 3
+  if unbatched then x = x:unsqueeze(1) end
+  local n, c, h, w = table.unpack(x:shape())
+  local y
+  if h % oh == 0 and w % ow == 0 then
+    y = x:reshape(n, c, oh, h // oh, ow, w // ow):mean({4, 6})
+  else
+    local ah = adaptive_matrix(h, oh, x:dtype(), x:device())
+    local aw = adaptive_matrix(w, ow, x:dtype(), x:device())
+    y = ah:matmul(x):matmul(aw:t())
+  end
+  if unbatched then y = y:squeeze(1) end
+  return y
+end
+
 -- ---- losses ----
 
 -- Checks that target has input's shape without the class dim (dim 2; dim 1 for a 1-D input)

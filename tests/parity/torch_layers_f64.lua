@@ -168,6 +168,8 @@ local LAYERS = {
   end}},
   {"conv2d_1x1_wide_pad", {make = function() return nn.Conv2d(2, 3, 1, {padding = 1}) end}},
   {"conv2d_stride_uncovered", {make = function() return nn.Conv2d(2, 3, 3, {stride = {2, 3}}) end}},
+  {"adaptive_avgpool2d_uneven", {make = function() return nn.AdaptiveAvgPool2d({3, 2}) end}},
+  {"adaptive_avgpool2d_global", {make = function() return nn.AdaptiveAvgPool2d(1) end}},
   {"maxpool2d", {make = function() return nn.MaxPool2d(2) end}},
   {"maxpool2d_pad_ceil", {make = function() return nn.MaxPool2d(3, {stride = 2, padding = 1, ceil_mode = true}) end}},
   {"avgpool2d_pad_ceil", {make = function() return nn.AvgPool2d(3, {stride = 2, padding = 1, ceil_mode = true}) end}},

@@ -116,6 +116,8 @@ def layers():
     mod("conv2d_1x1_wide_pad", nn.Conv2d(2, 3, 1, padding=1), [rn(2, 2, 4, 3)])
     # stride 2 and 3: the output gradient dilated by the stride, input rows and columns no window reaches
     mod("conv2d_stride_uncovered", nn.Conv2d(2, 3, 3, stride=(2, 3)), [rn(2, 2, 8, 10)])
+    mod("adaptive_avgpool2d_uneven", nn.AdaptiveAvgPool2d((3, 2)), [rn(2, 3, 7, 5)])
+    mod("adaptive_avgpool2d_global", nn.AdaptiveAvgPool2d(1), [rn(2, 3, 4, 6)])
     mod("maxpool2d", nn.MaxPool2d(2), [rn(2, 2, 6, 6)])
     mod("maxpool2d_pad_ceil", nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True), [rn(2, 2, 6, 7)])
     mod("avgpool2d_pad_ceil", nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True), [rn(2, 2, 6, 7)])
