@@ -192,13 +192,46 @@ static bool view_src_map(const st_node *n, int *dim, int64_t *q) {
 }
 
 static const int *ctx_midx(lw *w, lctx *c);
+static int iparam(lw *w, int key, int k1, int k2, int64_t value);
 
-/* c's multi-index from the context it was read from through view c->via (view_src_map). */
+/* Is masked view n a zero padding of its source (st_pad_view_node: same dims, the source's C
+ * strides, the mask the source's extent, the offset the padding before it)? Then the source's
+ * index along d is the view's minus lo[d], where the mask holds. */
+static bool pad_view(const st_node *n) {
+    const st_node *src = n->src[0];
+    const st_view_arg *va = &n->arg.view;
+    if (n->op != ST_OP_VIEW || !va->has_mask || n->ndim != src->ndim) return false;
+    int64_t cs[ST_MAX_DIMS], off = 0;
+    st_contig_strides(src->ndim, src->shape, cs);
+    for (int d = 0; d < n->ndim; d++) {
+        if (src->shape[d] > 1 && va->strides[d] != cs[d]) return false;
+        if (va->hi[d] - va->lo[d] != src->shape[d]) return false;
+        off -= va->lo[d] * cs[d];
+    }
+    return off == va->offset;
+}
+
+/* c's multi-index from the context it was read from through view c->via (view_src_map, or a
+ * zero padding: the index minus the padding before, 0 outside the mask, as the flat index is, so
+ * a view under it never indexes out of its source). */
 static bool view_src_midx(lw *w, lctx *c) {
     int dim[ST_MAX_DIMS];
     int64_t q[ST_MAX_DIMS];
     const st_node *n = c->via;
-    if (!n || !c->from || !view_src_map(n, dim, q)) return false;
+    if (!n || !c->from) return false;
+    if (pad_view(n)) {
+        const int *m = ctx_midx(w, c->from);
+        const st_view_arg *va = &n->arg.view;
+        int zero = kir_iconst(&w->b, KT_I64, 0);
+        for (int d = 0; d < n->ndim; d++) {
+            int lo = iparam(w, P_LO, n->pos, d, va->lo[d]), hi = iparam(w, P_HI, n->pos, d, va->hi[d]);
+            int ok = kir_ibin(&w->b, KI_LAND, kir_ibin(&w->b, KI_ILE, lo, m[d]), kir_ibin(&w->b, KI_ILT, m[d], hi));
+            c->midx[d] = kir_emit(&w->b, KI_SEL, KT_I64, 0, ok, kir_ibin(&w->b, KI_ISUB, m[d], lo), zero, -1, 0, 0);
+        }
+        c->has_midx = 1;
+        return true;
+    }
+    if (!view_src_map(n, dim, q)) return false;
     const int *m = ctx_midx(w, c->from);
     int nd = n->src[0]->ndim;
     for (int d = 0; d < nd; d++) c->midx[d] = -1;

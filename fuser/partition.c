@@ -626,7 +626,7 @@ static int place(fuse_plan *p, st_node *x) {
     int pos = x->pos;
     /* a node cut out of a group that had no kernel (fuse_partition's `cut`) is stored by a new
      * group of its own: its consumers load it, and it joins, heads or stitches nothing */
-    bool cut = p->cut && p->cut[pos];
+    bool cut = (p->cut && p->cut[pos]) || (x->flags & NODE_STORE);
     bool keep = (x->flags & NODE_TARGET) || p->need[pos] || cut;
     int s = cut ? -1 : consumer_summary(p, x);
     x->tag = -1;

@@ -124,7 +124,7 @@ st_status fuse_pkey_build(const st_region *r, fuse_pkey *k) {
         st_node *x = r->nodes[i];
         rowval[i] = fuse_row_value(x, rowval);
         int64_t kept = rowval[i] && fuse_kept(x) ? 0x100 : 0;
-        int64_t h[6] = {x->op, x->dtype, x->ndim, x->nsrc, (x->flags & (NODE_TARGET | NODE_WEAK)) | kept, x->rdev};
+        int64_t h[6] = {x->op, x->dtype, x->ndim, x->nsrc, (x->flags & (NODE_TARGET | NODE_WEAK | NODE_STORE)) | kept, x->rdev};
         ok = put(k, h, sizeof h) && put(k, x->shape, (size_t)x->ndim * sizeof x->shape[0]) && put_args(k, x);
         for (int s = 0; s < x->nsrc && ok; s++)
             ok = fuse_in_region(x->src[s]) ? put_i64(k, x->src[s]->pos) : put_ext(k, x->src[s]);

@@ -199,6 +199,12 @@ ST_API st_tensor *st_as_strided(st_tensor *a, int ndim, const int64_t *shape, co
 /* a with before[d] zeros in front of and after[d] behind each dim d (>= 0): one masked view of a,
  * read as 0 outside it (no copy until something reads it). */
 ST_API st_tensor *st_zero_pad(st_tensor *a, const int64_t *before, const int64_t *after);
+/* A tensor with a's value that a flush stores in a buffer of its own wherever it computes it, and
+ * every kernel reading it loads it, instead of evaluating it inside each reader: for library code
+ * that reads a value many times through index arithmetic costlier than a load (a convolution's
+ * dilated output gradient under the kernel's windows). Changes no value; a realized a is returned
+ * as is (new reference). */
+ST_API st_tensor *st_store_hint(st_tensor *a);
 ST_API st_tensor *st_contiguous(st_tensor *a);                              /* a itself (new ref) if already contiguous */
 ST_API st_tensor *st_clone(st_tensor *a);                                   /* always a new storage */
 

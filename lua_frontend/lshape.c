@@ -79,6 +79,15 @@ static int lt_zero_pad(lua_State *L) {
     return lt_box_finish(L, box, r, "_zero_pad");
 }
 
+/* st._store(x): st_store_hint (library code: a value stored once, not evaluated by each reader). */
+static int lt_store(lua_State *L) {
+    st_tensor *t = lt_check(L, 1);
+    lt_box *box = lt_push_box(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_store_hint(t));
+    return lt_box_finish(L, box, r, "_store");
+}
+
 static int lt_transpose(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     int nd = st_ndim(t);
@@ -209,7 +218,7 @@ LT_FUNC void lt_open_shape(lua_State *L, int methods) {
         {NULL, NULL},
     };
     static const luaL_Reg f[] = {
-        {"cat", lt_cat}, {"stack", lt_stack}, {"_zero_pad", lt_zero_pad},
+        {"cat", lt_cat}, {"stack", lt_stack}, {"_zero_pad", lt_zero_pad}, {"_store", lt_store},
         {NULL, NULL},
     };
     lt_setfuncs(L, f, LT_MODULE, 0);

@@ -356,6 +356,18 @@ st_tensor *st_flatten(st_tensor *a, int start_dim, int end_dim) {
     return st_reshape(a, k, shape);
 }
 
+st_tensor *st_store_hint(st_tensor *a) {
+    if (!check("store_hint", a)) return NULL;
+    st_node *n = st_tensor_read(a, (st_dtype)a->dtype, a->ndim, a->shape);
+    if (!n || n->op == ST_OP_BUFFER) return n ? st_tensor_from_node(n) : NULL;
+    /* an identity view carries the flag: a's own node may be shared (another tensor, a leaf's
+     * version) and keeps its placement */
+    st_node *w = st_node_identity_view(n);
+    st_node_release(n);
+    if (w) w->flags |= NODE_STORE;
+    return w ? st_tensor_from_node(w) : NULL;
+}
+
 /* Nodes are immutable values, so the clone's storage may share a's current version: a later
  * write to either storage installs a new version there only (copy on write). */
 st_tensor *st_clone(st_tensor *a) {

@@ -245,6 +245,7 @@ TEST(st_zero_pad) {
     EXPECT_NULL_T(st_zero_pad(T, pads, NULL));
 }
 TEST(st_clone) { EXPECT_NULL_T(st_clone(NULL)); }
+TEST(st_store_hint) { EXPECT_NULL_T(st_store_hint(NULL)); }
 
 /* ---- joining, indexing ---- */
 #define JOIN_CASE(fn)                                                                          \
@@ -440,7 +441,7 @@ static const api_case cases[] = {
     CASE(st_matmul) CASE(st_einsum)
     CASE(st_reshape) CASE(st_view) CASE(st_expand) CASE(st_broadcast_to) CASE(st_permute)
     CASE(st_transpose) CASE(st_slice) CASE(st_select) CASE(st_squeeze) CASE(st_unsqueeze)
-    CASE(st_flatten) CASE(st_contiguous) CASE(st_as_strided) CASE(st_zero_pad) CASE(st_clone)
+    CASE(st_flatten) CASE(st_contiguous) CASE(st_as_strided) CASE(st_zero_pad) CASE(st_store_hint) CASE(st_clone)
     CASE(st_cat) CASE(st_stack) CASE(st_gather) CASE(st_index_select) CASE(st_scatter_add)
     CASE(st_index_add) CASE(st_one_hot)
     CASE(st_add_) CASE(st_sub_) CASE(st_mul_) CASE(st_div_) CASE(st_copy_) CASE(st_fill_) CASE(st_zero_)

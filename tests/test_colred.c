@@ -326,6 +326,17 @@ static st_tensor *im2col(st_tensor *x, st_tensor *w) {
     st_release(c);
     return realized(y);
 }
+/* The same columns over a narrow of a bigger image ((16, 16, 9, 9) cut to 8 x 8: a convolution's
+ * dilated gradient with its trailing zeros cut), zero-padded: the padding's source index is the
+ * view's minus the padding (lower.c pad_view), so the narrow under it needs no division. */
+static const int64_t BIG_IN[4] = {16, 16, 9, 9};
+static st_tensor *im2col_of_narrow(st_tensor *x, st_tensor *w) {
+    st_tensor *a = st_slice(x, 2, 0, 8, 1), *b = st_slice(a, 3, 0, 8, 1);
+    st_tensor *y = im2col(b, w);
+    st_release(a);
+    st_release(b);
+    return y;
+}
 static const int64_t WIDE_W[6] = {16, 16, 4, 2, 16, 2}, WIDE_G[6] = {16, 16, 4, 1, 16, 1};
 static const int64_t WIDE_OUT[4] = {16, 16, 8, 32};
 static st_tensor *unpool_wide(st_tensor *g, st_tensor *m, st_tensor *y) {
@@ -341,8 +352,11 @@ static void child_sources_loops(const char *path) {
     if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
     st_set_jit_min(0);
     st_tensor *x = input(ST_F32, 4, COL_IN, 31), *w = input(ST_F32, 6, COL_SHAPE, 32);
+    st_tensor *big = input(ST_F32, 4, BIG_IN, 36);
     fprintf(stderr, "\n-- im2col --\n");
     bool ok = im2col(x, w) != NULL;
+    fprintf(stderr, "\n-- im2col of a narrow --\n");
+    ok = ok && im2col_of_narrow(big, w) != NULL;
     st_tensor *g = input(ST_F32, 6, WIDE_G, 33), *m = input(ST_F32, 6, WIDE_W, 34);
     st_tensor *y = input(ST_F32, 4, WIDE_OUT, 35);
     fprintf(stderr, "\n-- wide unpool --\n");
@@ -588,6 +602,15 @@ TEST(pointwise_loops_over_trailing_dims) {
     compare("im2col of a zero-padded input times a weight", out, ref, 0);
     st_release(ref);
     st_release(out);
+    st_tensor *big = input(ST_F32, 4, BIG_IN, 36);
+    st_set_eager(1);
+    ref = im2col_of_narrow(big, w);
+    st_set_eager(0);
+    out = im2col_of_narrow(big, w);
+    compare("im2col of a zero-padded narrow times a weight", out, ref, 0);
+    st_release(ref);
+    st_release(out);
+    st_release(big);
     st_release(x);
     st_release(w);
     st_tensor *g = input(ST_F32, 6, WIDE_G, 33), *m = input(ST_F32, 6, WIDE_W, 34);
@@ -610,6 +633,14 @@ TEST(pointwise_loops_over_trailing_dims) {
         size_t len;
         int divs = divisions(k, &len);
         CHECK_MSG(divs <= 2, "the im2col kernel has %d divisions or remainders (at most 2):\n%.*s", divs, (int)len, k);
+    }
+    const char *q = s ? strstr(s, "-- im2col of a narrow --") : NULL;
+    q = q ? strstr(q, "pointwise; out:") : NULL;
+    CHECK_MSG(q != NULL, "no kernel for the im2col of a narrow in the sources");
+    if (q) {
+        size_t len;
+        int divs = divisions(q, &len);
+        CHECK_MSG(divs <= 2, "the im2col of a narrow has %d divisions or remainders (at most 2):\n%.*s", divs, (int)len, q);
     }
     const char *u = s ? strstr(s, "-- wide unpool --") : NULL;
     u = u ? strstr(u, "pointwise; out:") : NULL;

@@ -245,6 +245,23 @@ static int f_bcast_sum2(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o)
     return broadcast_read_of_sum(x, 2, o);
 }
 
+/* st_store_hint: v = exp(x) read by two products is inlined into their kernel (1 kernel); hinted,
+ * it is stored by a kernel of its own and loaded (2), the same values. */
+static int store_hinted(st_tensor *x, int hint, st_tensor **o) {
+    st_tensor *v = K(st_exp(x));
+    if (hint) v = K(st_store_hint(v));
+    o[0] = K(st_add(K(st_mul_s(v, 2)), K(st_mul(v, x))));
+    return 1;
+}
+static int f_store_hint(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    return store_hinted(x, 1, o);
+}
+static int f_no_store_hint(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **o) {
+    (void)w, (void)b;
+    return store_hinted(x, 0, o);
+}
+
 static void expect(const char *name, build_fn fn, int grad, int want) {
     int k = run_pattern(fn, grad);
     printf("  %-22s %d kernel%s\n", name, k, k == 1 ? "" : "s");
@@ -278,6 +295,11 @@ TEST(backward_counts) {
 TEST(costly_values_read_under_broadcast_are_stored) {
     expect("sum of 8 loads, read 16x", f_bcast_sum8, 0, 2);
     expect("sum of 2 loads, read 16x", f_bcast_sum2, 0, 1);
+}
+
+TEST(store_hint_stores_the_value) {
+    expect("exp(x) read twice", f_no_store_hint, 0, 1);
+    expect("store_hint(exp(x))", f_store_hint, 0, 2);
 }
 
 TEST(kept_row_statistics_stored) {
@@ -416,6 +438,7 @@ int main(void) {
     RUN(forward_counts);
     RUN(gathers_inside_and_outside_the_row);
     RUN(backward_counts);
+    RUN(store_hint_stores_the_value);
     RUN(kept_row_statistics_stored);
     RUN(costly_values_read_under_broadcast_are_stored);
     RUN(training_step_counts);

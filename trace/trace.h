@@ -75,6 +75,7 @@ typedef union st_node_arg {
 enum {
     NODE_WEAK = 1,     /* CONST from a bare number: promotion by category only */
     NODE_TARGET = 2,   /* scratch during a flush: must be materialized */
+    NODE_STORE = 4,    /* st_store_hint: stored by a group of its own wherever it is computed */
 };
 
 /* Autograd (runtime/autograd.c). A storage whose tensor requires grad owns an accumulator; leaf

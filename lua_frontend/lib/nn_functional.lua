@@ -469,11 +469,14 @@ local function conv_input_grad_geometry(g)
 end
 
 -- gy (N, C, H, W) with sh - 1 zero rows between its rows and sw - 1 zero columns between its
--- columns, as views (a size-1 dim zero-padded to the stride, merged, the trailing zeros cut).
+-- columns: a size-1 dim after each zero-padded to the stride, stored once in that 6-dim shape
+-- (st._store; its kernel loops over those dims, no division), then merged and the trailing zeros
+-- cut (free views of the buffer). Left as views, the kernel's kh*kw windows read every element
+-- through the merge, unravelled by division (a stride-2 block's columns: 680 ms a step).
 local function conv_dilate(gy, sh, sw)
   if sh == 1 and sw == 1 then return gy end
   local n, c, h, w = table.unpack(gy:shape())
-  return st._zero_pad(gy:reshape(n, c, h, 1, w, 1), {0, 0, 0, 0, 0, 0}, {0, 0, 0, sh - 1, 0, sw - 1})
+  return st._store(st._zero_pad(gy:reshape(n, c, h, 1, w, 1), {0, 0, 0, 0, 0, 0}, {0, 0, 0, sh - 1, 0, sw - 1}))
     :reshape(n, c, h * sh, w * sw):narrow(3, 1, (h - 1) * sh + 1):narrow(4, 1, (w - 1) * sw + 1)
 end
 
