@@ -8,39 +8,17 @@
 -- A block is conv 3x3, BatchNorm, ReLU, conv 3x3, BatchNorm, plus its input (through a 1x1 conv
 -- and BatchNorm when the shape changes), ReLU. Training images are flipped left-right at random
 -- and shifted by up to 2 pixels (zero padding; one shift per batch).
--- Run: build/stitch examples/fashion_mnist_resnet.lua [--epochs N] [--batch N] [--lr X] [--width W]
---      [--seed N]
+-- Run: build/stitch examples/fashion_mnist_resnet.lua [--batch N] [--epochs N] [--lr X] [--seed N]
+--      [--width W]
 -- Prints per epoch the mean train loss, the test accuracy, the time and the training throughput;
 -- the last line is exactly `test accuracy: 0.XXXX`. Needs the Debian package dataset-fashion-mnist
 -- (or $FASHION_MNIST_DIR pointing at the four .gz files).
-local opts = { epochs = 10, batch = 128, lr = 0.1, width = 16, seed = 1 }
-do
-  local i = 1
-  while i <= #arg do
-    local k = arg[i]:match("^%-%-(%w+)$")
-    if not k or opts[k] == nil or arg[i + 1] == nil then
-      error("usage: fashion_mnist_resnet.lua [--epochs N] [--batch N] [--lr X] [--width W] [--seed N]", 0)
-    end
-    opts[k] = math.tointeger(tonumber(arg[i + 1])) or tonumber(arg[i + 1])
-    if opts[k] == nil then error("fashion_mnist_resnet.lua: --" .. k .. " needs a number, got " .. arg[i + 1], 0) end
-    i = i + 2
-  end
-end
-
+local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/fashion_mnist_common.lua")
+local opts = common.options({ epochs = 6, batch = 128, lr = 0.1, width = 16, seed = 1 }, "fashion_mnist_resnet.lua")
 local nn, F = st.nn, st.nn.functional
 st.manual_seed(opts.seed)
-
-local t_load = st._now()
-local train = st.data.fashion_mnist({ split = "train", shape = "image" })
-local test = st.data.fashion_mnist({ split = "test", shape = "image" })
-local n_train, n_test = train.x:size(1), test.x:size(1)
-local mean, std = train.x:mean():item(), train.x:std():item()
-train.x = st.sync((train.x - mean) / std)
-test.x = st.sync((test.x - mean) / std)
-local dev = st.device()
-train.x, train.y, test.x, test.y = train.x:to(dev), train.y:to(dev), test.x:to(dev), test.y:to(dev)
-print(string.format("Fashion-MNIST: %d train, %d test images (loaded in %.1f s), device %s", n_train, n_test,
-  st._now() - t_load, dev))
+math.randomseed(opts.seed)
+local train, test = common.load("image")
 
 -- A residual block: cin -> cout channels, the first conv with `stride`.
 local Block = nn.Module:extend("Block")
@@ -71,7 +49,6 @@ print(string.format("ResNet, width %d: %d parameters", w, nparams))
 local opt = st.optim.SGD(model:parameters(), { lr = opts.lr, momentum = 0.9, weight_decay = 5e-4, nesterov = true })
 local loader = st.data.DataLoader(train, { batch_size = opts.batch, shuffle = true, seed = opts.seed })
 local sched = st.optim.OneCycleLR(opt, { max_lr = opts.lr, total_steps = opts.epochs * #loader })
-local test_loader = st.data.DataLoader(test, { batch_size = 500 })
 
 -- The batch flipped left-right where a per-image coin says so, then shifted by (dy, dx) in
 -- [-2, 2] (zero padding, the same shift for the whole batch). Realized on its own (a small flush):
@@ -85,38 +62,4 @@ local function augment(xb)
   return st.sync(xb:pad({ 2, 2, 2, 2 }):narrow(3, dy + 1, h):narrow(4, dx + 1, wd))
 end
 
-local function evaluate()
-  local guard <close> = st.no_grad()
-  model:eval()
-  local correct = st.zeros({}, "i64")
-  for xb, yb in test_loader:iter() do
-    correct = correct + model(xb):argmax(2):eq(yb):sum()
-    st.sync(correct)
-  end
-  return correct:item() / n_test
-end
-
-math.randomseed(opts.seed)
-local acc
-local t_all = st._now()
-for epoch = 1, opts.epochs do
-  model:train()
-  local bar = st.progress.new(n_train, { desc = "epoch " .. epoch, unit = "img" })
-  local loss_sum = st.zeros({})
-  local t0 = st._now()
-  for xb, yb in loader:iter() do
-    opt:zero_grad()
-    local loss = F.cross_entropy(model(augment(xb)), yb)
-    loss:backward()
-    loss_sum = loss_sum + loss:detach()
-    opt:step({ loss, loss_sum }) -- the update, the loss and the running sum in one flush
-    sched:step()
-    bar:update(xb:size(1), { loss = loss })
-  end
-  local dt = st._now() - t0
-  bar:close()
-  acc = evaluate()
-  print(string.format("epoch %d: train loss %.4f, test accuracy %.4f, %.0f images/s (%.1f s; %.1f min in all)",
-    epoch, loss_sum:item() / #loader, acc, n_train / dt, dt, (st._now() - t_all) / 60))
-end
-print(string.format("test accuracy: %.4f", acc))
+common.train(model, opt, sched, loader, train.x:size(1), test, opts, 500, augment)

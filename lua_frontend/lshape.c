@@ -80,13 +80,7 @@ static int lt_zero_pad(lua_State *L) {
 }
 
 /* st._store(x): st_store_hint (library code: a value stored once, not evaluated by each reader). */
-static int lt_store(lua_State *L) {
-    st_tensor *t = lt_check(L, 1);
-    lt_box *box = lt_push_box(L);
-    st_tensor *r;
-    LT_TRY(L, r, st_store_hint(t));
-    return lt_box_finish(L, box, r, "_store");
-}
+static int lt_store(lua_State *L) { return lt_unary(L, st_store_hint, "_store"); }
 
 static int lt_transpose(lua_State *L) {
     st_tensor *t = lt_check(L, 1);

@@ -186,10 +186,16 @@ static void child_threads(const char *path) {
 }
 
 /* layernorm forward over rows of 1024 with a weight and a bias, sources on stderr */
-static void child_sources(const char *path) {
+/* A sources child's start: its stderr (where ST_DEBUG=4 prints each kernel's source) to path,
+ * every kernel compiled (no interpreter tier). */
+static void sources_child_start(const char *path) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
     st_set_jit_min(0);
+}
+
+static void child_sources(const char *path) {
+    sources_child_start(path);
     const int64_t s[2] = {64, 1024}, sw[1] = {1024};
     st_tensor *x = input(ST_F32, 2, s, 1), *w = input(ST_F32, 1, sw, 2), *b = input(ST_F32, 1, sw, 3);
     int ax = 1;
@@ -202,9 +208,7 @@ static void child_sources(const char *path) {
 /* BatchNorm's statistics of an NCHW tensor: sums over (0, 2, 3), the second reading the first
  * (the mean), sources printed to path (ST_DEBUG=4). */
 static void child_sources_mixed(const char *path) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
-    st_set_jit_min(0);
+    sources_child_start(path);
     const int64_t s[4] = {8, 3, 16, 16};
     const int ax[3] = {0, 2, 3};
     st_tensor *x = input(ST_F32, 4, s, 7);
@@ -240,19 +244,18 @@ static const int64_t POOL_IN[4] = {4, 8, 8, 5};   /* N, H, W, C: 80 rows of 4 in
  * a window-shaped tensor, merged back to (N, C, H, W) (a reshape) and added to an NCHW tensor. */
 static const int64_t UNPOOL_W[6] = {64, 5, 4, 2, 4, 2}, UNPOOL_G[6] = {64, 5, 4, 1, 4, 1};
 static const int64_t UNPOOL_OUT[4] = {64, 5, 8, 8};
-static st_tensor *unpool(st_tensor *g, st_tensor *m, st_tensor *y) {
-    st_tensor *e = st_expand(g, 6, UNPOOL_W), *p = st_mul(e, m), *r = st_reshape(p, 4, UNPOOL_OUT);
+static st_tensor *unpool_as(st_tensor *g, st_tensor *m, st_tensor *y, const int64_t *win, const int64_t *out4) {
+    st_tensor *e = st_expand(g, 6, win), *p = st_mul(e, m), *r = st_reshape(p, 4, out4);
     st_tensor *out = st_add(r, y);
     st_release(e);
     st_release(p);
     st_release(r);
     return realized(out);
 }
+static st_tensor *unpool(st_tensor *g, st_tensor *m, st_tensor *y) { return unpool_as(g, m, y, UNPOOL_W, UNPOOL_OUT); }
 
 static void child_sources_pool(const char *path) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
-    st_set_jit_min(0);
+    sources_child_start(path);
     st_tensor *x = input(ST_F32, 4, POOL_IN, 11);
     st_tensor *g = input(ST_F32, 6, UNPOOL_G, 12), *m = input(ST_F32, 6, UNPOOL_W, 13);
     st_tensor *y = input(ST_F32, 4, UNPOOL_OUT, 14);
@@ -339,18 +342,9 @@ static st_tensor *im2col_of_narrow(st_tensor *x, st_tensor *w) {
 }
 static const int64_t WIDE_W[6] = {16, 16, 4, 2, 16, 2}, WIDE_G[6] = {16, 16, 4, 1, 16, 1};
 static const int64_t WIDE_OUT[4] = {16, 16, 8, 32};
-static st_tensor *unpool_wide(st_tensor *g, st_tensor *m, st_tensor *y) {
-    st_tensor *e = st_expand(g, 6, WIDE_W), *p = st_mul(e, m), *r = st_reshape(p, 4, WIDE_OUT);
-    st_tensor *out = st_add(r, y);
-    st_release(e);
-    st_release(p);
-    st_release(r);
-    return realized(out);
-}
+static st_tensor *unpool_wide(st_tensor *g, st_tensor *m, st_tensor *y) { return unpool_as(g, m, y, WIDE_W, WIDE_OUT); }
 static void child_sources_loops(const char *path) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
-    st_set_jit_min(0);
+    sources_child_start(path);
     st_tensor *x = input(ST_F32, 4, COL_IN, 31), *w = input(ST_F32, 6, COL_SHAPE, 32);
     st_tensor *big = input(ST_F32, 4, BIG_IN, 36);
     fprintf(stderr, "\n-- im2col --\n");
@@ -364,9 +358,7 @@ static void child_sources_loops(const char *path) {
 }
 
 static void child_sources_block(const char *path) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || dup2(fd, 2) < 0) _exit(2);
-    st_set_jit_min(0);
+    sources_child_start(path);
     st_tensor *x = input(ST_F32, 4, BLK_IN, 21), *out[3];
     pool_with_ties(x, out);
     _exit(out[0] ? 0 : 5);
@@ -587,60 +579,52 @@ TEST(unpool_merge_reads_without_division) {
     free(s);
 }
 
+/* fn(a, b, c) by the interpreter and lazily, compared exactly (c may be NULL for two-argument fns). */
+typedef st_tensor *(*fn3)(st_tensor *, st_tensor *, st_tensor *);
+static st_tensor *im2col3(st_tensor *a, st_tensor *b, st_tensor *c) { (void)c; return im2col(a, b); }
+static st_tensor *im2col_of_narrow3(st_tensor *a, st_tensor *b, st_tensor *c) { (void)c; return im2col_of_narrow(a, b); }
+static void eager_vs_lazy3(fn3 fn, st_tensor *a, st_tensor *b, st_tensor *c, const char *what) {
+    st_set_eager(1);
+    st_tensor *ref = fn(a, b, c);
+    st_set_eager(0);
+    st_tensor *out = fn(a, b, c);
+    compare(what, out, ref, 0);
+    st_release(ref);
+    st_release(out);
+}
+
 /* A CPU pointwise kernel of many dims loops in parallel over the leading dims (>= 256 steps) and
  * then over each other dim (lower.c lower_pointwise), so the im2col's (16, 16, 3, 3, 8, 8)
  * unravels its parallel index (16 x 16 steps) with one division and one remainder; a row per
- * parallel step gave 8 (every dim but the last unravelled once per 8 elements). A last dim of 2 under a dim of 16 (the wide unpool's
- * window columns) is the outer of the two innermost loops, which open back to back. Values as
- * the interpreter's, exactly. */
+ * parallel step gave 8 (every dim but the last unravelled once per 8 elements); so does the im2col
+ * of a narrow (pad_view). A last dim of 2 under a dim of 16 (the wide unpool's window columns) is
+ * the outer of the two innermost loops, which open back to back. Values as the interpreter's,
+ * exactly. */
 TEST(pointwise_loops_over_trailing_dims) {
-    st_tensor *x = input(ST_F32, 4, COL_IN, 31), *w = input(ST_F32, 6, COL_SHAPE, 32), *ref, *out;
-    st_set_eager(1);
-    ref = im2col(x, w);
-    st_set_eager(0);
-    out = im2col(x, w);
-    compare("im2col of a zero-padded input times a weight", out, ref, 0);
-    st_release(ref);
-    st_release(out);
+    st_tensor *x = input(ST_F32, 4, COL_IN, 31), *w = input(ST_F32, 6, COL_SHAPE, 32);
     st_tensor *big = input(ST_F32, 4, BIG_IN, 36);
-    st_set_eager(1);
-    ref = im2col_of_narrow(big, w);
-    st_set_eager(0);
-    out = im2col_of_narrow(big, w);
-    compare("im2col of a zero-padded narrow times a weight", out, ref, 0);
-    st_release(ref);
-    st_release(out);
+    eager_vs_lazy3(im2col3, x, w, NULL, "im2col of a zero-padded input times a weight");
+    eager_vs_lazy3(im2col_of_narrow3, big, w, NULL, "im2col of a zero-padded narrow times a weight");
     st_release(big);
     st_release(x);
     st_release(w);
     st_tensor *g = input(ST_F32, 6, WIDE_G, 33), *m = input(ST_F32, 6, WIDE_W, 34);
     st_tensor *y = input(ST_F32, 4, WIDE_OUT, 35);
-    st_set_eager(1);
-    ref = unpool_wide(g, m, y);
-    st_set_eager(0);
-    out = unpool_wide(g, m, y);
-    compare("a window value over rows of 16 windows, merged back to NCHW", out, ref, 0);
-    st_release(ref);
-    st_release(out);
+    eager_vs_lazy3(unpool_wide, g, m, y, "a window value over rows of 16 windows, merged back to NCHW");
     st_release(g);
     st_release(m);
     st_release(y);
     const char *k;
     char *s = child_kernel(7, loops_file, "-- im2col --", &k);
-    k = k ? strstr(k, "pointwise; out:") : NULL;
-    CHECK_MSG(k != NULL, "no im2col kernel in the sources");
-    if (k) {
-        size_t len;
-        int divs = divisions(k, &len);
-        CHECK_MSG(divs <= 2, "the im2col kernel has %d divisions or remainders (at most 2):\n%.*s", divs, (int)len, k);
-    }
-    const char *q = s ? strstr(s, "-- im2col of a narrow --") : NULL;
-    q = q ? strstr(q, "pointwise; out:") : NULL;
-    CHECK_MSG(q != NULL, "no kernel for the im2col of a narrow in the sources");
-    if (q) {
-        size_t len;
-        int divs = divisions(q, &len);
-        CHECK_MSG(divs <= 2, "the im2col of a narrow has %d divisions or remainders (at most 2):\n%.*s", divs, (int)len, q);
+    static const char *const marks[2] = {"-- im2col --", "-- im2col of a narrow --"};
+    for (int i = 0; i < 2; i++) {
+        const char *q = s ? strstr(s, marks[i]) : NULL;
+        q = q ? strstr(q, "pointwise; out:") : NULL;
+        CHECK_MSG(q != NULL, "no kernel after \"%s\" in the sources", marks[i]);
+        size_t len = 0;
+        int divs = q ? divisions(q, &len) : 0;
+        CHECK_MSG(divs <= 2, "the kernel after \"%s\" has %d divisions or remainders (at most 2):\n%.*s", marks[i],
+                  divs, (int)len, q);
     }
     const char *u = s ? strstr(s, "-- wide unpool --") : NULL;
     u = u ? strstr(u, "pointwise; out:") : NULL;
