@@ -194,6 +194,14 @@ static bool view_src_map(const st_node *n, int *dim, int64_t *q) {
 static const int *ctx_midx(lw *w, lctx *c);
 static int iparam(lw *w, int key, int k1, int k2, int64_t value);
 
+/* Masked view n's mask along dim d at index m: lo <= m < hi (u8); *lo gets lo's value id. */
+static int view_mask_dim(lw *w, const st_node *n, int d, int m, int *lo) {
+    const st_view_arg *va = &n->arg.view;
+    *lo = iparam(w, P_LO, n->pos, d, va->lo[d]);
+    int hi = iparam(w, P_HI, n->pos, d, va->hi[d]);
+    return kir_ibin(&w->b, KI_LAND, kir_ibin(&w->b, KI_ILE, *lo, m), kir_ibin(&w->b, KI_ILT, m, hi));
+}
+
 /* Is masked view n a zero padding of its source (st_pad_view_node: same dims, the source's C
  * strides, the mask the source's extent, the offset the padding before it)? Then the source's
  * index along d is the view's minus lo[d], where the mask holds. */
@@ -221,11 +229,9 @@ static bool view_src_midx(lw *w, lctx *c) {
     if (!n || !c->from) return false;
     if (pad_view(n)) {
         const int *m = ctx_midx(w, c->from);
-        const st_view_arg *va = &n->arg.view;
         int zero = kir_iconst(&w->b, KT_I64, 0);
         for (int d = 0; d < n->ndim; d++) {
-            int lo = iparam(w, P_LO, n->pos, d, va->lo[d]), hi = iparam(w, P_HI, n->pos, d, va->hi[d]);
-            int ok = kir_ibin(&w->b, KI_LAND, kir_ibin(&w->b, KI_ILE, lo, m[d]), kir_ibin(&w->b, KI_ILT, m[d], hi));
+            int lo, ok = view_mask_dim(w, n, d, m[d], &lo);
             c->midx[d] = kir_emit(&w->b, KI_SEL, KT_I64, 0, ok, kir_ibin(&w->b, KI_ISUB, m[d], lo), zero, -1, 0, 0);
         }
         c->has_midx = 1;
@@ -333,9 +339,7 @@ static int ev_view(lw *w, st_node *n, lctx *c) {
     int valid = -1;
     if (va->has_mask) {
         for (int d = 0; d < n->ndim; d++) {
-            int lo = iparam(w, P_LO, n->pos, d, va->lo[d]), hi = iparam(w, P_HI, n->pos, d, va->hi[d]);
-            int ok = kir_ibin(&w->b, KI_LAND, kir_ibin(&w->b, KI_ILE, lo, m[d]),
-                              kir_ibin(&w->b, KI_ILT, m[d], hi));
+            int lo, ok = view_mask_dim(w, n, d, m[d], &lo);
             valid = valid < 0 ? ok : kir_ibin(&w->b, KI_LAND, valid, ok);
         }
     }
