@@ -1,5 +1,5 @@
 -- nn.lua — st.nn: the Module base class, layers and loss modules (functional forms in
--- nn_functional.lua, initializers in nn_init.lua, containers in nn_containers.lua).
+-- nn_functional.lua and nn_conv.lua, initializers in nn_init.lua, containers in nn_containers.lua).
 --
 -- A module is a Lua table whose metatable is its class. Its parameters, buffers and child modules
 -- live in ordered registries (_parameters/_param_order, _buffers/_buffer_order,
