@@ -162,5 +162,6 @@ ST_INTERNAL st_status dev_host_bytes(const st_buffer *b, size_t off, size_t n, c
  * a small cache of freed blocks by size, emptied by the base_trim hook). */
 ST_INTERNAL void *dev_cpu_block_alloc(size_t n);   /* NULL (no error set) on failure */
 ST_INTERNAL void dev_cpu_block_free(void *p, size_t n);
+ST_INTERNAL uint64_t dev_cpu_cached_bytes(void);   /* freed blocks the cache holds */
 
 #endif

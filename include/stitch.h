@@ -386,6 +386,7 @@ typedef struct st_stats_t {
     uint64_t nodes_pending;      /* of those, not computed yet */
     uint64_t plan_cache_entries; /* flushed regions' plans cached */
     uint64_t plan_cache_bytes;   /* host memory those plans hold */
+    uint64_t host_bytes_cached;  /* freed host blocks kept for reuse (st_empty_cache returns them) */
 } st_stats_t;
 ST_API void st_stats(st_stats_t *out);
 ST_API void st_reset_stats(void);   /* zeroes the counters; bytes_peak restarts at bytes_in_use */

@@ -718,6 +718,7 @@ static int lt_stats(lua_State *L) {
     LT_FIELD_U(nodes_pending)
     LT_FIELD_U(plan_cache_entries)
     LT_FIELD_U(plan_cache_bytes)
+    LT_FIELD_U(host_bytes_cached)
 #undef LT_FIELD_U
 #undef LT_FIELD_D
     return 1;

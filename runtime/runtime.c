@@ -22,6 +22,7 @@ void st_stats(st_stats_t *out) {
     out->nodes_live = (uint64_t)st_live_nodes();
     out->nodes_pending = (uint64_t)st_pending_nodes();
     fuse_pcache_stats(&out->plan_cache_entries, &out->plan_cache_bytes);
+    out->host_bytes_cached = dev_cpu_cached_bytes();
 }
 void st_reset_stats(void) {
     uint64_t in_use = st_stats_g.bytes_in_use;

@@ -5,7 +5,8 @@
  * auto-flushes and does not blow the stack), out of memory injected at every allocation of a small
  * program (an error or a success, never a crash or a leak), fusion counts (one kernel for
  * ((x+1)*2):exp():sum(2) and for a 20-op elementwise chain, in both tiers), a repeated step
- * compiling nothing, and st_interrupt.
+ * compiling nothing, st_interrupt, and the host block cache (a step's released blocks are reused,
+ * host_bytes_cached, st_empty_cache).
  *
  * Invariant: every test releases everything it made, so bytes_in_use returns to where it started.
  */
@@ -192,6 +193,29 @@ static void training_loop(int64_t jit_min) {
     CHECK_MSG(stats().bytes_in_use == base, "leak: %llu bytes in use, %llu at the start",
               (unsigned long long)stats().bytes_in_use, (unsigned long long)base);
 }
+/* A step that releases 100 blocks of one size finds all of them cached for the next step (a
+ * cache of 32 blocks returned 68 to the system, whose pages the next step faulted in again);
+ * st_empty_cache returns them. */
+TEST(released_blocks_are_reused) {
+    defaults();
+    st_empty_cache();
+    enum { NB = 100 };
+    const int64_t n = 16384;   /* 64 KiB */
+    double *v = calloc((size_t)n, sizeof *v);
+    st_tensor *t[NB];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < NB; i++) t[i] = fu_make(ST_F32, 1, &n, v);
+        CHECK(stats().host_bytes_cached == 0);   /* round 1: every block came from the cache */
+        for (int i = 0; i < NB; i++) st_release(t[i]);
+        CHECK_MSG(stats().host_bytes_cached >= (uint64_t)NB * (uint64_t)n * 4,
+                  "cached %llu bytes after releasing %d blocks of %lld", (unsigned long long)stats().host_bytes_cached,
+                  NB, (long long)n * 4);
+    }
+    st_empty_cache();
+    CHECK(stats().host_bytes_cached == 0);
+    free(v);
+}
+
 TEST(training_loop_default) { training_loop(32768); }
 TEST(training_loop_jit) { training_loop(0); }
 
@@ -410,6 +434,7 @@ int main(void) {
     st_set_poison(1);
     RUN(stats_and_sync);
     RUN(flush_frees_dead_values_early);
+    RUN(released_blocks_are_reused);
     RUN(training_loop_default);
     RUN(training_loop_jit);
     RUN(trace_bound);
