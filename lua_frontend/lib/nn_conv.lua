@@ -51,7 +51,7 @@ local function install(F, U)
     local o = (n + pads - (dil or 1) * (k - 1) - 1) // s + 1
     if o < 1 then
       error(string.format("%s: kernel %d%s with padding %d does not fit an input of shape %s", fname, k,
-        (dil or 1) > 1 and " (dilation " .. dil .. ")" or "", pads, shape_str(x)), 3)
+        (dil or 1) > 1 and " (dilation " .. dil .. ")" or "", pads, shape_str(x)), 4)
     end
     return o
   end
@@ -61,7 +61,7 @@ local function install(F, U)
   local function conv_pads(padding, k, dil, stride, which, fname)
     if padding == "valid" then return 0, 0 end
     if padding == "same" then
-      if stride ~= 1 then error(fname .. ": padding \"same\" needs stride 1, got stride " .. stride, 3) end
+      if stride ~= 1 then error(fname .. ": padding \"same\" needs stride 1, got stride " .. stride, 4) end
       local total = dil * (k - 1)
       return total // 2, total - total // 2
     end
@@ -150,13 +150,19 @@ local function install(F, U)
     return gx, gw
   end
 
-  -- One spatial option of a convolution as an (h, w) pair: for 2-D a number or {a, b}; for 1-D
-  -- (nd 1) a number or {a}, its height `one` (1 for a stride or a dilation, 0 for a padding).
+  -- One spatial option of a convolution as an (h, w) pair of integers >= min: for 2-D a number or
+  -- {a, b}; for 1-D (nd 1) a number or {a}, its height `one` (1 for a stride or a dilation, 0 for a
+  -- padding). Errors point at the convolution's caller (conv_opts' caller's caller).
   local function conv_pair(v, nd, min, what, fname, one)
-    if nd == 2 then return int_pair(v, min, what, fname) end
-    if type(v) == "table" and not st.is_tensor(v) and #v == 1 then v = v[1] end
-    if type(v) ~= "number" then error(fname .. ": " .. what .. " must be a number or a table of 1 number", 3) end
-    return one, check_int(v, min, what, fname, 2)
+    local a, b
+    if type(v) == "number" then
+      a, b = nd == 2 and v or one, v
+    elseif type(v) == "table" and not st.is_tensor(v) and #v == nd then
+      a, b = nd == 2 and v[1] or one, v[nd]
+    else
+      error(string.format("%s: %s must be a number or a table of %d number%s", fname, what, nd, nd > 1 and "s" or ""), 4)
+    end
+    return check_int(a, min, what, fname, 4), check_int(b, min, what, fname, 4)
   end
 
   -- The options every convolution shares, checked (unknown names, values) and as (h, w) pairs,
@@ -167,7 +173,7 @@ local function install(F, U)
     local o = {}
     o.sh, o.sw = conv_pair(opts.stride or 1, nd, 1, "stride", fname, 1)
     o.dh, o.dw = conv_pair(opts.dilation or 1, nd, 1, "dilation", fname, 1)
-    o.groups = check_int(opts.groups or 1, 1, "groups", fname, 2)
+    o.groups = check_int(opts.groups or 1, 1, "groups", fname, 3)
     local padding = opts.padding or 0
     if strings and (padding == "same" or padding == "valid") then
       o.padding = padding
@@ -187,12 +193,12 @@ local function install(F, U)
   local function check_groups(c, oc, wc, groups, fname, xs, ws)
     if c % groups ~= 0 or oc % groups ~= 0 then
       error(string.format("%s: groups=%d must divide the input's %d channels and the weight's %d outputs "
-        .. "(input %s, weight %s)", fname, groups, c, oc, shape_str(xs), shape_str(ws)), 3)
+        .. "(input %s, weight %s)", fname, groups, c, oc, shape_str(xs), shape_str(ws)), 4)
     end
     if wc * groups ~= c then
       error(fname .. ": input " .. shape_str(xs) .. " has " .. c .. " channels but weight "
         .. shape_str(ws) .. " expects " .. wc * groups .. (groups > 1 and " (" .. wc .. " per group, groups="
-        .. groups .. ")" or ""), 3)
+        .. groups .. ")" or ""), 4)
     end
   end
 
@@ -314,10 +320,12 @@ local function install(F, U)
     end
     local n, c, h, w = table.unpack(x:shape())
     local wi, og, kh, kw = table.unpack(weight:shape())
-    if wi ~= c or c % o.groups ~= 0 then
-      error(string.format("%s: input %s has %d channels but weight %s expects %d (its first dim)%s", fname,
-        shape_str(xs), c, shape_str(weight), wi, c % o.groups ~= 0 and wi == c
-          and ", not divisible by groups=" .. o.groups or ""), 2)
+    if wi ~= c then
+      error(string.format("%s: input %s has %d channels but weight %s expects %d (its first dim)", fname,
+        shape_str(xs), c, shape_str(weight), wi), 2)
+    elseif c % o.groups ~= 0 then
+      error(string.format("%s: groups=%d must divide the input's %d channels (input %s, weight %s)", fname,
+        o.groups, c, shape_str(xs), shape_str(weight)), 2)
     end
     local ph, pw = o.padding[1], o.padding[2]
     local ho = (h - 1) * o.sh - 2 * ph + o.dh * (kh - 1) + oph + 1

@@ -146,6 +146,8 @@ test("conv1d, conv_transpose2d, interpolate: unsupported values and shapes are e
     "conv_transpose2d: padding must be a number or a pair, got \"same\"")
   raises(function() return F.conv_transpose2d(x4, st.randn(3, 2, 3, 3)) end,
     "conv_transpose2d: input (1, 4, 5, 5) has 4 channels but weight (3, 2, 3, 3) expects 3 (its first dim)")
+  raises(function() return F.conv_transpose2d(x4, st.randn(4, 2, 3, 3), nil, {groups = 3}) end,
+    "conv_transpose2d: groups=3 must divide the input's 4 channels (input (1, 4, 5, 5), weight (4, 2, 3, 3))")
   raises(function() return F.conv_transpose2d(x4, st.randn(4, 2, 3)) end,
     "conv_transpose2d: expected input (N, C_in, H, W) and weight (C_in, C_out / groups, kh, kw), got (1, 4, 5, 5) and (4, 2, 3)")
   raises(function() return F.conv_transpose2d(st.randn(1, 4, 1, 1), st.randn(4, 2, 1, 1), nil, {padding = 1}) end,
