@@ -154,15 +154,14 @@ local function install(F, U)
   -- {a, b}; for 1-D (nd 1) a number or {a}, its height `one` (1 for a stride or a dilation, 0 for a
   -- padding). Errors point at the convolution's caller (conv_opts' caller's caller).
   local function conv_pair(v, nd, min, what, fname, one)
-    local a, b
-    if type(v) == "number" then
-      a, b = nd == 2 and v or one, v
-    elseif type(v) == "table" and not st.is_tensor(v) and #v == nd then
-      a, b = nd == 2 and v[1] or one, v[nd]
+    local l
+    if type(v) == "number" then l = {v, v}
+    elseif type(v) == "table" and not st.is_tensor(v) and #v == nd then l = nd == 2 and v or {one, v[1]}
     else
       error(string.format("%s: %s must be a number or a table of %d number%s", fname, what, nd, nd > 1 and "s" or ""), 4)
     end
-    return check_int(a, min, what, fname, 4), check_int(b, min, what, fname, 4)
+    if nd == 1 then l[1] = one end
+    return check_int(l[1], min, what, fname, 4), check_int(l[2], min, what, fname, 4)
   end
 
   -- The options every convolution shares, checked (unknown names, values) and as (h, w) pairs,
