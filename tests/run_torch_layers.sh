@@ -6,7 +6,7 @@
 # each scheduler step) into a temp safetensors file; tests/parity/torch_layers_f64.lua builds the
 # same stitch modules in f64 (load_state_dict(sd, {from = "torch"})), runs forward and backward and
 # compares everything within 1e-6 relative (max|got - want| / max|want| per tensor), printing one
-# PASS line per case with its worst error. The file (~240 KB) is generated here, not committed.
+# PASS line per case with its worst error. The file (~380 KB) is generated here, not committed.
 # When /usr/bin/python3 cannot import torch the test prints why and passes (CI installs it).
 # Prints `PASS name` / `FAIL name: why` lines; BUILD (default build) names the build directory.
 cd "$(dirname "$0")/.." || exit 1

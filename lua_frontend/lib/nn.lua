@@ -867,6 +867,24 @@ local function pair(v)
   return {v[1], v[2]}
 end
 
+-- A 1-D layer's spatial option: a number or {a}, an integer >= min.
+local function one(v, what, cls, min)
+  if type(v) == "table" and #v == 1 then v = v[1] end
+  if math.type(v) ~= "integer" or v < min then
+    error(string.format("%s: %s must be an integer >= %d, got %s", cls, what, min, tostring(v)), 4)
+  end
+  return v
+end
+
+-- A convolution's groups: an integer >= 1 dividing both channel counts.
+local function check_groups(groups, cin, cout, cls)
+  if math.type(groups) ~= "integer" or groups < 1 or cin % groups ~= 0 or cout % groups ~= 0 then
+    error(string.format("%s: groups must be an integer >= 1 dividing in_channels (%d) and out_channels (%d), got %s",
+      cls, cin, cout, tostring(groups)), 4)
+  end
+  return groups
+end
+
 -- Conv2d(in_channels, out_channels, kernel_size, {stride = 1, padding = 0 | "same" | "valid",
 -- dilation = 1, groups = 1, bias = true, dtype}): weight (out, in / groups, kh, kw) and bias ~
 -- U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in / groups * kh * kw.
@@ -881,11 +899,7 @@ function Conv2d:__init(cin, cout, kernel, opts)
   self.stride = pair(opts.stride or 1)
   self.padding = type(opts.padding) == "string" and opts.padding or pair(opts.padding or 0)
   self.dilation = pair(opts.dilation or 1)
-  self.groups = opts.groups or 1
-  if math.type(self.groups) ~= "integer" or self.groups < 1 or cin % self.groups ~= 0 or cout % self.groups ~= 0 then
-    error(string.format("Conv2d: groups must be an integer >= 1 dividing in_channels (%d) and out_channels (%d), got %s",
-      cin, cout, tostring(opts.groups)), 3)
-  end
+  self.groups = check_groups(opts.groups or 1, cin, cout, "Conv2d")
   local kh, kw = self.kernel_size[1], self.kernel_size[2]
   local fan_in = cin // self.groups * kh * kw
   local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
@@ -912,6 +926,130 @@ function Conv2d:extra_repr()
   end
   if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
   if self.bias == nil then s = s .. ", bias=false" end
+  return s
+end
+
+-- Conv1d(in_channels, out_channels, kernel_size, {stride = 1, padding = 0 | "same" | "valid",
+-- dilation = 1, groups = 1, bias = true, dtype}): weight (out, in / groups, k) and bias ~
+-- U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in / groups * k (PyTorch's). F.conv1d.
+local Conv1d = Module:extend("Conv1d")
+M.Conv1d = Conv1d
+function Conv1d:__init(cin, cout, kernel, opts)
+  opts = check_opts(opts, {"stride", "padding", "dilation", "groups", "bias", "dtype"}, "Conv1d", 3)
+  check_size(cin, "in_channels", "Conv1d", 1)
+  check_size(cout, "out_channels", "Conv1d", 1)
+  self.in_channels, self.out_channels = cin, cout
+  self.kernel_size = one(kernel, "kernel_size", "Conv1d", 1)
+  self.stride = one(opts.stride or 1, "stride", "Conv1d", 1)
+  local p = opts.padding or 0
+  if p == "same" or p == "valid" then self.padding = p
+  elseif type(p) == "string" then error("Conv1d: padding must be a number, \"same\" or \"valid\", got \"" .. p .. "\"", 3)
+  else self.padding = one(p, "padding", "Conv1d", 0) end
+  self.dilation = one(opts.dilation or 1, "dilation", "Conv1d", 1)
+  self.groups = check_groups(opts.groups or 1, cin, cout, "Conv1d")
+  local fan_in = cin // self.groups * self.kernel_size
+  local bound = 1 / math.sqrt(fan_in)
+  local dt = opt_dtype(opts)
+  self:register_parameter("weight", init.uniform({cout, cin // self.groups, self.kernel_size}, -bound, bound, dt))
+  if opts.bias ~= false then
+    self:register_parameter("bias", init.uniform({cout}, -bound, bound, dt))
+  end
+end
+function Conv1d:forward(x)
+  return F.conv1d(x, self.weight, self.bias, {stride = self.stride, padding = self.padding,
+    dilation = self.dilation, groups = self.groups})
+end
+function Conv1d:extra_repr()
+  local s = string.format("%d, %d, kernel_size=(%d,), stride=(%d,)", self.in_channels, self.out_channels,
+    self.kernel_size, self.stride)
+  if type(self.padding) == "string" then s = s .. ", padding=" .. self.padding
+  elseif self.padding ~= 0 then s = s .. string.format(", padding=(%d,)", self.padding) end
+  if self.dilation ~= 1 then s = s .. string.format(", dilation=(%d,)", self.dilation) end
+  if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
+  if self.bias == nil then s = s .. ", bias=false" end
+  return s
+end
+
+-- ConvTranspose2d(in_channels, out_channels, kernel_size, {stride = 1, padding = 0,
+-- output_padding = 0, groups = 1, dilation = 1, bias = true, dtype}): weight (in, out / groups, kh,
+-- kw) (PyTorch's layout) and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = out / groups * kh
+-- * kw (PyTorch's, from the weight's dim 2). output_padding must be smaller than the stride or the
+-- dilation. F.conv_transpose2d.
+local ConvTranspose2d = Module:extend("ConvTranspose2d")
+M.ConvTranspose2d = ConvTranspose2d
+function ConvTranspose2d:__init(cin, cout, kernel, opts)
+  local cls = "ConvTranspose2d"
+  opts = check_opts(opts, {"stride", "padding", "output_padding", "groups", "dilation", "bias", "dtype"}, cls, 3)
+  check_size(cin, "in_channels", cls, 1)
+  check_size(cout, "out_channels", cls, 1)
+  self.in_channels, self.out_channels = cin, cout
+  local function ints(v, what, min)
+    local p = pair(v)
+    if math.type(p[1]) ~= "integer" or math.type(p[2]) ~= "integer" or p[1] < min or p[2] < min then
+      error(string.format("%s: %s must be an integer >= %d or a pair of them", cls, what, min), 4)
+    end
+    return p
+  end
+  self.kernel_size = ints(kernel, "kernel_size", 1)
+  self.stride = ints(opts.stride or 1, "stride", 1)
+  self.padding = ints(opts.padding or 0, "padding", 0)
+  self.output_padding = ints(opts.output_padding or 0, "output_padding", 0)
+  self.dilation = ints(opts.dilation or 1, "dilation", 1)
+  for i = 1, 2 do
+    if self.output_padding[i] >= self.stride[i] and self.output_padding[i] >= self.dilation[i] then
+      error(string.format("%s: output_padding (%d, %d) must be smaller than either the stride (%d, %d) or the "
+        .. "dilation (%d, %d)", cls, self.output_padding[1], self.output_padding[2], self.stride[1], self.stride[2],
+        self.dilation[1], self.dilation[2]), 3)
+    end
+  end
+  self.groups = check_groups(opts.groups or 1, cin, cout, cls)
+  local kh, kw = self.kernel_size[1], self.kernel_size[2]
+  local bound = 1 / math.sqrt(cout // self.groups * kh * kw)
+  local dt = opt_dtype(opts)
+  self:register_parameter("weight", init.uniform({cin, cout // self.groups, kh, kw}, -bound, bound, dt))
+  if opts.bias ~= false then
+    self:register_parameter("bias", init.uniform({cout}, -bound, bound, dt))
+  end
+end
+function ConvTranspose2d:forward(x)
+  return F.conv_transpose2d(x, self.weight, self.bias, {stride = self.stride, padding = self.padding,
+    output_padding = self.output_padding, groups = self.groups, dilation = self.dilation})
+end
+function ConvTranspose2d:extra_repr()
+  local function p(v) return string.format("(%d, %d)", v[1], v[2]) end
+  local s = string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels, self.out_channels,
+    p(self.kernel_size), p(self.stride))
+  if self.padding[1] ~= 0 or self.padding[2] ~= 0 then s = s .. ", padding=" .. p(self.padding) end
+  if self.output_padding[1] ~= 0 or self.output_padding[2] ~= 0 then
+    s = s .. ", output_padding=" .. p(self.output_padding)
+  end
+  if self.dilation[1] ~= 1 or self.dilation[2] ~= 1 then s = s .. ", dilation=" .. p(self.dilation) end
+  if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
+  if self.bias == nil then s = s .. ", bias=false" end
+  return s
+end
+
+-- Upsample({size | scale_factor, mode = "nearest" | "linear" | "bilinear", align_corners}):
+-- F.interpolate with these options (checked here).
+local Upsample = Module:extend("Upsample")
+M.Upsample = Upsample
+function Upsample:__init(opts)
+  self.opts = F._interp_opts(opts, "Upsample", 3)
+end
+function Upsample:forward(x) return F.interpolate(x, self.opts) end
+function Upsample:extra_repr()
+  local function f(v)
+    if type(v) == "table" then
+      local l = {}
+      for i, e in ipairs(v) do l[i] = tostring(e) end
+      return "(" .. table.concat(l, ", ") .. ")"
+    end
+    return tostring(v)
+  end
+  local o = self.opts
+  local s = o.size and "size=" .. f(o.size) or "scale_factor=" .. f(o.scale_factor)
+  s = s .. ", mode=" .. o.mode
+  if o.align_corners ~= nil then s = s .. ", align_corners=" .. tostring(o.align_corners) end
   return s
 end
 

@@ -51,7 +51,7 @@ local function install(F, U)
     local o = (n + pads - (dil or 1) * (k - 1) - 1) // s + 1
     if o < 1 then
       error(string.format("%s: kernel %d%s with padding %d does not fit an input of shape %s", fname, k,
-        (dil or 1) > 1 and " (dilation " .. dil .. ")" or "", pads, shape_str(x)), 3)
+        (dil or 1) > 1 and " (dilation " .. dil .. ")" or "", pads, shape_str(x)), 4)
     end
     return o
   end
@@ -61,7 +61,7 @@ local function install(F, U)
   local function conv_pads(padding, k, dil, stride, which, fname)
     if padding == "valid" then return 0, 0 end
     if padding == "same" then
-      if stride ~= 1 then error(fname .. ": padding \"same\" needs stride 1, got stride " .. stride, 3) end
+      if stride ~= 1 then error(fname .. ": padding \"same\" needs stride 1, got stride " .. stride, 4) end
       local total = dil * (k - 1)
       return total // 2, total - total // 2
     end
@@ -150,48 +150,196 @@ local function install(F, U)
     return gx, gw
   end
 
+  -- One spatial option of a convolution as an (h, w) pair of integers >= min: for 2-D a number or
+  -- {a, b}; for 1-D (nd 1) a number or {a}, its height `one` (1 for a stride or a dilation, 0 for a
+  -- padding). Errors point at the convolution's caller (conv_opts' caller's caller).
+  local function conv_pair(v, nd, min, what, fname, one)
+    local l
+    if type(v) == "number" then l = {v, v}
+    elseif type(v) == "table" and not st.is_tensor(v) and #v == nd then l = nd == 2 and v or {one, v[1]}
+    else
+      error(string.format("%s: %s must be a number or a table of %d number%s", fname, what, nd, nd > 1 and "s" or ""), 4)
+    end
+    if nd == 1 then l[1] = one end
+    return check_int(l[1], min, what, fname, 4), check_int(l[2], min, what, fname, 4)
+  end
+
+  -- The options every convolution shares, checked (unknown names, values) and as (h, w) pairs,
+  -- 1-D ones with height 1: {sh, sw, dh, dw, groups, padding = "same" | "valid" | {ph, pw}}, and
+  -- the checked options table (for the caller's own ones). `strings`: "same"/"valid" allowed.
+  local function conv_opts(opts, fname, nd, known, strings)
+    opts = check_opts(opts, known, fname, 3)
+    local o = {}
+    o.sh, o.sw = conv_pair(opts.stride or 1, nd, 1, "stride", fname, 1)
+    o.dh, o.dw = conv_pair(opts.dilation or 1, nd, 1, "dilation", fname, 1)
+    o.groups = check_int(opts.groups or 1, 1, "groups", fname, 3)
+    local padding = opts.padding or 0
+    if strings and (padding == "same" or padding == "valid") then
+      o.padding = padding
+    else
+      if type(padding) == "string" then
+        error(string.format("%s: padding must be a number%s, got \"%s\"", fname,
+          strings and (nd == 2 and ", a pair, \"same\" or \"valid\"" or ", \"same\" or \"valid\"")
+            or (nd == 2 and " or a pair" or ""), padding), 3)
+      end
+      o.padding = {conv_pair(padding, nd, 0, "padding", fname, 0)}
+    end
+    return o, opts
+  end
+
+  -- The channel checks of a convolution whose weight has `wc` input channels per group and `oc`
+  -- outputs: errors naming the user's shapes xs and ws.
+  local function check_groups(c, oc, wc, groups, fname, xs, ws)
+    if c % groups ~= 0 or oc % groups ~= 0 then
+      error(string.format("%s: groups=%d must divide the input's %d channels and the weight's %d outputs "
+        .. "(input %s, weight %s)", fname, groups, c, oc, shape_str(xs), shape_str(ws)), 4)
+    end
+    if wc * groups ~= c then
+      error(fname .. ": input " .. shape_str(xs) .. " has " .. c .. " channels but weight "
+        .. shape_str(ws) .. " expects " .. wc * groups .. (groups > 1 and " (" .. wc .. " per group, groups="
+        .. groups .. ")" or ""), 4)
+    end
+  end
+
+  -- The convolution of x (N, C, H, W) with weight (O, C / groups, kh, kw) under conv_opts' o, plus
+  -- the bias, as (N, O, Ho, Wo): conv2d's, and conv1d's on a height-1 view. xs, ws: the user's
+  -- tensors, named by the errors. The weight times the columns, a view of the padded input
+  -- (conv_cols); the backward is Conv2dFn's, or autograd's through the view when the padding is
+  -- wider than the dilated kernel (the input gradient sums the overlapping windows).
+  local function conv_apply(x, weight, bias, o, fname, xs, ws)
+    local n, c, h, w = table.unpack(x:shape())
+    local oc, wc, kh, kw = table.unpack(weight:shape())
+    check_groups(c, oc, wc, o.groups, fname, xs, ws)
+    local pt, pb = conv_pads(o.padding, kh, o.dh, o.sh, 1, fname)
+    local pl, pr = conv_pads(o.padding, kw, o.dw, o.sw, 2, fname)
+    local ho, wo = out_size(h, kh, o.sh, pt + pb, fname, xs, o.dh), out_size(w, kw, o.sw, pl + pr, fname, xs, o.dw)
+    local g = {n = n, c = c, h = h, w = w, o = oc, kh = kh, kw = kw, sh = o.sh, sw = o.sw, dh = o.dh, dw = o.dw,
+      pt = pt, pb = pb, pl = pl, pr = pr, groups = o.groups, ho = ho, wo = wo}
+    local y
+    if conv_input_grad_geometry(g) then y = Conv2dFn.apply(x, weight, g) else y = conv_forward(x, weight, g) end
+    if bias then y = add_bias(y, bias:reshape(oc, 1)) end
+    return y:reshape(n, oc, ho, wo)
+  end
+
   -- conv2d(x, weight, bias, {stride = 1, padding = 0 | "same" | "valid", dilation = 1, groups = 1}):
-  -- x (N, C, H, W) or (C, H, W); weight (O, C / groups, kh, kw). The weight times the columns, a view
-  -- of the padded input (conv_cols); the backward is Conv2dFn's, or autograd's through the view when
-  -- the padding is wider than the dilated kernel (the input gradient sums the overlapping windows).
+  -- x (N, C, H, W) or (C, H, W); weight (O, C / groups, kh, kw). conv_apply.
   function F.conv2d(x, weight, bias, opts)
-    opts = check_opts(opts, {"stride", "padding", "dilation", "groups"}, "conv2d")
+    local o = conv_opts(opts, "conv2d", 2, {"stride", "padding", "dilation", "groups"}, true)
+    local xs = x
     local unbatched = x:dim() == 3
     if unbatched then x = x:unsqueeze(1) end
     if x:dim() ~= 4 or weight:dim() ~= 4 then
-      error("conv2d: expected input (N, C, H, W) and weight (O, C / groups, kh, kw), got " .. shape_str(x)
+      error("conv2d: expected input (N, C, H, W) and weight (O, C / groups, kh, kw), got " .. shape_str(xs)
         .. " and " .. shape_str(weight), 2)
     end
-    local sh, sw = int_pair(opts.stride or 1, 1, "stride", "conv2d")
-    local dh, dw = int_pair(opts.dilation or 1, 1, "dilation", "conv2d")
-    local groups = check_int(opts.groups or 1, 1, "groups", "conv2d", 2)
-    local padding = opts.padding or 0
-    if padding ~= "same" and padding ~= "valid" then
-      if type(padding) == "string" then
-        error("conv2d: padding must be a number, a pair, \"same\" or \"valid\", got \"" .. padding .. "\"", 2)
-      end
-      padding = {int_pair(padding, 0, "padding", "conv2d")}
+    local y = conv_apply(x, weight, bias, o, "conv2d", x, weight)
+    if unbatched then y = y:squeeze(1) end
+    return y
+  end
+
+  -- conv1d(x, weight, bias, {stride = 1, padding = 0 | "same" | "valid", dilation = 1, groups = 1}):
+  -- x (N, C, L) or (C, L); weight (O, C / groups, k). conv2d's conv_apply on the height-1 views
+  -- (N, C, 1, L) and (O, C / groups, 1, k): its columns, matmul and backward.
+  function F.conv1d(x, weight, bias, opts)
+    local o = conv_opts(opts, "conv1d", 1, {"stride", "padding", "dilation", "groups"}, true)
+    local xs = x
+    local unbatched = x:dim() == 2
+    if unbatched then x = x:unsqueeze(1) end
+    if x:dim() ~= 3 or weight:dim() ~= 3 then
+      error("conv1d: expected input (N, C, L) and weight (O, C / groups, k), got " .. shape_str(xs)
+        .. " and " .. shape_str(weight), 2)
+    end
+    local y = conv_apply(x:unsqueeze(3), weight:unsqueeze(3), bias, o, "conv1d", x, weight):squeeze(3)
+    if unbatched then y = y:squeeze(1) end
+    return y
+  end
+
+  -- The transposed convolution of x (N, C, H, W) by weight (C, O / groups, kh, kw) (geometry gt, the
+  -- convolution g whose input gradient it is, with its output size ho, wo): conv2d's input gradient
+  -- (Conv2dFn.backward's gx), a stride-1 convolution of x dilated by the stride with the flipped,
+  -- transposed weight, padded dil*(k-1) - pad before and that plus output_padding after; a padding
+  -- wider than the dilated kernel (a negative one) crops the result instead.
+  local function conv_transpose_forward(x, weight, g, oph, opw)
+    local og, cg = g.c // g.groups, g.o // g.groups
+    local eh, ew = g.dh * (g.kh - 1), g.dw * (g.kw - 1)
+    local t = {n = g.n, c = g.o, h = (g.ho - 1) * g.sh + 1, w = (g.wo - 1) * g.sw + 1, o = g.c, kh = g.kh,
+      kw = g.kw, sh = 1, sw = 1, dh = g.dh, dw = g.dw, groups = g.groups,
+      pt = eh - g.pt, pb = eh - g.pt + oph, pl = ew - g.pl, pr = ew - g.pl + opw}
+    local ct, cl = math.max(0, -t.pt), math.max(0, -t.pl)   -- rows and columns to crop
+    t.pt, t.pb, t.pl, t.pr = math.max(0, t.pt), math.max(0, t.pb), math.max(0, t.pl), math.max(0, t.pr)
+    t.ho, t.wo = t.h + t.pt + t.pb - eh, t.w + t.pl + t.pr - ew
+    local wt = weight:reshape(g.groups, cg, og, g.kh, g.kw):transpose(2, 3):flip(4, 5):reshape(g.c, cg, g.kh, g.kw)
+    local y = conv_forward(conv_dilate(x, g.sh, g.sw), wt, t):reshape(g.n, g.c, t.ho, t.wo)
+    if t.ho ~= g.h then y = y:narrow(3, 1 + ct, g.h) end
+    if t.wo ~= g.w then y = y:narrow(4, 1 + cl, g.w) end
+    return y
+  end
+
+  -- The transposed convolution with its own backward: the input gradient is the convolution g of
+  -- the output gradient with the weight (g's forward), the weight gradient the input times g's
+  -- columns of the output gradient, summed over the batch (one gather kernel for both matmuls).
+  local ConvTranspose2dFn = st.autograd.Function("conv_transpose2d")
+  function ConvTranspose2dFn.forward(ctx, x, weight, g, oph, opw)
+    ctx:save_for_backward(x, weight)
+    ctx.g = g
+    return conv_transpose_forward(x, weight, g, oph, opw)
+  end
+  function ConvTranspose2dFn.backward(ctx, gy)
+    local x, weight = ctx.saved_tensors[1], ctx.saved_tensors[2]
+    local g = ctx.g
+    local cols = conv_cols(gy, g)
+    local gx, gw
+    if ctx.needs_input_grad[1] then gx = conv_forward(gy, weight, g, cols):reshape(g.n, g.o, g.ho, g.wo) end
+    if ctx.needs_input_grad[2] then
+      gw = x:reshape(g.n, g.groups, g.o // g.groups, g.ho * g.wo):matmul(cols:transpose(3, 4)):sum(1)
+        :reshape(g.o, g.c // g.groups, g.kh, g.kw)
+    end
+    return gx, gw
+  end
+
+  -- conv_transpose2d(x, weight, bias, {stride = 1, padding = 0, output_padding = 0, groups = 1,
+  -- dilation = 1}): x (N, C, H, W) or (C, H, W); weight (C, O / groups, kh, kw) (PyTorch's layout);
+  -- output (N, O, Ho, Wo), Ho = (H - 1) * stride - 2 * padding + dilation * (kh - 1) +
+  -- output_padding + 1. output_padding must be smaller than the stride or the dilation (PyTorch's
+  -- rule). The adjoint of conv2d: ConvTranspose2dFn.
+  function F.conv_transpose2d(x, weight, bias, opts)
+    local fname = "conv_transpose2d"
+    local o, raw = conv_opts(opts, fname, 2, {"stride", "padding", "output_padding", "groups", "dilation"}, false)
+    local oph, opw = int_pair(raw.output_padding or 0, 0, "output_padding", fname)
+    if (oph >= o.sh and oph >= o.dh) or (opw >= o.sw and opw >= o.dw) then
+      error(string.format("%s: output_padding (%d, %d) must be smaller than either the stride (%d, %d) or the "
+        .. "dilation (%d, %d)", fname, oph, opw, o.sh, o.sw, o.dh, o.dw), 2)
+    end
+    local xs = x
+    local unbatched = x:dim() == 3
+    if unbatched then x = x:unsqueeze(1) end
+    if x:dim() ~= 4 or weight:dim() ~= 4 then
+      error(fname .. ": expected input (N, C_in, H, W) and weight (C_in, C_out / groups, kh, kw), got "
+        .. shape_str(xs) .. " and " .. shape_str(weight), 2)
     end
     local n, c, h, w = table.unpack(x:shape())
-    local o, wc, kh, kw = table.unpack(weight:shape())
-    if c % groups ~= 0 or o % groups ~= 0 then
-      error(string.format("conv2d: groups=%d must divide the input's %d channels and the weight's %d outputs "
-        .. "(input %s, weight %s)", groups, c, o, shape_str(x), shape_str(weight)), 2)
+    local wi, og, kh, kw = table.unpack(weight:shape())
+    if wi ~= c then
+      error(string.format("%s: input %s has %d channels but weight %s expects %d (its first dim)", fname,
+        shape_str(xs), c, shape_str(weight), wi), 2)
+    elseif c % o.groups ~= 0 then
+      error(string.format("%s: groups=%d must divide the input's %d channels (input %s, weight %s)", fname,
+        o.groups, c, shape_str(xs), shape_str(weight)), 2)
     end
-    if wc * groups ~= c then
-      error("conv2d: input " .. shape_str(x) .. " has " .. c .. " channels but weight "
-        .. shape_str(weight) .. " expects " .. wc * groups .. (groups > 1 and " (" .. wc .. " per group, groups="
-        .. groups .. ")" or ""), 2)
+    local ph, pw = o.padding[1], o.padding[2]
+    local ho = (h - 1) * o.sh - 2 * ph + o.dh * (kh - 1) + oph + 1
+    local wo = (w - 1) * o.sw - 2 * pw + o.dw * (kw - 1) + opw + 1
+    if ho < 1 or wo < 1 then
+      error(string.format("%s: padding (%d, %d) leaves an empty output (%d x %d) for input %s and weight %s", fname,
+        ph, pw, ho, wo, shape_str(xs), shape_str(weight)), 2)
     end
-    local pt, pb = conv_pads(padding, kh, dh, sh, 1, "conv2d")
-    local pl, pr = conv_pads(padding, kw, dw, sw, 2, "conv2d")
-    local ho, wo = out_size(h, kh, sh, pt + pb, "conv2d", x, dh), out_size(w, kw, sw, pl + pr, "conv2d", x, dw)
-    local g = {n = n, c = c, h = h, w = w, o = o, kh = kh, kw = kw, sh = sh, sw = sw, dh = dh, dw = dw,
-      pt = pt, pb = pb, pl = pl, pr = pr, groups = groups, ho = ho, wo = wo}
-    local y
-    if conv_input_grad_geometry(g) then y = Conv2dFn.apply(x, weight, g) else y = conv_forward(x, weight, g) end
-    if bias then y = add_bias(y, bias:reshape(o, 1)) end
-    y = y:reshape(n, o, ho, wo)
+    -- g: the convolution of the output (ho, wo) whose input gradient this is; its bottom and right
+    -- padding only as much as its last window (over input row h) reads
+    local g = {n = n, c = og * o.groups, h = ho, w = wo, o = c, kh = kh, kw = kw, sh = o.sh, sw = o.sw,
+      dh = o.dh, dw = o.dw, groups = o.groups, ho = h, wo = w, pt = ph, pl = pw,
+      pb = math.max(0, ph - oph), pr = math.max(0, pw - opw)}
+    local y = ConvTranspose2dFn.apply(x, weight, g, oph, opw)
+    if bias then y = add_bias(y, bias:reshape(g.c, 1, 1)) end
     if unbatched then y = y:squeeze(1) end
     return y
   end
@@ -368,6 +516,197 @@ local function install(F, U)
       y = ah:matmul(x):matmul(aw:t())
     end
     if unbatched then y = y:squeeze(1) end
+    return y
+  end
+
+  -- ---- interpolation ----
+
+  local function f32(v) return (string.unpack("<f", string.pack("<f", v))) end
+
+  -- Nearest interpolation of n entries to o along one dim, PyTorch 1.13's source indices (0-based,
+  -- the CPU kernel's, in float32): o == n: itself; o == 2n: dst // 2; otherwise min(floor(dst *
+  -- scale), n - 1), scale = 1 / scale_factor when one was given, else n / o.
+  local function nearest_src(n, o, sf)
+    local idx = {}
+    local scale = sf and f32(1 / sf) or f32(f32(n) / f32(o))
+    for d = 0, o - 1 do
+      if o == n then idx[d + 1] = d
+      elseif o == 2 * n then idx[d + 1] = d // 2
+      else idx[d + 1] = math.min(math.floor(f32(d * scale)), n - 1) end
+    end
+    return idx
+  end
+
+  -- Linear interpolation of n entries to o along one dim, PyTorch 1.13's: source position r = scale
+  -- * dst (align_corners; scale (n - 1) / (o - 1)) or max(scale * (dst + 0.5) - 0.5, 0) (scale 1 /
+  -- scale_factor, or n / o); entries floor(r) and the next (itself at the last), weights 1 - frac and
+  -- frac. Returns the two 0-based index lists and the weight lists.
+  local function linear_src(n, o, sf, align)
+    local scale
+    if align then scale = o > 1 and (n - 1) / (o - 1) or 0 else scale = sf and 1 / sf or n / o end
+    local i0, i1, l0, l1 = {}, {}, {}, {}
+    for d = 0, o - 1 do
+      local r = align and scale * d or math.max(scale * (d + 0.5) - 0.5, 0)
+      local a = math.floor(r)
+      i0[d + 1], i1[d + 1] = a, a < n - 1 and a + 1 or a
+      l1[d + 1] = r - a
+      l0[d + 1] = 1 - l1[d + 1]
+    end
+    return i0, i1, l0, l1
+  end
+
+  -- How one dim is resampled, cached per geometry, dtype and device (constants, like the pools'):
+  -- {keep = true} (the identity), {rep = k} (nearest, each entry k times: a broadcast view), or
+  -- index tensors i0 (and i1 with lerp weights l0, l1 shaped to broadcast along dim `dim` of 4).
+  local interp_cache = {}
+  local function interp_plan(n, o, sf, mode, align, dim, dtype, device)
+    local key = table.concat({n, o, tostring(sf), mode, tostring(align), dim, dtype, device}, ",")
+    local p = interp_cache[key]
+    if p then return p end
+    local function itensor(l)
+      local t = {}
+      for i, v in ipairs(l) do t[i] = v + 1 end
+      return st.tensor(t, "i64"):to(device)
+    end
+    local shape = dim == 3 and {o, 1} or {o}
+    if mode == "nearest" then
+      local idx = nearest_src(n, o, sf)
+      local k, ident, rep = o // n, o == n, o % n == 0
+      for d = 1, o do
+        ident = ident and idx[d] == d - 1
+        rep = rep and idx[d] == (d - 1) // k
+      end
+      if ident then p = {keep = true} elseif rep then p = {rep = k} else p = {i0 = itensor(idx)} end
+    else
+      local i0, i1, l0, l1 = linear_src(n, o, sf, align)
+      local ident = o == n
+      for d = 1, o do ident = ident and i0[d] == d - 1 and l1[d] == 0 end
+      if ident then
+        p = {keep = true}
+      else
+        p = {i0 = itensor(i0), i1 = itensor(i1), l0 = st.tensor(l0, dtype):reshape(table.unpack(shape)):to(device),
+          l1 = st.tensor(l1, dtype):reshape(table.unpack(shape)):to(device)}
+      end
+    end
+    interp_cache[key] = p
+    return p
+  end
+
+  -- x (N, C, H, W) resampled along dim 3 or 4 by plan p (interp_plan).
+  local function interp_dim(x, p, dim)
+    if p.keep then return x end
+    local n, c, h, w = table.unpack(x:shape())
+    if p.rep then
+      if dim == 3 then return x:reshape(n, c, h, 1, w):expand(n, c, h, p.rep, w):reshape(n, c, h * p.rep, w) end
+      return x:reshape(n, c, h, w, 1):expand(n, c, h, w, p.rep):reshape(n, c, h, w * p.rep)
+    end
+    local a = x:index_select(dim, p.i0)
+    if not p.i1 then return a end
+    return a * p.l0 + x:index_select(dim, p.i1) * p.l1
+  end
+
+  local interp_modes = {nearest = 1, linear = 1, bilinear = 2}
+
+  -- The options of interpolate / Upsample checked (names, values; the input's dims are checked at
+  -- the call): {size, scale_factor, mode = "nearest", align_corners (nil with "nearest")}.
+  local function interp_opts(opts, fname, level)
+    opts = check_opts(opts, {"size", "scale_factor", "mode", "align_corners"}, fname, level + 1)
+    local mode = opts.mode or "nearest"
+    if not interp_modes[mode] then
+      error(string.format("%s: mode must be \"nearest\", \"linear\" or \"bilinear\", got %s", fname,
+        type(mode) == "string" and "\"" .. mode .. "\"" or tostring(mode)), level + 1)
+    end
+    if opts.size ~= nil and opts.scale_factor ~= nil then
+      error(fname .. ": give either size or scale_factor, not both", level + 1)
+    elseif opts.size == nil and opts.scale_factor == nil then
+      error(fname .. ": size or scale_factor is required", level + 1)
+    end
+    local function check_list(v, what, ok, want)
+      local l = type(v) == "table" and not st.is_tensor(v) and v or {v}
+      if #l < 1 then error(fname .. ": " .. what .. " must be " .. want .. " or a table of them", level + 2) end
+      for _, e in ipairs(l) do
+        if not ok(e) then
+          error(fname .. ": " .. what .. " must be " .. want .. " or a table of them, got " .. tostring(e), level + 2)
+        end
+      end
+    end
+    if opts.size ~= nil then
+      check_list(opts.size, "size", function(e) return math.type(e) == "integer" and e >= 1 end, "an integer >= 1")
+    else
+      check_list(opts.scale_factor, "scale_factor", function(e) return type(e) == "number" and e > 0 and e < math.huge end,
+        "a number > 0")
+    end
+    local ac = opts.align_corners
+    if ac ~= nil then
+      if type(ac) ~= "boolean" then error(fname .. ": align_corners must be a boolean, got " .. tostring(ac), level + 1) end
+      if mode == "nearest" then
+        error(fname .. ": align_corners can only be set with mode \"linear\" or \"bilinear\" (mode is \"nearest\")",
+          level + 1)
+      end
+    end
+    return {size = opts.size, scale_factor = opts.scale_factor, mode = mode, align_corners = ac}
+  end
+  F._interp_opts = interp_opts
+
+  -- interpolate(x, {size | scale_factor, mode = "nearest" | "linear" | "bilinear", align_corners =
+  -- false}): x (N, C, H, W) (nearest, bilinear) or (N, C, L) (nearest, linear) resampled to size
+  -- (a number or one per spatial dim) or floor(in * scale_factor), PyTorch 1.13's source positions
+  -- (nearest_src, linear_src). Separable: one index_select per dim (two and their lerp for the
+  -- linear modes); nearest by a whole factor is a broadcast view.
+  function F.interpolate(x, opts)
+    local o = interp_opts(opts, "interpolate", 2)
+    local nd = x:dim() - 2
+    if nd ~= 1 and nd ~= 2 then
+      error("interpolate: expected input (N, C, L) or (N, C, H, W), got " .. shape_str(x), 2)
+    end
+    if o.mode ~= "nearest" and interp_modes[o.mode] ~= nd then
+      error(string.format("interpolate: mode \"%s\" needs a %d-D input, got %s", o.mode, interp_modes[o.mode] + 2,
+        shape_str(x)), 2)
+    end
+    local function per_dim(v, what)
+      if type(v) == "number" then
+        local l = {}
+        for i = 1, nd do l[i] = v end
+        return l
+      end
+      if #v ~= nd then
+        error(string.format("interpolate: %s has %d entries for input %s with %d spatial dims", what, #v,
+          shape_str(x), nd), 3)
+      end
+      return v
+    end
+    local s = x:shape()
+    local ins = {table.unpack(s, 3)}
+    local outs, sfs = {}, {}
+    if o.size then
+      outs = per_dim(o.size, "size")
+    else
+      sfs = per_dim(o.scale_factor, "scale_factor")
+      for i = 1, nd do
+        outs[i] = math.floor(ins[i] * sfs[i])
+        if outs[i] < 1 then
+          error(string.format("interpolate: scale_factor %s leaves an empty output for input %s", tostring(sfs[i]),
+            shape_str(x)), 2)
+        end
+      end
+    end
+    local x4 = nd == 1 and x:unsqueeze(3) or x
+    local dt, dev = x:dtype(), x:device()
+    local plans = {}
+    for i = 1, nd do
+      local dim = nd == 1 and 4 or i + 2
+      plans[i] = interp_plan(ins[i], outs[i], sfs[i], o.mode, o.align_corners == true, dim, dt, dev)
+    end
+    local y
+    if nd == 2 and plans[1].rep and plans[2].rep then   -- both dims a whole factor: one broadcast view
+      local n, c, h, w = table.unpack(s)
+      local kh, kw = plans[1].rep, plans[2].rep
+      y = x4:reshape(n, c, h, 1, w, 1):expand(n, c, h, kh, w, kw):reshape(n, c, h * kh, w * kw)
+    else
+      y = x4
+      for i = 1, nd do y = interp_dim(y, plans[i], nd == 1 and 4 or i + 2) end
+    end
+    if nd == 1 then y = y:squeeze(3) end
     return y
   end
 end

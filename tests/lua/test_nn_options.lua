@@ -75,6 +75,14 @@ test("unknown options are errors naming them, for every layer and functional for
       "binary_cross_entropy_with_logits: unknown option 'weigth'"},
     {function() return F.embedding({1, 2}, st.randn(3, 2), {max_norm = 1}) end, "embedding: unknown option 'max_norm'"},
     {function() return F.conv2d(x4, st.randn(2, 2, 3, 3), nil, 1) end, "conv2d: options must be a table, got number"},
+    {function() return nn.Conv1d(2, 2, 3, {dilations = 2}) end, "Conv1d: unknown option 'dilations'"},
+    {function() return F.conv1d(st.randn(1, 2, 5), st.randn(2, 2, 3), nil, {pad = 1}) end, "conv1d: unknown option 'pad'"},
+    {function() return nn.ConvTranspose2d(2, 2, 3, {out_padding = 1}) end, "ConvTranspose2d: unknown option 'out_padding'"},
+    {function() return F.conv_transpose2d(x4, st.randn(2, 2, 3, 3), nil, {output_pad = 1}) end,
+      "conv_transpose2d: unknown option 'output_pad'"},
+    {function() return F.interpolate(x4, {scale = 2}) end,
+      "interpolate: unknown option 'scale' (known: align_corners, mode, scale_factor, size)"},
+    {function() return nn.Upsample({scale = 2}) end, "Upsample: unknown option 'scale'"},
   }
   for i, c in ipairs(cases) do
     local err = raises(c[1], c[2])
@@ -105,6 +113,139 @@ test("unsupported values are errors naming them", function()
     "cross_entropy: ignore_index must be an integer class id, got 1.5")
   raises(function() return nn.Linear(2.5, 2) end, "Linear: in_features must be an integer >= 0, got 2.5")
   raises(function() return nn.Dropout("0.5") end, "Dropout: p must be in [0, 1], got 0.5")
+end)
+
+test("conv1d, conv_transpose2d, interpolate: unsupported values and shapes are errors naming them", function()
+  local x3, x4 = st.randn(2, 4, 9), st.randn(1, 4, 5, 5)
+  -- conv1d
+  raises(function() return F.conv1d(x3, st.randn(6, 4, 3, 3)) end,
+    "conv1d: expected input (N, C, L) and weight (O, C / groups, k), got (2, 4, 9) and (6, 4, 3, 3)")
+  raises(function() return F.conv1d(x3, st.randn(6, 3, 3), nil, {groups = 2}) end,
+    "conv1d: input (2, 4, 9) has 4 channels but weight (6, 3, 3) expects 6 (3 per group, groups=2)")
+  raises(function() return F.conv1d(x3, st.randn(6, 4, 3), nil, {padding = "same", stride = 2}) end,
+    "conv1d: padding \"same\" needs stride 1, got stride 2")
+  raises(function() return F.conv1d(x3, st.randn(6, 4, 3), nil, {padding = "full"}) end,
+    "conv1d: padding must be a number, \"same\" or \"valid\", got \"full\"")
+  raises(function() return F.conv1d(x3, st.randn(6, 4, 3), nil, {stride = {1, 2}}) end,
+    "conv1d: stride must be a number or a table of 1 number")
+  raises(function() return F.conv1d(x3, st.randn(6, 4, 5), nil, {dilation = 3}) end,
+    "conv1d: kernel 5 (dilation 3) with padding 0 does not fit an input of shape (2, 4, 9)")
+  raises(function() return nn.Conv1d(4, 6, 3, {groups = 4}) end,
+    "Conv1d: groups must be an integer >= 1 dividing in_channels (4) and out_channels (6), got 4")
+  raises(function() return nn.Conv1d(4, 6, {3, 3}) end, "Conv1d: kernel_size must be an integer >= 1")
+  -- conv_transpose2d: output_padding below the stride or the dilation (PyTorch's rule)
+  raises(function() return F.conv_transpose2d(x4, st.randn(4, 2, 3, 3), nil, {stride = 2, output_padding = 2}) end,
+    "conv_transpose2d: output_padding (2, 2) must be smaller than either the stride (2, 2) or the dilation (1, 1)")
+  raises(function() return F.conv_transpose2d(x4, st.randn(4, 2, 3, 3), nil, {output_padding = {0, 1}}) end,
+    "conv_transpose2d: output_padding (0, 1) must be smaller than either the stride (1, 1) or the dilation (1, 1)")
+  raises(function() return nn.ConvTranspose2d(4, 2, 3, {stride = {2, 1}, output_padding = 1}) end,
+    "ConvTranspose2d: output_padding (1, 1) must be smaller than either the stride (2, 1) or the dilation (1, 1)")
+  eq(table.concat(F.conv_transpose2d(x4, st.randn(4, 2, 3, 3), nil, {dilation = 2, output_padding = 1}):shape(), "x"),
+    "1x2x10x10", "output_padding below the dilation")
+  raises(function() return F.conv_transpose2d(x4, st.randn(4, 2, 3, 3), nil, {padding = "same"}) end,
+    "conv_transpose2d: padding must be a number or a pair, got \"same\"")
+  raises(function() return F.conv_transpose2d(x4, st.randn(3, 2, 3, 3)) end,
+    "conv_transpose2d: input (1, 4, 5, 5) has 4 channels but weight (3, 2, 3, 3) expects 3 (its first dim)")
+  raises(function() return F.conv_transpose2d(x4, st.randn(4, 2, 3, 3), nil, {groups = 3}) end,
+    "conv_transpose2d: groups=3 must divide the input's 4 channels (input (1, 4, 5, 5), weight (4, 2, 3, 3))")
+  raises(function() return F.conv_transpose2d(x4, st.randn(4, 2, 3)) end,
+    "conv_transpose2d: expected input (N, C_in, H, W) and weight (C_in, C_out / groups, kh, kw), got (1, 4, 5, 5) and (4, 2, 3)")
+  raises(function() return F.conv_transpose2d(st.randn(1, 4, 1, 1), st.randn(4, 2, 1, 1), nil, {padding = 1}) end,
+    "conv_transpose2d: padding (1, 1) leaves an empty output (-1 x -1) for input (1, 4, 1, 1) and weight (4, 2, 1, 1)")
+  -- interpolate / Upsample
+  raises(function() return F.interpolate(x4, {scale_factor = 2, mode = "bicubic"}) end,
+    "interpolate: mode must be \"nearest\", \"linear\" or \"bilinear\", got \"bicubic\"")
+  raises(function() return nn.Upsample({size = 4, mode = "area"}) end,
+    "Upsample: mode must be \"nearest\", \"linear\" or \"bilinear\", got \"area\"")
+  raises(function() return F.interpolate(x4, {size = 4, scale_factor = 2}) end,
+    "interpolate: give either size or scale_factor, not both")
+  raises(function() return nn.Upsample({size = 4, scale_factor = 2}) end, "Upsample: give either size or scale_factor, not both")
+  raises(function() return F.interpolate(x4, {mode = "bilinear"}) end, "interpolate: size or scale_factor is required")
+  raises(function() return F.interpolate(x4, {scale_factor = 2, align_corners = true}) end,
+    "interpolate: align_corners can only be set with mode \"linear\" or \"bilinear\" (mode is \"nearest\")")
+  raises(function() return F.interpolate(x4, {scale_factor = 2, mode = "bilinear", align_corners = 1}) end,
+    "interpolate: align_corners must be a boolean, got 1")
+  raises(function() return F.interpolate(x3, {scale_factor = 2, mode = "bilinear"}) end,
+    "interpolate: mode \"bilinear\" needs a 4-D input, got (2, 4, 9)")
+  raises(function() return F.interpolate(x4, {scale_factor = 2, mode = "linear"}) end,
+    "interpolate: mode \"linear\" needs a 3-D input, got (1, 4, 5, 5)")
+  raises(function() return F.interpolate(x4, {size = {3, 4, 5}}) end,
+    "interpolate: size has 3 entries for input (1, 4, 5, 5) with 2 spatial dims")
+  raises(function() return F.interpolate(x4, {size = 2.5}) end, "interpolate: size must be an integer >= 1 or a table of them, got 2.5")
+  raises(function() return F.interpolate(x4, {scale_factor = -1}) end,
+    "interpolate: scale_factor must be a number > 0 or a table of them, got -1")
+  raises(function() return F.interpolate(x4, {scale_factor = 0.1}) end,
+    "interpolate: scale_factor 0.1 leaves an empty output for input (1, 4, 5, 5)")
+  raises(function() return F.interpolate(st.randn(4, 5), {size = 3}) end,
+    "interpolate: expected input (N, C, L) or (N, C, H, W), got (4, 5)")
+  eq(tostring(nn.Upsample({size = {5, 7}, mode = "bilinear", align_corners = true})),
+    "Upsample(size=(5, 7), mode=bilinear, align_corners=true)", "Upsample repr")
+end)
+
+test("conv1d is conv2d on a height-1 view; conv_transpose2d is conv2d's adjoint (values and gradients)", function()
+  local gen = lcg(23)
+  local x = st.tensor(nested({2, 4, 11}, gen), "f64")
+  local w = st.tensor(nested({6, 2, 3}, gen), "f64")
+  local b = st.tensor(nested({6}, gen), "f64")
+  local y1 = F.conv1d(x, w, b, {stride = 2, padding = 2, dilation = 2, groups = 2})
+  local y2 = F.conv2d(x:unsqueeze(3), w:unsqueeze(3), b, {stride = {1, 2}, padding = {0, 2}, dilation = {1, 2}, groups = 2})
+  H.check_near(y1, y2:squeeze(3), 0, "conv1d")
+  H.check_near(F.conv1d(x[1], w, nil, {groups = 2}), F.conv1d(x, w, nil, {groups = 2})[1], 0, "unbatched conv1d")
+  -- <conv_transpose2d(u, W), v> = <u, conv2d(v, W)> for every geometry, and the gradients: d/du of
+  -- <conv_transpose2d(u, W), v> is conv2d(v, W), d/dW is the gradient of <u, conv2d(v, W)> in W
+  local cases = {
+    {C = 4, O = 6, H = 4, W = 5, k = {3, 3}, stride = {2, 2}, pad = {1, 1}, op = {1, 1}, dil = {1, 1}, groups = 2},
+    {C = 2, O = 3, H = 3, W = 4, k = {2, 3}, stride = {3, 1}, pad = {0, 2}, op = {2, 0}, dil = {1, 2}, groups = 1},
+    {C = 3, O = 3, H = 5, W = 3, k = {3, 2}, stride = {1, 2}, pad = {3, 1}, op = {1, 1}, dil = {2, 1}, groups = 3},
+    -- a padding wider than the dilated kernel: the result cropped
+    {C = 2, O = 2, H = 4, W = 5, k = {2, 1}, stride = {3, 2}, pad = {2, 1}, op = {1, 0}, dil = {1, 1}, groups = 1},
+  }
+  for ci, c in ipairs(cases) do
+    local u = st.tensor(nested({2, c.C, c.H, c.W}, gen), "f64"):requires_grad_()
+    local W = st.tensor(nested({c.C, c.O // c.groups, c.k[1], c.k[2]}, gen), "f64"):requires_grad_()
+    local y = F.conv_transpose2d(u, W, nil, {stride = c.stride, padding = c.pad, output_padding = c.op,
+      dilation = c.dil, groups = c.groups})
+    local ho = (c.H - 1) * c.stride[1] - 2 * c.pad[1] + c.dil[1] * (c.k[1] - 1) + c.op[1] + 1
+    local wo = (c.W - 1) * c.stride[2] - 2 * c.pad[2] + c.dil[2] * (c.k[2] - 1) + c.op[2] + 1
+    eq(table.concat(y:shape(), "x"), table.concat({2, c.O, ho, wo}, "x"), "shape, case " .. ci)
+    local v = st.tensor(nested({2, c.O, ho, wo}, gen), "f64"):requires_grad_()
+    local cv = F.conv2d(v, W:detach(), nil, {stride = c.stride, padding = c.pad, dilation = c.dil, groups = c.groups})
+    -- conv2d's output may be longer by the output_padding rows no input row reaches: cut them
+    cv = cv:narrow(3, 1, c.H):narrow(4, 1, c.W)
+    local lhs = (y * v:detach()):sum()
+    H.check_near(lhs:item(), (u:detach() * cv):sum():item(), 1e-10, "adjoint, case " .. ci)
+    lhs:backward()
+    H.check_near(u.grad, cv, 1e-12, "input gradient, case " .. ci)
+    local Wr = W:detach():clone():requires_grad_()
+    local cv2 = F.conv2d(v:detach(), Wr, nil, {stride = c.stride, padding = c.pad, dilation = c.dil, groups = c.groups})
+    local r = (u:detach() * cv2:narrow(3, 1, c.H):narrow(4, 1, c.W)):sum()
+    r:backward()
+    H.check_near(W.grad, Wr.grad, 1e-12, "weight gradient, case " .. ci)
+  end
+end)
+
+test("interpolate nearest and bilinear: hand-computed values", function()
+  local g = st.arange(1, 5):reshape(1, 1, 2, 2):double()
+  H.check_near(F.interpolate(g, {scale_factor = 2}):reshape(4, 4),
+    {{1, 1, 2, 2}, {1, 1, 2, 2}, {3, 3, 4, 4}, {3, 3, 4, 4}}, 0, "nearest x2")
+  -- 5 -> 7: src = floor(dst * 5/7) = 0 0 1 2 2 3 4
+  local r = st.arange(1, 6):reshape(1, 1, 1, 5):double()
+  H.check_near(F.interpolate(r, {size = {1, 7}}):reshape(7), {1, 1, 2, 3, 3, 4, 5}, 0, "nearest 5 -> 7")
+  -- bilinear 2 -> 4, align_corners false: src = max((dst + 0.5) / 2 - 0.5, 0) = 0, 0.25, 0.75, 1.25 (clamped index)
+  local l = st.tensor({{{0, 4}}}, "f64")
+  H.check_near(F.interpolate(l, {size = 4, mode = "linear"}):reshape(4), {0, 1, 3, 4}, 1e-12, "linear, corners false")
+  H.check_near(F.interpolate(l, {size = 4, mode = "linear", align_corners = true}):reshape(4), {0, 4 / 3, 8 / 3, 4},
+    1e-12, "linear, corners true")
+  local b = F.interpolate(g, {size = {3, 3}, mode = "bilinear", align_corners = true})
+  H.check_near(b:reshape(3, 3), {{1, 1.5, 2}, {2, 2.5, 3}, {3, 3.5, 4}}, 1e-12, "bilinear, corners true")
+  -- the gradient of nearest x2 sums each 2x2 block
+  local xg = g:clone():requires_grad_()
+  local y = F.interpolate(xg, {scale_factor = 2})
+  local loss = (y * st.arange(1, 17):reshape(1, 1, 4, 4):double()):sum()
+  loss:backward()
+  H.check_near(xg.grad:reshape(2, 2), {{1 + 2 + 5 + 6, 3 + 4 + 7 + 8}, {9 + 10 + 13 + 14, 11 + 12 + 15 + 16}}, 0,
+    "nearest gradient")
+  eq(table.concat(nn.Upsample({scale_factor = 2})(g):shape(), "x"), "1x1x4x4", "Upsample")
 end)
 
 test("conv2d dilation, groups, padding same/valid against naive loops (values and gradients)", function()

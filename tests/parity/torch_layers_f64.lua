@@ -176,6 +176,42 @@ local LAYERS = {
   {"avgpool2d_pad_ceil_nocount", {make = function()
     return nn.AvgPool2d(3, {stride = 2, padding = 1, ceil_mode = true, count_include_pad = false})
   end}},
+  {"conv1d_stride_pad_groups", {make = function() return nn.Conv1d(4, 6, 3, {stride = 2, padding = 1, groups = 2}) end}},
+  {"conv1d_same_dilation", {make = function() return nn.Conv1d(3, 5, 4, {padding = "same", dilation = 2}) end}},
+  {"conv1d_unbatched_valid", {make = function() return nn.Conv1d(2, 3, 2, {padding = "valid", bias = false}) end}},
+  {"convt2d_stride_pad_outpad", {make = function()
+    return nn.ConvTranspose2d(3, 4, 3, {stride = 2, padding = 1, output_padding = 1})
+  end}},
+  {"convt2d_groups", {make = function() return nn.ConvTranspose2d(4, 6, 3, {stride = 2, groups = 2}) end}},
+  {"convt2d_dilation_rect", {make = function()
+    return nn.ConvTranspose2d(2, 3, {3, 2}, {stride = {1, 2}, padding = {2, 0}, output_padding = {1, 1},
+      dilation = {2, 1}})
+  end}},
+  {"convt2d_wide_pad", {make = function() return nn.ConvTranspose2d(2, 2, 2, {stride = 3, padding = 2, bias = false}) end}},
+  {"convt2d_unbatched", {make = function()
+    return nn.ConvTranspose2d(2, 3, {2, 3}, {stride = {2, 1}, padding = {0, 1}})
+  end}},
+  {"interp_nearest_x2", {fn = function(x) return F.interpolate(x, {scale_factor = 2}) end}},
+  {"interp_nearest_size", {fn = function(x) return F.interpolate(x, {size = {7, 4}}) end}},
+  {"interp_nearest_scale_1_5", {fn = function(x) return F.interpolate(x, {scale_factor = 1.5}) end}},
+  {"interp_nearest_x3_1d", {fn = function(x) return F.interpolate(x, {scale_factor = 3}) end}},
+  {"interp_bilinear_up", {fn = function(x)
+    return F.interpolate(x, {size = {7, 9}, mode = "bilinear", align_corners = false})
+  end}},
+  {"interp_bilinear_down", {fn = function(x)
+    return F.interpolate(x, {size = {4, 5}, mode = "bilinear", align_corners = false})
+  end}},
+  {"interp_bilinear_ac_up", {fn = function(x)
+    return F.interpolate(x, {size = {7, 9}, mode = "bilinear", align_corners = true})
+  end}},
+  {"interp_bilinear_ac_down", {fn = function(x)
+    return F.interpolate(x, {size = {3, 4}, mode = "bilinear", align_corners = true})
+  end}},
+  {"interp_bilinear_scale", {fn = function(x) return F.interpolate(x, {scale_factor = {2, 0.5}, mode = "bilinear"}) end}},
+  {"interp_linear_1d", {fn = function(x) return F.interpolate(x, {size = 8, mode = "linear"}) end}},
+  {"upsample_bilinear_x2", {make = function()
+    return nn.Upsample({scale_factor = 2, mode = "bilinear", align_corners = false})
+  end}},
   {"mha_causal", {make = function() return nn.MultiheadAttention(8, 2) end,
     run = function(m, x)
       local mask = st.ones(4, 4):triu(1):bool():to(st.device())   -- true: may not attend (PyTorch's module)

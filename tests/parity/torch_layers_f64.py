@@ -123,6 +123,31 @@ def layers():
     mod("avgpool2d_pad_ceil", nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True), [rn(2, 2, 6, 7)])
     mod("avgpool2d_pad_ceil_nocount", nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True,
                                                    count_include_pad=False), [rn(2, 2, 6, 7)])
+    # conv1d (conv2d on a height-1 view), conv_transpose2d (conv2d's input gradient), interpolate
+    mod("conv1d_stride_pad_groups", nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2), [rn(2, 4, 9)])
+    mod("conv1d_same_dilation", nn.Conv1d(3, 5, 4, padding="same", dilation=2), [rn(2, 3, 10)])
+    mod("conv1d_unbatched_valid", nn.Conv1d(2, 3, 2, padding="valid", bias=False), [rn(2, 7)])
+    mod("convt2d_stride_pad_outpad", nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1),
+        [rn(2, 3, 4, 5)])
+    mod("convt2d_groups", nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2), [rn(2, 4, 3, 4)])
+    mod("convt2d_dilation_rect", nn.ConvTranspose2d(2, 3, (3, 2), stride=(1, 2), padding=(2, 0),
+                                                    output_padding=(1, 1), dilation=(2, 1)), [rn(2, 2, 4, 5)])
+    mod("convt2d_wide_pad", nn.ConvTranspose2d(2, 2, 2, stride=3, padding=2, bias=False), [rn(1, 2, 4, 3)])
+    mod("convt2d_unbatched", nn.ConvTranspose2d(2, 3, (2, 3), stride=(2, 1), padding=(0, 1)), [rn(2, 3, 4)])
+
+    def interp(name, x, **kw):
+        record(name, lambda t: F.interpolate(t, **kw), [x], [0])
+    interp("interp_nearest_x2", rn(2, 3, 4, 5), scale_factor=2)
+    interp("interp_nearest_size", rn(2, 2, 5, 6), size=(7, 4))  # 5 -> 7 up, 6 -> 4 down
+    interp("interp_nearest_scale_1_5", rn(1, 2, 4, 6), scale_factor=1.5)
+    interp("interp_nearest_x3_1d", rn(2, 3, 5), scale_factor=3)
+    interp("interp_bilinear_up", rn(2, 2, 4, 5), size=(7, 9), mode="bilinear", align_corners=False)
+    interp("interp_bilinear_down", rn(2, 2, 7, 9), size=(4, 5), mode="bilinear", align_corners=False)
+    interp("interp_bilinear_ac_up", rn(2, 2, 4, 5), size=(7, 9), mode="bilinear", align_corners=True)
+    interp("interp_bilinear_ac_down", rn(2, 2, 7, 9), size=(3, 4), mode="bilinear", align_corners=True)
+    interp("interp_bilinear_scale", rn(1, 2, 5, 6), scale_factor=(2, 0.5), mode="bilinear")
+    interp("interp_linear_1d", rn(2, 3, 5), size=8, mode="linear")
+    mod("upsample_bilinear_x2", nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), [rn(2, 2, 3, 4)])
     # attention
     causal = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)  # True: may not attend
     mod("mha_causal", nn.MultiheadAttention(8, 2), [rn(4, 2, 8), rn(4, 2, 8), rn(4, 2, 8)],
