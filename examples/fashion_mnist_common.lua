@@ -53,7 +53,7 @@ function M.evaluate(model, data, batch)
 end
 
 -- Trains model for opts.epochs over loader (n_train images) with cross-entropy: per step the gradients, opt:step
--- (the update, the loss, the running sum and the model's buffers in one flush), sched:step(); inputs(xb) may transform
+-- (the update, the loss and the running sum in one flush), sched:step(); inputs(xb) may transform
 -- a batch (nil: as is). Per epoch a progress bar, then the mean loss, the test accuracy (test,
 -- batches of eval_batch), images/s and times; at the end the line `test accuracy: 0.XXXX`.
 function M.train(model, opt, sched, loader, n_train, test, opts, eval_batch, inputs)
@@ -70,11 +70,9 @@ function M.train(model, opt, sched, loader, n_train, test, opts, eval_batch, inp
       local loss = F.cross_entropy(model(inputs and inputs(xb) or xb), yb)
       loss:backward()
       loss_sum = loss_sum + loss:detach()
-      -- the update, the loss, the running sum and the module buffers (BatchNorm's running
-      -- statistics) in one flush: a buffer never realized would hold every step's graph
-      local realize = { loss, loss_sum }
-      for _, b in ipairs(model:buffers()) do realize[#realize + 1] = b end
-      opt:step(realize)
+      -- the update, the loss and the running sum in one flush (BatchNorm's running statistics,
+      -- written in place, are realized by it too)
+      opt:step({ loss, loss_sum })
       sched:step()
       bar:update(xb:size(1), { loss = loss })
     end

@@ -73,10 +73,36 @@ static int is_alias_view(const st_node *n) {
 
 static st_status flush_region(int nt, st_node *const *targets);
 
-/* Targets that are reshapes of other nodes are realized by sharing their source's buffer: the
- * source becomes the target instead (no copy kernel), then the view adopts its buffer. */
+static st_status flush_targets(int nt, st_node *const *targets);
+
+/* The targets and the written state (tensor.h): storages that in-place writes left pending. */
 st_status st_flush_nodes(int nt, st_node *const *targets) {
     st_runtime_init();
+    st_node **w;
+    int nw = st_written_nodes(&w);
+    if (nw < 0) return st_last_status();
+    if (nw == 0) {
+        st_status s = flush_targets(nt, targets);
+        st_written_settle();
+        return s;
+    }
+    st_node **all = st_malloc((size_t)(nt + nw) * sizeof *all);
+    if (!all) {
+        st_free(w);
+        return st_last_status();
+    }
+    if (nt) memcpy(all, targets, (size_t)nt * sizeof *all);
+    memcpy(all + nt, w, (size_t)nw * sizeof *all);
+    st_free(w);
+    st_status s = flush_targets(nt + nw, all);
+    st_free(all);
+    st_written_settle();
+    return s;
+}
+
+/* Targets that are reshapes of other nodes are realized by sharing their source's buffer: the
+ * source becomes the target instead (no copy kernel), then the view adopts its buffer. */
+static st_status flush_targets(int nt, st_node *const *targets) {
     int naliased = 0;
     for (int i = 0; i < nt; i++) naliased += is_alias_view(targets[i]);
     if (!naliased) return flush_region(nt, targets);

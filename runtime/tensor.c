@@ -8,7 +8,7 @@
  */
 #include "runtime/tensor.h"
 
-static st_storage live_head = {0, NULL, NULL, &live_head, &live_head};
+static st_storage live_head = {0, NULL, NULL, &live_head, &live_head, NULL, 0};
 
 static st_storage *storage_new(st_node *n) {
     st_storage *s = st_malloc(sizeof *s);
@@ -16,6 +16,8 @@ static st_storage *storage_new(st_node *n) {
     s->refcnt = 1;
     s->node = n;
     s->acc = NULL;
+    s->wnext = NULL;
+    s->written = 0;
     s->next = live_head.next;
     s->prev = &live_head;
     live_head.next->prev = s;
@@ -23,8 +25,11 @@ static st_storage *storage_new(st_node *n) {
     return s;
 }
 
+static void written_unlink(st_storage *s);
+
 static void storage_release(st_storage *s) {
     if (--s->refcnt > 0) return;
+    if (s->written) written_unlink(s);
     s->prev->next = s->next;
     s->next->prev = s->prev;
     if (s->acc) {
@@ -37,6 +42,59 @@ static void storage_release(st_storage *s) {
     }
     st_node_release(s->node);
     st_free(s);
+}
+
+/* ---- written state (tensor.h) ---- */
+static st_storage *written_head;
+
+static void note_written(st_storage *s) {
+    if (s->written || s->node->op == ST_OP_BUFFER) return;
+    s->written = 1;
+    s->wnext = written_head;
+    written_head = s;
+}
+
+/* A storage freed while listed leaves the list (it holds no reference: a dropped tensor's
+ * pending write is never computed). */
+static void written_unlink(st_storage *s) {
+    for (st_storage **link = &written_head; *link; link = &(*link)->wnext)
+        if (*link == s) {
+            *link = s->wnext;
+            return;
+        }
+}
+
+/* A listed storage counts while its value is pending (a constant stays symbolic, as st_sync). */
+static int written_counts(const st_storage *s) {
+    return s->node->op != ST_OP_BUFFER && s->node->op != ST_OP_CONST;
+}
+
+int st_written_nodes(st_node ***out) {
+    *out = NULL;
+    int n = 0;
+    for (st_storage *s = written_head; s; s = s->wnext) n += written_counts(s);
+    if (!n) return 0;
+    st_node **v = st_malloc((size_t)n * sizeof *v);
+    if (!v) return -1;
+    n = 0;
+    for (st_storage *s = written_head; s; s = s->wnext)
+        if (written_counts(s)) v[n++] = s->node;
+    *out = v;
+    return n;
+}
+
+void st_written_settle(void) {
+    st_storage **link = &written_head;
+    while (*link) {
+        st_storage *s = *link;
+        if (written_counts(s)) {   /* still pending (a failed flush): stays listed */
+            link = &s->wnext;
+            continue;
+        }
+        *link = s->wnext;
+        s->written = 0;
+        s->wnext = NULL;
+    }
 }
 
 /* Pending nodes left after the last automatic flush: nodes that only autograd records hold stay
@@ -248,6 +306,7 @@ st_status st_tensor_write(st_tensor *t, st_node *value) {
         nv = s->node;
     }
     st_node_release(old);
+    note_written(s);
     if (st_rt.eager && nv->op != ST_OP_BUFFER && st_node_dev(nv) != ST_DEV_ANY) return st_flush_nodes(1, &nv);
     if (st_pending_nodes() > st_rt.trace_max + pending_floor) return auto_flush();
     return ST_OK;

@@ -30,6 +30,8 @@ typedef struct st_storage {
     st_node *node;                    /* owned reference: current version */
     st_grad_acc *acc;                 /* owned reference: gradient accumulator, or NULL */
     struct st_storage *prev, *next;   /* list of live storages (st_sync) */
+    struct st_storage *wnext;         /* list of written storages (st_written_*), when `written` */
+    uint8_t written;
 } st_storage;
 
 struct st_tensor {
@@ -96,5 +98,14 @@ ST_INTERNAL st_status st_ag_attach(st_node *n);
 ST_INTERNAL void st_ag_acc_release(st_grad_acc *acc);
 /* Realize the given nodes (and what they need) in one flush (runtime/flush.c). */
 ST_INTERNAL st_status st_flush_nodes(int n, st_node *const *targets);
+
+/* Written state: a storage an in-place write gives a pending value (BatchNorm's running
+ * statistics, an optimizer's buffers, x[mask] = v) is realized by the next flush whatever its
+ * targets. Left pending, the next write builds on it, and each version holds the graph of the
+ * step that wrote it (a ResNet's running statistics: 135 MB more in use a step). tensor.c lists
+ * the storages (no reference: a storage freed first leaves the list); st_flush_nodes (flush.c)
+ * adds their nodes to its targets and st_written_settle drops the realized ones. */
+ST_INTERNAL int st_written_nodes(st_node ***out);   /* the listed pending nodes (st_malloc'ed); -1: OOM */
+ST_INTERNAL void st_written_settle(void);            /* unlists the storages no longer pending */
 
 #endif

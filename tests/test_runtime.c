@@ -5,7 +5,8 @@
  * auto-flushes and does not blow the stack), out of memory injected at every allocation of a small
  * program (an error or a success, never a crash or a leak), fusion counts (one kernel for
  * ((x+1)*2):exp():sum(2) and for a 20-op elementwise chain, in both tiers), a repeated step
- * compiling nothing, st_interrupt, and the host block cache (a step's released blocks are reused,
+ * compiling nothing, st_interrupt, in-place writes realized by the next flush whatever its targets
+ * (a running statistic's versions do not chain across steps), and the host block cache (a step's released blocks are reused,
  * host_bytes_cached, st_empty_cache).
  *
  * Invariant: every test releases everything it made, so bytes_in_use returns to where it started.
@@ -193,6 +194,48 @@ static void training_loop(int64_t jit_min) {
     CHECK_MSG(stats().bytes_in_use == base, "leak: %llu bytes in use, %llu at the start",
               (unsigned long long)stats().bytes_in_use, (unsigned long long)base);
 }
+/* A state tensor written in place every step (a running mean: m = 0.9 m + 0.1 mean(x)) and a
+ * flush that asks only for another value (the loss): the write is realized by that flush, so
+ * versions do not chain (each would hold its step's x); a tensor dropped before any flush is
+ * never computed. */
+TEST(in_place_writes_realized_by_next_flush) {
+    defaults();
+    st_tensor *m = seq(ST_F32, 1, SH(16), 0), *decay = st_scalar(0.9, ST_F32);
+    CHECK(st_sync() == ST_OK);
+    int64_t live0 = 0;
+    for (int step = 0; step < 6; step++) {
+        st_tensor *x = seq(ST_F32, 2, SH(4, 16), 1 + step);
+        st_tensor *mx = st_mean(x, 0, NULL, 0), *dm = st_mul(m, decay), *upd = st_add(dm, mx);
+        st_release(dm);
+        CHECK(st_mul_(mx, decay) == ST_OK);   /* a write to a temporary: never asked for */
+        CHECK(st_copy_(m, upd) == ST_OK);
+        st_release(upd);
+        st_tensor *loss = st_sum(x, 0, NULL, 0);
+        CHECK(!st_is_realized(m));
+        CHECK(st_realize(1, &loss) == ST_OK);
+        CHECK_MSG(st_is_realized(m), "step %d: the running mean is still pending", step);
+        st_release(mx);
+        st_release(loss);
+        st_release(x);
+        if (step == 1) live0 = (int64_t)stats().nodes_live;
+        if (step > 1) CHECK_MSG((int64_t)stats().nodes_live == live0, "step %d: %lld nodes alive, %lld at step 1",
+                                step, (long long)stats().nodes_live, (long long)live0);
+    }
+    /* a written tensor released before the flush: dropped, nothing computed for it */
+    st_tensor *t = seq(ST_F32, 1, SH(16), 1);
+    CHECK(st_sync() == ST_OK);
+    CHECK(st_add_(t, decay) == ST_OK);
+    st_release(t);
+    uint64_t k0 = stats().kernels_launched;
+    st_tensor *one = seq(ST_F32, 1, SH(4), 1), *two = st_add(one, one);
+    CHECK(st_realize(1, &two) == ST_OK);
+    CHECK(stats().kernels_launched - k0 == 1);
+    st_release(one);
+    st_release(two);
+    st_release(m);
+    st_release(decay);
+}
+
 /* A step that releases 100 blocks of one size finds all of them cached for the next step (a
  * cache of 32 blocks returned 68 to the system, whose pages the next step faulted in again);
  * st_empty_cache returns them. */
@@ -435,6 +478,7 @@ int main(void) {
     RUN(stats_and_sync);
     RUN(flush_frees_dead_values_early);
     RUN(released_blocks_are_reused);
+    RUN(in_place_writes_realized_by_next_flush);
     RUN(training_loop_default);
     RUN(training_loop_jit);
     RUN(trace_bound);

@@ -683,4 +683,31 @@ test("training_step_one_flush", function()
   end
 end)
 
+-- BatchNorm's running statistics are written in place in the forward; opt:step(loss) asks only
+-- for the update and the loss, and realizes them too (an in-place write is realized by the next
+-- flush). Left pending, each step's statistics held that step's graph: nodes alive grew by ~40 a
+-- step for this model, and a ResNet's memory by 135 MB a step.
+test("batchnorm_running_stats_do_not_chain", function()
+  if not has_grad then print("SKIP batchnorm_running_stats_do_not_chain: no autograd yet") return end
+  local model = nn.Sequential(nn.Conv2d(1, 8, 3, {padding = 1}), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(),
+    nn.Linear(8 * 8 * 8, 10))
+  local opt = st.optim.SGD(model:parameters(), {lr = 0.01, momentum = 0.9})
+  local x, y = st.randn(16, 1, 8, 8), st.randint(1, 10, {16})
+  st.sync(x, y)
+  local live
+  for i = 1, 8 do
+    opt:zero_grad()
+    local loss = F.cross_entropy(model(x), y)
+    loss:backward()
+    opt:step(loss)
+    collectgarbage()
+    collectgarbage()
+    if i == 3 then live = st.stats().nodes_live end
+    if i > 3 then
+      local now = st.stats().nodes_live
+      if now > live then error("nodes alive grow: " .. now .. " after step " .. i .. ", " .. live .. " after step 3") end
+    end
+  end
+end)
+
 H.done()
