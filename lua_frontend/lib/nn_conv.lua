@@ -132,12 +132,43 @@ local function install(F, U)
     ctx.g = g
     return conv_forward(x, weight, g, cols)
   end
+
+  -- The input gradient of a strided convolution g (col2im): the transposed weight times the output
+  -- gradient gives each tap's share, (N, C, kh, kw, Ho, Wo); tap (i, j) of output position (oh, ow)
+  -- lands on padded input row oh*sh + i*dh, which is row oh + (i*dh)//sh of phase (i*dh)%sh when
+  -- the rows are split by the stride: (N, C, Hq, sh, Wq, sw). In that shape each tap's share is one
+  -- zero-padded view (a shift and a phase, no division), their sum is stored by one kernel, and the
+  -- input (N, C, H, W) is that buffer with the padding cut, stored contiguous (its readers, the
+  -- BatchNorm backward's column reductions, took twice as long through the cut view). It replaces,
+  -- for strides > 1, the stride-1 convolution of the zero-dilated gradient (conv_dilate, kept for
+  -- stride 1), three quarters of whose products at stride 2 are with zeros (bench/NOTES.md).
+  local function conv_col2im(gy, weight, g)
+    local og, kk = g.o // g.groups, (g.c // g.groups) * g.kh * g.kw
+    local share = weight:reshape(g.groups, og, kk):transpose(2, 3)
+      :matmul(gy:reshape(g.n, g.groups, og, g.ho * g.wo)):reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)
+    local hq = math.max(g.ho + (g.kh - 1) * g.dh // g.sh, (g.pt + g.h + g.sh - 1) // g.sh)
+    local wq = math.max(g.wo + (g.kw - 1) * g.dw // g.sw, (g.pl + g.w + g.sw - 1) // g.sw)
+    local sum
+    for i = 0, g.kh - 1 do
+      for j = 0, g.kw - 1 do
+        local a, ph, b, pw = i * g.dh // g.sh, i * g.dh % g.sh, j * g.dw // g.sw, j * g.dw % g.sw
+        local t = st._zero_pad(share:select(3, i + 1):select(3, j + 1):reshape(g.n, g.c, g.ho, 1, g.wo, 1),
+          {0, 0, a, ph, b, pw}, {0, 0, hq - g.ho - a, g.sh - 1 - ph, wq - g.wo - b, g.sw - 1 - pw})
+        sum = sum and sum + t or t
+      end
+    end
+    return st._store(st._store(sum):reshape(g.n, g.c, hq * g.sh, wq * g.sw)
+      :narrow(3, g.pt + 1, g.h):narrow(4, g.pl + 1, g.w))
+  end
+
   function Conv2dFn.backward(ctx, gy)
     local cols, weight = ctx.saved_tensors[1], ctx.saved_tensors[2]
     local g = ctx.g
     local gx, gw
     local og, wc = g.o // g.groups, g.c // g.groups
-    if ctx.needs_input_grad[1] then
+    if ctx.needs_input_grad[1] and (g.sh > 1 or g.sw > 1) then
+      gx = conv_col2im(gy, weight, g)
+    elseif ctx.needs_input_grad[1] then
       local t = conv_input_grad_geometry(g)
       local wt = weight:reshape(g.groups, og, wc, g.kh, g.kw):transpose(2, 3):flip(4, 5)
         :reshape(g.c, og, g.kh, g.kw)

@@ -168,6 +168,9 @@ local LAYERS = {
   end}},
   {"conv2d_1x1_wide_pad", {make = function() return nn.Conv2d(2, 3, 1, {padding = 1}) end}},
   {"conv2d_stride_uncovered", {make = function() return nn.Conv2d(2, 3, 3, {stride = {2, 3}}) end}},
+  {"conv2d_stride_dilation", {make = function()
+    return nn.Conv2d(3, 4, 3, {stride = {2, 3}, padding = {2, 1}, dilation = {2, 1}}) end}},
+  {"conv2d_1x1_stride2_groups", {make = function() return nn.Conv2d(4, 6, 1, {stride = 2, groups = 2, bias = false}) end}},
   {"adaptive_avgpool2d_uneven", {make = function() return nn.AdaptiveAvgPool2d({3, 2}) end}},
   {"adaptive_avgpool2d_global", {make = function() return nn.AdaptiveAvgPool2d(1) end}},
   {"maxpool2d", {make = function() return nn.MaxPool2d(2) end}},

@@ -114,8 +114,12 @@ def layers():
     # with uneven "same" padding and dilation; a padding wider than the kernel takes the generic view
     mod("conv2d_same_even_kernel", nn.Conv2d(3, 5, (2, 4), padding="same", dilation=(1, 2)), [rn(2, 3, 5, 6)])
     mod("conv2d_1x1_wide_pad", nn.Conv2d(2, 3, 1, padding=1), [rn(2, 2, 4, 3)])
-    # stride 2 and 3: the output gradient dilated by the stride, input rows and columns no window reaches
+    # stride 2 and 3: the input gradient by col2im (phases of the stride), input rows and columns
+    # no window reaches; a dilation the stride divides (phases no tap reaches); a strided 1x1
     mod("conv2d_stride_uncovered", nn.Conv2d(2, 3, 3, stride=(2, 3)), [rn(2, 2, 8, 10)])
+    mod("conv2d_stride_dilation", nn.Conv2d(3, 4, 3, stride=(2, 3), padding=(2, 1), dilation=(2, 1)),
+        [rn(2, 3, 9, 10)])
+    mod("conv2d_1x1_stride2_groups", nn.Conv2d(4, 6, 1, stride=2, groups=2, bias=False), [rn(2, 4, 7, 6)])
     mod("adaptive_avgpool2d_uneven", nn.AdaptiveAvgPool2d((3, 2)), [rn(2, 3, 7, 5)])
     mod("adaptive_avgpool2d_global", nn.AdaptiveAvgPool2d(1), [rn(2, 3, 4, 6)])
     mod("maxpool2d", nn.MaxPool2d(2), [rn(2, 2, 6, 6)])
