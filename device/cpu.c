@@ -2,12 +2,12 @@
  * cpu.c — the CPU device: host memory, plain copies, kernels called in this process.
  *
  * Data blocks are 64-byte aligned; from 2 MiB on they are 2 MiB aligned and advised for
- * transparent huge pages. Freed blocks are kept in a cache keyed by size (at most 256 blocks and a
- * quarter of the machine's memory, at least 1 GiB; the oldest go first): a training loop
- * allocates the same sizes every step, and fresh pages cost a page fault and a zeroing each, more
- * than the kernel that writes them. A small ResNet step (batch 128) releases about 1 GB a step in
- * some 300 blocks: with a cache of 32 blocks and 1 GiB, 28% of its time went to zeroing fresh
- * huge pages. The cache is a trim hook of base/mem.c: emptied when any allocation fails, by
+ * transparent huge pages. Freed blocks are kept in a cache keyed by size (at most 256 blocks and
+ * 1 GiB; the oldest go first): a training loop allocates the same sizes every step, and fresh
+ * pages cost a page fault and a zeroing each, more than the kernel that writes them. A small
+ * ResNet step (batch 128) releases about 1 GB a step in some 300 blocks: with at most 32 blocks
+ * cached, 28% of its time went to zeroing fresh huge pages. A cap of a quarter of the memory
+ * instead of 1 GiB was no faster and held 0.45 GB more (bench/NOTES.md). The cache is a trim hook of base/mem.c: emptied when any allocation fails, by
  * st_empty_cache and at shutdown.
  *
  * Kernels (C target) are functions of shared objects the JIT loaded (jit/cache.c); a launch calls
@@ -20,20 +20,10 @@
 
 #define HUGE_MIN ((size_t)2 << 20)
 #define CACHE_SLOTS 256
+#define CACHE_MAX_BYTES ((size_t)1 << 30)
 static struct { void *p; size_t n; } block_cache[CACHE_SLOTS];   /* oldest first */
 static int cache_count;
 static size_t cache_bytes;
-
-/* The most bytes the cache holds: a quarter of physical memory, at least 1 GiB. */
-static size_t cache_max_bytes(void) {
-    static size_t max;
-    if (!max) {
-        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-        size_t quarter = pages > 0 && psz > 0 ? (size_t)pages / 4 * (size_t)psz : 0;
-        max = quarter > ((size_t)1 << 30) ? quarter : (size_t)1 << 30;
-    }
-    return max;
-}
 
 /* Removes entry i, keeping the others in age order. */
 static void cache_remove(int i) {
@@ -74,9 +64,8 @@ void *dev_cpu_block_alloc(size_t n) {
 
 void dev_cpu_block_free(void *p, size_t n) {
     size_t sz = block_size(n);
-    const size_t max = cache_max_bytes();
-    if (sz >= 4096 && sz <= max / 4) {
-        while (cache_count && (cache_count == CACHE_SLOTS || cache_bytes + sz > max)) {
+    if (sz >= 4096 && sz <= CACHE_MAX_BYTES / 4) {
+        while (cache_count && (cache_count == CACHE_SLOTS || cache_bytes + sz > CACHE_MAX_BYTES)) {
             free(block_cache[0].p);
             cache_remove(0);
         }

@@ -230,7 +230,9 @@ ST_API st_status st_copy_(st_tensor *dst, st_tensor *src);   /* src broadcast to
 ST_API st_status st_fill_(st_tensor *a, double v);
 ST_API st_status st_zero_(st_tensor *a);
 
-/* ---- sync points ---- */
+/* ---- sync points ----
+ * Every flush (these, the reads to the host, the automatic one) also realizes the tensors in-place
+ * writes left pending since the last flush and still referenced: written state never chains. */
 /* Realize (compute) these tensors in one flush. NULL entries are skipped (an optional output, such as
  * a gradient that does not exist); a NULL array with n > 0 is an error. */
 ST_API st_status st_realize(int n, st_tensor *const *ts);
