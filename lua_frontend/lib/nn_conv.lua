@@ -252,38 +252,36 @@ local function install(F, U)
     return y:reshape(n, oc, ho, wo)
   end
 
-  -- conv2d(x, weight, bias, {stride = 1, padding = 0 | "same" | "valid", dilation = 1, groups = 1}):
-  -- x (N, C, H, W) or (C, H, W); weight (O, C / groups, kh, kw). conv_apply.
-  function F.conv2d(x, weight, bias, opts)
-    local o = conv_opts(opts, "conv2d", 2, {"stride", "padding", "dilation", "groups"}, true)
+  -- A convolution over nd spatial dims (2: conv2d, 1: conv1d on height-1 views), batched or not:
+  -- conv_apply. Called in tail position, so its errors point at the user's call.
+  local function conv_nd(x, weight, bias, opts, fname, nd)
+    local o = conv_opts(opts, fname, nd, {"stride", "padding", "dilation", "groups"}, true)
     local xs = x
-    local unbatched = x:dim() == 3
+    local unbatched = x:dim() == nd + 1
     if unbatched then x = x:unsqueeze(1) end
-    if x:dim() ~= 4 or weight:dim() ~= 4 then
-      error("conv2d: expected input (N, C, H, W) and weight (O, C / groups, kh, kw), got " .. shape_str(xs)
-        .. " and " .. shape_str(weight), 2)
+    if x:dim() ~= nd + 2 or weight:dim() ~= nd + 2 then
+      error(string.format("%s: expected input %s and weight %s, got %s and %s", fname,
+        nd == 2 and "(N, C, H, W)" or "(N, C, L)", nd == 2 and "(O, C / groups, kh, kw)" or "(O, C / groups, k)",
+        shape_str(xs), shape_str(weight)), 2)
     end
-    local y = conv_apply(x, weight, bias, o, "conv2d", x, weight)
+    local y
+    if nd == 2 then
+      y = conv_apply(x, weight, bias, o, fname, xs, weight)
+    else
+      y = conv_apply(x:unsqueeze(3), weight:unsqueeze(3), bias, o, fname, xs, weight):squeeze(3)
+    end
     if unbatched then y = y:squeeze(1) end
     return y
   end
 
+  -- conv2d(x, weight, bias, {stride = 1, padding = 0 | "same" | "valid", dilation = 1, groups = 1}):
+  -- x (N, C, H, W) or (C, H, W); weight (O, C / groups, kh, kw).
+  function F.conv2d(x, weight, bias, opts) return conv_nd(x, weight, bias, opts, "conv2d", 2) end
+
   -- conv1d(x, weight, bias, {stride = 1, padding = 0 | "same" | "valid", dilation = 1, groups = 1}):
-  -- x (N, C, L) or (C, L); weight (O, C / groups, k). conv2d's conv_apply on the height-1 views
-  -- (N, C, 1, L) and (O, C / groups, 1, k): its columns, matmul and backward.
-  function F.conv1d(x, weight, bias, opts)
-    local o = conv_opts(opts, "conv1d", 1, {"stride", "padding", "dilation", "groups"}, true)
-    local xs = x
-    local unbatched = x:dim() == 2
-    if unbatched then x = x:unsqueeze(1) end
-    if x:dim() ~= 3 or weight:dim() ~= 3 then
-      error("conv1d: expected input (N, C, L) and weight (O, C / groups, k), got " .. shape_str(xs)
-        .. " and " .. shape_str(weight), 2)
-    end
-    local y = conv_apply(x:unsqueeze(3), weight:unsqueeze(3), bias, o, "conv1d", x, weight):squeeze(3)
-    if unbatched then y = y:squeeze(1) end
-    return y
-  end
+  -- x (N, C, L) or (C, L); weight (O, C / groups, k): conv2d's columns, matmul and backward on the
+  -- height-1 views (N, C, 1, L) and (O, C / groups, 1, k).
+  function F.conv1d(x, weight, bias, opts) return conv_nd(x, weight, bias, opts, "conv1d", 1) end
 
   -- The transposed convolution of x (N, C, H, W) by weight (C, O / groups, kh, kw) (geometry gt, the
   -- convolution g whose input gradient it is, with its output size ho, wo): conv2d's input gradient

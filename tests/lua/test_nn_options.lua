@@ -96,6 +96,9 @@ test("unsupported values are errors naming them", function()
     "Conv2d: groups must be an integer >= 1 dividing in_channels (3) and out_channels (4), got 2")
   raises(function() return F.conv2d(x4, st.randn(4, 3, 3, 3), nil, {groups = 2}) end,
     "conv2d: input (1, 4, 5, 5) has 4 channels but weight (4, 3, 3, 3) expects 6 (3 per group, groups=2)")
+  -- an unbatched input is named as the user gave it
+  raises(function() return F.conv2d(st.randn(2, 3, 5), st.randn(4, 3, 3, 3)) end,
+    "conv2d: input (2, 3, 5) has 2 channels but weight (4, 3, 3, 3) expects 3")
   raises(function() return F.conv2d(x4, st.randn(4, 4, 3, 3), nil, {padding = "same", stride = 2}) end,
     "conv2d: padding \"same\" needs stride 1, got stride 2")
   raises(function() return F.conv2d(x4, st.randn(4, 4, 3, 3), nil, {padding = "full"}) end,
