@@ -7,8 +7,8 @@
  * pages cost a page fault and a zeroing each, more than the kernel that writes them. A small
  * ResNet step (batch 128) releases about 1 GB a step in some 300 blocks: with at most 32 blocks
  * cached, 28% of its time went to zeroing fresh huge pages. A cap of a quarter of the memory
- * instead of 1 GiB was no faster and held 0.45 GB more (bench/NOTES.md). The cache is a trim hook of base/mem.c: emptied when any allocation fails, by
- * st_empty_cache and at shutdown.
+ * instead of 1 GiB was no faster and held 0.45 GB more (bench/NOTES.md). The cache is a trim
+ * hook of base/mem.c: emptied when any allocation fails, by st_empty_cache and at shutdown.
  *
  * Kernels (C target) are functions of shared objects the JIT loaded (jit/cache.c); a launch calls
  * one with its st_kargs on this thread, and the kernel runs its own OpenMP threads.

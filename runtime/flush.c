@@ -83,7 +83,7 @@ st_status st_flush_nodes(int nt, st_node *const *targets) {
     if (nw < 0) return st_last_status();
     if (nw == 0) {
         st_status s = flush_targets(nt, targets);
-        st_written_settle();
+        st_written_clear();
         return s;
     }
     st_node **all = st_malloc((size_t)(nt + nw) * sizeof *all);
@@ -96,7 +96,7 @@ st_status st_flush_nodes(int nt, st_node *const *targets) {
     st_free(w);
     st_status s = flush_targets(nt + nw, all);
     st_free(all);
-    st_written_settle();
+    st_written_clear();
     return s;
 }
 

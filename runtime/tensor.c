@@ -83,15 +83,10 @@ int st_written_nodes(st_node ***out) {
     return n;
 }
 
-void st_written_settle(void) {
-    st_storage **link = &written_head;
-    while (*link) {
-        st_storage *s = *link;
-        if (written_counts(s)) {   /* still pending (a failed flush): stays listed */
-            link = &s->wnext;
-            continue;
-        }
-        *link = s->wnext;
+void st_written_clear(void) {
+    while (written_head) {
+        st_storage *s = written_head;
+        written_head = s->wnext;
         s->written = 0;
         s->wnext = NULL;
     }

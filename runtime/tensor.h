@@ -104,8 +104,10 @@ ST_INTERNAL st_status st_flush_nodes(int n, st_node *const *targets);
  * targets. Left pending, the next write builds on it, and each version holds the graph of the
  * step that wrote it (a ResNet's running statistics: 135 MB more in use a step). tensor.c lists
  * the storages (no reference: a storage freed first leaves the list); st_flush_nodes (flush.c)
- * adds their nodes to its targets and st_written_settle drops the realized ones. */
+ * adds their nodes to its targets and then clears the list, also when the flush failed: a write
+ * whose value cannot be computed (an index out of range) fails that one flush and is raised
+ * again only where it is read, so later flushes that do not need it still run. */
 ST_INTERNAL int st_written_nodes(st_node ***out);   /* the listed pending nodes (st_malloc'ed); -1: OOM */
-ST_INTERNAL void st_written_settle(void);            /* unlists the storages no longer pending */
+ST_INTERNAL void st_written_clear(void);
 
 #endif

@@ -232,6 +232,28 @@ TEST(in_place_writes_realized_by_next_flush) {
     CHECK(stats().kernels_launched - k0 == 1);
     st_release(one);
     st_release(two);
+    /* a write whose value cannot be computed (a gather out of range) fails the next flush, once;
+     * later flushes that do not read it run, and reading it raises the error again */
+    st_tensor *src = seq(ST_F32, 1, SH(4), 1), *bad = seq(ST_F32, 1, SH(4), 0);
+    int64_t ix[4] = {0, 1, 7, 2};
+    st_tensor *idx0 = st_from_data(ST_I64, 1, SH(4), ix), *zero = st_scalar(0, ST_I64);
+    CHECK(st_sync() == ST_OK);
+    st_tensor *idx = st_add(idx0, zero);   /* computed: checked where the kernel reads it */
+    st_release(idx0);
+    st_release(zero);
+    st_tensor *g = st_gather(src, 0, idx);
+    CHECK(st_copy_(bad, g) == ST_OK);
+    st_release(g);
+    st_tensor *u = st_add(src, src), *v = st_mul(src, src);
+    CHECK(st_realize(1, &u) != ST_OK);
+    CHECK(st_realize(1, &v) == ST_OK);
+    CHECK(st_realize(1, &bad) != ST_OK);
+    st_release(u);
+    st_release(v);
+    st_release(bad);
+    st_release(idx);
+    st_release(src);
+    st_clear_error();
     st_release(m);
     st_release(decay);
 }
