@@ -853,6 +853,13 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool 
     st_free(xp);
 }
 
+/* Whether loop i (ending at e) has no loop inside it. */
+static int innermost_loop(const kir_kernel *k, int i, int e) {
+    for (int j = i + 1; j < e; j++)
+        if (k->ins[j].op == KI_LOOP) return 0;
+    return 1;
+}
+
 /* Prints the live instructions in [from, to) at the given depth (LOOP/IF bodies nest). */
 static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
     const kir_kernel *k = c->k;
@@ -874,6 +881,14 @@ static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
                     render_indent(b, depth);
                     sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
                                 c->split_work, RED_SPLIT_WORK);
+                } else if (k->kind == KK_POINTWISE && innermost_loop(k, i, e)) {
+                    /* The pointers are restrict, but GCC 12 does not use block-scope restrict
+                     * pointers for a 2-level loop's inner loop with several stores ("no vectype",
+                     * "complicated access pattern"): an AdamW member writing p, m and v stayed
+                     * scalar. A pointwise element is read and written at its own index only, so
+                     * the loop carries no memory dependence; ivdep says so. */
+                    render_indent(b, depth);
+                    sbuf_printf(b, "#pragma GCC ivdep\n");
                 }
             } else if (in->imm == KIR_LOOP_COLS && !c->split && render_loop_end(k, i) < to &&
                        col_loop_ok(c, i, render_loop_end(k, i))) {
