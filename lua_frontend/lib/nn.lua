@@ -535,6 +535,15 @@ st._lib("nn_containers")(M, {Module = Module, is_module = is_module, as_paramete
 -- ---- layers ----
 
 local function opt_dtype(opts) return opts and opts.dtype or "f32" end
+
+-- PyTorch's default init of a weight of shape wshape and (unless opts.bias == false) a bias of
+-- nbias entries: both U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the weight drawn first (fan_in 0: 0).
+local function uniform_weight_bias(self, wshape, nbias, fan_in, opts)
+  local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
+  local dt = opt_dtype(opts)
+  self:register_parameter("weight", init.uniform(wshape, -bound, bound, dt))
+  if opts.bias ~= false then self:register_parameter("bias", init.uniform({nbias}, -bound, bound, dt)) end
+end
 local check_opts = F._check_opts   -- unknown option names are errors (nothing silently ignored)
 
 -- A layer's size argument: an integer >= min, or an error naming the layer and the argument.
@@ -558,12 +567,7 @@ function Linear:__init(in_features, out_features, opts)
   check_size(in_features, "in_features", "Linear")
   check_size(out_features, "out_features", "Linear")
   self.in_features, self.out_features = in_features, out_features
-  local bound = in_features > 0 and 1 / math.sqrt(in_features) or 0
-  local dt = opt_dtype(opts)
-  self:register_parameter("weight", init.uniform({out_features, in_features}, -bound, bound, dt))
-  if opts.bias ~= false then
-    self:register_parameter("bias", init.uniform({out_features}, -bound, bound, dt))
-  end
+  uniform_weight_bias(self, {out_features, in_features}, out_features, in_features, opts)
 end
 function Linear:forward(x) return F.linear(x, self.weight, self.bias) end
 function Linear:extra_repr()
@@ -901,13 +905,7 @@ function Conv2d:__init(cin, cout, kernel, opts)
   self.dilation = pair(opts.dilation or 1)
   self.groups = check_groups(opts.groups or 1, cin, cout, "Conv2d")
   local kh, kw = self.kernel_size[1], self.kernel_size[2]
-  local fan_in = cin // self.groups * kh * kw
-  local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
-  local dt = opt_dtype(opts)
-  self:register_parameter("weight", init.uniform({cout, cin // self.groups, kh, kw}, -bound, bound, dt))
-  if opts.bias ~= false then
-    self:register_parameter("bias", init.uniform({cout}, -bound, bound, dt))
-  end
+  uniform_weight_bias(self, {cout, cin // self.groups, kh, kw}, cout, cin // self.groups * kh * kw, opts)
 end
 function Conv2d:forward(x)
   return F.conv2d(x, self.weight, self.bias, {stride = self.stride, padding = self.padding,
@@ -947,13 +945,8 @@ function Conv1d:__init(cin, cout, kernel, opts)
   else self.padding = one(p, "padding", "Conv1d", 0) end
   self.dilation = one(opts.dilation or 1, "dilation", "Conv1d", 1)
   self.groups = check_groups(opts.groups or 1, cin, cout, "Conv1d")
-  local fan_in = cin // self.groups * self.kernel_size
-  local bound = 1 / math.sqrt(fan_in)
-  local dt = opt_dtype(opts)
-  self:register_parameter("weight", init.uniform({cout, cin // self.groups, self.kernel_size}, -bound, bound, dt))
-  if opts.bias ~= false then
-    self:register_parameter("bias", init.uniform({cout}, -bound, bound, dt))
-  end
+  uniform_weight_bias(self, {cout, cin // self.groups, self.kernel_size}, cout, cin // self.groups * self.kernel_size,
+    opts)
 end
 function Conv1d:forward(x)
   return F.conv1d(x, self.weight, self.bias, {stride = self.stride, padding = self.padding,
@@ -1004,12 +997,7 @@ function ConvTranspose2d:__init(cin, cout, kernel, opts)
   end
   self.groups = check_groups(opts.groups or 1, cin, cout, cls)
   local kh, kw = self.kernel_size[1], self.kernel_size[2]
-  local bound = 1 / math.sqrt(cout // self.groups * kh * kw)
-  local dt = opt_dtype(opts)
-  self:register_parameter("weight", init.uniform({cin, cout // self.groups, kh, kw}, -bound, bound, dt))
-  if opts.bias ~= false then
-    self:register_parameter("bias", init.uniform({cout}, -bound, bound, dt))
-  end
+  uniform_weight_bias(self, {cin, cout // self.groups, kh, kw}, cout, cout // self.groups * kh * kw, opts)
 end
 function ConvTranspose2d:forward(x)
   return F.conv_transpose2d(x, self.weight, self.bias, {stride = self.stride, padding = self.padding,
