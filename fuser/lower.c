@@ -18,7 +18,7 @@
 
 enum {  /* parameter keys */
     P_NUMEL = 1, P_SIZE, P_CSTR, P_NRED, P_VOFF, P_VSTR, P_LO, P_HI, P_CONST, P_IOTA0, P_IOTA1,
-    P_SEED, P_ROFF, P_RLO, P_RHI, P_MM, P_VQ,
+    P_SEED, P_ROFF, P_RLO, P_RHI, P_MM, P_VQ, P_RDIV, P_RMOD, P_RMUL,
 };
 enum { MEMO_NODE = 1, MEMO_DONE };
 #define MAX_CLASSES 128
@@ -73,6 +73,9 @@ typedef struct lw {
      * computed once, in the sum phase, and reloaded by the output loop) */
     st_node *cache_node[8], *cache_out[8];
     int ncache;
+    /* reduce groups: input-side outputs a reduction phase stored (reduce_phase) */
+    const st_node *stored[8];
+    int nstored;
 } lw;
 
 static int fail(lw *w, const char *why) {
@@ -219,13 +222,76 @@ static bool pad_view(const st_node *n) {
     return off == va->offset;
 }
 
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Do the dims of two shapes of the same element count nest: every C-order dim boundary (a
+ * contiguous stride, or a stride times its size) of either divides every larger one? */
+static bool bounds_nest(int na, const int64_t *a, int nb, const int64_t *b) {
+    int64_t bd[4 * ST_MAX_DIMS + 2], p;
+    int n = 0;
+    bd[n++] = 1;
+    p = 1;
+    for (int d = na - 1; d >= 0; d--) bd[n++] = p *= a[d];
+    p = 1;
+    for (int d = nb - 1; d >= 0; d--) bd[n++] = p *= b[d];
+    qsort(bd, (size_t)n, sizeof bd[0], cmp_i64);
+    for (int i = 1; i < n; i++)
+        if (bd[i] % bd[i - 1]) return false;
+    return true;
+}
+
+/* c's multi-index when c has the flat index of context c->from in another shape (a flat reshape
+ * between them: c->via, or none for a matmul epilogue's output of another shape) and c->from has
+ * its multi-index: where the two shapes' dim boundaries nest, each of c's dims is a sum over
+ * from's dims that overlap it of (m / lo) % hi * mul, with the division and modulo only where a
+ * dim of from straddles one of c's boundaries. A reduce group's row (N, T, V) read as (N * T, V),
+ * a Linear's bias added to (N, T, V) in the GEMM epilogue of (N * T, V): the last index is the
+ * column itself, the rest from the row, which is constant along the inner loop (no division per
+ * element, which also kept these loops from vectorizing). */
+static bool view_src_midx(lw *w, lctx *c);
+static bool reshape_midx(lw *w, lctx *c) {
+    lctx *f = c->from;
+    if (!f || (c->via && !fuse_view_is_flat(c->via))) return false;
+    /* from's own multi-index only when it has one or derives it from its context's (a padding's
+     * source: the padded index), never by unravelling its flat index (more divisions, not fewer) */
+    if (!f->has_midx && !(f->from && f->via && !fuse_view_is_flat(f->via) && view_src_midx(w, f))) return false;
+    int fnd = w->cls[f->cls].ndim, tnd = w->cls[c->cls].ndim;
+    const int64_t *fs = w->cls[f->cls].shape, *ts = w->cls[c->cls].shape;
+    if (st_shape_numel(fnd, fs) != st_shape_numel(tnd, ts) || !bounds_nest(fnd, fs, tnd, ts)) return false;
+    int64_t fcs[ST_MAX_DIMS], tcs[ST_MAX_DIMS];
+    st_contig_strides(fnd, fs, fcs);
+    st_contig_strides(tnd, ts, tcs);
+    kir_builder *b = &w->b;
+    for (int d = 0; d < tnd; d++) {
+        int64_t lo = tcs[d], hi = tcs[d] * ts[d];
+        int acc = -1;
+        for (int a = 0; a < fnd && ts[d] > 1; a++) {
+            int64_t alo = fcs[a], ahi = fcs[a] * fs[a];
+            if (fs[a] == 1 || ahi <= lo || alo >= hi) continue;
+            int v = f->midx[a], key = a * ST_MAX_DIMS + d;
+            if (alo < lo) v = kir_ibin(b, KI_IDIV, v, iparam(w, P_RDIV, f->cls * MAX_CLASSES + c->cls, key, lo / alo));
+            if (ahi > hi)
+                v = kir_ibin(b, KI_IMOD, v, iparam(w, P_RMOD, f->cls * MAX_CLASSES + c->cls, key, hi / (alo > lo ? alo : lo)));
+            if (alo > lo) v = kir_ibin(b, KI_IMUL, v, iparam(w, P_RMUL, f->cls * MAX_CLASSES + c->cls, key, alo / lo));
+            acc = acc < 0 ? v : kir_ibin(b, KI_IADD, acc, v);
+        }
+        c->midx[d] = acc < 0 ? kir_iconst(b, KT_I64, 0) : acc;
+    }
+    c->has_midx = 1;
+    return true;
+}
+
 /* c's multi-index from the context it was read from through view c->via (view_src_map, or a
  * zero padding: the index minus the padding before, 0 outside the mask, as the flat index is, so
- * a view under it never indexes out of its source). */
+ * a view under it never indexes out of its source), or through a flat reshape (reshape_midx). */
 static bool view_src_midx(lw *w, lctx *c) {
     int dim[ST_MAX_DIMS];
     int64_t q[ST_MAX_DIMS];
     const st_node *n = c->via;
+    if (reshape_midx(w, c)) return true;
     if (!n || !c->from) return false;
     if (pad_view(n)) {
         const int *m = ctx_midx(w, c->from);
@@ -511,10 +577,6 @@ static int ev(lw *w, st_node *n, lctx *c) {
  * row (neighbouring threads a row apart: 14% of each fetched sector used, measured on an H100 at
  * 2% of a device copy for AdamW), so a GPU kernel is one flat loop, and a view that needs the
  * multi-index unravels it by division (dead code where nothing reads it). */
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* The common refinement of (nd, shape) and b (the same number of elements): the shape whose dims
  * split the dims of both (every C-order stride of either is one of its strides). Replaces
@@ -811,6 +873,13 @@ static void seed_cached(lw *w, const lctx *ic) {
     }
 }
 
+/* Was output x stored by a reduction phase (its input: reduce_phase)? */
+static bool stored_by_phase(const lw *w, const st_node *x) {
+    for (int i = 0; i < w->nstored; i++)
+        if (w->stored[i] == x) return true;
+    return false;
+}
+
 /* One reduction over row o: accumulator, inner loop, final value (memoized as r at index o and
  * stored right away when r is materialized, so later phases of the row can load it). */
 static void reduce_phase(lw *w, const rows *R, st_node *r) {
@@ -847,6 +916,16 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
         w->cache_node[w->ncache] = in;
         w->cache_out[w->ncache++] = keep_in;
     }
+    /* in, or what in reshapes (the same flat index), is itself an output over the rows (a bias
+     * gradient's input, stored for the weight gradient's GEMM): stored here, where it is computed
+     * anyway, not recomputed by the output loop after the reductions (lower_reduce skips it) */
+    const st_node *src = in;
+    while (src->op == ST_OP_VIEW && fuse_view_is_flat(src) && !fuse_loads(w->p, src, w->g)) src = src->src[0];
+    for (int k = 0; k < w->G->nouts && v >= 0 && !stored_by_phase(w, src) && w->nstored < 8; k++)
+        if (w->G->outs[k] == src && w->G->out_side[k] == FUSE_OUT_INPUT) {
+            store(w, w->G->outs[k], ic.flat, v);
+            w->stored[w->nstored++] = src;
+        }
     if (v >= 0) {
         if (acci >= 0) kir_emit(b, KI_ARGUPD, KT_VOID, 0, acc, acci, v, rr, op, 0);
         else kir_emit(b, KI_ACCUPD, KT_VOID, 0, acc, cvt(w, v, at), -1, -1, op, 0);
@@ -959,13 +1038,13 @@ static void lower_reduce(lw *w) {
     for (int k = 0; k < G->nreds && !w->bad; k++) reduce_phase(w, &R, G->reds[k]);
     /* values over the rows' elements (they may read every reduction of the row) */
     bool any_in = false;
-    for (int k = 0; k < G->nouts; k++) any_in |= G->out_side[k] == FUSE_OUT_INPUT;
+    for (int k = 0; k < G->nouts; k++) any_in |= G->out_side[k] == FUSE_OUT_INPUT && !stored_by_phase(w, G->outs[k]);
     if (any_in) {
         row_loop_t RL;
         lctx ic = row_loop(w, &R, &RL);
         seed_cached(w, &ic);   /* loads come before any output of this element is stored */
         for (int k = 0; k < G->nouts; k++)
-            if (G->out_side[k] == FUSE_OUT_INPUT) {
+            if (G->out_side[k] == FUSE_OUT_INPUT && !stored_by_phase(w, G->outs[k])) {
                 lctx oc = ic;
                 store(w, G->outs[k], ic.flat, ev(w, G->outs[k], &oc));
             }
@@ -1081,6 +1160,7 @@ static void lower_mm_epilogue(lw *w, st_node *mm) {
         lctx oc = out->ndim == mm->ndim && !memcmp(out->shape, mm->shape, (size_t)mm->ndim * sizeof mm->shape[0])
                       ? c : ctx_flat(c.flat, shape_class(w, out));
         if (oc.cls < 0) return;
+        if (oc.cls != c.cls) oc.from = &c;   /* its multi-index from the row and column */
         store(w, out, c.flat, ev(w, out, &oc));
     }
 }

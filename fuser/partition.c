@@ -527,6 +527,40 @@ static int join_side(const fuse_plan *p, const st_node *x, int g) {
     return -1;
 }
 
+/* Does the expression of x (walked through views and elementwise ops, at most *budget nodes)
+ * read, through a flat reshape, a view that needs its multi-index (not itself a reshape)? */
+static bool reads_reshaped_strided(const st_node *x, int *budget, bool reshaped) {
+    if (--*budget < 0) return false;
+    if (x->op == ST_OP_VIEW) {
+        if (!fuse_view_is_flat(x) && reshaped) return true;
+        reshaped = reshaped || fuse_view_is_flat(x);
+    } else if (!st_op_is_elementwise((st_op)x->op)) {
+        return false;
+    }
+    for (int i = 0; i < x->nsrc; i++)
+        if (reads_reshaped_strided(x->src[i], budget, reshaped)) return true;
+    return false;
+}
+
+/* Is group g a column reduction (its reduced dims first, some kept dims last: lowered with rows
+ * outer and a block of outputs inner) that would compute x, an output over its rows, at a
+ * division per element? x read through a reshape of a strided view needs the multi-index of a
+ * finer shape: a pointwise group loops over that shape (lower.c refine_by_reshapes), the column
+ * loop unravels the column index at every element: the attention's q/k/v gradients padded into
+ * the fused qkv gradient, stored by the bias gradient's column sum, took 4-5.6 ms against 0.8 ms
+ * as a pointwise kernel and a sum loading it (the transformer-block step, bench_fusion). */
+static bool col_reduce_divides(const fuse_plan *p, const st_node *x, int g) {
+    const fuse_group *G = &p->groups[g];
+    if (G->kind != FG_REDUCE) return false;
+    const st_node *in = G->anchor->src[0];
+    uint32_t axes = G->anchor->arg.red.axes;
+    int nred = 0;
+    while (nred < in->ndim && (axes >> nred & 1)) nred++;
+    if (nred == 0 || nred == in->ndim || (axes >> nred) != 0) return false;   /* not a prefix */
+    int budget = 64;
+    return reads_reshaped_strided(x, &budget, false);
+}
+
 /* The existing group materialized x would join, or -1 (a new group): the group of a consumer
  * (the producer computed where it is read) or a recent sibling, compatible and acyclic. Joining
  * makes a kernel with several outputs (FUSE_MULTI); joining a consumer's group also computes
@@ -547,7 +581,7 @@ static int join_target(fuse_plan *p, const st_node *x, int *side) {
         if (skip) continue;
         *side = join_side(p, x, g);
         if (*side >= 0 && eval_depth(p, x, g) <= FUSE_MAX_DEPTH && work_fits(p, x, g) &&
-            !creates_cycle(p, x, g))
+            !(*side == FUSE_OUT_INPUT && col_reduce_divides(p, x, g)) && !creates_cycle(p, x, g))
             return g;
     }
     return -1;

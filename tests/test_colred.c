@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-static char thr_file[3][300], src_file[300], mixed_file[300], pool_file[300], block_file[300], loops_file[300];
+static char thr_file[3][300], src_file[300], mixed_file[300], pool_file[300], block_file[300], loops_file[300],
+    reshape_file[300];
 
 static const int64_t ROWS[] = {1, 7, 5000}, COLS[] = {1, 3, 1000, 1023};
 static const st_dtype DTS[] = {ST_F32, ST_F16, ST_BF16, ST_F64};
@@ -357,6 +358,88 @@ static void child_sources_loops(const char *path) {
     _exit(ok && unpool_wide(g, m, y) ? 0 : 5);
 }
 
+/* Kernels reading a value of another shape with the same flat index (a flat reshape). The
+ * sections, each a kernel printed after its mark:
+ * - a Linear on (B, T, C) with a bias and GELU: the GEMM of (B * T, C) stores the (B, T, N)
+ *   pre-activation and the GELU in its epilogue, which reads the bias at the column;
+ * - a row reduction of (B * T, N) over the biased (B, T, N) logits (cross-entropy's logsumexp);
+ * - the bias gradient of a fused q/k/v projection: q, k and v (B, H, T, D) permuted to (B, T, H,
+ *   D), merged to (B, T, H * D) and concatenated to (B, T, 3 * H * D), summed over (B, T), the
+ *   concatenation also read by the weight gradient's GEMM;
+ * - a column sum over an erf of a product that is also stored (a bias gradient's input). */
+static const int64_t RS_X[3] = {4, 8, 16}, RS_W[2] = {16, 24}, RS_B[1] = {24}, RS_HEAD[4] = {4, 2, 8, 4};
+static st_tensor *rs_linear_gelu(st_tensor *x, st_tensor *w, st_tensor *b, st_tensor **pre) {
+    const int64_t flat[2] = {32, 16}, back[3] = {4, 8, 24};
+    st_tensor *x2 = st_reshape(x, 2, flat), *mm = st_matmul(x2, w), *mm3 = st_reshape(mm, 3, back);
+    st_tensor *a = st_add(mm3, b), *y = st_gelu(a);
+    st_release(x2);
+    st_release(mm);
+    st_release(mm3);
+    *pre = a;
+    return y;
+}
+static st_tensor *rs_row_lse(st_tensor *x, st_tensor *w, st_tensor *b) {
+    const int64_t flat[2] = {32, 16}, back[3] = {4, 8, 24}, rows[2] = {32, 24};
+    st_tensor *x2 = st_reshape(x, 2, flat), *mm = st_matmul(x2, w), *mm3 = st_reshape(mm, 3, back);
+    st_tensor *a = st_add(mm3, b), *a2 = st_reshape(a, 2, rows);
+    int ax = 1;
+    st_tensor *l = st_logsumexp(a2, 1, &ax, 0);
+    st_release(x2);
+    st_release(mm);
+    st_release(mm3);
+    st_release(a);
+    st_release(a2);
+    return l;
+}
+/* returns the bias gradient; *wg the weight gradient cat^T @ x (the concatenation's other reader) */
+static st_tensor *rs_qkv_bias_grad(st_tensor *const *qkv, st_tensor *x, st_tensor **wg) {
+    const int perm[4] = {0, 2, 1, 3}, ax[2] = {0, 1};
+    const int64_t merged[3] = {4, 8, 8}, flat[2] = {32, 24}, xflat[2] = {32, 16};
+    st_tensor *m[3];
+    for (int i = 0; i < 3; i++) {
+        st_tensor *pm = st_permute(qkv[i], perm);
+        m[i] = st_reshape(pm, 3, merged);
+        st_release(pm);
+    }
+    st_tensor *cat = st_cat(3, m, 2), *c2 = st_reshape(cat, 2, flat), *ct = st_transpose(c2, 0, 1);
+    st_tensor *x2 = st_reshape(x, 2, xflat);
+    *wg = st_matmul(ct, x2);
+    st_tensor *bg = st_sum(cat, 2, ax, 0);
+    for (int i = 0; i < 3; i++) st_release(m[i]);
+    st_release(cat);
+    st_release(c2);
+    st_release(ct);
+    st_release(x2);
+    return bg;
+}
+static st_tensor *rs_stored_col_sum(st_tensor *g, st_tensor *a, st_tensor **prod) {
+    st_tensor *e = st_erf(a);
+    *prod = st_mul(g, e);
+    st_release(e);
+    const int ax[2] = {0, 1};
+    return st_sum(*prod, 2, ax, 0);
+}
+static void child_sources_reshape(const char *path) {
+    sources_child_start(path);
+    st_tensor *x = input(ST_F32, 3, RS_X, 41), *w = input(ST_F32, 2, RS_W, 42), *b = input(ST_F32, 1, RS_B, 43);
+    st_tensor *qkv[3], *pre, *wg, *prod;
+    for (int i = 0; i < 3; i++) qkv[i] = input(ST_F32, 4, RS_HEAD, 44 + (unsigned)i);
+    fprintf(stderr, "\n-- linear gelu --\n");
+    st_tensor *y = rs_linear_gelu(x, w, b, &pre), *outs[2] = {y, pre};
+    bool ok = st_realize(2, outs) == ST_OK;
+    fprintf(stderr, "\n-- row lse --\n");
+    ok = ok && realized(rs_row_lse(x, w, b)) != NULL;
+    fprintf(stderr, "\n-- qkv bias grad --\n");
+    st_tensor *bg = rs_qkv_bias_grad(qkv, x, &wg), *o2[2] = {bg, wg};
+    ok = ok && st_realize(2, o2) == ST_OK;
+    const int64_t gs[3] = {4, 8, 24};
+    st_tensor *g = input(ST_F32, 3, gs, 47), *a = input(ST_F32, 3, gs, 48);
+    fprintf(stderr, "\n-- stored col sum --\n");
+    st_tensor *cs = rs_stored_col_sum(g, a, &prod), *o3[2] = {cs, prod};
+    ok = ok && st_realize(2, o3) == ST_OK;
+    _exit(ok ? 0 : 5);
+}
+
 static void child_sources_block(const char *path) {
     sources_child_start(path);
     st_tensor *x = input(ST_F32, 4, BLK_IN, 21), *out[3];
@@ -389,7 +472,7 @@ static char *slurp(const char *path, size_t *n) {
     return p;
 }
 
-static int child_rc[8];
+static int child_rc[9];
 
 /* The sources child `c` printed to `file` (its exit status checked) and in them the first kernel
  * whose comment starts with `kind` (*k, or NULL: a failure recorded); free the result. */
@@ -687,6 +770,95 @@ TEST(short_and_strided_rows_run_column_blocked) {
     free(s);
 }
 
+/* The section's first kernel of `kind` after mark (NULL: a failure recorded). */
+static const char *section_kernel(const char *s, const char *mark, const char *kind) {
+    const char *q = s ? strstr(s, mark) : NULL;
+    q = q ? strstr(q, kind) : NULL;
+    CHECK_MSG(q != NULL, "no \"%s\" kernel after \"%s\" in the sources", kind, mark);
+    return q;
+}
+/* divisions() without a column-blocked loop's own block count, `... < (v0 + v3_s - 1) / v3_s;` */
+static int divisions_but_blocks(const char *k, size_t *len) {
+    int n = divisions(k, len);
+    for (const char *f = strstr(k, "/ v"); f && f < k + *len; f = strstr(f + 1, "/ v")) {
+        const char *q = f + 3;
+        while (*q >= '0' && *q <= '9') q++;
+        n -= strncmp(q, "_s;", 3) == 0;
+    }
+    return n;
+}
+static int count_in(const char *k, size_t len, const char *what) {
+    int n = 0;
+    for (const char *f = strstr(k, what); f && f < k + len; f = strstr(f + 1, what)) n++;
+    return n;
+}
+
+/* A value read in another shape of the same flat index takes its multi-index from the context's
+ * (lower.c reshape_midx): the GEMM epilogue reads the bias at the column, the row reduction at
+ * the row's element, no division per element (which also kept these loops scalar: the block
+ * step's Linear + GELU epilogue 3.7 -> 1.2 ms). The q/k/v concatenation is stored by a pointwise
+ * kernel looping over its refined shape, not by the bias gradient's column sum, which divided at
+ * every element (partition.c col_reduce_divides; 4-5.6 ms against 0.8 ms). A column sum's input
+ * that is also an output is stored by the sum's own loop, not recomputed after it (lower.c
+ * reduce_phase). */
+TEST(reshaped_reads_take_the_multi_index) {
+    const char *k;
+    char *s = child_kernel(8, reshape_file, "-- linear gelu --", &k);
+    size_t len = 0;
+    const char *mm = section_kernel(s, "-- linear gelu --", "matmul; out:");
+    if (mm) CHECK_MSG(divisions(mm, &len) == 0, "the Linear + GELU epilogue divides:\n%.*s", (int)len, mm);
+    const char *row = section_kernel(s, "-- row lse --", "reduce; out:");
+    if (row) CHECK_MSG(divisions(row, &len) == 0, "the row logsumexp divides:\n%.*s", (int)len, row);
+    const char *cat = section_kernel(s, "-- qkv bias grad --", "pointwise");   /* alone or batched */
+    const char *red = section_kernel(s, "-- qkv bias grad --", "reduce; out:");
+    const char *next = s ? strstr(s, "-- stored col sum --") : NULL;
+    CHECK_MSG(cat && next && cat < next, "the q/k/v concatenation has no pointwise kernel of its own");
+    if (red) CHECK_MSG(divisions_but_blocks(red, &len) == 0, "the q/k/v bias gradient divides:\n%.*s", (int)len, red);
+    const char *cs = section_kernel(s, "-- stored col sum --", "reduce; out:");
+    if (cs) {
+        divisions(cs, &len);
+        int erfs = count_in(cs, len, "om_erf(");
+        /* once per rendering: column-blocked, and the few-columns fallback's lanes and tail; an
+         * output loop recomputing it after the sum made it 5 */
+        CHECK_MSG(erfs == 3, "the stored column sum evaluates erf %d times (3: once per rendering):\n%.*s", erfs,
+                  (int)len, cs);
+    }
+    free(s);
+}
+
+/* The same computations lazily and by the interpreter. */
+TEST(reshaped_reads_match_interpreter) {
+    st_tensor *x = input(ST_F32, 3, RS_X, 41), *w = input(ST_F32, 2, RS_W, 42), *b = input(ST_F32, 1, RS_B, 43);
+    st_tensor *qkv[3];
+    for (int i = 0; i < 3; i++) qkv[i] = input(ST_F32, 4, RS_HEAD, 44 + (unsigned)i);
+    const int64_t gs[3] = {4, 8, 24};
+    st_tensor *g = input(ST_F32, 3, gs, 47), *a = input(ST_F32, 3, gs, 48);
+    st_tensor *r[2][8];
+    for (int e = 0; e < 2; e++) {
+        st_set_eager(e);
+        r[e][0] = rs_linear_gelu(x, w, b, &r[e][1]);
+        r[e][2] = rs_row_lse(x, w, b);
+        r[e][3] = rs_qkv_bias_grad(qkv, x, &r[e][4]);
+        r[e][5] = rs_stored_col_sum(g, a, &r[e][6]);
+        CHECK(st_realize(7, r[e]) == ST_OK);
+    }
+    st_set_eager(0);
+    static const char *const what[7] = {"gelu of the epilogue", "pre-activation of the epilogue", "row logsumexp",
+                                        "q/k/v bias gradient", "q/k/v weight gradient", "stored column sum",
+                                        "the column sum's stored input"};
+    for (int i = 0; i < 7; i++) {
+        compare(what[i], r[0][i], r[1][i], i == 2 || i == 4 ? 1e-6 : 0);
+        st_release(r[0][i]);
+        st_release(r[1][i]);
+    }
+    st_release(x);
+    st_release(w);
+    st_release(b);
+    st_release(g);
+    st_release(a);
+    for (int i = 0; i < 3; i++) st_release(qkv[i]);
+}
+
 int main(void) {
     if (!ft_cache_dir_create("/tmp/stitch-colred-XXXXXX")) return 1;
     setenv("ST_DEVICE", "cpu", 1);
@@ -713,6 +885,8 @@ int main(void) {
         child_rc[6] = run_child(child_sources_block, block_file, "ST_DEBUG", "4");
         snprintf(loops_file, sizeof loops_file, "%s/loops.txt", ft_cache_dir);
         child_rc[7] = run_child(child_sources_loops, loops_file, "ST_DEBUG", "4");
+        snprintf(reshape_file, sizeof reshape_file, "%s/reshape.txt", ft_cache_dir);
+        child_rc[8] = run_child(child_sources_reshape, reshape_file, "ST_DEBUG", "4");
         setenv("ST_CACHE_DIR", ft_cache_dir, 1);
     }
     st_set_jit_min(0);
@@ -726,6 +900,8 @@ int main(void) {
     RUN(unpool_merge_reads_without_division);
     RUN(short_and_strided_rows_run_column_blocked);
     RUN(pointwise_loops_over_trailing_dims);
+    RUN(reshaped_reads_match_interpreter);
+    RUN(reshaped_reads_take_the_multi_index);
     st_shutdown();
     ft_cache_dir_remove();
     TEST_MAIN_END();
