@@ -260,7 +260,8 @@ static bool reshape_midx(lw *w, lctx *c) {
     if (!f->has_midx && !(f->from && f->via && !fuse_view_is_flat(f->via) && view_src_midx(w, f))) return false;
     int fnd = w->cls[f->cls].ndim, tnd = w->cls[c->cls].ndim;
     const int64_t *fs = w->cls[f->cls].shape, *ts = w->cls[c->cls].shape;
-    if (st_shape_numel(fnd, fs) != st_shape_numel(tnd, ts) || !bounds_nest(fnd, fs, tnd, ts)) return false;
+    int64_t numel = st_shape_numel(fnd, fs);
+    if (numel <= 0 || numel != st_shape_numel(tnd, ts) || !bounds_nest(fnd, fs, tnd, ts)) return false;
     int64_t fcs[ST_MAX_DIMS], tcs[ST_MAX_DIMS];
     st_contig_strides(fnd, fs, fcs);
     st_contig_strides(tnd, ts, tcs);
