@@ -844,6 +844,13 @@ static bool reads_elementwise(lw *w, st_node *y, const st_node *n, int *budget) 
     return false;
 }
 
+/* Was output x stored by a reduction phase (its input: reduce_phase)? */
+static bool stored_by_phase(const lw *w, const st_node *x) {
+    for (int i = 0; i < w->nstored; i++)
+        if (w->stored[i] == x) return true;
+    return false;
+}
+
 /* The input-side output whose buffer can hold reduction input `in` for the rest of the row, or
  * NULL: in is costly, f32/f64 (stored exactly), read elementwise by that output, and the output's
  * buffer holds nothing else yet. */
@@ -859,6 +866,7 @@ static st_node *cache_target(lw *w, st_node *in) {
         if (w->G->out_side[i] != FUSE_OUT_INPUT || y->dtype != in->dtype || y == in) continue;
         bool taken = false;
         for (int c = 0; c < w->ncache; c++) taken |= w->cache_out[c] == y || w->cache_node[c] == in;
+        taken |= stored_by_phase(w, y);   /* its buffer holds its own values already */
         budget = 256;
         if (!taken && reads_elementwise(w, y, in, &budget)) return y;
     }
@@ -872,13 +880,6 @@ static void seed_cached(lw *w, const lctx *ic) {
         int v = load(w, w->cache_out[c], ic->flat);
         if (v >= 0) kir_memo_put(&w->b, MEMO_NODE, (uint64_t)(uintptr_t)w->cache_node[c], (uint64_t)ic->flat, v);
     }
-}
-
-/* Was output x stored by a reduction phase (its input: reduce_phase)? */
-static bool stored_by_phase(const lw *w, const st_node *x) {
-    for (int i = 0; i < w->nstored; i++)
-        if (w->stored[i] == x) return true;
-    return false;
 }
 
 /* One reduction over row o: accumulator, inner loop, final value (memoized as r at index o and
@@ -921,8 +922,10 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
      * gradient's input, stored for the weight gradient's GEMM): stored here, where it is computed
      * anyway, not recomputed by the output loop after the reductions (lower_reduce skips it) */
     const st_node *src = in;
+    bool free_buf = true;   /* not holding a cached value for later phases (softmax's exp(x - max)) */
     while (src->op == ST_OP_VIEW && fuse_view_is_flat(src) && !fuse_loads(w->p, src, w->g)) src = src->src[0];
-    for (int k = 0; k < w->G->nouts && v >= 0 && !stored_by_phase(w, src) && w->nstored < 8; k++)
+    for (int c = 0; c < w->ncache; c++) free_buf = free_buf && w->cache_out[c] != src;
+    for (int k = 0; k < w->G->nouts && v >= 0 && free_buf && !stored_by_phase(w, src) && w->nstored < 8; k++)
         if (w->G->outs[k] == src && w->G->out_side[k] == FUSE_OUT_INPUT) {
             store(w, w->G->outs[k], ic.flat, v);
             w->stored[w->nstored++] = src;
