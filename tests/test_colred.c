@@ -859,6 +859,27 @@ TEST(reshaped_reads_match_interpreter) {
     for (int i = 0; i < 3; i++) st_release(qkv[i]);
 }
 
+/* A column softmax whose output is also reduced by a variance in the same group: the sum phase
+ * keeps exp(x - max) in the softmax output's buffer for the output loop, so the variance's mean
+ * phase, whose input is the softmax output, must not store the output there (the variance's next
+ * phase reloads the cache: wrong values, found by the fuzzer, seeds 8152 and 8488). */
+TEST(phase_store_keeps_a_cached_buffer) {
+    const int64_t shape[2] = {64, 40};
+    st_tensor *x = input(ST_F32, 2, shape, 51), *r[2][2];
+    const int ax = 0;
+    for (int e = 0; e < 2; e++) {
+        st_set_eager(e);
+        r[e][0] = st_softmax(x, 0);
+        r[e][1] = st_var(r[e][0], 1, &ax, 1, 1);
+        CHECK(st_realize(2, r[e]) == ST_OK);
+    }
+    st_set_eager(0);
+    compare("column softmax", r[0][0], r[1][0], 1e-6);
+    compare("its variance", r[0][1], r[1][1], 1e-5);
+    for (int i = 0; i < 4; i++) st_release(r[i / 2][i % 2]);
+    st_release(x);
+}
+
 int main(void) {
     if (!ft_cache_dir_create("/tmp/stitch-colred-XXXXXX")) return 1;
     setenv("ST_DEVICE", "cpu", 1);
@@ -902,6 +923,7 @@ int main(void) {
     RUN(pointwise_loops_over_trailing_dims);
     RUN(reshaped_reads_match_interpreter);
     RUN(reshaped_reads_take_the_multi_index);
+    RUN(phase_store_keeps_a_cached_buffer);
     st_shutdown();
     ft_cache_dir_remove();
     TEST_MAIN_END();
