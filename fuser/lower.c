@@ -166,29 +166,33 @@ static lctx ctx_flat(int flat, int cls) {
 /* Which dim of view n's source each dim of the view walks in, and by how many of that dim's
  * steps (q), when the view reads its source in C order with every dim of size > 1 inside one
  * dim of the source: its stride a multiple q of that dim's contiguous stride, and the dims that
- * walk one source dim together never leave it (the sum of q * (size - 1) below its size). Then
+ * walk one source dim together never leave it (the sum of q * (extent - 1) below its size). Then
  * the source's index along dim d is the sum of m[k] * q[k] over the view dims k in d: the C-order
  * unravel of the view's flat index, without a division. Permutes, splits, broadcasts and stepped
- * slices from 0 qualify; masked views and views with an offset do not (false). dim[k] is -1 for
- * a view dim that moves nothing (size 1 or stride 0). */
+ * slices from 0 qualify, and so does a masked view whose window's first element [lo] is the
+ * source's element 0 (a zero padding of a permuted source: the index is (m - lo) * q inside the
+ * mask, the extent hi - lo); views with another offset do not (false). dim[k] is -1 for a view
+ * dim that moves nothing (extent 1 or stride 0). */
 static bool view_src_map(const st_node *n, int *dim, int64_t *q) {
     const st_node *src = n->src[0];
     const st_view_arg *va = &n->arg.view;
-    if (n->op != ST_OP_VIEW || va->has_mask || va->offset != 0) return false;
-    int64_t cs[ST_MAX_DIMS], span[ST_MAX_DIMS] = {0};
+    if (n->op != ST_OP_VIEW) return false;
+    int64_t cs[ST_MAX_DIMS], span[ST_MAX_DIMS] = {0}, origin = 0;
     st_contig_strides(src->ndim, src->shape, cs);
     for (int k = 0; k < n->ndim; k++) {
-        int64_t s = va->strides[k];
+        int64_t s = va->strides[k], ext = va->has_mask ? va->hi[k] - va->lo[k] : n->shape[k];
+        if (va->has_mask) origin += va->lo[k] * s;
         dim[k] = -1;
-        if (n->shape[k] == 1 || s == 0) continue;
+        if (ext <= 1 || s == 0) continue;
         if (s < 0) return false;
         for (int d = src->ndim - 1; d >= 0; d--)   /* the outermost dim whose stride is <= s */
             if (src->shape[d] > 1 && cs[d] <= s) dim[k] = d;
             else if (src->shape[d] > 1) break;
         if (dim[k] < 0 || s % cs[dim[k]]) return false;
         q[k] = s / cs[dim[k]];
-        span[dim[k]] += q[k] * (n->shape[k] - 1);
+        span[dim[k]] += q[k] * (ext - 1);
     }
+    if (va->offset + origin != 0) return false;
     for (int d = 0; d < src->ndim; d++)
         if (span[d] > src->shape[d] - 1) return false;
     return true;
@@ -310,7 +314,12 @@ static bool view_src_midx(lw *w, lctx *c) {
     for (int d = 0; d < nd; d++) c->midx[d] = -1;
     for (int k = 0; k < n->ndim; k++) {
         if (dim[k] < 0) continue;
-        int t = q[k] == 1 ? m[k] : kir_ibin(&w->b, KI_IMUL, m[k], iparam(w, P_VQ, n->pos, k, q[k]));
+        int mk = m[k];
+        if (n->arg.view.has_mask) {   /* (m - lo) inside the mask, 0 outside (as the flat index) */
+            int lo, ok = view_mask_dim(w, n, k, m[k], &lo);
+            mk = kir_emit(&w->b, KI_SEL, KT_I64, 0, ok, kir_ibin(&w->b, KI_ISUB, m[k], lo), kir_iconst(&w->b, KT_I64, 0), -1, 0, 0);
+        }
+        int t = q[k] == 1 ? mk : kir_ibin(&w->b, KI_IMUL, mk, iparam(w, P_VQ, n->pos, k, q[k]));
         c->midx[dim[k]] = c->midx[dim[k]] < 0 ? t : kir_ibin(&w->b, KI_IADD, c->midx[dim[k]], t);
     }
     for (int d = 0; d < nd; d++)

@@ -419,6 +419,31 @@ static st_tensor *rs_stored_col_sum(st_tensor *g, st_tensor *a, st_tensor **prod
     const int ax[2] = {0, 1};
     return st_sum(*prod, 2, ax, 0);
 }
+/* The gradient of a narrowed, split and transposed view (attention's k taken from the fused
+ * qkv projection: x[..., 8:16] as (4, 8, 2, 4), heads first): one masked view with permuted
+ * strides (runtime/grad.c), read at the source index (m - lo) * q from its multi-index
+ * (lower.c view_src_map), not by unravelling it; the gradient it scatters, g * b with b over its
+ * last dim, needs that index. Returns x's gradient (4, 8, 24). */
+static const int64_t RS_PAD_G[4] = {4, 2, 8, 4}, RS_PAD_B[1] = {4};
+static st_tensor *rs_view_grad(st_tensor *x, st_tensor *g, st_tensor *b) {
+    const int64_t split[4] = {4, 8, 2, 4};
+    st_tensor *xr = st_detach(x);
+    st_set_requires_grad(xr, 1);
+    st_tensor *k = st_slice(xr, 2, 8, 16, 1), *k4 = st_reshape(k, 4, split), *kt = st_transpose(k4, 1, 2);
+    st_tensor *gb = st_mul(g, b), *p = st_mul(kt, gb);
+    const int ax[4] = {0, 1, 2, 3};
+    st_tensor *loss = st_sum(p, 4, ax, 0);
+    st_tensor *dx = st_backward(loss, NULL) == ST_OK ? st_grad(xr) : NULL;
+    if (dx) st_retain(dx);
+    st_release(k);
+    st_release(k4);
+    st_release(kt);
+    st_release(gb);
+    st_release(p);
+    st_release(loss);
+    st_release(xr);
+    return dx;
+}
 static void child_sources_reshape(const char *path) {
     sources_child_start(path);
     st_tensor *x = input(ST_F32, 3, RS_X, 41), *w = input(ST_F32, 2, RS_W, 42), *b = input(ST_F32, 1, RS_B, 43);
@@ -437,6 +462,9 @@ static void child_sources_reshape(const char *path) {
     fprintf(stderr, "\n-- stored col sum --\n");
     st_tensor *cs = rs_stored_col_sum(g, a, &prod), *o3[2] = {cs, prod};
     ok = ok && st_realize(2, o3) == ST_OK;
+    st_tensor *pg = input(ST_F32, 4, RS_PAD_G, 49), *pb = input(ST_F32, 1, RS_PAD_B, 50);
+    fprintf(stderr, "\n-- view gradient --\n");
+    ok = ok && realized(rs_view_grad(x, pg, pb)) != NULL;
     _exit(ok ? 0 : 5);
 }
 
@@ -814,6 +842,16 @@ TEST(reshaped_reads_take_the_multi_index) {
     const char *next = s ? strstr(s, "-- stored col sum --") : NULL;
     CHECK_MSG(cat && next && cat < next, "the q/k/v concatenation has no pointwise kernel of its own");
     if (red) CHECK_MSG(divisions_but_blocks(red, &len) == 0, "the q/k/v bias gradient divides:\n%.*s", (int)len, red);
+    const char *pt = section_kernel(s, "-- view gradient --", "pointwise; out:");
+    if (pt) {   /* none in the innermost loop (the parallel loop's own unravel is per step) */
+        divisions(pt, &len);
+        const char *in = NULL;
+        for (const char *f = strstr(pt, "#pragma GCC ivdep"); f && f < pt + len; f = strstr(f + 1, "#pragma GCC ivdep")) in = f;
+        CHECK_MSG(in != NULL, "no innermost loop in the view's gradient:\n%.*s", (int)len, pt);
+        size_t rest = 0;
+        int divs = in ? divisions(in, &rest) : 0;
+        CHECK_MSG(divs == 0, "the view's gradient divides %d times per element:\n%.*s", divs, (int)len, pt);
+    }
     const char *cs = section_kernel(s, "-- stored col sum --", "reduce; out:");
     if (cs) {
         divisions(cs, &len);
@@ -833,6 +871,7 @@ TEST(reshaped_reads_match_interpreter) {
     for (int i = 0; i < 3; i++) qkv[i] = input(ST_F32, 4, RS_HEAD, 44 + (unsigned)i);
     const int64_t gs[3] = {4, 8, 24};
     st_tensor *g = input(ST_F32, 3, gs, 47), *a = input(ST_F32, 3, gs, 48);
+    st_tensor *pg = input(ST_F32, 4, RS_PAD_G, 49), *pb = input(ST_F32, 1, RS_PAD_B, 50);
     st_tensor *r[2][8];
     for (int e = 0; e < 2; e++) {
         st_set_eager(e);
@@ -840,13 +879,14 @@ TEST(reshaped_reads_match_interpreter) {
         r[e][2] = rs_row_lse(x, w, b);
         r[e][3] = rs_qkv_bias_grad(qkv, x, &r[e][4]);
         r[e][5] = rs_stored_col_sum(g, a, &r[e][6]);
-        CHECK(st_realize(7, r[e]) == ST_OK);
+        r[e][7] = rs_view_grad(x, pg, pb);
+        CHECK(st_realize(8, r[e]) == ST_OK);
     }
     st_set_eager(0);
-    static const char *const what[7] = {"gelu of the epilogue", "pre-activation of the epilogue", "row logsumexp",
+    static const char *const what[8] = {"gelu of the epilogue", "pre-activation of the epilogue", "row logsumexp",
                                         "q/k/v bias gradient", "q/k/v weight gradient", "stored column sum",
-                                        "the column sum's stored input"};
-    for (int i = 0; i < 7; i++) {
+                                        "the column sum's stored input", "a view's gradient"};
+    for (int i = 0; i < 8; i++) {
         compare(what[i], r[0][i], r[1][i], i == 2 || i == 4 ? 1e-6 : 0);
         st_release(r[0][i]);
         st_release(r[1][i]);
@@ -856,6 +896,8 @@ TEST(reshaped_reads_match_interpreter) {
     st_release(b);
     st_release(g);
     st_release(a);
+    st_release(pg);
+    st_release(pb);
     for (int i = 0; i < 3; i++) st_release(qkv[i]);
 }
 
