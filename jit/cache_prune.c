@@ -240,6 +240,15 @@ static void trim_failed(prune_ctx *c) {
     st_free(f);
 }
 
+static int unit_by_name(const void *a, const void *b) {
+    return strcmp(((const prune_unit *)a)->name, ((const prune_unit *)b)->name);
+}
+static int name_vs_unit(const void *key, const void *u) { return strcmp((const char *)key, ((const prune_unit *)u)->name); }
+static int name_vs_index(const void *key, const void *k) { return strcmp((const char *)key, ((const prune_index *)k)->so); }
+static int index_by_so(const void *a, const void *b) {
+    return strcmp(((const prune_index *)a)->so, ((const prune_index *)b)->so);
+}
+
 st_status jit_prune_dir(const char *dir, uint64_t max, int (*in_use)(const char *name), jit_prune_result *out) {
     prune_ctx c = {0};
     c.dir = dir;
@@ -247,11 +256,13 @@ st_status jit_prune_dir(const char *dir, uint64_t max, int (*in_use)(const char 
     st_status s = scan(&c, "", in_use);
     if (s == ST_OK) s = scan(&c, "cuda", in_use);
     if (s == ST_OK) trim_failed(&c);
-    /* Attach index lines to their objects; a line whose object is gone is dead. */
+    /* Attach index lines to their objects; a line whose object is gone is dead. Objects sorted
+     * by name, index lines by the object they name: a lookup each, not a scan (20,000 files took
+     * 0.16 s of string compares at every start). */
+    if (c.nu > 1) qsort(c.u, (size_t)c.nu, sizeof *c.u, unit_by_name);
+    if (c.nk > 1) qsort(c.k, (size_t)c.nk, sizeof *c.k, index_by_so);
     for (int i = 0; s == ST_OK && i < c.nk; i++) {
-        prune_unit *u = NULL;
-        for (int j = 0; j < c.nu && !u; j++)
-            if (!strcmp(c.u[j].name, c.k[i].so)) u = &c.u[j];
+        prune_unit *u = c.nu ? bsearch(c.k[i].so, c.u, (size_t)c.nu, sizeof *c.u, name_vs_unit) : NULL;
         if (u) {
             u->size += c.k[i].size;
             u->refs++;
@@ -280,8 +291,11 @@ st_status jit_prune_dir(const char *dir, uint64_t max, int (*in_use)(const char 
             prune_unit *u = &c.u[j];
             if (!u->name[0] || u->in_use) continue;
             remove_rel(&c, u->name);
-            for (int i = 0; i < c.nk; i++)
-                if (!strcmp(c.k[i].so, u->name)) remove_rel(&c, c.k[i].name);
+            /* its index lines: a run of c.k (sorted by .so above) */
+            prune_index *hit = c.nk ? bsearch(u->name, c.k, (size_t)c.nk, sizeof *c.k, name_vs_index) : NULL;
+            int i = hit ? (int)(hit - c.k) : c.nk;
+            while (i > 0 && !strcmp(c.k[i - 1].so, u->name)) i--;
+            for (; i < c.nk && !strcmp(c.k[i].so, u->name); i++) remove_rel(&c, c.k[i].name);
             total -= u->size;
             c.res.objects++;
         }
