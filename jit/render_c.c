@@ -860,6 +860,57 @@ static int innermost_loop(const kir_kernel *k, int i, int e) {
     return 1;
 }
 
+/* Does loop i (ending at e) only compute and store elements (no accumulator update)? */
+static int element_loop(const kir_kernel *k, int i, int e) {
+    for (int j = i + 1; j < e; j++)
+        if (k->ins[j].op == KI_ACCUPD || k->ins[j].op == KI_ARGUPD) return 0;
+    return 1;
+}
+
+/* May instruction `in` run before its loop even when the loop runs zero times? Pure and never
+ * trapping: no integer division (a zero-trip loop's divisor may be 0), no load. */
+static bool hoist_ok(const kir_ins *in) {
+    switch ((kir_opcode)in->op) {
+    case KI_IADD: case KI_ISUB: case KI_IMUL: case KI_ILT: case KI_ILE: case KI_LAND: case KI_SEL:
+    case KI_CVT: case KI_ROUND:
+        return true;
+    case KI_OP:
+        return in->type == KT_F32 || in->type == KT_F64;
+    default:
+        return false;
+    }
+}
+
+/* Prints, before innermost loop [i, e], its live values that depend on nothing the loop defines
+ * (a row's log(sum) in a row kernel's output loop: GCC does not move an inlined log, branches and
+ * all, out of the loop, which then stays scalar). Returns the live set without them (the caller
+ * renders the loop with it and frees it), or NULL when there are none. */
+static uint8_t *hoist_invariants(sbuf *b, const body_ctx *c, int i, int e, int depth) {
+    const kir_kernel *k = c->k;
+    uint8_t *live = NULL;
+    for (int q = i + 1; q < e; q++) {
+        const kir_ins *in = &k->ins[q];
+        if (!c->live[q] || !hoist_ok(in)) continue;
+        unsigned m = kir_operand_mask(in);
+        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+        bool outside = true;
+        for (int j = 0; j < 4 && outside; j++)
+            if (m >> j & 1) outside = col_outside(k, ops[j], i) || (live && ops[j] > i && ops[j] < q && !live[ops[j]]);
+        if (!outside) continue;
+        if (!live) {
+            live = st_malloc((size_t)k->n);
+            if (!live) {
+                b->oom = 1;
+                return NULL;
+            }
+            memcpy(live, c->live, (size_t)k->n);
+        }
+        render_value_line(b, k, q, depth);
+        live[q] = 0;
+    }
+    return live;
+}
+
 /* Prints the live instructions in [from, to) at the given depth (LOOP/IF bodies nest). */
 static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
     const kir_kernel *k = c->k;
@@ -872,6 +923,15 @@ static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
         case KI_LOOP:
             if (!in->imm) {
                 int e = render_loop_end(k, i);
+                uint8_t *hoisted = e < to && innermost_loop(k, i, e) ? hoist_invariants(b, c, i, e, depth) : NULL;
+                if (hoisted) {   /* the loop again, without them */
+                    body_ctx pc = *c;
+                    pc.live = hoisted;
+                    render_range(b, &pc, i, e + 1, depth);
+                    st_free(hoisted);
+                    i = e;
+                    break;
+                }
                 if (e < to && lane_loop_ok(c, i, e)) {
                     render_lane_loop(b, c, i, e, depth);
                     i = e;
@@ -881,12 +941,16 @@ static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
                     render_indent(b, depth);
                     sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n",
                                 c->split_work, RED_SPLIT_WORK);
-                } else if (k->kind == KK_POINTWISE && innermost_loop(k, i, e)) {
+                } else if ((k->kind == KK_POINTWISE || (k->kind == KK_REDUCE && element_loop(k, i, e))) &&
+                           innermost_loop(k, i, e)) {
                     /* The pointers are restrict, but GCC 12 does not use block-scope restrict
                      * pointers for a 2-level loop's inner loop with several stores ("no vectype",
                      * "complicated access pattern"): an AdamW member writing p, m and v stayed
-                     * scalar. A pointwise element is read and written at its own index only, so
-                     * the loop carries no memory dependence; ivdep says so. */
+                     * scalar, and so did a reduce kernel's loop storing a row's outputs
+                     * (cross-entropy's gradient and log-probabilities). A pointwise element, and an
+                     * element of a row's output loop, is read and written at its own index only
+                     * (a row's reductions are read at the row's index, stored before the loop),
+                     * so the loop carries no memory dependence; ivdep says so. */
                     render_indent(b, depth);
                     sbuf_printf(b, "#pragma GCC ivdep\n");
                 }

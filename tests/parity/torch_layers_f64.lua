@@ -276,6 +276,9 @@ local LOSSES = {
   end}},
   {"ce_prob_targets", {fn = function(x, p, w) return F.cross_entropy(x, p, {weight = w, label_smoothing = 0.1}) end}},
   {"ce_single_sample", {idx = {[2] = true}, fn = function(x, t) return F.cross_entropy(x, t) end}},
+  {"ce_plain_mean", {idx = {[2] = true}, fn = function(x, t) return F.cross_entropy(x, t) end}},
+  {"ce_plain_kdim_sum", {idx = {[2] = true}, fn = function(x, t) return F.cross_entropy(x, t, {reduction = "sum"}) end}},
+  {"ce_plain_none", {idx = {[2] = true}, fn = function(x, t) return F.cross_entropy(x, t, {reduction = "none"}) end}},
   {"nll_ignore_weight", {idx = {[2] = true}, fn = function(x, t, w)
     return F.nll_loss(F.log_softmax(x, 2), t, {weight = w, ignore_index = 2})
   end}},

@@ -218,6 +218,11 @@ def losses():
     loss("ce_prob_targets", lambda x, p, w: F.cross_entropy(x, p, weight=w, label_smoothing=0.1),
          [rn(5, 4), torch.softmax(rn(5, 4), 1), w4], grad_ins=(0, 1))
     loss("ce_single_sample", lambda x, t: F.cross_entropy(x, t), [rn(5), torch.tensor(3)])
+    # no weight, smoothing or ignore_index: stitch's fused cross-entropy function
+    loss("ce_plain_mean", lambda x, t: F.cross_entropy(x, t), [rn(5, 4), t5])
+    loss("ce_plain_kdim_sum", lambda x, t: F.cross_entropy(x, t, reduction="sum"),
+         [rn(2, 3, 4), torch.tensor([[0, 2, 1, 2], [1, 1, 0, 2]])])
+    loss("ce_plain_none", lambda x, t: F.cross_entropy(x, t, reduction="none"), [rn(5, 4), t5])
     loss("nll_ignore_weight", lambda x, t, w: F.nll_loss(torch.log_softmax(x, 1), t, weight=w, ignore_index=1),
          [rn(5, 4), t5, w4])
     loss("mse", lambda a, b: F.mse_loss(a, b), [rn(3, 4), rn(3, 4)], grad_ins=(0, 1))
