@@ -463,6 +463,10 @@ static void child_sources_reshape(const char *path) {
     st_tensor *cs = rs_stored_col_sum(g, a, &prod), *o3[2] = {cs, prod};
     ok = ok && st_realize(2, o3) == ST_OK;
     st_tensor *pg = input(ST_F32, 4, RS_PAD_G, 49), *pb = input(ST_F32, 1, RS_PAD_B, 50);
+    const int64_t ls[2] = {64, 100};
+    st_tensor *lx = input(ST_F32, 2, ls, 51);
+    fprintf(stderr, "\n-- log softmax --\n");
+    ok = ok && realized(st_log_softmax(lx, 1)) != NULL;
     fprintf(stderr, "\n-- view gradient --\n");
     ok = ok && realized(rs_view_grad(x, pg, pb)) != NULL;
     _exit(ok ? 0 : 5);
@@ -747,6 +751,12 @@ TEST(pointwise_loops_over_trailing_dims) {
         const char *nl = prev ? strchr(prev, '\n') : NULL;
         const char *next = nl ? nl + 1 : NULL;
         while (next && *next == ' ') next++;
+        /* values of the inner loop that do not depend on it are printed before it (render_c.c
+         * hoist_invariants): `const ...;` lines may come between the two loops, nothing else */
+        while (next && !strncmp(next, "const ", 6) && strchr(next, '\n')) {
+            next = strchr(next, '\n') + 1;
+            while (*next == ' ') next++;
+        }
         /* the innermost loop of a pointwise kernel carries `#pragma GCC ivdep` (render_c.c) */
         int ivdep = next && strncmp(next, "#pragma GCC ivdep\n", 18) == 0;
         if (ivdep) {
@@ -842,6 +852,17 @@ TEST(reshaped_reads_take_the_multi_index) {
     const char *next = s ? strstr(s, "-- stored col sum --") : NULL;
     CHECK_MSG(cat && next && cat < next, "the q/k/v concatenation has no pointwise kernel of its own");
     if (red) CHECK_MSG(divisions_but_blocks(red, &len) == 0, "the q/k/v bias gradient divides:\n%.*s", (int)len, red);
+    /* the row's log(sum) is printed before the output loop, not computed in it (render_c.c
+     * hoist_invariants): GCC left it there, branches and all, and the loop scalar */
+    const char *ls = section_kernel(s, "-- log softmax --", "reduce; out:");
+    if (ls) {
+        divisions(ls, &len);
+        const char *in = NULL;
+        for (const char *f = strstr(ls, "for ("); f && f < ls + len; f = strstr(f + 1, "for (")) in = f;
+        const char *lg = in ? strstr(in, "om_log(") : NULL;
+        CHECK_MSG(in && (!lg || lg > ls + len), "log softmax computes the log in its output loop:\n%.*s", (int)len, ls);
+        CHECK_MSG(strstr(ls, "om_log(") && strstr(ls, "om_log(") < ls + len, "no log in the log softmax kernel");
+    }
     const char *pt = section_kernel(s, "-- view gradient --", "pointwise; out:");
     if (pt) {   /* none in the innermost loop (the parallel loop's own unravel is per step) */
         divisions(pt, &len);
