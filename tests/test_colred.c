@@ -433,8 +433,7 @@ static st_tensor *rs_view_grad(st_tensor *x, st_tensor *g, st_tensor *b) {
     st_tensor *gb = st_mul(g, b), *p = st_mul(kt, gb);
     const int ax[4] = {0, 1, 2, 3};
     st_tensor *loss = st_sum(p, 4, ax, 0);
-    st_tensor *dx = st_backward(loss, NULL) == ST_OK ? st_grad(xr) : NULL;
-    if (dx) st_retain(dx);
+    st_tensor *dx = st_backward(loss, NULL) == ST_OK ? st_grad(xr) : NULL;   /* a new reference */
     st_release(k);
     st_release(k4);
     st_release(kt);
