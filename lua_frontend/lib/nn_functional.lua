@@ -485,35 +485,6 @@ local function prob_cross_entropy(input, target, opts, r, eps)
   return reduce(loss, r)
 end
 
--- Cross-entropy of class-index targets with no weight, smoothing or ignore_index (the common case)
--- as one autograd function: forward log_softmax and the targets' -logp; backward (softmax - onehot)
--- * g, one pointwise pass over the saved log-probabilities. Autograd through log_softmax and gather
--- differentiates the gather into a one-hot and log_softmax sums that one-hot over every row: an
--- extra pass of class-index compares per element (bench_fusion's cross-entropy case, bench/NOTES.md).
-local CrossEntropyFn
-local function cross_entropy_fn()
-  if CrossEntropyFn then return CrossEntropyFn end
-  CrossEntropyFn = st.autograd.Function("cross_entropy")
-  function CrossEntropyFn.forward(ctx, input, target, cdim, r)
-    local logp = input:log_softmax(cdim)
-    local idx = target:unsqueeze(cdim)
-    ctx:save_for_backward(logp, idx)
-    ctx.cdim, ctx.r = cdim, r
-    return reduce(-logp:gather(cdim, idx):squeeze(cdim), r)
-  end
-  function CrossEntropyFn.backward(ctx, g)
-    local logp, idx = ctx.saved_tensors[1], ctx.saved_tensors[2]
-    local cdim = ctx.cdim
-    local c = logp:size(cdim)
-    local gs = ctx.r == "mean" and g / (logp:numel() // c) or ctx.r == "sum" and g or g:unsqueeze(cdim)
-    local p = logp:exp() * gs
-    -- minus gs at each target: a scatter of one value per row (a one-hot compare per element kept
-    -- the loop scalar)
-    return p:scatter_add(cdim, idx, -(gs * st.ones_like(idx, p:dtype())))
-  end
-  return CrossEntropyFn
-end
-
 -- cross_entropy(logits, target, {weight = nil, reduction = "mean", label_smoothing = 0,
 -- ignore_index = nil}): logits (N, C) (or (N, C, d1, ...), or (C)), target the 1-based classes (N)
 -- (or (N, d1, ...)), or class probabilities: a float target of the logits' shape
@@ -533,10 +504,6 @@ function F.cross_entropy(input, target, opts)
     return loss
   end
   local cdim = check_target(input, target, "cross_entropy")
-  if opts.weight == nil and opts.ignore_index == nil and eps == 0 then
-    local loss = cross_entropy_fn().apply(input, target, cdim, r)   -- not a tail call: error levels
-    return loss
-  end
   local safe, keep = ignore_mask(target, opts.ignore_index, input:dtype(), "cross_entropy")
   local logp = input:log_softmax(cdim)
   local nll = F.nll_loss(logp, target, {weight = opts.weight, reduction = r, ignore_index = opts.ignore_index})

@@ -218,7 +218,7 @@ def losses():
     loss("ce_prob_targets", lambda x, p, w: F.cross_entropy(x, p, weight=w, label_smoothing=0.1),
          [rn(5, 4), torch.softmax(rn(5, 4), 1), w4], grad_ins=(0, 1))
     loss("ce_single_sample", lambda x, t: F.cross_entropy(x, t), [rn(5), torch.tensor(3)])
-    # no weight, smoothing or ignore_index: stitch's fused cross-entropy function
+    # no weight, smoothing or ignore_index
     loss("ce_plain_mean", lambda x, t: F.cross_entropy(x, t), [rn(5, 4), t5])
     loss("ce_plain_kdim_sum", lambda x, t: F.cross_entropy(x, t, reduction="sum"),
          [rn(2, 3, 4), torch.tensor([[0, 2, 1, 2], [1, 1, 0, 2]])])
