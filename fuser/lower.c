@@ -209,23 +209,6 @@ static int view_mask_dim(lw *w, const st_node *n, int d, int m, int *lo) {
     return kir_ibin(&w->b, KI_LAND, kir_ibin(&w->b, KI_ILE, *lo, m), kir_ibin(&w->b, KI_ILT, m, hi));
 }
 
-/* Is masked view n a zero padding of its source (st_pad_view_node: same dims, the source's C
- * strides, the mask the source's extent, the offset the padding before it)? Then the source's
- * index along d is the view's minus lo[d], where the mask holds. */
-static bool pad_view(const st_node *n) {
-    const st_node *src = n->src[0];
-    const st_view_arg *va = &n->arg.view;
-    if (n->op != ST_OP_VIEW || !va->has_mask || n->ndim != src->ndim) return false;
-    int64_t cs[ST_MAX_DIMS], off = 0;
-    st_contig_strides(src->ndim, src->shape, cs);
-    for (int d = 0; d < n->ndim; d++) {
-        if (src->shape[d] > 1 && va->strides[d] != cs[d]) return false;
-        if (va->hi[d] - va->lo[d] != src->shape[d]) return false;
-        off -= va->lo[d] * cs[d];
-    }
-    return off == va->offset;
-}
-
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? -1 : x > y;
@@ -276,11 +259,10 @@ static bool reshape_midx(lw *w, lctx *c) {
         for (int a = 0; a < fnd && ts[d] > 1; a++) {
             int64_t alo = fcs[a], ahi = fcs[a] * fs[a];
             if (fs[a] == 1 || ahi <= lo || alo >= hi) continue;
-            int v = f->midx[a], key = a * ST_MAX_DIMS + d;
-            if (alo < lo) v = kir_ibin(b, KI_IDIV, v, iparam(w, P_RDIV, f->cls * MAX_CLASSES + c->cls, key, lo / alo));
-            if (ahi > hi)
-                v = kir_ibin(b, KI_IMOD, v, iparam(w, P_RMOD, f->cls * MAX_CLASSES + c->cls, key, hi / (alo > lo ? alo : lo)));
-            if (alo > lo) v = kir_ibin(b, KI_IMUL, v, iparam(w, P_RMUL, f->cls * MAX_CLASSES + c->cls, key, alo / lo));
+            int v = f->midx[a], pair = f->cls * MAX_CLASSES + c->cls, key = a * ST_MAX_DIMS + d;
+            if (alo < lo) v = kir_ibin(b, KI_IDIV, v, iparam(w, P_RDIV, pair, key, lo / alo));
+            if (ahi > hi) v = kir_ibin(b, KI_IMOD, v, iparam(w, P_RMOD, pair, key, hi / (alo > lo ? alo : lo)));
+            if (alo > lo) v = kir_ibin(b, KI_IMUL, v, iparam(w, P_RMUL, pair, key, alo / lo));
             acc = acc < 0 ? v : kir_ibin(b, KI_IADD, acc, v);
         }
         c->midx[d] = acc < 0 ? kir_iconst(b, KT_I64, 0) : acc;
@@ -289,26 +271,16 @@ static bool reshape_midx(lw *w, lctx *c) {
     return true;
 }
 
-/* c's multi-index from the context it was read from through view c->via (view_src_map, or a
- * zero padding: the index minus the padding before, 0 outside the mask, as the flat index is, so
- * a view under it never indexes out of its source), or through a flat reshape (reshape_midx). */
+/* c's multi-index from the context it was read from through view c->via (view_src_map; through
+ * a mask, a zero padding's among them, the index minus the window's start and 0 outside the mask,
+ * as the flat index is, so a view under it never indexes out of its source), or through a flat
+ * reshape (reshape_midx). */
 static bool view_src_midx(lw *w, lctx *c) {
     int dim[ST_MAX_DIMS];
     int64_t q[ST_MAX_DIMS];
     const st_node *n = c->via;
     if (reshape_midx(w, c)) return true;
-    if (!n || !c->from) return false;
-    if (pad_view(n)) {
-        const int *m = ctx_midx(w, c->from);
-        int zero = kir_iconst(&w->b, KT_I64, 0);
-        for (int d = 0; d < n->ndim; d++) {
-            int lo, ok = view_mask_dim(w, n, d, m[d], &lo);
-            c->midx[d] = kir_emit(&w->b, KI_SEL, KT_I64, 0, ok, kir_ibin(&w->b, KI_ISUB, m[d], lo), zero, -1, 0, 0);
-        }
-        c->has_midx = 1;
-        return true;
-    }
-    if (!view_src_map(n, dim, q)) return false;
+    if (!n || !c->from || !view_src_map(n, dim, q)) return false;
     const int *m = ctx_midx(w, c->from);
     int nd = n->src[0]->ndim;
     for (int d = 0; d < nd; d++) c->midx[d] = -1;
@@ -317,7 +289,8 @@ static bool view_src_midx(lw *w, lctx *c) {
         int mk = m[k];
         if (n->arg.view.has_mask) {   /* (m - lo) inside the mask, 0 outside (as the flat index) */
             int lo, ok = view_mask_dim(w, n, k, m[k], &lo);
-            mk = kir_emit(&w->b, KI_SEL, KT_I64, 0, ok, kir_ibin(&w->b, KI_ISUB, m[k], lo), kir_iconst(&w->b, KT_I64, 0), -1, 0, 0);
+            mk = kir_emit(&w->b, KI_SEL, KT_I64, 0, ok, kir_ibin(&w->b, KI_ISUB, m[k], lo), kir_iconst(&w->b, KT_I64, 0),
+                          -1, 0, 0);
         }
         int t = q[k] == 1 ? mk : kir_ibin(&w->b, KI_IMUL, mk, iparam(w, P_VQ, n->pos, k, q[k]));
         c->midx[dim[k]] = c->midx[dim[k]] < 0 ? t : kir_ibin(&w->b, KI_IADD, c->midx[dim[k]], t);
@@ -934,11 +907,13 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
     bool free_buf = true;   /* not holding a cached value for later phases (softmax's exp(x - max)) */
     while (src->op == ST_OP_VIEW && fuse_view_is_flat(src) && !fuse_loads(w->p, src, w->g)) src = src->src[0];
     for (int c = 0; c < w->ncache; c++) free_buf = free_buf && w->cache_out[c] != src;
-    for (int k = 0; k < w->G->nouts && v >= 0 && free_buf && !stored_by_phase(w, src) && w->nstored < 8; k++)
-        if (w->G->outs[k] == src && w->G->out_side[k] == FUSE_OUT_INPUT) {
-            store(w, w->G->outs[k], ic.flat, v);
-            w->stored[w->nstored++] = src;
-        }
+    if (v >= 0 && free_buf && !stored_by_phase(w, src) && w->nstored < 8)
+        for (int k = 0; k < w->G->nouts; k++)
+            if (w->G->outs[k] == src && w->G->out_side[k] == FUSE_OUT_INPUT) {
+                store(w, w->G->outs[k], ic.flat, v);
+                w->stored[w->nstored++] = src;
+                break;
+            }
     if (v >= 0) {
         if (acci >= 0) kir_emit(b, KI_ARGUPD, KT_VOID, 0, acc, acci, v, rr, op, 0);
         else kir_emit(b, KI_ACCUPD, KT_VOID, 0, acc, cvt(w, v, at), -1, -1, op, 0);

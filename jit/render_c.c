@@ -946,11 +946,11 @@ static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
                     /* The pointers are restrict, but GCC 12 does not use block-scope restrict
                      * pointers for a 2-level loop's inner loop with several stores ("no vectype",
                      * "complicated access pattern"): an AdamW member writing p, m and v stayed
-                     * scalar, and so did a reduce kernel's loop storing a row's outputs
-                     * (cross-entropy's gradient and log-probabilities). A pointwise element, and an
-                     * element of a row's output loop, is read and written at its own index only
-                     * (a row's reductions are read at the row's index, stored before the loop),
-                     * so the loop carries no memory dependence; ivdep says so. */
+                     * scalar. A pointwise element, and an element of a reduce kernel's loop that
+                     * only stores a row's outputs, is read and written at its own index only (a
+                     * row's reductions are read at the row's index, stored before the loop), so
+                     * the loop carries no memory dependence; ivdep says so. (On reduce kernels it
+                     * was measured only together with hoist_invariants: layernorm fwd+bwd 0.82x.) */
                     render_indent(b, depth);
                     sbuf_printf(b, "#pragma GCC ivdep\n");
                 }

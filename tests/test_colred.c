@@ -332,7 +332,7 @@ static st_tensor *im2col(st_tensor *x, st_tensor *w) {
 }
 /* The same columns over a narrow of a bigger image ((16, 16, 9, 9) cut to 8 x 8: a convolution's
  * dilated gradient with its trailing zeros cut), zero-padded: the padding's source index is the
- * view's minus the padding (lower.c pad_view), so the narrow under it needs no division. */
+ * view's minus the padding (lower.c view_src_map, masked), so the narrow under it needs no division. */
 static const int64_t BIG_IN[4] = {16, 16, 9, 9};
 static st_tensor *im2col_of_narrow(st_tensor *x, st_tensor *w) {
     st_tensor *a = st_slice(x, 2, 0, 8, 1), *b = st_slice(a, 3, 0, 8, 1);
@@ -711,7 +711,7 @@ static void eager_vs_lazy3(fn3 fn, st_tensor *a, st_tensor *b, st_tensor *c, con
  * then over each other dim (lower.c lower_pointwise), so the im2col's (16, 16, 3, 3, 8, 8)
  * unravels its parallel index (16 x 16 steps) with one division and one remainder; a row per
  * parallel step gave 8 (every dim but the last unravelled once per 8 elements); so does the im2col
- * of a narrow (pad_view). A last dim of 2 under a dim of 16 (the wide unpool's window columns) is
+ * of a narrow (a zero padding: view_src_map). A last dim of 2 under a dim of 16 (the wide unpool's window columns) is
  * the outer of the two innermost loops, which open back to back, the inner one marked ivdep (GCC
  * left a 2-level AdamW member with three stores scalar without it). Values as the interpreter's,
  * exactly. */
