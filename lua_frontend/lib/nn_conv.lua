@@ -95,7 +95,7 @@ local function install(F, U)
 
   -- The geometry of the convolution whose output is the input gradient of convolution g: the
   -- transposed convolution is a stride-1 convolution of the output gradient dilated by the stride
-  -- (stride - 1 zeros between its elements: conv_dilate) with the flipped, transposed weight,
+  -- (stride - 1 zeros between its elements) with the flipped, transposed weight,
   -- padded by dil*(k-1) - pad on each side, plus after the input's rows and columns that no window
   -- reached; nil when it is not one (a padding wider than the dilated kernel).
   local function conv_input_grad_geometry(g)
@@ -107,18 +107,6 @@ local function install(F, U)
       pt = eh - g.pt, pb = eh - g.pb + rh, pl = ew - g.pl, pr = ew - g.pr + rw}
     if t.pt < 0 or t.pb < 0 or t.pl < 0 or t.pr < 0 then return nil end
     return t
-  end
-
-  -- gy (N, C, H, W) with sh - 1 zero rows between its rows and sw - 1 zero columns between its
-  -- columns: a size-1 dim after each zero-padded to the stride, stored once in that 6-dim shape
-  -- (st._store; its kernel loops over those dims, no division), then merged and the trailing zeros
-  -- cut (free views of the buffer). Left as views, the kernel's kh*kw windows read every element
-  -- through the merge, unravelled by division (a stride-2 block's columns: 680 ms a step).
-  local function conv_dilate(gy, sh, sw)
-    if sh == 1 and sw == 1 then return gy end
-    local n, c, h, w = table.unpack(gy:shape())
-    return st._store(st._zero_pad(gy:reshape(n, c, h, 1, w, 1), {0, 0, 0, 0, 0, 0}, {0, 0, 0, sh - 1, 0, sw - 1}))
-      :reshape(n, c, h * sh, w * sw):narrow(3, 1, (h - 1) * sh + 1):narrow(4, 1, (w - 1) * sw + 1)
   end
 
   -- Convolution with a convolution's backward (st.autograd.Function): the input gradient is the
@@ -143,33 +131,30 @@ local function install(F, U)
   -- (the ResNet's two strided blocks, 16.2 + 12.7 -> 9.7 + 6.8 ms a step). The input (N, C, H, W)
   -- is that buffer with the padding cut, stored contiguous (its readers, the
   -- BatchNorm backward's column reductions, took twice as long through the cut view). It replaces,
-  -- for strides > 1, the stride-1 convolution of the zero-dilated gradient (conv_dilate, kept for
-  -- stride 1), three quarters of whose products at stride 2 are with zeros (bench/NOTES.md).
+  -- for strides > 1, the stride-1 convolution of the zero-dilated gradient, three quarters of whose
+  -- products at stride 2 are with zeros (bench/NOTES.md).
   local function conv_col2im(gy, weight, g)
     local og, kk = g.o // g.groups, (g.c // g.groups) * g.kh * g.kw
     local share = weight:reshape(g.groups, og, kk):transpose(2, 3)
       :matmul(gy:reshape(g.n, g.groups, og, g.ho * g.wo)):reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)
     local hq = math.max(g.ho + (g.kh - 1) * g.dh // g.sh, (g.pt + g.h + g.sh - 1) // g.sh)
     local wq = math.max(g.wo + (g.kw - 1) * g.dw // g.sw, (g.pl + g.w + g.sw - 1) // g.sw)
+    local part = {}   -- [ph * sw + pw + 1]: the taps landing on phase (ph, pw), in (N, C, Hq, Wq)
+    for i = 0, g.kh - 1 do
+      for j = 0, g.kw - 1 do
+        local a, b, p = i * g.dh // g.sh, j * g.dw // g.sw, i * g.dh % g.sh * g.sw + j * g.dw % g.sw + 1
+        local t = st._zero_pad(share:select(3, i + 1):select(3, j + 1), {0, 0, a, b},
+          {0, 0, hq - g.ho - a, wq - g.wo - b})
+        part[p] = part[p] and part[p] + t or t
+      end
+    end
     local sum
-    for ph = 0, g.sh - 1 do
-      for pw = 0, g.sw - 1 do
-        local part   -- the taps landing on phase (ph, pw), summed in (N, C, Hq, Wq) and stored
-        for i = 0, g.kh - 1 do
-          for j = 0, g.kw - 1 do
-            if i * g.dh % g.sh == ph and j * g.dw % g.sw == pw then
-              local a, b = i * g.dh // g.sh, j * g.dw // g.sw
-              local t = st._zero_pad(share:select(3, i + 1):select(3, j + 1), {0, 0, a, b},
-                {0, 0, hq - g.ho - a, wq - g.wo - b})
-              part = part and part + t or t
-            end
-          end
-        end
-        if part then
-          local t = st._zero_pad(st._store(part):reshape(g.n, g.c, hq, 1, wq, 1), {0, 0, 0, ph, 0, pw},
-            {0, 0, 0, g.sh - 1 - ph, 0, g.sw - 1 - pw})
-          sum = sum and sum + t or t
-        end
+    for p = 1, g.sh * g.sw do
+      if part[p] then   -- stored, then its phase's padded view in the split shape
+        local ph, pw = (p - 1) // g.sw, (p - 1) % g.sw
+        local t = st._zero_pad(st._store(part[p]):reshape(g.n, g.c, hq, 1, wq, 1), {0, 0, 0, ph, 0, pw},
+          {0, 0, 0, g.sh - 1 - ph, 0, g.sw - 1 - pw})
+        sum = sum and sum + t or t
       end
     end
     return st._store(st._store(sum):reshape(g.n, g.c, hq * g.sh, wq * g.sw)
@@ -187,7 +172,7 @@ local function install(F, U)
       local t = conv_input_grad_geometry(g)
       local wt = weight:reshape(g.groups, og, wc, g.kh, g.kw):transpose(2, 3):flip(4, 5)
         :reshape(g.c, og, g.kh, g.kw)
-      gx = conv_forward(conv_dilate(gy:reshape(g.n, g.o, g.ho, g.wo), g.sh, g.sw), wt, t):reshape(g.n, g.c, g.h, g.w)
+      gx = conv_forward(gy:reshape(g.n, g.o, g.ho, g.wo), wt, t):reshape(g.n, g.c, g.h, g.w)   -- stride 1
     end
     if ctx.needs_input_grad[2] then
       gw = gy:reshape(g.n, g.groups, og, g.ho * g.wo):matmul(cols:transpose(3, 4)):sum(1)
@@ -309,14 +294,14 @@ local function install(F, U)
     if g.sh > 1 or g.sw > 1 then return conv_col2im(x, weight, g) end   -- no products with zeros
     local og, cg = g.c // g.groups, g.o // g.groups
     local eh, ew = g.dh * (g.kh - 1), g.dw * (g.kw - 1)
-    local t = {n = g.n, c = g.o, h = (g.ho - 1) * g.sh + 1, w = (g.wo - 1) * g.sw + 1, o = g.c, kh = g.kh,
+    local t = {n = g.n, c = g.o, h = g.ho, w = g.wo, o = g.c, kh = g.kh,   -- stride 1 here
       kw = g.kw, sh = 1, sw = 1, dh = g.dh, dw = g.dw, groups = g.groups,
       pt = eh - g.pt, pb = eh - g.pt + oph, pl = ew - g.pl, pr = ew - g.pl + opw}
     local ct, cl = math.max(0, -t.pt), math.max(0, -t.pl)   -- rows and columns to crop
     t.pt, t.pb, t.pl, t.pr = math.max(0, t.pt), math.max(0, t.pb), math.max(0, t.pl), math.max(0, t.pr)
     t.ho, t.wo = t.h + t.pt + t.pb - eh, t.w + t.pl + t.pr - ew
     local wt = weight:reshape(g.groups, cg, og, g.kh, g.kw):transpose(2, 3):flip(4, 5):reshape(g.c, cg, g.kh, g.kw)
-    local y = conv_forward(conv_dilate(x, g.sh, g.sw), wt, t):reshape(g.n, g.c, t.ho, t.wo)
+    local y = conv_forward(x, wt, t):reshape(g.n, g.c, t.ho, t.wo)
     if t.ho ~= g.h then y = y:narrow(3, 1 + ct, g.h) end
     if t.wo ~= g.w then y = y:narrow(4, 1 + cl, g.w) end
     return y
