@@ -340,6 +340,7 @@ ST_INTERNAL void fuse_pcache_shutdown(void);           /* frees every entry (st_
 /* Entries cached now and the bytes they hold (st_stats). */
 ST_INTERNAL void fuse_pcache_stats(uint64_t *entries, uint64_t *bytes);
 /* lower.c: true when parameter instruction `in` is a user scalar; its value in r now. */
+ST_INTERNAL bool fuse_iota_integral(const st_node *n);
 ST_INTERNAL bool fuse_user_scalar(const kir_ins *in, const st_region *r, int64_t *iv, double *fv);
 
 #endif

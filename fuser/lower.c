@@ -466,6 +466,11 @@ static int ev_source(lw *w, st_node *n, lctx *c) {
         int ax = n->arg.iota.axis;
         int idx = (n->ndim > 0 && ax >= 0 && ax < n->ndim) ? ctx_midx(w, c)[ax]
                                                            : kir_iconst(&w->b, KT_I64, 0);
+        if (fuse_iota_integral(n)) { /* the same values in i64 arithmetic (vectorizes with its compares) */
+            int step = iparam(w, P_IOTA1, n->pos, -1, (int64_t)n->arg.iota.step);
+            int start = iparam(w, P_IOTA0, n->pos, -1, (int64_t)n->arg.iota.start);
+            return cvt(w, kir_ibin(&w->b, KI_IADD, start, kir_ibin(&w->b, KI_IMUL, idx, step)), t);
+        }
         int x = cvt(w, idx, KT_F64);
         int step = fparam(w, P_IOTA1, n->pos, n->arg.iota.step);
         int start = fparam(w, P_IOTA0, n->pos, n->arg.iota.start);
@@ -491,6 +496,15 @@ static int ev_source(lw *w, st_node *n, lctx *c) {
     }
 }
 
+/* Does IOTA n lower in i64 arithmetic: dtype i64 (narrower types keep the f64 path's
+ * conversion), and start and step integers within 2^52 (so start + i * step, computed in f64 by
+ * the interpreter, is the same number)? The plan key holds the answer (plan_cache.c): a cached
+ * plan's refreshed start and step keep it. */
+bool fuse_iota_integral(const st_node *n) {
+    double a = n->arg.iota.start, b = n->arg.iota.step, lim = 4503599627370496.0;
+    return n->dtype == ST_I64 && a == floor(a) && b == floor(b) && fabs(a) < lim && fabs(b) < lim;
+}
+
 /* The plan cache (plan_cache.c) keys a region without its user scalars and refreshes them on a
  * hit through this function, so it must name every parameter ev_source keys by a node's value:
  * true when `in` (a KI_IPARAM/KI_FPARAM) is such a scalar, with its value in region r now. */
@@ -500,8 +514,8 @@ bool fuse_user_scalar(const kir_ins *in, const st_region *r, int64_t *iv, double
     switch (in->a) {
     case P_CONST: *iv = n->arg.c.i; *fv = n->arg.c.f; return true;
     case P_VOFF: *iv = n->arg.view.offset; return true;   /* a VIEW's or SETVIEW's */
-    case P_IOTA0: *fv = n->arg.iota.start; return true;
-    case P_IOTA1: *fv = n->arg.iota.step; return true;
+    case P_IOTA0: *fv = n->arg.iota.start; *iv = (int64_t)n->arg.iota.start; return true;
+    case P_IOTA1: *fv = n->arg.iota.step; *iv = (int64_t)n->arg.iota.step; return true;
     case P_SEED: *iv = (int64_t)n->arg.rng.seed; return true;
     case P_ROFF: *iv = (int64_t)n->arg.rng.offset; return true;
     case P_RLO: *iv = n->arg.rng.lo; return true;

@@ -90,7 +90,7 @@ static bool put_args(fuse_pkey *k, const st_node *x) {
         }
         return put(k, off, sizeof off);
     }
-    case ST_OP_IOTA: return put_i64(k, a->iota.axis);
+    case ST_OP_IOTA: return put_i64(k, a->iota.axis * 2 + fuse_iota_integral(x));
     case ST_OP_GATHER: case ST_OP_SCATTER_ADD: return put_i64(k, a->axis.dim);
     case ST_OP_VIEW: case ST_OP_SETVIEW: {
         const st_node *base = x->src[0];

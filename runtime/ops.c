@@ -340,11 +340,14 @@ st_tensor *st_std(st_tensor *a, int naxes, const int *axes, int correction, int 
 
 st_tensor *st_logsumexp(st_tensor *a, int naxes, const int *axes, int keepdim) {
     if (!check_arg("logsumexp", a)) return NULL;
-    st_tensor *f = as_float(a), *m = NULL, *am = NULL, *inf = NULL, *z = NULL, *ms = NULL, *d = NULL,
-              *e = NULL, *s = NULL, *l = NULL, *r = NULL, *msq = NULL;
-    /* max is taken with keepdim; an infinite max is replaced by 0 so inf - inf never happens. */
-    if (!f || !(m = st_max(f, naxes, axes, 1)) || !(am = st_abs(m)) || !(inf = st_weak_scalar_f(INFINITY)) ||
-        !(z = st_eq(am, inf)))
+    st_tensor *f = as_float(a), *m0 = NULL, *m = NULL, *am = NULL, *inf = NULL, *z = NULL, *ms = NULL,
+              *d = NULL, *e = NULL, *s = NULL, *l = NULL, *r = NULL, *msq = NULL;
+    /* max is taken with keepdim; an infinite max is replaced by 0 so inf - inf never happens. It
+     * only keeps exp in range (lse = c + log(sum(exp(x - c))) for any c), so no gradient flows
+     * through it (detached, as softmax_impl's): the backward is g * exp(x - lse), pointwise with
+     * the row's values, without the max's adjoint (a compare against the max per element). */
+    if (!f || !(m0 = st_max(f, naxes, axes, 1)) || !(m = st_detach(m0)) || !(am = st_abs(m)) ||
+        !(inf = st_weak_scalar_f(INFINITY)) || !(z = st_eq(am, inf)))
         goto done;
     st_release(inf);
     if (!(inf = st_weak_scalar_f(0.0)) || !(ms = st_where(z, inf, m)) || !(d = st_sub(f, ms)) ||
@@ -358,7 +361,7 @@ st_tensor *st_logsumexp(st_tensor *a, int naxes, const int *axes, int keepdim) {
         if (msq) r = st_add(l, msq);
     }
 done:
-    st_release(f); st_release(m); st_release(am); st_release(inf); st_release(z); st_release(ms);
+    st_release(f); st_release(m0); st_release(m); st_release(am); st_release(inf); st_release(z); st_release(ms);
     st_release(d); st_release(e); st_release(s); st_release(l); st_release(msq);
     return r;
 }

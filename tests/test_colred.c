@@ -443,6 +443,15 @@ static st_tensor *rs_view_grad(st_tensor *x, st_tensor *g, st_tensor *b) {
     st_release(xr);
     return dx;
 }
+/* where(j == idx[row], x, 0) for j = arange(C) (i64): gather's one-pick adjoint, a one-hot. */
+static st_tensor *one_hot_pick(st_tensor *x) {
+    int64_t c = st_numel(x) / 64, is[2] = {64, 1}, iv[64];
+    for (int i = 0; i < 64; i++) iv[i] = i * 7 % c;
+    st_tensor *io = st_arange(0, (double)c, 1, ST_I64), *idx = st_from_data(ST_I64, 2, is, iv);
+    st_tensor *hit = st_eq(io, idx), *zero = st_zeros(ST_F32, 0, NULL), *y = st_where(hit, x, zero);
+    st_release(io); st_release(idx); st_release(hit); st_release(zero);
+    return y;
+}
 static void child_sources_reshape(const char *path) {
     sources_child_start(path);
     st_tensor *x = input(ST_F32, 3, RS_X, 41), *w = input(ST_F32, 2, RS_W, 42), *b = input(ST_F32, 1, RS_B, 43);
@@ -468,6 +477,8 @@ static void child_sources_reshape(const char *path) {
     ok = ok && realized(st_log_softmax(lx, 1)) != NULL;
     fprintf(stderr, "\n-- view gradient --\n");
     ok = ok && realized(rs_view_grad(x, pg, pb)) != NULL;
+    fprintf(stderr, "\n-- one hot --\n");
+    ok = ok && realized(one_hot_pick(lx)) != NULL;
     _exit(ok ? 0 : 5);
 }
 
@@ -872,6 +883,15 @@ TEST(reshaped_reads_take_the_multi_index) {
         size_t rest = 0;
         int divs = in ? divisions(in, &rest) : 0;
         CHECK_MSG(divs == 0, "the view's gradient divides %d times per element:\n%.*s", divs, (int)len, pt);
+    }
+    /* an integer arange is i64 arithmetic (lower.c fuse_iota_integral): through f64 its compare
+     * with the index did not vectorize (GCC: no vectype) */
+    const char *oh = section_kernel(s, "-- one hot --", "pointwise; out:");
+    if (oh) {
+        divisions(oh, &len);
+        CHECK_MSG(count_in(oh, len, "ST_CVT(double") + count_in(oh, len, "ST_CVT(int64_t") == 0,
+                  "the one-hot's arange goes through double:\n%.*s", (int)len, oh);
+        CHECK_MSG(count_in(oh, len, "om_eq(") == 1, "no compare in the one-hot kernel:\n%.*s", (int)len, oh);
     }
     const char *cs = section_kernel(s, "-- stored col sum --", "reduce; out:");
     if (cs) {

@@ -243,6 +243,47 @@ TEST(kept_row_value_is_part_of_the_key) {
     st_release(x);
 }
 
+/* x + 3 * float(arange(start, .., step) as i64) per row: lazily and by the interpreter; the
+ * lazy flush's counts. */
+static delta iota_run(st_tensor *x, double start, double step) {
+    int64_t c = st_numel(x) / 16;
+    st_tensor *out[2];
+    for (int e = 1; e >= 0; e--) {
+        st_set_eager(e);
+        st_tensor *io = st_arange(start, start + (double)c * step - step / 2, step, ST_I64);
+        st_tensor *m = st_mul_s(io, 3), *f = st_cast(m, ST_F32);
+        out[e] = st_add(x, f);
+        st_release(io);
+        st_release(m);
+        st_release(f);
+    }
+    begin();
+    CHECK(st_realize(1, &out[0]) == ST_OK);
+    delta d = end();
+    check_same(out[0], out[1], 0);
+    st_release(out[0]);
+    st_release(out[1]);
+    return d;
+}
+
+/* An i64 arange with integer start and step lowers in i64 arithmetic (lower.c
+ * fuse_iota_integral), so whether it does is part of the key: a hit refreshes start and step as
+ * integers; a fractional start or step (truncated per element, as the interpreter does) plans
+ * its own f64 kernel. */
+TEST(integral_iota_is_part_of_the_key) {
+    st_tensor *x = input(16, 40, 13);
+    CHECK_EQ_INT(iota_run(x, 2, 3).built, 1);
+    delta a = iota_run(x, -5, 7);
+    CHECK_EQ_INT(a.hits, 1);
+    CHECK_EQ_INT(a.built, 0);
+    delta b = iota_run(x, 0.5, 1.5);   /* 0, 2, 3, 5, ...: as integers 0, 1, 2, ... */
+    CHECK_EQ_INT(b.built, 1);
+    CHECK_EQ_INT(b.hits, 0);
+    CHECK_EQ_INT(iota_run(x, 1.25, -0.5).hits, 1);
+    CHECK_EQ_INT(iota_run(x, 4, 1).hits, 1);
+    st_release(x);
+}
+
 TEST(disabled_cache_plans_every_flush) {
     st_tensor *x = input(16, 64, 11);
     fuse_pcache_set_enabled(false);
@@ -341,6 +382,7 @@ int main(void) {
     RUN(fusion_flags_are_part_of_the_key);
     RUN(setview_in_place_and_copy_are_different_plans);
     RUN(kept_row_value_is_part_of_the_key);
+    RUN(integral_iota_is_part_of_the_key);
     RUN(disabled_cache_plans_every_flush);
     RUN(small_region_cached_then_compiled_when_hot);
     st_shutdown();

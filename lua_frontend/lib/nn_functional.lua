@@ -424,6 +424,17 @@ local function target_weights(weight, safe, keep)
   return wt or keep
 end
 
+-- A per-target loss weighted by the targets' class weights and ignore mask (target_weights) and
+-- reduced; "mean" with weights divides by the sum of the weights, as PyTorch.
+local function weighted_reduce(loss, weight, safe, keep, r)
+  local wt = target_weights(weight, safe, keep)
+  if wt then
+    loss = loss * wt
+    if r == "mean" then return loss:sum() / wt:sum() end
+  end
+  return reduce(loss, r)
+end
+
 -- nll_loss(logprobs, target, {weight = nil, reduction = "mean", ignore_index = nil}): -logprobs at
 -- the target class; "mean" with a weight divides by the sum of the targets' weights, as PyTorch;
 -- targets equal to ignore_index add nothing and are not counted by "mean".
@@ -433,12 +444,7 @@ function F.nll_loss(input, target, opts)
   local cdim = check_target(input, target, "nll_loss")
   local safe, keep = ignore_mask(target, opts.ignore_index, input:dtype(), "nll_loss")
   local loss = -input:gather(cdim, safe:unsqueeze(cdim)):squeeze(cdim)
-  local wt = target_weights(opts.weight, safe, keep)
-  if wt then
-    loss = loss * wt
-    if r == "mean" then return loss:sum() / wt:sum() end
-  end
-  return reduce(loss, r)
+  return weighted_reduce(loss, opts.weight, safe, keep, r)
 end
 
 -- A target of the input's shape holds class probabilities (PyTorch's rule); it must then be a float
@@ -488,10 +494,13 @@ end
 -- cross_entropy(logits, target, {weight = nil, reduction = "mean", label_smoothing = 0,
 -- ignore_index = nil}): logits (N, C) (or (N, C, d1, ...), or (C)), target the 1-based classes (N)
 -- (or (N, d1, ...)), or class probabilities: a float target of the logits' shape
--- (prob_cross_entropy). log_softmax + gather; with smoothing eps: (1 - eps) * nll + eps / C *
--- (-sum_c w_c logp_c), reduced like PyTorch (ignored targets add nothing to either term and are
--- not counted by "mean"). A target outside 1..C (and not ignore_index) raises at the sync point
--- (gather's range check).
+-- (prob_cross_entropy). Each row's loss is logsumexp(x) - x[target], nll_loss(log_softmax(x))
+-- written so that its backward is pointwise: softmax * g (logsumexp's adjoint) minus g at the
+-- target (gather's one-hot), where log_softmax's adjoint would sum the one-hot gradient over every
+-- row, and the forward reads the target logit from x itself, not from a stored log_softmax. With
+-- smoothing eps: (1 - eps) * nll + eps / C * (-sum_c w_c logp_c), reduced like PyTorch (ignored
+-- targets add nothing to either term and are not counted by "mean"). A target outside 1..C (and
+-- not ignore_index) raises at the sync point (gather's range check).
 function F.cross_entropy(input, target, opts)
   opts = check_opts(opts, {"weight", "reduction", "label_smoothing", "ignore_index"}, "cross_entropy")
   local r = check_reduction(opts.reduction, "cross_entropy")
@@ -505,9 +514,15 @@ function F.cross_entropy(input, target, opts)
   end
   local cdim = check_target(input, target, "cross_entropy")
   local safe, keep = ignore_mask(target, opts.ignore_index, input:dtype(), "cross_entropy")
-  local logp = input:log_softmax(cdim)
-  local nll = F.nll_loss(logp, target, {weight = opts.weight, reduction = r, ignore_index = opts.ignore_index})
+  local pick = input:gather(cdim, safe:unsqueeze(cdim)):squeeze(cdim)
+  -- logsumexp as log_softmax computes it: the row max only keeps exp in range (detached); no
+  -- guard for an infinite max (logsumexp's: a stored value of its own), whose row is nan as
+  -- PyTorch's cross-entropy
+  local m = input:max(cdim, true):detach()
+  local lse = ((input - m):exp():sum(cdim, true):log() + m):squeeze(cdim)
+  local nll = weighted_reduce(lse - pick, opts.weight, safe, keep, r)
   if eps == 0 then return nll end
+  local logp = input:log_softmax(cdim)
   local c = input:size(cdim)
   local smooth
   if opts.weight then

@@ -260,6 +260,34 @@ test("linear_3d_weight_grad_is_one_matmul", function()
   check(gw, want, 1e-4)
 end)
 
+-- Cross-entropy's forward + backward in one flush allocates the gradient and per-row values only:
+-- each row's loss is logsumexp(x) - x[target] (nn_functional.lua), so the backward is pointwise
+-- (softmax * g minus g at the target) and the forward's pick reads x itself. Written as
+-- nll_loss(log_softmax(x)), the pick read a stored (N, C) x - max (twice the bytes here), and
+-- log_softmax's backward summed the one-hot gradient over every row.
+test("cross_entropy_step_stores_no_logits_sized_intermediate", function()
+  if st.eager() then return end   -- the interpreter materializes every node
+  local F = st.nn.functional
+  local x = st.randn({512, 1000}):requires_grad_()
+  local t = st.randint(1, 1000, {512})
+  st.sync(x, t)
+  local xb = 512 * 1000 * 4
+  for _, r in ipairs({"mean", "sum"}) do
+    x.grad = nil
+    collectgarbage()
+    local base = st.stats().bytes_in_use
+    st.reset_stats()
+    local loss = F.cross_entropy(x, t, {reduction = r})
+    loss:backward()
+    st.sync(loss, x.grad)
+    local extra = st.stats().bytes_peak - base
+    assert(extra >= xb and extra < xb + 65536, string.format("%s: the step allocated %d bytes "
+      .. "beyond its inputs; the gradient is %d", r, extra, xb))
+    local want = (x:softmax(2) - st.one_hot(t, 1000):to("f32")) * (r == "mean" and 1 / 512 or 1)
+    check(x.grad, want, 1e-5)
+  end
+end)
+
 -- The gradient of a gather with one pick per row (cross-entropy's target) is a one-hot mask,
 -- pointwise: cross-entropy's backward is one kernel with the softmax's; several picks per row
 -- (a repeated index adds up) still scatter.
