@@ -513,6 +513,10 @@ function F.cross_entropy(input, target, opts)
     return loss
   end
   local cdim = check_target(input, target, "cross_entropy")
+  local dt = input:dtype()
+  if (dt == "f16" or dt == "bf16") and st.autocast_dtype() then
+    input = input:float()   -- cross-entropy is on autocast's f32 list (as log_softmax is in C)
+  end
   local safe, keep = ignore_mask(target, opts.ignore_index, input:dtype(), "cross_entropy")
   local pick = input:gather(cdim, safe:unsqueeze(cdim)):squeeze(cdim)
   -- logsumexp as log_softmax computes it: the row max only keeps exp in range (detached); no
