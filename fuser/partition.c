@@ -561,6 +561,30 @@ static bool col_reduce_divides(const fuse_plan *p, const st_node *x, int g) {
     return reads_reshaped_strided(x, &budget, false);
 }
 
+/* Does the expression of x (walked through views and elementwise ops, at most *budget nodes)
+ * read a reduction over other axes than `axes`? */
+static bool reads_other_reduction(const st_node *x, uint32_t axes, int *budget) {
+    if (--*budget < 0) return false;
+    if (st_ops[x->op].kind == OPK_REDUCE) return x->arg.red.axes != axes;
+    if (x->op != ST_OP_VIEW && !st_op_is_elementwise((st_op)x->op)) return false;
+    for (int i = 0; i < x->nsrc; i++)
+        if (reads_other_reduction(x->src[i], axes, budget)) return true;
+    return false;
+}
+
+/* Would x, joining reduce group g as a value over its rows, read a reduction of other axes (not
+ * placed yet: x's producers come later)? That reduction could be stitched into a pointwise group
+ * computing x, but not into g: it then gets a group of its own, and what x reads of its row
+ * loop is stored there and loaded by g. Layernorm's backward: its input gradient joined the
+ * weight gradient's column sum, and its row kernel stored a partial input gradient (16 MB
+ * written, then read) for the column kernel to finish (bench_fusion's layernorm, bench/NOTES.md). */
+static bool joins_across_rows(const fuse_plan *p, const st_node *x, int g) {
+    const fuse_group *G = &p->groups[g];
+    if (G->kind != FG_REDUCE) return false;
+    int budget = 64;
+    return reads_other_reduction(x, G->anchor->arg.red.axes, &budget);
+}
+
 /* The existing group materialized x would join, or -1 (a new group): the group of a consumer
  * (the producer computed where it is read) or a recent sibling, compatible and acyclic. Joining
  * makes a kernel with several outputs (FUSE_MULTI); joining a consumer's group also computes
@@ -581,7 +605,8 @@ static int join_target(fuse_plan *p, const st_node *x, int *side) {
         if (skip) continue;
         *side = join_side(p, x, g);
         if (*side >= 0 && eval_depth(p, x, g) <= FUSE_MAX_DEPTH && work_fits(p, x, g) &&
-            !(*side == FUSE_OUT_INPUT && col_reduce_divides(p, x, g)) && !creates_cycle(p, x, g))
+            !(*side == FUSE_OUT_INPUT && (col_reduce_divides(p, x, g) || joins_across_rows(p, x, g))) &&
+            !creates_cycle(p, x, g))
             return g;
     }
     return -1;

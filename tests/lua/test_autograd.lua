@@ -288,6 +288,36 @@ test("cross_entropy_step_stores_no_logits_sized_intermediate", function()
   end
 end)
 
+-- Layernorm forward + backward in one flush: the row kernel writes y, the input gradient and the
+-- normalized x (the weight gradient's column sum reads it), and nothing else of x's size. The input
+-- gradient used to join the column sum's kernel (fuser/partition.c joins_across_rows), so the row
+-- kernel stored a partial input gradient for it: 4 such buffers.
+test("layernorm_step_stores_three_input_sized_buffers", function()
+  if st.eager() then return end
+  local F = st.nn.functional
+  local x = st.randn({512, 1000}):requires_grad_()
+  local w, b = st.randn({1000}):requires_grad_(), st.randn({1000}):requires_grad_()
+  local dy = st.randn({512, 1000})
+  st.sync(x, w, b, dy)
+  local xb = 512 * 1000 * 4
+  x.grad, w.grad, b.grad = nil, nil, nil
+  collectgarbage()
+  local base = st.stats().bytes_in_use
+  st.reset_stats()
+  local y = F.layer_norm(x, {1000}, w, b)
+  y:backward(dy)
+  st.sync(y, x.grad, w.grad, b.grad)
+  local extra = st.stats().bytes_peak - base
+  assert(extra >= 3 * xb and extra < 3 * xb + 65536, string.format("the step allocated %.3f times "
+    .. "x's bytes (3: y, the gradient, the normalized x)", extra / xb))
+  local xd, wd, bd = x:detach():requires_grad_(), w:detach():requires_grad_(), b:detach():requires_grad_()
+  st.eager(true)
+  local ye = F.layer_norm(xd, {1000}, wd, bd)
+  ye:backward(dy)
+  st.eager(false)
+  check(y, ye, 1e-5); check(x.grad, xd.grad, 1e-4); check(w.grad, wd.grad, 1e-4); check(b.grad, bd.grad, 1e-4)
+end)
+
 -- The gradient of a gather with one pick per row (cross-entropy's target) is a one-hot mask,
 -- pointwise: cross-entropy's backward is one kernel with the softmax's; several picks per row
 -- (a repeated index adds up) still scatter.
