@@ -154,6 +154,7 @@ static const lt_arity lt_arities[] = {
     {"detach", LT_METHOD, 1, "the tensor"},
     {"retain_grad", LT_METHOD, 1, "the tensor"},
     {"_function_apply", LT_MODULE, 4, "name, inputs, outputs, backward"},
+    {"_after_backward", LT_MODULE, 1, "function"},
     {"autocast", LT_MODULE, LT_VARARGS, "dtype, fn, its arguments"},
     {"autocast_dtype", LT_MODULE, 0, ""},
     {"no_grad", LT_MODULE, LT_VARARGS, "fn, its arguments"},

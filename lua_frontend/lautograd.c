@@ -33,6 +33,7 @@ static int la_requires_grad_(lua_State *L) {
 #define LA_HOST "stitch.FnHost"       /* the metatable */
 #define LA_HOST_KEY "stitch.fn_host"  /* the registry field holding this state's host */
 #define LA_FNERR "stitch.fn_error"
+#define LA_AFTER "stitch.after_backward"  /* st._after_backward's function */
 typedef struct la_host {
     int alive;       /* the Lua state is open */
     int refs;        /* the state's userdata + one per live record */
@@ -195,19 +196,24 @@ static int la_function_apply(lua_State *L) {
         boxes[i] = lt_push_box(L);
         lua_rawseti(L, -2, i + 1);
     }
-    lua_pushvalue(L, 4);
-    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    la_fnud *u = malloc(sizeof *u);
-    if (!u) {
-        luaL_unref(L, LUA_REGISTRYINDEX, ref);
-        return luaL_error(L, "not enough memory");
+    st_status s = ST_ERR_OOM;
+    /* out of memory: garbage collected and tried once more, like every binding (LT_TRY); a failed
+     * call has freed its u, so each try makes its own */
+    for (int attempt = 0; attempt < 2 && s == ST_ERR_OOM; attempt++) {
+        if (attempt) lt_collect(L);
+        lua_pushvalue(L, 4);
+        int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        la_fnud *u = malloc(sizeof *u);
+        if (!u) {
+            luaL_unref(L, LUA_REGISTRYINDEX, ref);
+            return luaL_error(L, "not enough memory");
+        }
+        u->host = h;
+        u->ref = ref;
+        snprintf(u->name, sizeof u->name, "%s", name);
+        h->refs++;
+        s = st_function_apply(name, nin, in, nout, out, res, la_fn_backward, u, la_fn_free);
     }
-    u->host = h;
-    u->ref = ref;
-    snprintf(u->name, sizeof u->name, "%s", name);
-    h->refs++;
-    /* called once: a failed call has freed u (no LT_TRY_STATUS retry) */
-    st_status s = st_function_apply(name, nin, in, nout, out, res, la_fn_backward, u, la_fn_free);
     if (s != ST_OK) return lt_raise(L, "autograd.Function");
     for (int i = 0; i < nout; i++) boxes[i]->t = res[i];
     return 1;
@@ -222,6 +228,24 @@ static int la_retain_grad(lua_State *L) {
     return 1;
 }
 
+/* st._after_backward(fn): fn() runs when an outermost x:backward() has returned, success or not
+ * (lib/autograd.lua: custom functions close their saved tensors then, not inside their backward,
+ * which runs again when st_backward is retried after running out of memory). */
+static int la_set_after_backward(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, LA_AFTER);
+    return 0;
+}
+
+static void la_after_backward(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LA_AFTER) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (lua_pcall(L, 0, 0, 0) != LUA_OK) lua_pop(L, 1);   /* closing tensors: nothing to report */
+}
+
 static int la_backward(lua_State *L) {
     st_tensor *t = lt_check(L, 1);
     st_tensor *g = lua_isnoneornil(L, 2) ? NULL : lt_check(L, 2);
@@ -230,6 +254,7 @@ static int la_backward(lua_State *L) {
     la_running = L;
     LT_TRY_STATUS(L, s, st_backward(t, g));
     la_running = outer;
+    if (!outer) la_after_backward(L);
     if (s != ST_OK) {
         if (lua_getfield(L, LUA_REGISTRYINDEX, LA_FNERR) != LUA_TNIL) { /* a Lua backward raised */
             lua_pushnil(L);
@@ -440,7 +465,7 @@ LT_FUNC void lt_open_autograd(lua_State *L, int methods) {
         lua_setfield(L, -2, "__close");
     }
     lua_pop(L, 1);
-    static const luaL_Reg fn[] = {{"_function_apply", la_function_apply}, {"autocast", la_autocast},
+    static const luaL_Reg fn[] = {{"_function_apply", la_function_apply}, {"_after_backward", la_set_after_backward}, {"autocast", la_autocast},
                                   {"autocast_dtype", la_autocast_dtype}, {NULL, NULL}};
     lt_setfuncs(L, fn, LT_MODULE, 0);
     static const luaL_Reg no_grad[] = {{"no_grad", la_mode}, {NULL, NULL}};

@@ -69,6 +69,26 @@ end
 
 -- ---- Function ----
 
+-- {ctx, tensors it returned as gradients} of the backwards run in the current backward pass;
+-- after_backward closes their other saved tensors when the outermost x:backward() returns.
+local closing = {}
+local function after_backward()
+  local list = closing
+  closing = {}
+  for _, e in ipairs(list) do
+    local ctx, returned = e[1], e[2]
+    local saved = rawget(ctx, "saved_tensors")
+    if saved then
+      for i = 1, saved.n do
+        local t = saved[i]
+        if t ~= nil and not returned[t] then getmetatable(t).__close(t) end
+      end
+      rawset(ctx, "saved_tensors", nil)
+    end
+  end
+end
+st._after_backward(after_backward)
+
 local function apply(cls, ...)
   local name = cls.name
   if type(cls.forward) ~= "function" or type(cls.backward) ~= "function" then
@@ -148,19 +168,16 @@ local function apply(cls, ...)
         res[j] = g
       end
     end
-    -- The record runs once (st_backward has no retain_graph): its saved tensors are dead now.
-    -- Drop their references at once, not when the collector finds the ctx, so the flush that
-    -- follows can free their buffers after their last use (the conv's columns: 19 MB of the CNN
-    -- step). A saved tensor returned as a gradient stays open.
-    local saved = rawget(ctx, "saved_tensors")
-    if saved then
+    -- The record runs once (st_backward has no retain_graph): its saved tensors are dead once
+    -- the backward pass ends. Drop their references then (after_backward), not when the collector
+    -- finds the ctx, so the flush that follows can free their buffers after their last use (the
+    -- conv's columns: 19 MB of the CNN step). Not here: a backward pass that runs out of memory
+    -- is undone and run again, calling this backward again. A saved tensor returned as a
+    -- gradient stays open.
+    if rawget(ctx, "saved_tensors") then
       local returned = {}
       for j = 1, nin do if res[j] ~= nil then returned[res[j]] = true end end
-      for i = 1, saved.n do
-        local t = saved[i]
-        if t ~= nil and not returned[t] then getmetatable(t).__close(t) end
-      end
-      rawset(ctx, "saved_tensors", nil)
+      closing[#closing + 1] = {ctx, returned}
     end
     return table.unpack(res, 1, nin)
   end

@@ -85,6 +85,24 @@ test("a training step: every allocation failed once, the results as without fail
   assert(n > 10, "too few allocations: " .. n)
 end)
 
+-- st.autograd.Function's apply records its node like the built-in ops, so it retries like them:
+-- it used to raise "autograd.Function: out of memory" at once.
+test("a custom autograd function: every allocation failed once, the gradients exact", function()
+  local Cube = st.autograd.Function("Cube")
+  function Cube.forward(ctx, x) ctx:save_for_backward(x); return x * x * x end
+  function Cube.backward(ctx, g) local x = ctx.saved_tensors[1]; return g * 3 * x * x end
+  local function step()
+    local x = st.tensor({1, -2, 0.5}):requires_grad_()
+    local y = Cube.apply(x * 2)
+    y:sum():backward()
+    local g = x.grad:tolist()
+    return { y:sum():item(), g[1], g[2], g[3] }
+  end
+  local want = step()
+  H.check_near(want, { 8 - 64 + 1, 24, 96, 6 }, 1e-12, "cube and its gradient")
+  assert(every_allocation(step, want, "custom function") > 0, "the step allocated nothing")
+end)
+
 test("save and load: every allocation failed once, the file and the tensors exact", function()
   local path = os.tmpname()
   local sd = { w = st.arange(12):reshape(3, 4):float(), b = st.ones(5, "i64") }
