@@ -1017,7 +1017,7 @@ function ConvTranspose2d:extra_repr()
   return s
 end
 
--- Upsample({size | scale_factor, mode = "nearest" | "linear" | "bilinear", align_corners}):
+-- Upsample({size | scale_factor, mode = "nearest" | "linear" | "bilinear" | "bicubic" | "area", align_corners}):
 -- F.interpolate with these options (checked here).
 local Upsample = Module:extend("Upsample")
 M.Upsample = Upsample

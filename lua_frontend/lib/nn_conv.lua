@@ -587,9 +587,35 @@ local function install(F, U)
     return i0, i1, l0, l1
   end
 
+  -- Cubic interpolation of n entries to o along one dim, PyTorch 1.13's (upsample_bicubic2d):
+  -- source position r = scale * dst (align_corners) or scale * (dst + 0.5) - 0.5, not clamped at 0
+  -- (scale as linear_src's); t = r - floor(r); taps floor(r) - 1 .. floor(r) + 2, each clamped to
+  -- [0, n - 1], with Keys' cubic convolution weights (A = -0.75) at distances t + 1, t, 1 - t,
+  -- 2 - t. Returns four 0-based index lists and their four weight lists.
+  local function cubic_src(n, o, sf, align)
+    local scale
+    if align then scale = o > 1 and (n - 1) / (o - 1) or 0 else scale = sf and 1 / sf or n / o end
+    local A = -0.75
+    local function near(x) return ((A + 2) * x - (A + 3)) * x * x + 1 end        -- |x| <= 1
+    local function far(x) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A end   -- 1 < |x| < 2
+    local idx, wts = {{}, {}, {}, {}}, {{}, {}, {}, {}}
+    for d = 0, o - 1 do
+      local r = align and scale * d or scale * (d + 0.5) - 0.5
+      local a = math.floor(r)
+      local t = r - a
+      local w = {far(t + 1), near(t), near(1 - t), far(2 - t)}
+      for k = 1, 4 do
+        idx[k][d + 1] = math.max(0, math.min(a + k - 2, n - 1))
+        wts[k][d + 1] = w[k]
+      end
+    end
+    return idx, wts
+  end
+
   -- How one dim is resampled, cached per geometry, dtype and device (constants, like the pools'):
-  -- {keep = true} (the identity), {rep = k} (nearest, each entry k times: a broadcast view), or
-  -- index tensors i0 (and i1 with lerp weights l0, l1 shaped to broadcast along dim `dim` of 4).
+  -- {keep = true} (the identity), {rep = k} (nearest, each entry k times: a broadcast view), index
+  -- tensors i0 (and i1 with lerp weights l0, l1 shaped to broadcast along dim `dim` of 4), or
+  -- (bicubic) taps: four {index tensor, weights} pairs.
   local interp_cache = {}
   local function interp_plan(n, o, sf, mode, align, dim, dtype, device)
     local key = table.concat({n, o, tostring(sf), mode, tostring(align), dim, dtype, device}, ",")
@@ -609,6 +635,12 @@ local function install(F, U)
         rep = rep and idx[d] == (d - 1) // k
       end
       if ident then p = {keep = true} elseif rep then p = {rep = k} else p = {i0 = itensor(idx)} end
+    elseif mode == "bicubic" then
+      local idx, wts = cubic_src(n, o, sf, align)
+      p = {taps = {}}
+      for k = 1, 4 do
+        p.taps[k] = {itensor(idx[k]), st.tensor(wts[k], dtype):reshape(table.unpack(shape)):to(device)}
+      end
     else
       local i0, i1, l0, l1 = linear_src(n, o, sf, align)
       local ident = o == n
@@ -632,12 +664,21 @@ local function install(F, U)
       if dim == 3 then return x:reshape(n, c, h, 1, w):expand(n, c, h, p.rep, w):reshape(n, c, h * p.rep, w) end
       return x:reshape(n, c, h, w, 1):expand(n, c, h, w, p.rep):reshape(n, c, h, w * p.rep)
     end
+    if p.taps then
+      local y
+      for _, tap in ipairs(p.taps) do
+        local v = x:index_select(dim, tap[1]) * tap[2]
+        y = y and y + v or v
+      end
+      return y
+    end
     local a = x:index_select(dim, p.i0)
     if not p.i1 then return a end
     return a * p.l0 + x:index_select(dim, p.i1) * p.l1
   end
 
-  local interp_modes = {nearest = 1, linear = 1, bilinear = 2}
+  -- the spatial dims each mode takes (0: 1 or 2)
+  local interp_modes = {nearest = 0, area = 0, linear = 1, bilinear = 2, bicubic = 2}
 
   -- The options of interpolate / Upsample checked (names, values; the input's dims are checked at
   -- the call): {size, scale_factor, mode = "nearest", align_corners (nil with "nearest")}.
@@ -645,7 +686,7 @@ local function install(F, U)
     opts = check_opts(opts, {"size", "scale_factor", "mode", "align_corners"}, fname, level + 1)
     local mode = opts.mode or "nearest"
     if not interp_modes[mode] then
-      error(string.format("%s: mode must be \"nearest\", \"linear\" or \"bilinear\", got %s", fname,
+      error(string.format("%s: mode must be \"nearest\", \"linear\", \"bilinear\", \"bicubic\" or \"area\", got %s", fname,
         type(mode) == "string" and "\"" .. mode .. "\"" or tostring(mode)), level + 1)
     end
     if opts.size ~= nil and opts.scale_factor ~= nil then
@@ -671,27 +712,29 @@ local function install(F, U)
     local ac = opts.align_corners
     if ac ~= nil then
       if type(ac) ~= "boolean" then error(fname .. ": align_corners must be a boolean, got " .. tostring(ac), level + 1) end
-      if mode == "nearest" then
-        error(fname .. ": align_corners can only be set with mode \"linear\" or \"bilinear\" (mode is \"nearest\")",
-          level + 1)
+      if mode == "nearest" or mode == "area" then
+        error(string.format("%s: align_corners can only be set with mode \"linear\", \"bilinear\" or \"bicubic\" "
+          .. "(mode is \"%s\")", fname, mode), level + 1)
       end
     end
     return {size = opts.size, scale_factor = opts.scale_factor, mode = mode, align_corners = ac}
   end
   F._interp_opts = interp_opts
 
-  -- interpolate(x, {size | scale_factor, mode = "nearest" | "linear" | "bilinear", align_corners =
-  -- false}): x (N, C, H, W) (nearest, bilinear) or (N, C, L) (nearest, linear) resampled to size
-  -- (a number or one per spatial dim) or floor(in * scale_factor), PyTorch 1.13's source positions
-  -- (nearest_src, linear_src). Separable: one index_select per dim (two and their lerp for the
-  -- linear modes); nearest by a whole factor is a broadcast view.
+  -- interpolate(x, {size | scale_factor, mode = "nearest" | "linear" | "bilinear" | "bicubic" |
+  -- "area", align_corners = false}): x (N, C, H, W) (nearest, bilinear, bicubic, area) or (N, C, L)
+  -- (nearest, linear, area) resampled to size (a number or one per spatial dim) or floor(in *
+  -- scale_factor), PyTorch 1.13's source positions (nearest_src, linear_src, cubic_src).
+  -- Separable: one index_select per dim (two and their lerp for the linear modes, four weighted
+  -- taps for bicubic); nearest by a whole factor is a broadcast view. "area" is
+  -- adaptive_avg_pool2d to the output size, as PyTorch's.
   function F.interpolate(x, opts)
     local o = interp_opts(opts, "interpolate", 2)
     local nd = x:dim() - 2
     if nd ~= 1 and nd ~= 2 then
       error("interpolate: expected input (N, C, L) or (N, C, H, W), got " .. shape_str(x), 2)
     end
-    if o.mode ~= "nearest" and interp_modes[o.mode] ~= nd then
+    if interp_modes[o.mode] ~= 0 and interp_modes[o.mode] ~= nd then
       error(string.format("interpolate: mode \"%s\" needs a %d-D input, got %s", o.mode, interp_modes[o.mode] + 2,
         shape_str(x)), 2)
     end
@@ -723,6 +766,11 @@ local function install(F, U)
       end
     end
     local x4 = nd == 1 and x:unsqueeze(3) or x
+    if o.mode == "area" then
+      local y = F.adaptive_avg_pool2d(x4, nd == 1 and {1, outs[1]} or outs)
+      if nd == 1 then y = y:squeeze(3) end
+      return y
+    end
     local dt, dev = x:dtype(), x:device()
     local plans = {}
     for i = 1, nd do

@@ -156,16 +156,20 @@ test("conv1d, conv_transpose2d, interpolate: unsupported values and shapes are e
   raises(function() return F.conv_transpose2d(st.randn(1, 4, 1, 1), st.randn(4, 2, 1, 1), nil, {padding = 1}) end,
     "conv_transpose2d: padding (1, 1) leaves an empty output (-1 x -1) for input (1, 4, 1, 1) and weight (4, 2, 1, 1)")
   -- interpolate / Upsample
-  raises(function() return F.interpolate(x4, {scale_factor = 2, mode = "bicubic"}) end,
-    "interpolate: mode must be \"nearest\", \"linear\" or \"bilinear\", got \"bicubic\"")
-  raises(function() return nn.Upsample({size = 4, mode = "area"}) end,
-    "Upsample: mode must be \"nearest\", \"linear\" or \"bilinear\", got \"area\"")
+  raises(function() return F.interpolate(x4, {scale_factor = 2, mode = "trilinear"}) end,
+    "interpolate: mode must be \"nearest\", \"linear\", \"bilinear\", \"bicubic\" or \"area\", got \"trilinear\"")
+  raises(function() return nn.Upsample({size = 4, mode = "cubic"}) end,
+    "Upsample: mode must be \"nearest\", \"linear\", \"bilinear\", \"bicubic\" or \"area\", got \"cubic\"")
+  raises(function() return F.interpolate(x3, {scale_factor = 2, mode = "bicubic"}) end,
+    "interpolate: mode \"bicubic\" needs a 4-D input, got (2, 4, 9)")
+  raises(function() return F.interpolate(x4, {size = 2, mode = "area", align_corners = false}) end,
+    "interpolate: align_corners can only be set with mode \"linear\", \"bilinear\" or \"bicubic\" (mode is \"area\")")
   raises(function() return F.interpolate(x4, {size = 4, scale_factor = 2}) end,
     "interpolate: give either size or scale_factor, not both")
   raises(function() return nn.Upsample({size = 4, scale_factor = 2}) end, "Upsample: give either size or scale_factor, not both")
   raises(function() return F.interpolate(x4, {mode = "bilinear"}) end, "interpolate: size or scale_factor is required")
   raises(function() return F.interpolate(x4, {scale_factor = 2, align_corners = true}) end,
-    "interpolate: align_corners can only be set with mode \"linear\" or \"bilinear\" (mode is \"nearest\")")
+    "interpolate: align_corners can only be set with mode \"linear\", \"bilinear\" or \"bicubic\" (mode is \"nearest\")")
   raises(function() return F.interpolate(x4, {scale_factor = 2, mode = "bilinear", align_corners = 1}) end,
     "interpolate: align_corners must be a boolean, got 1")
   raises(function() return F.interpolate(x3, {scale_factor = 2, mode = "bilinear"}) end,

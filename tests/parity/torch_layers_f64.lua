@@ -212,6 +212,18 @@ local LAYERS = {
   end}},
   {"interp_bilinear_scale", {fn = function(x) return F.interpolate(x, {scale_factor = {2, 0.5}, mode = "bilinear"}) end}},
   {"interp_linear_1d", {fn = function(x) return F.interpolate(x, {size = 8, mode = "linear"}) end}},
+  {"interp_bicubic_up", {fn = function(x)
+    return F.interpolate(x, {size = {7, 9}, mode = "bicubic", align_corners = false})
+  end}},
+  {"interp_bicubic_down", {fn = function(x)
+    return F.interpolate(x, {size = {4, 5}, mode = "bicubic", align_corners = false})
+  end}},
+  {"interp_bicubic_ac", {fn = function(x)
+    return F.interpolate(x, {size = {6, 3}, mode = "bicubic", align_corners = true})
+  end}},
+  {"interp_bicubic_scale", {fn = function(x) return F.interpolate(x, {scale_factor = {2, 0.5}, mode = "bicubic"}) end}},
+  {"interp_area_down", {fn = function(x) return F.interpolate(x, {size = {3, 4}, mode = "area"}) end}},
+  {"interp_area_up_1d", {fn = function(x) return F.interpolate(x, {size = 8, mode = "area"}) end}},
   {"upsample_bilinear_x2", {make = function()
     return nn.Upsample({scale_factor = 2, mode = "bilinear", align_corners = false})
   end}},

@@ -151,6 +151,12 @@ def layers():
     interp("interp_bilinear_ac_down", rn(2, 2, 7, 9), size=(3, 4), mode="bilinear", align_corners=True)
     interp("interp_bilinear_scale", rn(1, 2, 5, 6), scale_factor=(2, 0.5), mode="bilinear")
     interp("interp_linear_1d", rn(2, 3, 5), size=8, mode="linear")
+    interp("interp_bicubic_up", rn(2, 2, 4, 5), size=(7, 9), mode="bicubic", align_corners=False)
+    interp("interp_bicubic_down", rn(2, 2, 7, 9), size=(4, 5), mode="bicubic", align_corners=False)
+    interp("interp_bicubic_ac", rn(2, 2, 4, 5), size=(6, 3), mode="bicubic", align_corners=True)
+    interp("interp_bicubic_scale", rn(1, 2, 5, 6), scale_factor=(2, 0.5), mode="bicubic")
+    interp("interp_area_down", rn(2, 2, 7, 9), size=(3, 4), mode="area")
+    interp("interp_area_up_1d", rn(2, 3, 5), size=8, mode="area")
     mod("upsample_bilinear_x2", nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), [rn(2, 2, 3, 4)])
     # attention
     causal = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)  # True: may not attend
