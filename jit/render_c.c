@@ -718,7 +718,7 @@ static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, con
     }
     render_range(b, c, from, to, depth + 1);
     for (int p = i + 1; p < e; p++) {
-        bool mine = p >= from && p < to && c->live[p];   /* not: printed by another piece (col_straight) */
+        bool mine = p >= from && p < to;
         if (xp[p] == 1 && (mine || (p < from && col_used(c, p, from, to) && col_updates(c, p, from, to)))) {
             render_indent(b, depth + 1);
             sbuf_printf(b, "v%d_a[v%d_l] = v%d;\n", p, i, p);
@@ -726,85 +726,6 @@ static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, con
     }
     render_indent(b, depth);
     sbuf_printf(b, "}\n");
-    st_free(live);
-}
-
-/* Marks in dep (bit 0) the values of loop j (ending at e2) of the column-blocked loop: its body
- * and the accumulators it updates (read after it: its results; an accumulator's own definition,
- * before its loop, keeps its place). */
-static void col_mark_loop(const kir_kernel *k, int j, int e2, uint8_t *dep) {
-    for (int q = j; q <= e2; q++) {
-        const kir_ins *in = &k->ins[q];
-        dep[q] |= 1;
-        if (in->op == KI_ACCUPD) dep[in->a] |= 1;
-        if (in->op == KI_ARGUPD) dep[in->a] |= 1, dep[in->b] |= 1;
-    }
-}
-
-/* Does live instruction q read a value marked in dep, or load a buffer the kernel writes (a
- * value an earlier loop caches there)? */
-static bool col_reads_dep(const body_ctx *c, int q, const uint8_t *dep) {
-    const kir_ins *in = &c->k->ins[q];
-    if (in->op == KI_LOAD && c->k->buf_out[in->a]) return true;
-    unsigned m = kir_operand_mask(in);
-    const int32_t ops[4] = {in->a, in->b, in->c, in->d};
-    for (int j = 0; j < 4; j++)
-        if ((m >> j & 1) && ops[j] >= 0 && (dep[ops[j]] & 1)) return true;
-    return false;
-}
-
-/* Sibling inner loops of the column-blocked loop at i (ending at e) that run as one pass over the
- * rows: inner loop j (straight body), then each next inner loop over as many rows, with a
- * straight body, after straight code only, whose body reads nothing the loops before it compute
- * (their bodies, their accumulators, straight code reading those) and no buffer the kernel
- * writes. Layernorm backward's weight and bias gradients: both column sums read the incoming
- * gradient; one after the other, each walked the whole block of rows (the block's 4 MB, out of
- * cache by the second pass). Each output still updates each accumulator with the same values in
- * the same order: the same bits. loops[] gets the loops (returns how many, at most 8); bit 1 of
- * dep[q] marks the straight code between them that reads their results, printed after the pass
- * (the rest before it). dep: k->n bytes, zeroed by the caller. */
-static int col_siblings(const body_ctx *c, int i, int e, int j, int *loops, uint8_t *dep) {
-    const kir_kernel *k = c->k;
-    int n = 1, e2 = render_loop_end(k, j);
-    loops[0] = j;
-    col_mark_loop(k, j, e2, dep);
-    while (n < 8) {
-        int j2 = e2 + 1;
-        for (; j2 < e && k->ins[j2].op != KI_LOOP; j2++)
-            if (c->live[j2] && col_reads_dep(c, j2, dep)) dep[j2] = 3;   /* bit 1: printed after */
-        if (j2 >= e || !c->live[j2] || k->ins[j2].a != k->ins[j].a) break;
-        int e3 = render_loop_end(k, j2);
-        if (e3 >= e || col_nested(c, i, j2, e3) != -1) break;
-        bool ok = true;
-        for (int q = j2 + 1; q < e3 && ok; q++) ok = !c->live[q] || !col_reads_dep(c, q, dep);
-        if (!ok) break;
-        loops[n++] = j2;
-        col_mark_loop(k, j2, e3, dep);
-        e2 = e3;
-    }
-    return n;
-}
-
-/* Prints the straight code [from, to) of the column-blocked loop at i as a piece; with dep, only
- * its live instructions whose bit 1 of dep is want. */
-static void col_straight(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int from, int to,
-                         const uint8_t *dep, int want, int depth) {
-    const kir_kernel *k = c->k;
-    uint8_t *live = st_malloc((size_t)k->n);
-    if (!live) {
-        b->oom = 1;
-        return;
-    }
-    memcpy(live, c->live, (size_t)k->n);
-    bool any = false;
-    for (int q = from; q < to; q++) {
-        if (dep && (dep[q] >> 1 & 1) != want) live[q] = 0;
-        kir_opcode o = (kir_opcode)k->ins[q].op;
-        any |= live[q] && o != KI_IPARAM && o != KI_FPARAM && o != KI_ICONST && o != KI_FCONST;
-    }
-    body_ctx pc = *c;
-    pc.live = live;
-    if (any) col_piece(b, &pc, i, e, xp, rc, from, from, to, depth);
     st_free(live);
 }
 
@@ -878,37 +799,9 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool 
         render_indent(b, depth + 2);
         sbuf_printf(b, "%s v%d_a[%d];\n", kir_type_cname[k->ins[p].type], p, COL_BLOCK);
     }
-    uint8_t *dep = st_malloc((size_t)k->n);
-    if (!dep) b->oom = 1;
-    for (int j = i + 1; j < e && dep;) {
+    for (int j = i + 1; j < e;) {
         if (k->ins[j].op == KI_LOOP) { /* an inner loop: rows outer, the block's outputs inner */
             int e2 = render_loop_end(k, j);
-            int sib[8], ns = 0;
-            if (c->live[j] && col_nested(c, i, j, e2) == -1) {
-                memset(dep, 0, (size_t)k->n);
-                ns = col_siblings(c, i, e, j, sib, dep);
-            }
-            if (ns > 1) { /* sibling loops in one pass over the rows (col_siblings) */
-                int last = render_loop_end(k, sib[ns - 1]);
-                for (int s2 = 1; s2 < ns; s2++)
-                    col_straight(b, c, i, e, xp, rc, render_loop_end(k, sib[s2 - 1]) + 1, sib[s2], dep, 0, depth + 2);
-                render_indent(b, depth + 2);
-                sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) { /* %d sibling loops */\n", j, j,
-                            k->ins[j].a, j, ns);
-                for (int s2 = 0; s2 < ns; s2++) {
-                    if (s2) {
-                        render_indent(b, depth + 3);
-                        sbuf_printf(b, "const int64_t v%d = v%d;\n", sib[s2], j);
-                    }
-                    col_piece(b, c, i, e, xp, rc, sib[s2], sib[s2] + 1, render_loop_end(k, sib[s2]), depth + 3);
-                }
-                render_indent(b, depth + 2);
-                sbuf_printf(b, "}\n");
-                for (int s2 = 1; s2 < ns; s2++)
-                    col_straight(b, c, i, e, xp, rc, render_loop_end(k, sib[s2 - 1]) + 1, sib[s2], dep, 1, depth + 2);
-                j = last + 1;
-                continue;
-            }
             if (c->live[j]) {
                 render_indent(b, depth + 2);
                 sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
@@ -931,11 +824,15 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool 
         } else { /* straight code up to the next inner loop */
             int to = j;
             while (to < e && k->ins[to].op != KI_LOOP) to++;
-            col_straight(b, c, i, e, xp, rc, j, to, NULL, 0, depth + 2);
+            bool any = false;
+            for (int q = j; q < to; q++) {
+                kir_opcode o = (kir_opcode)k->ins[q].op;
+                any |= c->live[q] && o != KI_IPARAM && o != KI_FPARAM && o != KI_ICONST && o != KI_FCONST;
+            }
+            if (any) col_piece(b, c, i, e, xp, rc, j, j, to, depth + 2);
             j = to;
         }
     }
-    st_free(dep);
     render_indent(b, depth + 1);
     sbuf_printf(b, "}\n");
     render_indent(b, depth);

@@ -452,18 +452,6 @@ static st_tensor *one_hot_pick(st_tensor *x) {
     st_release(io); st_release(idx); st_release(hit); st_release(zero);
     return y;
 }
-/* Three independent column reductions over the same rows (sum(g * a), sum(g), max(a) over dims
- * 1, 2 of (4, 8, 24)): one column kernel whose loops share one pass over the rows (render_c.c
- * col_siblings). A column variance (its second sum reads the first's mean) keeps two passes:
- * stitched_multi_output_and_3d_column_groups checks its values. */
-static void col_siblings3(st_tensor *g, st_tensor *a, st_tensor **out) {
-    int ax[2] = {0, 1};
-    st_tensor *ga = st_mul(g, a);
-    out[0] = st_sum(ga, 2, ax, 0);
-    out[1] = st_sum(g, 2, ax, 0);
-    out[2] = st_max(a, 2, ax, 0);
-    st_release(ga);
-}
 static void child_sources_reshape(const char *path) {
     sources_child_start(path);
     st_tensor *x = input(ST_F32, 3, RS_X, 41), *w = input(ST_F32, 2, RS_W, 42), *b = input(ST_F32, 1, RS_B, 43);
@@ -491,10 +479,6 @@ static void child_sources_reshape(const char *path) {
     ok = ok && realized(rs_view_grad(x, pg, pb)) != NULL;
     fprintf(stderr, "\n-- one hot --\n");
     ok = ok && realized(one_hot_pick(lx)) != NULL;
-    fprintf(stderr, "\n-- column siblings --\n");
-    st_tensor *sib[3];
-    col_siblings3(g, a, sib);
-    ok = ok && st_realize(3, sib) == ST_OK;
     _exit(ok ? 0 : 5);
 }
 
@@ -909,12 +893,6 @@ TEST(reshaped_reads_take_the_multi_index) {
                   "the one-hot's arange goes through double:\n%.*s", (int)len, oh);
         CHECK_MSG(count_in(oh, len, "om_eq(") == 1, "no compare in the one-hot kernel:\n%.*s", (int)len, oh);
     }
-    const char *sb = section_kernel(s, "-- column siblings --", "reduce; out:");
-    if (sb) {
-        divisions(sb, &len);
-        CHECK_MSG(count_in(sb, len, "/* 3 sibling loops */") == 1, "the three column sums do not share a pass "
-                  "over the rows:\n%.*s", (int)len, sb);
-    }
     const char *cs = section_kernel(s, "-- stored col sum --", "reduce; out:");
     if (cs) {
         divisions(cs, &len);
@@ -935,7 +913,7 @@ TEST(reshaped_reads_match_interpreter) {
     const int64_t gs[3] = {4, 8, 24};
     st_tensor *g = input(ST_F32, 3, gs, 47), *a = input(ST_F32, 3, gs, 48);
     st_tensor *pg = input(ST_F32, 4, RS_PAD_G, 49), *pb = input(ST_F32, 1, RS_PAD_B, 50);
-    st_tensor *r[2][11];
+    st_tensor *r[2][8];
     for (int e = 0; e < 2; e++) {
         st_set_eager(e);
         r[e][0] = rs_linear_gelu(x, w, b, &r[e][1]);
@@ -943,15 +921,13 @@ TEST(reshaped_reads_match_interpreter) {
         r[e][3] = rs_qkv_bias_grad(qkv, x, &r[e][4]);
         r[e][5] = rs_stored_col_sum(g, a, &r[e][6]);
         r[e][7] = rs_view_grad(x, pg, pb);
-        col_siblings3(g, a, &r[e][8]);
-        CHECK(st_realize(11, r[e]) == ST_OK);
+        CHECK(st_realize(8, r[e]) == ST_OK);
     }
     st_set_eager(0);
-    static const char *const what[11] = {"gelu of the epilogue", "pre-activation of the epilogue", "row logsumexp",
-                                         "q/k/v bias gradient", "q/k/v weight gradient", "stored column sum",
-                                         "the column sum's stored input", "a view's gradient",
-                                         "sibling column sum of a product", "sibling column sum", "sibling column max"};
-    for (int i = 0; i < 11; i++) {
+    static const char *const what[8] = {"gelu of the epilogue", "pre-activation of the epilogue", "row logsumexp",
+                                        "q/k/v bias gradient", "q/k/v weight gradient", "stored column sum",
+                                        "the column sum's stored input", "a view's gradient"};
+    for (int i = 0; i < 8; i++) {
         compare(what[i], r[0][i], r[1][i], i == 2 || i == 4 ? 1e-6 : 0);
         st_release(r[0][i]);
         st_release(r[1][i]);
