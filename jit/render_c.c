@@ -573,7 +573,13 @@ static bool store_loop_ok(const body_ctx *c, int i, int e) {
  * interleaved with other outputs'), so a sum adds its rows in order, serially, as the
  * interpreter does: the same bits whatever the thread count or block size. Loops of fewer than
  * COL_MIN outputs (`x:sum(1)` of an (n, 3) tensor) run as written (partial lanes). */
-#define COL_BLOCK 256   /* most outputs per block (the arrays are on the stack) */
+#define COL_BLOCK 1024  /* most outputs per block (the arrays are on the stack) */
+/* A serial (KIR_LOOP_BLOCK) loop's block size. A parallel loop's blocks split the outputs evenly
+ * over the threads up to COL_BLOCK: each thread then reads one run of adjacent columns per row
+ * (2 KB of a 1024-column f32 row on 2 threads). Capped at 256, the same threads read two 1 KB
+ * runs per row in two sweeps: a layernorm weight/bias gradient's column sums (4096 x 1024) took
+ * 3.7-4.3 ms of CPU time against 3.0-3.5 (bench/NOTES.md). */
+#define COL_BLOCK_SERIAL 256
 #define COL_MIN 8
 
 /* Pure index arithmetic and math (what may be printed outside the outputs' loop, or recomputed). */
@@ -787,7 +793,7 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool 
         sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
                     L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
     } else {
-        sbuf_printf(b, "const int64_t v%d_s = %d;\n", i, COL_BLOCK);
+        sbuf_printf(b, "const int64_t v%d_s = %d;\n", i, COL_BLOCK_SERIAL);
     }
     render_indent(b, depth + 1);
     sbuf_printf(b, "for (int64_t v%d_q = 0; v%d_q < (v%d + v%d_s - 1) / v%d_s; v%d_q++) {\n", i, i, L->a, i, i, i);
