@@ -44,6 +44,7 @@ local function script(text)
 end
 
 test("script_ending_with_a_pending_index_error_fails", function()
+  if st.eager() then print("SKIP " .. "script_ending_with_a_pending_index_error_fails" .. ": eager mode raises at the op, not at the sync point") return end
   local path = script(BAD .. 'print("end of script")\n')
   local out, code = run(q(exe) .. " " .. q(path))
   os.remove(path)
@@ -78,6 +79,7 @@ test("clean_script_exits_0_and_says_nothing", function()
 end)
 
 test("synchronize_raises_a_pending_error_once", function()
+  if st.eager() then print("SKIP " .. "synchronize_raises_a_pending_error_once" .. ": eager mode raises at the op, not at the sync point") return end
   st.synchronize()   -- nothing pending: no error
   local x = st.randn({4, 10})
   local g = x:gather(2, st.tensor({{1}, {0}, {3}, {11}}, "i64") + 0)

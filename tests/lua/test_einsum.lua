@@ -53,6 +53,7 @@ test("errors", function()
 end)
 
 test("one_matmul_kernel", function()
+  if st.eager() then print("SKIP " .. "one_matmul_kernel" .. ": eager mode launches no kernel") return end
   local x, y = st.randn(4, 8, 16), st.randn(4, 16, 8)
   st.sync(x, y)
   local r = st.einsum("bij,bjk->bik", x, y)

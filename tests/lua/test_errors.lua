@@ -39,6 +39,7 @@ test("positions_are_1_based", function()
 end)
 
 test("positions_are_1_based_in_backward", function()
+  if st.eager() then print("SKIP " .. "positions_are_1_based_in_backward" .. ": eager mode raises at the op, not in the backward's flush") return end
   -- a failure inside backward keeps its marked positions through the rule's arena
   local x = cpu(st.ones(2, 2)):requires_grad_()
   local y = x:gather(2, i64({{3, 1}, {1, 1}})):sum()

@@ -21,6 +21,7 @@ local function count(s, pat)
 end
 
 test("graph_returns_tensors_and_writes_dot", function()
+  if st.eager() then print("SKIP " .. "graph_returns_tensors_and_writes_dot" .. ": eager mode has no pending plan") return end
   local x = st.tensor{{1, 2, 3}, {4, 5, 6}}
   local y, z = x:softmax(2), (x * 2):sum()
   local a, b = st.graph(path("two.dot"), y, z)
@@ -36,6 +37,7 @@ test("graph_returns_tensors_and_writes_dot", function()
 end)
 
 test("graph_everything_pending", function()
+  if st.eager() then print("SKIP " .. "graph_everything_pending" .. ": eager mode has no pending plan") return end
   local w = st.tensor{1, 2, 3}:exp()
   eq(select("#", st.graph(path("all.dot"))), 0, "no results")
   assert(slurp(path("all.dot")):find("exp", 1, true), "exp in the plan")

@@ -79,6 +79,7 @@ local run_sliced = train(true)
 local sl = slices()
 
 H.test("steps 3.. plan nothing and compile nothing", function()
+  if st.eager() then print("SKIP " .. "steps 3.. plan nothing and compile nothing" .. ": eager mode plans nothing") return end
   for i = 1, STEPS do
     print(string.format("  step %d: %d plans built, %d cached, %d kernels compiled, loss %.6f", i,
       run[i].built, run[i].hits, run[i].compiled, run[i].loss))
@@ -92,6 +93,7 @@ H.test("steps 3.. plan nothing and compile nothing", function()
 end)
 
 H.test("a partial batch plans again but compiles nothing", function()
+  if st.eager() then print("SKIP " .. "a partial batch plans again but compiles nothing" .. ": eager mode plans nothing") return end
   local r = run[STEPS + 1]
   print(string.format("  partial batch: %d plans built, %d cached, %d kernels compiled", r.built, r.hits,
     r.compiled))
@@ -100,6 +102,7 @@ H.test("a partial batch plans again but compiles nothing", function()
 end)
 
 H.test("batches sliced at a new offset each step reuse the plan (the offset is a parameter)", function()
+  if st.eager() then print("SKIP " .. "batches sliced at a new offset each step reuse the plan (the offset is a parameter)" .. ": eager mode plans nothing") return end
   for i = 1, STEPS + 1 do
     print(string.format("  step %d: %d plans built, %d cached, %d kernels compiled, loss %.6f", i,
       run_sliced[i].built, run_sliced[i].hits, run_sliced[i].compiled, run_sliced[i].loss))
@@ -114,6 +117,7 @@ H.test("batches sliced at a new offset each step reuse the plan (the offset is a
 end)
 
 H.test("matmul operands and in-place writes at new offsets: hits, right results", function()
+  if st.eager() then print("SKIP " .. "matmul operands and in-place writes at new offsets: hits, right results" .. ": eager mode plans nothing") return end
   print(string.format("  %d plan cache hits in 22 flushes", sl.hits))
   assert(sl.hits >= 15, "plan cache hits: " .. sl.hits)
   -- in-place writes: every element where it was written

@@ -45,6 +45,7 @@ for s = 1, STEPS do
 end
 
 H.test("2000 identical steps build no plan after the third", function()
+  if st.eager() then print("SKIP " .. "2000 identical steps build no plan after the third" .. ": eager mode has no flushes") return end
   for s = 1, 5 do
     local r = per_step[s]
     print(string.format("  step %d: %d plans built, %d kernels compiled, %d interpreter groups, %d flushes", s,
