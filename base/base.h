@@ -97,7 +97,7 @@ ST_INTERNAL void base_trim(void);
 
 /* ---- settings: every environment variable stitch reads, named once (settings.c) ---- */
 typedef enum st_setting {
-    SET_EAGER, SET_DEBUG, SET_POISON, SET_JIT_MIN, SET_JIT_HOT, SET_JIT_ASYNC, SET_TRACE_MAX, SET_DEVICE, SET_THREADS, SET_FUSE,
+    SET_EAGER, SET_DEBUG, SET_POISON, SET_JIT_MIN, SET_JIT_HOT, SET_JIT_ASYNC, SET_TRACE_MAX, SET_DEVICE, SET_THREADS, SET_SPIN_US, SET_FUSE,
     SET_PLAN_CACHE, SET_GRAPH, SET_CC, SET_COMPILE_TIMEOUT, SET_CACHE_DIR, SET_CACHE_MAX, SET_CUDA_LIB, SET_NVRTC_PATH, SET_NVRTC_CHECK,
     SET_NVRTC_CHECK_LOG, SET_TF32, SET_CUDA_SIM, SET_CUDA_SYNC,
     /* the system's, read where stitch looks for files and tools */

@@ -25,6 +25,7 @@ static const char *const names[SET_COUNT] = {
     [SET_TRACE_MAX] = "ST_TRACE_MAX",         /* pending nodes before an automatic flush */
     [SET_DEVICE] = "ST_DEVICE",               /* the default device: cpu, cuda, cuda:N */
     [SET_THREADS] = "ST_THREADS",             /* CPU kernel threads */
+    [SET_SPIN_US] = "ST_SPIN_US",             /* us a kernel thread spins for work before it sleeps */
     [SET_FUSE] = "ST_FUSE",                   /* fusion kinds switched on */
     [SET_PLAN_CACHE] = "ST_PLAN_CACHE",       /* 0: no plan cache */
     [SET_GRAPH] = "ST_GRAPH",                 /* write every flush's plan as Graphviz dot */
@@ -104,8 +105,9 @@ void st_runtime_init(void) {
     st_rt.jit_hot = base_env_int(SET_JIT_HOT, 3, 0, INT64_MAX, NULL);
     st_rt.jit_async = (int)base_env_int(SET_JIT_ASYNC, 1, 0, 1, NULL);
     st_rt.trace_max = base_env_int(SET_TRACE_MAX, 20000, INT64_MIN, INT64_MAX, NULL);
-    /* Kernel threads sleep at barriers instead of spinning (libgomp reads this when the first
-     * kernel loads it): a spinning thread whose partner lost its core made 2-thread steps 3-30x
-     * slower than 1-thread steps on a shared machine. A user's own setting wins. */
+    /* For kernels built by a compiler whose OpenMP runtime they still use (clang's libomp; GCC's
+     * kernels run on device/cpu_pool.c): threads sleep at barriers instead of spinning (read when
+     * the first kernel loads the runtime). A spinning thread whose partner lost its core made
+     * 2-thread steps 3-30x slower than 1-thread steps on a shared machine. A user's setting wins. */
     setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
 }

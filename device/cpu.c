@@ -11,9 +11,11 @@
  * hook of base/mem.c: emptied when any allocation fails, by st_empty_cache and at shutdown.
  *
  * Kernels (C target) are functions of shared objects the JIT loaded (jit/cache.c); a launch calls
- * one with its st_kargs on this thread, and the kernel runs its own OpenMP threads.
+ * one with its st_kargs on this thread; the kernel's parallel regions run on the pool of
+ * cpu_pool.c, whose table the launch passes in st_kargs.
  */
 #include "device/device.h"
+#include "device/cpu_pool.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -122,7 +124,7 @@ static st_status cpu_synchronize(int ord) {
 static st_status cpu_launch(int ord, const dev_call *c, int *err) {
     (void)ord;
     int32_t kerr = 0;
-    st_kargs a = {c->bufs, c->ints, c->flts, &kerr, c->nthreads > 0 ? c->nthreads : 1};
+    st_kargs a = {c->bufs, c->ints, c->flts, &kerr, c->nthreads > 0 ? c->nthreads : 1, dev_cpu_pool()};
     st_kernel_fn fn;
     memcpy(&fn, &c->fn, sizeof fn);
     fn(&a);

@@ -42,6 +42,7 @@ typedef struct st_kargs {
     const double *flts;     /* float parameters: user scalars */
     int32_t *err;           /* a kernel sets *err non-zero on a runtime error (index out of range) */
     int nthreads;           /* threads the kernel may use (>= 1) */
+    const struct st_pool_api *pool; /* the threads of its parallel regions (cpu_pool.h); NULL: one */
 } st_kargs;
 typedef void (*st_kernel_fn)(const st_kargs *a);
 

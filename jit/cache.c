@@ -2,10 +2,11 @@
  * cache.c — the kernel caches: source -> callable function, in memory and on disk.
  *
  * Key of a kernel = base_hash128(source, seeded by ctx), ctx = hash(compiler identity, flag list,
- * prelude text), computed once after (re)initialization. The symbol of a kernel is st_k_<key hex>
- * (the JIT defines KNAME to it right before the source), so one key names one function everywhere.
+ * prelude text, the ABI text jit_kargs_src), computed once after (re)initialization. The symbol of
+ * a kernel is st_k_<key hex> (the JIT defines KNAME to it right before the source), so one key names
+ * one function everywhere.
  *
- * Translation unit of a batch: a comment, the prelude, the st_kargs typedef (jit_kargs_src), then
+ * Translation unit of a batch: a comment, the prelude, the kernel ABI (jit_kargs_src), then
  * per kernel `#define KNAME st_k_<key>`, its source, `#undef KNAME`. Kernels of one batch share the
  * unit, so a kernel's own helpers must be static and named after KNAME (or live in the prelude).
  * One bad kernel fails its whole batch (one compiler call), and the error names the saved unit.
@@ -165,6 +166,51 @@ static st_status init_dir(void) {
     return jit_cache_prune(); /* at startup: what earlier processes left */
 }
 
+/* The kernel ABI struct as kernels see it, emitted once per translation unit after the prelude
+ * (the prelude is shared with the interpreter and does not know the ABI). It must match st_kargs
+ * in jit.h field for field: the asserts below catch a change on the host side.
+ * Then the OpenMP entry points GCC's outlined parallel regions call, defined in the unit itself
+ * (hidden: they bind inside the object, and libgomp is not needed) and forwarded to the runtime's
+ * thread pool (device/cpu_pool.h), whose table the kernel stores from its st_kargs on entry
+ * (ST_POOL_USE, the first statement of every kernel render_c.c prints). Without a table (a kernel
+ * called by hand with pool NULL) a region runs on the calling thread. Other compilers (clang:
+ * libomp's ABI) keep their own OpenMP runtime. */
+static const char jit_kargs_src[] =
+    "\n#ifndef ST_KARGS_DEFINED\n#define ST_KARGS_DEFINED\n"
+    "struct st_pool_api {\n"
+    "    void (*parallel)(void (*fn)(void *), void *data, unsigned nthreads);\n"
+    "    void (*barrier)(void);\n"
+    "    int (*thread_num)(void);\n"
+    "    int (*num_threads)(void);\n"
+    "};\n"
+    "typedef struct st_kargs {\n"
+    "    void *const *bufs;\n"
+    "    const int64_t *ints;\n"
+    "    const double *flts;\n"
+    "    int32_t *err;\n"
+    "    int nthreads;\n"
+    "    const struct st_pool_api *pool;\n"
+    "} st_kargs;\n"
+    "#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)\n"
+    "static const struct st_pool_api *st_pool_;\n"
+    "#define ST_POOL_USE(a) (st_pool_ = (a)->pool)\n"
+    "__attribute__((visibility(\"hidden\"))) void GOMP_parallel(void (*fn)(void *), void *data, unsigned n, unsigned flags) {\n"
+    "    (void)flags;\n"
+    "    if (st_pool_) st_pool_->parallel(fn, data, n); else fn(data);\n"
+    "}\n"
+    "__attribute__((visibility(\"hidden\"))) void GOMP_barrier(void) { if (st_pool_) st_pool_->barrier(); }\n"
+    "__attribute__((visibility(\"hidden\"))) int omp_get_thread_num(void) { return st_pool_ ? st_pool_->thread_num() : 0; }\n"
+    "__attribute__((visibility(\"hidden\"))) int omp_get_num_threads(void) { return st_pool_ ? st_pool_->num_threads() : 1; }\n"
+    "#else\n"
+    "#define ST_POOL_USE(a) ((void)0)\n"
+    "#endif\n"
+    "#endif\n";
+_Static_assert(offsetof(st_kargs, bufs) == 0 && offsetof(st_kargs, ints) == sizeof(void *) &&
+                   offsetof(st_kargs, flts) == 2 * sizeof(void *) && offsetof(st_kargs, err) == 3 * sizeof(void *) &&
+                   offsetof(st_kargs, nthreads) == 4 * sizeof(void *) &&
+                   offsetof(st_kargs, pool) == 5 * sizeof(void *) && sizeof(st_kargs) == 6 * sizeof(void *),
+               "st_kargs in jit.h changed: update jit_kargs_src in jit/cache.c");
+
 static st_status ensure_init(void) {
     if (J.ready) return ST_OK;
     st_status s = init_dir();
@@ -177,6 +223,7 @@ static st_status ensure_init(void) {
     k = base_hash128(id, strlen(id), k);
     k = base_hash128(flags, strlen(flags), k);
     k = base_hash128(st_prelude_src, strlen(st_prelude_src), k);
+    k = base_hash128(jit_kargs_src, strlen(jit_kargs_src), k);
     J.ctx = k;
     J.ready = 1;
     base_on_shutdown(BASE_LEVEL_JIT, jit_shutdown);
@@ -441,24 +488,6 @@ st_kernel_fn jit_lookup(const char *source, int allow_disk) {
     if (fn) st_stats_g.cache_hits_disk++;
     return fn;
 }
-
-/* The kernel ABI struct as kernels see it, emitted once per translation unit after the prelude
- * (the prelude is shared with the interpreter and does not know the ABI). It must match st_kargs
- * in jit.h field for field: the asserts below catch a change on the host side. */
-static const char jit_kargs_src[] =
-    "\n#ifndef ST_KARGS_DEFINED\n#define ST_KARGS_DEFINED\n"
-    "typedef struct st_kargs {\n"
-    "    void *const *bufs;\n"
-    "    const int64_t *ints;\n"
-    "    const double *flts;\n"
-    "    int32_t *err;\n"
-    "    int nthreads;\n"
-    "} st_kargs;\n#endif\n";
-_Static_assert(offsetof(st_kargs, bufs) == 0 && offsetof(st_kargs, ints) == sizeof(void *) &&
-                   offsetof(st_kargs, flts) == 2 * sizeof(void *) && offsetof(st_kargs, err) == 3 * sizeof(void *) &&
-                   offsetof(st_kargs, nthreads) == 4 * sizeof(void *) &&
-                   sizeof(st_kargs) == 5 * sizeof(void *),
-               "st_kargs in jit.h changed: update jit_kargs_src in jit/cache.c");
 
 /* Builds the TU of a batch (prelude once, then each kernel between #define KNAME / #undef KNAME)
  * into *b (the caller frees it), its tag btag[33] and the kernels' names for errors what[400]. */

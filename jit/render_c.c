@@ -184,7 +184,7 @@ static void render_buffers(sbuf *b, const kir_kernel *k) {
  * (runtime.c sets OMP_WAIT_POLICY=PASSIVE), and waking the team cost ~80 us per launch on the
  * 2-core dev VM, while one thread does ~65 G multiply-adds/s: two threads only win past ~11 M
  * (128x256x128: 61 us on one thread, 112 us on two; 128x784x256: 377 us vs 277 us). */
-#define MM_PAR_WORK (3 << 22)
+#define MM_PAR_WORK (1 << 21)
 
 static const char *gemm_dt_name(int dt) {
     switch (dt) {
@@ -1149,7 +1149,7 @@ char *render_c(const kir_kernel *k) {
     if (!live) return NULL;
     render_mark_live(k, live);
     if (k->kind == KK_MATMUL) render_gemm_instance(&b, k);
-    sbuf_printf(&b, "// stitch kernel: %s\nvoid KNAME(const st_kargs *a) {\n", k->comment);
+    sbuf_printf(&b, "// stitch kernel: %s\nvoid KNAME(const st_kargs *a) {\n    ST_POOL_USE(a);\n", k->comment);
     if (k->kind == KK_MATMUL) {
         render_matmul(&b, k, live, live + (k->n ? k->n : 1));
     } else {
