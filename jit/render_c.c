@@ -180,10 +180,12 @@ static void render_buffers(sbuf *b, const kir_kernel *k) {
  * elements, so the split never changes a result. Each thread mallocs its packing scratch once per
  * launch; if that fails its tasks run the prelude's unblocked loop (same sums, same order).
  * Integer matmuls (not performance critical) keep a plain row loop accumulating in uint64_t. */
-/* Multiply-adds below which a matmul runs on one thread. Kernel threads sleep between kernels
- * (runtime.c sets OMP_WAIT_POLICY=PASSIVE), and waking the team cost ~80 us per launch on the
- * 2-core dev VM, while one thread does ~65 G multiply-adds/s: two threads only win past ~11 M
- * (128x256x128: 61 us on one thread, 112 us on two; 128x784x256: 377 us vs 277 us). */
+/* Multiply-adds below which a matmul runs on one thread. A region costs a few microseconds while
+ * the pool's threads spin between kernels (device/cpu_pool.c), ~40 us when they sleep (a first
+ * kernel, an oversubscribed machine); one thread does ~65 G multiply-adds/s. At 2M (~30 us of
+ * work) the attention products of bench_fusion's block (64 x 64x32x64, 8.4M) run on two threads:
+ * 218 -> 116-127 us each (they stayed on one under the old 12.6M, sized for libgomp's ~40-80 us
+ * wake-up of sleeping threads). */
 #define MM_PAR_WORK (1 << 21)
 
 static const char *gemm_dt_name(int dt) {
