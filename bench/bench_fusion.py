@@ -19,7 +19,10 @@ neither). Then stitch once per ST_FUSE setting of the ablation (--quick iteratio
 tables: the results table, then "stitch vs every baseline of this run" (eager, torch.compile,
 jax.jit, tinygrad: times and stitch / baseline; a peer whose checksum mismatches is FAILED and its
 ratio invalid). Threads: ST_THREADS if set, else every CPU; torch.set_num_threads gets
-the same number. OMP_WAIT_POLICY is PASSIVE for both unless set (stitch's own default).
+the same number. Each library waits between kernels its own default way: torch's libgomp threads
+spin for a while, then sleep (OMP_WAIT_POLICY is left as the caller has it; until 2026-11-29 this
+script set PASSIVE for both, which made torch's steps 1.2-1.7x slower on an idle machine); stitch's
+kernels run on its own pool (device/cpu_pool.c: spin up to ST_SPIN_US, none when oversubscribed).
 Inputs are bit-identical in both (bench_fusion.lua's integer pattern); each case's outputs are
 compared once through two checksums (sum(y * w), sum(|y|)): a mismatch marks the case FAILED.
 Timing (both sides): after the check call, a first call and a warm-up call are excluded, then
@@ -728,7 +731,6 @@ def main():
     threads = os.environ.get("ST_THREADS", "")
     threads = int(threads) if threads.isdigit() and int(threads) > 0 else os.cpu_count()
     os.environ["ST_THREADS"] = str(threads)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before libgomp loads (with torch)
     for k in ("ST_EAGER", "ST_DEBUG", "ST_POISON"):
         os.environ.pop(k, None)
     try:
@@ -751,7 +753,7 @@ def main():
                 break
     print("machine: %d cores, %s; %s" % (os.cpu_count(), model, time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())))
     print("threads: %d (ST_THREADS; torch.set_num_threads(%d)), OMP_WAIT_POLICY=%s; torch %s; torch.compile: %s" % (
-        threads, torch.get_num_threads(), os.environ["OMP_WAIT_POLICY"], torch.__version__,
+        threads, torch.get_num_threads(), os.environ.get("OMP_WAIT_POLICY", "unset (libgomp's default)"), torch.__version__,
         "available" if hasattr(torch, "compile") else "not in this torch (added in 2.0): n/a"))
     print("load average at start: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     if gpu:
