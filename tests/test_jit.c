@@ -67,7 +67,7 @@ static void check_kernels(st_kernel_fn *fn) {
     int64_t ints[2] = {N, 5};
     double flts[1] = {2.5};
     void *bufs1[2] = {x, z};
-    st_kargs a = {bufs1, ints, flts, &err, 2};
+    st_kargs a = {bufs1, ints, flts, &err, 2, NULL};
     fn[0](&a);
     int ok = 1;
     for (int i = 0; i < N; i++) ok &= z[i] == x[i] * 2.5 + 5.0;
@@ -282,7 +282,7 @@ TEST(mixed_and_duplicates) {
     CHECK(s1.kernels_compiled == s0.kernels_compiled + 1);
     CHECK(fn[1] && fn[1] == fn[2]);
     int32_t err = 0;
-    st_kargs a = {NULL, NULL, NULL, &err, 1};
+    st_kargs a = {NULL, NULL, NULL, &err, 1, NULL};
     if (fn[1]) fn[1](&a);
     CHECK(err == 42);
     CHECK(jit_get_kernels(0, NULL, NULL, NULL) == ST_OK);
