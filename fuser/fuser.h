@@ -339,8 +339,10 @@ ST_INTERNAL void fuse_pentry_refresh(fuse_pentry *e, const st_region *r);
 ST_INTERNAL void fuse_pcache_shutdown(void);           /* frees every entry (st_shutdown) */
 /* Entries cached now and the bytes they hold (st_stats). */
 ST_INTERNAL void fuse_pcache_stats(uint64_t *entries, uint64_t *bytes);
-/* lower.c: true when parameter instruction `in` is a user scalar; its value in r now. */
+/* lower.c: does IOTA n lower in i64 arithmetic (integer start and step within 2^52; part of
+ * the plan key)? */
 ST_INTERNAL bool fuse_iota_integral(const st_node *n);
+/* lower.c: true when parameter instruction `in` is a user scalar; its value in r now. */
 ST_INTERNAL bool fuse_user_scalar(const kir_ins *in, const st_region *r, int64_t *iv, double *fv);
 
 #endif

@@ -465,8 +465,11 @@ LT_FUNC void lt_open_autograd(lua_State *L, int methods) {
         lua_setfield(L, -2, "__close");
     }
     lua_pop(L, 1);
-    static const luaL_Reg fn[] = {{"_function_apply", la_function_apply}, {"_after_backward", la_set_after_backward}, {"autocast", la_autocast},
-                                  {"autocast_dtype", la_autocast_dtype}, {NULL, NULL}};
+    static const luaL_Reg fn[] = {{"_function_apply", la_function_apply},
+                                  {"_after_backward", la_set_after_backward},
+                                  {"autocast", la_autocast},
+                                  {"autocast_dtype", la_autocast_dtype},
+                                  {NULL, NULL}};
     lt_setfuncs(L, fn, LT_MODULE, 0);
     static const luaL_Reg no_grad[] = {{"no_grad", la_mode}, {NULL, NULL}};
     static const luaL_Reg enable_grad[] = {{"enable_grad", la_mode}, {NULL, NULL}};
