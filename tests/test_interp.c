@@ -517,6 +517,76 @@ TEST(reductions) {
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) st_node_release(nodes[i]);
 }
 
+/* Reductions longer than a chunk (1024 elements), over trailing dims (rows, everything), leading
+ * dims (columns) and a middle dim, against a brute-force loop taking each output's elements in
+ * flat order (the interpreter's order, to the bit): sums whose value depends on that order,
+ * max/min with a NaN in one output. */
+TEST(reductions_across_chunks) {
+    static const struct { int64_t sh[3]; uint32_t axes; } cases[] = {
+        {{3, 1500, 1}, 2}, {{3, 1, 1500}, 4}, {{1500, 3, 1}, 1}, {{700, 2, 3}, 3}, {{7, 600, 1}, 7},
+        {{4, 700, 2}, 2}, {{2, 1100, 2}, 5},
+    };
+    static const st_op ops[4] = {ST_OP_RSUM, ST_OP_RMAX, ST_OP_RMIN, ST_OP_RPROD};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int64_t *sh = cases[c].sh;
+        const uint32_t axes = cases[c].axes;
+        const int64_t n = sh[0] * sh[1] * sh[2];
+        int64_t osh[3];
+        for (int d = 0; d < 3; d++) osh[d] = (axes >> d) & 1 ? 1 : sh[d];
+        const int64_t on = osh[0] * osh[1] * osh[2];
+        st_node_arg arg;
+        memset(&arg, 0, sizeof arg);
+        arg.red.axes = axes;
+        for (int k = 0; k < 4; k++) {
+            /* Each output's elements, by their position p in its (flat-order) sequence: 2^60,
+             * -2^60, a small value, then zeros, repeating every 7. A double sum keeps only what
+             * follows the last pair, so any other order gives another sum. Products: values
+             * near 1. Max and min: a NaN in one output. */
+            float *v = malloc((size_t)n * sizeof *v);
+            double *w = malloc((size_t)on * sizeof *w);
+            int64_t *cnt = calloc((size_t)on, sizeof *cnt);
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t ii[3] = {i / (sh[1] * sh[2]), (i / sh[2]) % sh[1], i % sh[2]};
+                int64_t o = 0;
+                for (int d = 0; d < 3; d++) o = o * osh[d] + ((axes >> d) & 1 ? 0 : ii[d]);
+                const int64_t p = cnt[o]++;
+                const double big = ldexp(1.0, 60), x = p % 7 == 0 ? big : p % 7 == 1 ? -big : p % 7 == 2 ? 0.25 * (double)(p + 1) : 0;
+                v[i] = (float)(ops[k] == ST_OP_RPROD ? 1 + (double)((i * 7919) % 1000) * 1e-6 : x);
+            }
+            free(cnt);
+            if (ops[k] == ST_OP_RMAX || ops[k] == ST_OP_RMIN) v[n / 3] = NAN;
+            for (int64_t o = 0; o < on; o++)
+                w[o] = ops[k] == ST_OP_RSUM ? 0 : ops[k] == ST_OP_RPROD ? 1 : ops[k] == ST_OP_RMAX ? -INFINITY : INFINITY;
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t ii[3] = {i / (sh[1] * sh[2]), (i / sh[2]) % sh[1], i % sh[2]};
+                int64_t o = 0;
+                for (int d = 0; d < 3; d++) o = o * osh[d] + ((axes >> d) & 1 ? 0 : ii[d]);
+                const double x = v[i];
+                switch (ops[k]) {
+                case ST_OP_RSUM: w[o] += x; break;
+                case ST_OP_RMAX: w[o] = (x != x || x > w[o]) ? x : w[o]; break;
+                case ST_OP_RMIN: w[o] = (x != x || x < w[o]) ? x : w[o]; break;
+                default: w[o] *= x; break;
+                }
+            }
+            st_node *a = leaf_f32(3, sh, v);
+            st_node *r = node(ops[k], ST_F32, 3, osh, 1, a, NULL, NULL, &arg);
+            CHECK(run1(r) == ST_OK);
+            for (int64_t o = 0; o < on; o++) {
+                const float want = (float)w[o], got = F(r)[o];
+                if (!(got == want || (got != got && want != want))) {
+                    CHECK_MSG(0, "case %zu op %d: [%lld] = %.9g, want %.9g", c, k, (long long)o, got, want);
+                    break;
+                }
+            }
+            st_node_release(r);
+            st_node_release(a);
+            free(w);
+            free(v);
+        }
+    }
+}
+
 /* ---- matmul ---- */
 TEST(matmul) {
     int64_t sa[3] = {2, 2, 3}, sb[3] = {2, 3, 2}, so[3] = {2, 2, 2};
@@ -727,6 +797,7 @@ int main(void) {
     RUN(where_cast_f16);
     RUN(sources);
     RUN(reductions);
+    RUN(reductions_across_chunks);
     RUN(matmul);
     RUN(gather_scatter);
     RUN(execute_region);

@@ -386,6 +386,48 @@ static st_status eval_view(st_node *n, st_buffer *out) {
 }
 
 /* ---- reductions (keepdim shape) ---- */
+
+/* One float sum/prod/max/min step (NaN propagates through max/min). */
+#define RED_STEP(OP, A, X)                                                                      \
+    ((OP) == ST_OP_RSUM ? (A) + (X) : (OP) == ST_OP_RPROD ? (A) * (X)                           \
+     : (OP) == ST_OP_RMAX ? (((X) != (X) || (X) > (A)) ? (X) : (A))                             \
+                          : (((X) != (X) || (X) < (A)) ? (X) : (A)))
+#define RED_RUN(OP, ACC, V, LEN)                                                                \
+    for (int64_t t_ = 0; t_ < (LEN); t_++) ACC = RED_STEP(OP, ACC, (V)[t_])
+#define RED_COLS(OP, AD, V, LEN)                                                                \
+    for (int64_t t_ = 0; t_ < (LEN); t_++) (AD)[t_] = RED_STEP(OP, (AD)[t_], (V)[t_])
+
+/* m values of a float sum/prod/max/min at flat index start, reduced over a suffix of the dims
+ * (rows of `run` elements, output start / run) or a prefix (columns: output start % run): the
+ * steps of the general loop in eval_reduce, in the same order for every output (its elements in
+ * flat order), so the same bits, without a multi-index step and a switch per element. A
+ * first-seen expression runs here before its kernel is compiled (the REPL's first answer). */
+static void reduce_runs(st_op op, bool suffix, int64_t run, int64_t start, int64_t m, const double *v,
+                        double *ad) {
+    for (int64_t i = 0; i < m;) {
+        const int64_t g = start + i, pos = g % run, len = m - i < run - pos ? m - i : run - pos;
+        if (suffix) {
+            double acc = ad[g / run];
+            switch (op) {
+            case ST_OP_RSUM: RED_RUN(ST_OP_RSUM, acc, v + i, len); break;
+            case ST_OP_RPROD: RED_RUN(ST_OP_RPROD, acc, v + i, len); break;
+            case ST_OP_RMAX: RED_RUN(ST_OP_RMAX, acc, v + i, len); break;
+            default: RED_RUN(ST_OP_RMIN, acc, v + i, len); break;
+            }
+            ad[g / run] = acc;
+        } else {
+            double *a = ad + pos;
+            switch (op) {
+            case ST_OP_RSUM: RED_COLS(ST_OP_RSUM, a, v + i, len); break;
+            case ST_OP_RPROD: RED_COLS(ST_OP_RPROD, a, v + i, len); break;
+            case ST_OP_RMAX: RED_COLS(ST_OP_RMAX, a, v + i, len); break;
+            default: RED_COLS(ST_OP_RMIN, a, v + i, len); break;
+            }
+        }
+        i += len;
+    }
+}
+
 static st_status eval_reduce(st_node *n, st_buffer *out) {
     const st_node *s = n->src[0];
     int nd = s->ndim;
@@ -407,6 +449,14 @@ static st_status eval_reduce(st_node *n, st_buffer *out) {
     }
     bool isf = st_is_float((st_dtype)s->dtype);
     int64_t no = n->numel;
+    /* A float reduction over trailing dims (rows; everything) or leading ones (columns). */
+    int low = 0;
+    while (low < nd && !((axes >> low) & 1)) low++;
+    const uint32_t all = nd ? (uint32_t)((1ull << nd) - 1) : 0;
+    const bool suffix = nd > 0 && low < nd && axes == (all & ~((1u << low) - 1));
+    const bool prefix = !suffix && nd > 0 && (axes & 1) && ((axes + 1) & axes) == 0 && axes != all;
+    const bool runs = isf && !arg && (suffix || prefix) && no > 0;
+    const int64_t run = suffix ? s->numel / (no ? no : 1) : no;
     /* acc: the running value (double for floats, int64 otherwise); best: argmax's index. */
     void *acc = st_malloc((size_t)(no ? no : 1) * 8);
     int64_t *best = arg ? st_calloc((size_t)(no ? no : 1), sizeof *best) : NULL;
@@ -431,6 +481,10 @@ static st_status eval_reduce(st_node *n, st_buffer *out) {
         int64_t m = s->numel - start < CHUNK ? s->numel - start : CHUNK;
         if (start && start % CHECK_EVERY == 0 && st_rt.interrupted) { st = check_interrupt(); break; }
         load_as((st_dtype)s->dtype, s->buf->data, start, m, isf ? CT_F64 : CT_I64, &v);
+        if (runs) {
+            reduce_runs(op, suffix, run, start, m, v.d, ad);
+            continue;
+        }
         for (int64_t i = 0; i < m; i++, idx_next(nd, s->shape, idx, ost, &o)) {
             if (isf) {
                 double x = v.d[i], a = ad[o];
