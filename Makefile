@@ -89,6 +89,10 @@ $(BUILD)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# The interpreter's AVX-512 copy of the elementwise loops (trace/interp_ew.h): sqrt vectorizes only
+# when it need not set errno, as in the JIT's kernels (jit/compile.c).
+$(BUILD)/obj/trace/interp_ew.o: CFLAGS += -fno-math-errno
+
 # The prelude is compiled into the runtime (interpreter) and embedded as text for the JIT.
 $(BUILD)/gen/prelude_src.c: base/opmath.h tools/embed.sh
 	@mkdir -p $(dir $@)

@@ -15,10 +15,9 @@
 #include "trace/trace.h"
 #include "base/opmath.h"
 #include "trace/interp_gemm.h"
+#include "trace/interp_ew.h"
 
-/* ---- compute types ---- */
-typedef enum { CT_F32, CT_F64, CT_I32, CT_I64, CT_U8 } ctype;
-
+/* ---- compute types (ctype: trace/interp_ew.h) ---- */
 static ctype ct_of(st_dtype dt) {
     switch (dt) {
     case ST_F64: return CT_F64;
@@ -166,107 +165,22 @@ static inline void idx_next(int nd, const int64_t *shape, int64_t *idx, const in
     }
 }
 
-/* ---- elementwise ops: one function per op from ops.def, switching on the compute type ---- */
-typedef void (*ew1_fn)(ctype ct, const void *a, void *o, int64_t n);
-typedef void (*ew2_fn)(ctype ct, const void *a, const void *b, void *o, int64_t n);
-typedef void (*ew3_fn)(ctype ct, const uint8_t *c, const void *a, const void *b, void *o, int64_t n);
+/* ---- elementwise ops: trace/interp_ew_fns.h, this ISA's copy (ew_base) and, where the CPU has
+ * AVX-512, interp_ew.c's (vectorized, the same operations: the same bits) ---- */
+#define EW_TABLES ew_base
+#include "trace/interp_ew_fns.h"
+#undef EW_TABLES
 
-/* Results are written in the src compute type T: a comparison's 0/1 converts to T and back to
- * bool at the store (v != 0), so one result type serves every op. */
-#define EW_SWITCH(LOOP, FN)                                                                     \
-    switch (ct) {                                                                               \
-    case CT_F32: LOOP(float, FN); break;                                                        \
-    case CT_F64: LOOP(double, FN); break;                                                       \
-    case CT_I32: LOOP(int32_t, FN); break;                                                      \
-    case CT_I64: LOOP(int64_t, FN); break;                                                      \
-    case CT_U8: LOOP(uint8_t, FN); break;                                                       \
+const ew_tables *st_interp_ew_base(void) { return &ew_base; }
+
+static const ew_tables *ew_pick(void) {
+    static const ew_tables *t;
+    if (!t) {
+        const ew_tables *v = st_interp_ew_avx512();
+        t = v ? v : &ew_base;
     }
-#define EW1_LOOP(T, FN)                                                                         \
-    do {                                                                                        \
-        const T *x_ = a;                                                                        \
-        T *y_ = o;                                                                              \
-        for (int64_t i = 0; i < n; i++) y_[i] = (T)FN(x_[i]);                                   \
-    } while (0)
-#define EW2_LOOP(T, FN)                                                                         \
-    do {                                                                                        \
-        const T *x_ = a, *z_ = b;                                                               \
-        T *y_ = o;                                                                              \
-        for (int64_t i = 0; i < n; i++) y_[i] = (T)FN(x_[i], z_[i]);                            \
-    } while (0)
-#define EW3_LOOP(T, FN)                                                                         \
-    do {                                                                                        \
-        const T *x_ = a, *z_ = b;                                                               \
-        T *y_ = o;                                                                              \
-        for (int64_t i = 0; i < n; i++) y_[i] = (T)FN(c[i], x_[i], z_[i]);                      \
-    } while (0)
-
-#define DEF_OPK_SOURCE(NAME, FN)
-#define DEF_OPK_MOVEMENT(NAME, FN)
-#define DEF_OPK_REDUCE(NAME, FN)
-#define DEF_OPK_MATMUL(NAME, FN)
-#define DEF_OPK_GATHER(NAME, FN)
-#define DEF_OPK_WRITE(NAME, FN)
-#define DEF_OPK_UNARY(NAME, FN)                                                                 \
-    static void ew_##NAME(ctype ct, const void *a, void *o, int64_t n) { EW_SWITCH(EW1_LOOP, FN) }
-#define DEF_OPK_BINARY(NAME, FN)                                                                \
-    static void ew_##NAME(ctype ct, const void *a, const void *b, void *o, int64_t n) {         \
-        EW_SWITCH(EW2_LOOP, FN)                                                                 \
-    }
-#define DEF_OPK_TERNARY(NAME, FN)                                                               \
-    static void ew_##NAME(ctype ct, const uint8_t *c, const void *a, const void *b, void *o,    \
-                          int64_t n) {                                                          \
-        EW_SWITCH(EW3_LOOP, FN)                                                                 \
-    }
-#define X(NAME, KIND, NSRC, STR, MATH, ...) DEF_##KIND(NAME, MATH)
-#include "trace/ops.def"
-#undef X
-
-#define TAB_NONE(NAME)
-#define TAB_FN(NAME) [ST_OP_##NAME] = ew_##NAME,
-#define T1_OPK_UNARY TAB_FN
-#define T2_OPK_BINARY TAB_FN
-#define T3_OPK_TERNARY TAB_FN
-#define T1_OPK_BINARY TAB_NONE
-#define T1_OPK_TERNARY TAB_NONE
-#define T2_OPK_UNARY TAB_NONE
-#define T2_OPK_TERNARY TAB_NONE
-#define T3_OPK_UNARY TAB_NONE
-#define T3_OPK_BINARY TAB_NONE
-#define T_OTHER(NAME)
-#define T1_OPK_SOURCE T_OTHER
-#define T1_OPK_MOVEMENT T_OTHER
-#define T1_OPK_REDUCE T_OTHER
-#define T1_OPK_MATMUL T_OTHER
-#define T1_OPK_GATHER T_OTHER
-#define T1_OPK_WRITE T_OTHER
-#define T2_OPK_SOURCE T_OTHER
-#define T2_OPK_MOVEMENT T_OTHER
-#define T2_OPK_REDUCE T_OTHER
-#define T2_OPK_MATMUL T_OTHER
-#define T2_OPK_GATHER T_OTHER
-#define T2_OPK_WRITE T_OTHER
-#define T3_OPK_SOURCE T_OTHER
-#define T3_OPK_MOVEMENT T_OTHER
-#define T3_OPK_REDUCE T_OTHER
-#define T3_OPK_MATMUL T_OTHER
-#define T3_OPK_GATHER T_OTHER
-#define T3_OPK_WRITE T_OTHER
-
-static const ew1_fn ew1_table[ST_OP_COUNT] = {
-#define X(NAME, KIND, ...) T1_##KIND(NAME)
-#include "trace/ops.def"
-#undef X
-};
-static const ew2_fn ew2_table[ST_OP_COUNT] = {
-#define X(NAME, KIND, ...) T2_##KIND(NAME)
-#include "trace/ops.def"
-#undef X
-};
-static const ew3_fn ew3_table[ST_OP_COUNT] = {
-#define X(NAME, KIND, ...) T3_##KIND(NAME)
-#include "trace/ops.def"
-#undef X
-};
+    return t;
+}
 
 static st_status bad_node(const st_node *n, const char *why) {
     return st_error(ST_ERR_INTERNAL, "interp: %s node: %s", st_ops[n->op].name, why);
@@ -279,8 +193,9 @@ static st_status eval_elementwise(st_node *n, st_buffer *out) {
     ctype ct = ct_of(sdt), oct = ct_of((st_dtype)n->dtype);
     for (int k = 0; k < ns; k++)
         if (n->src[k]->numel != n->numel) return bad_node(n, "a src's shape differs from the node's");
-    int have = op == ST_OP_CAST || (op == ST_OP_WHERE ? ew3_table[op] != NULL
-                                    : ns == 2 ? ew2_table[op] != NULL : ew1_table[op] != NULL);
+    const ew_tables *T = ew_pick();
+    int have = op == ST_OP_CAST || (op == ST_OP_WHERE ? T->t3[op] != NULL
+                                    : ns == 2 ? T->t2[op] != NULL : T->t1[op] != NULL);
     if (!have) return bad_node(n, "no elementwise function");
     chunk in[3], res, conv;
     for (int64_t start = 0; start < n->numel; start += CHUNK) {
@@ -293,9 +208,9 @@ static st_status eval_elementwise(st_node *n, st_buffer *out) {
         }
         const void *r = &res;
         if (op == ST_OP_CAST) r = &in[0];
-        else if (op == ST_OP_WHERE) ew3_table[op](ct, in[0].b, &in[1], &in[2], &res, m);
-        else if (ns == 2) ew2_table[op](ct, &in[0], &in[1], &res, m);
-        else ew1_table[op](ct, &in[0], &res, m);
+        else if (op == ST_OP_WHERE) T->t3[op](ct, in[0].b, &in[1], &in[2], &res, m);
+        else if (ns == 2) T->t2[op](ct, &in[0], &in[1], &res, m);
+        else T->t1[op](ct, &in[0], &res, m);
         if (ct != oct) {
             cvt_chunk(ct, oct, r, &conv, m);
             r = &conv;
@@ -362,6 +277,50 @@ static st_status eval_source(st_node *n, st_buffer *out) {
 }
 
 /* ---- VIEW: a strided, optionally masked read of src 0's contiguous layout ---- */
+
+/* len elements of es bytes from src[si + j * st] to dst[di + j] (st 0: a broadcast, 1: a copy). */
+static void copy_run(size_t es, void *dst, int64_t di, const void *src, int64_t si, int64_t st, int64_t len) {
+    if (st == 1) {
+        memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es, (size_t)len * es);
+        return;
+    }
+#define COPY_RUN_(T)                                                                            \
+    do {                                                                                        \
+        T *d_ = (T *)dst + di;                                                                  \
+        const T *s_ = (const T *)src + si;                                                      \
+        for (int64_t j = 0; j < len; j++) d_[j] = s_[j * st];                                   \
+    } while (0)
+    switch (es) {
+    case 1: COPY_RUN_(uint8_t); break;
+    case 2: COPY_RUN_(uint16_t); break;
+    case 4: COPY_RUN_(uint32_t); break;
+    default: COPY_RUN_(uint64_t); break;
+    }
+#undef COPY_RUN_
+}
+
+/* An unmasked view, a row (its last dim) at a time: the same elements as the loop of eval_view,
+ * each row's ends checked against src (its elements lie between them). Broadcasts (a scalar
+ * times a tensor, a row max against its row) are views: element by element they were a quarter
+ * of a first-seen expression's interpreted time. */
+static st_status view_rows(st_node *n, const st_node *s, size_t es, st_buffer *out) {
+    const st_view_arg *v = &n->arg.view;
+    const int nd = n->ndim;
+    const int64_t len = n->shape[nd - 1], st = v->strides[nd - 1];
+    int64_t idx[ST_MAX_DIMS] = {0}, flat = v->offset;
+    for (int64_t i = 0; i < n->numel; i += len) {
+        if (i && i % CHECK_EVERY < len && st_rt.interrupted) return check_interrupt();
+        const int64_t last = flat + (len - 1) * st;
+        if (flat < 0 || flat >= s->numel || last < 0 || last >= s->numel)
+            return bad_node(n, "view reads outside its src");
+        copy_run(es, out->data, i, s->buf->data, flat, st, len);
+        idx[nd - 1] = len - 1;   /* on to the next row */
+        flat = last;
+        idx_next(nd, n->shape, idx, v->strides, &flat);
+    }
+    return ST_OK;
+}
+
 static st_status eval_view(st_node *n, st_buffer *out) {
     const st_node *s = n->src[0];
     const st_view_arg *v = &n->arg.view;
@@ -369,6 +328,8 @@ static st_status eval_view(st_node *n, st_buffer *out) {
     size_t es = st_dtypes[n->dtype].size;
     int64_t idx[ST_MAX_DIMS] = {0}, flat = v->offset;
     int nd = n->ndim;
+    if (!v->has_mask && nd > 0 && n->shape[nd - 1] > 0)
+        return view_rows(n, s, es, out);
     for (int64_t i = 0; i < n->numel; i++) {
         if (i && i % CHECK_EVERY == 0 && st_rt.interrupted) return check_interrupt();
         int valid = 1;
