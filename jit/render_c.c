@@ -1102,6 +1102,12 @@ static void render_matmul_float_epi(sbuf *b, const kir_kernel *k, const uint8_t 
     sbuf_printf(b, "                    st_gemm_tile_%s(&g, r0, r1, c0, c1, ws, tile);\n", sfx);
     sbuf_printf(b, "                    for (int64_t e_i = r0; e_i < r1; e_i++) {\n");
     sbuf_printf(b, "                        const %s *trow = tile + (e_i - r0) * (c1 - c0);\n", st);
+    /* As in a pointwise kernel's innermost loop (render_range): GCC 12 does not use the restrict
+     * pointers here ("versioning for alias required", more than its 10 run-time checks), and an
+     * Adam update fused into a weight gradient ran scalar, 4x the GEMM's time (the MLP step's
+     * W1). An epilogue element reads the tile and its buffers at its own index (or inputs it does
+     * not write, broadcast) and writes its outputs there: no dependence between iterations. */
+    sbuf_printf(b, "                        #pragma GCC ivdep\n");
     sbuf_printf(b, "                        for (int64_t e_j = c0; e_j < c1; e_j++) {\n");
     sbuf_printf(b, "                            const %s e_acc = %s(trow[e_j - c0]);\n", ct, ld);
     sbuf_printf(b, "                            const int64_t e_flat = (e_z * M + e_i) * N + e_j;\n");
