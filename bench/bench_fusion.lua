@@ -32,6 +32,9 @@ for _, a in ipairs(arg) do
   elseif a:match("^%-%-cases=") then
     only = {}
     for c in a:sub(9):gmatch("[^,]+") do only[c] = true end
+  elseif a:match("^%-") then
+    error(string.format("bench_fusion.lua: unknown option %q (options: --quick, --cases=a,b, --nocheck, "
+      .. "--device=cuda; any other argument is the results file)", a), 0)
   else out_path = a end
 end
 local REPS, BUDGET_S = quick and 5 or 20, quick and 0.4 or 2.0
