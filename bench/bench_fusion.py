@@ -21,8 +21,8 @@ jax.jit, tinygrad: times and stitch / baseline; a peer whose checksum mismatches
 ratio invalid). Threads: ST_THREADS if set, else every CPU; torch.set_num_threads gets
 the same number. Each library waits between kernels its own default way: torch's libgomp threads
 spin for a while, then sleep (OMP_WAIT_POLICY is left as the caller has it; until 2026-11-29 this
-script set PASSIVE for both, which made torch's steps 1.2-1.7x slower on an idle machine); stitch's
-kernels run on its own pool (device/cpu_pool.c: spin up to ST_SPIN_US, none when oversubscribed).
+script set PASSIVE for both: in one pair of runs that made torch's block and MLP steps 1.4-2.5x
+slower); stitch's kernels run on its own pool (device/cpu_pool.c: spin up to ST_SPIN_US, none when oversubscribed).
 Inputs are bit-identical in both (bench_fusion.lua's integer pattern); each case's outputs are
 compared once through two checksums (sum(y * w), sum(|y|)): a mismatch marks the case FAILED.
 Timing (both sides): after the check call, a first call and a warm-up call are excluded, then

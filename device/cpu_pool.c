@@ -54,6 +54,7 @@ static struct {
     /* spinning */
     atomic_llong spin_ns;            /* the budget now */
     int64_t spin_set_us;             /* dev_cpu_pool_set_spin; -1: ST_SPIN_US */
+    int64_t spin_env_us;             /* ST_SPIN_US, read when the first workers start */
     int64_t next_sample;
     int loadavg_fd;                  /* -1: not open yet; -2: unavailable */
     int ncpu;
@@ -166,6 +167,7 @@ static int grow(int want) {
         base_on_shutdown(BASE_LEVEL_DEVICE, pool_shutdown);
         long c = sysconf(_SC_NPROCESSORS_ONLN);
         P.ncpu = c > 0 ? (int)c : 1;
+        P.spin_env_us = base_env_int(SET_SPIN_US, SPIN_US_DEFAULT, 0, 1000000, NULL);
     }
     sigset_t all, old;
     sigfillset(&all);
@@ -186,7 +188,7 @@ static void update_spin(int team) {
     const int64_t t = now_ns();
     if (t < P.next_sample) return;
     P.next_sample = t + SAMPLE_NS;
-    int64_t us = P.spin_set_us >= 0 ? P.spin_set_us : base_env_int(SET_SPIN_US, SPIN_US_DEFAULT, 0, 1000000, NULL);
+    int64_t us = P.spin_set_us >= 0 ? P.spin_set_us : P.spin_env_us;
     if (us > 0 && P.loadavg_fd != -2) {
         if (P.loadavg_fd == -1) {
             P.loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);

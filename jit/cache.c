@@ -30,6 +30,7 @@
  * counts as a miss, so the kernel is recompiled: a corrupt cache can cost time, never correctness.
  */
 #include "jit/compile.h"
+#include "device/cpu_pool.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -210,6 +211,11 @@ _Static_assert(offsetof(st_kargs, bufs) == 0 && offsetof(st_kargs, ints) == size
                    offsetof(st_kargs, nthreads) == 4 * sizeof(void *) &&
                    offsetof(st_kargs, pool) == 5 * sizeof(void *) && sizeof(st_kargs) == 6 * sizeof(void *),
                "st_kargs in jit.h changed: update jit_kargs_src in jit/cache.c");
+_Static_assert(offsetof(st_pool_api, parallel) == 0 && offsetof(st_pool_api, barrier) == sizeof(void (*)(void)) &&
+                   offsetof(st_pool_api, thread_num) == 2 * sizeof(void (*)(void)) &&
+                   offsetof(st_pool_api, num_threads) == 3 * sizeof(void (*)(void)) &&
+                   sizeof(st_pool_api) == 4 * sizeof(void (*)(void)),
+               "st_pool_api in device/cpu_pool.h changed: update jit_kargs_src in jit/cache.c");
 
 static st_status ensure_init(void) {
     if (J.ready) return ST_OK;

@@ -348,7 +348,8 @@ static st_status eval_view(st_node *n, st_buffer *out) {
 
 /* ---- reductions (keepdim shape) ---- */
 
-/* One float sum/prod/max/min step (NaN propagates through max/min). */
+/* One float sum/prod/max/min step (NaN propagates through max/min): the general loop of
+ * eval_reduce and reduce_runs both take it from here. */
 #define RED_STEP(OP, A, X)                                                                      \
     ((OP) == ST_OP_RSUM ? (A) + (X) : (OP) == ST_OP_RPROD ? (A) * (X)                           \
      : (OP) == ST_OP_RMAX ? (((X) != (X) || (X) > (A)) ? (X) : (A))                             \
@@ -450,10 +451,10 @@ static st_status eval_reduce(st_node *n, st_buffer *out) {
             if (isf) {
                 double x = v.d[i], a = ad[o];
                 switch (op) {
-                case ST_OP_RSUM: ad[o] = a + x; break;
-                case ST_OP_RPROD: ad[o] = a * x; break;
-                case ST_OP_RMAX: ad[o] = (x != x || x > a) ? x : a; break;
-                case ST_OP_RMIN: ad[o] = (x != x || x < a) ? x : a; break;
+                case ST_OP_RSUM: ad[o] = RED_STEP(ST_OP_RSUM, a, x); break;
+                case ST_OP_RPROD: ad[o] = RED_STEP(ST_OP_RPROD, a, x); break;
+                case ST_OP_RMAX: ad[o] = RED_STEP(ST_OP_RMAX, a, x); break;
+                case ST_OP_RMIN: ad[o] = RED_STEP(ST_OP_RMIN, a, x); break;
                 default: { /* argmax/argmin: first max, or the first NaN */
                     int first = idx[ax] == 0, better;
                     if (a != a && !first) better = 0;
