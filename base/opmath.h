@@ -1067,6 +1067,14 @@ enum { ST_GEMM_F32, ST_GEMM_F16, ST_GEMM_BF16, ST_GEMM_F64 };
 /* One matrix product. A and B point at element [0][0] (strides in elements, any sign, 0 for
  * broadcast); C is row-major with row stride ldc. dt: ST_GEMM_*, the storage type of all three
  * (of C only for a mixed task, whose name gives A's and B's). */
+/* Split dims (an implicit GEMM: a matrix dim that walks several dims of a strided view, as a
+ * convolution's columns walk the padded input's channel, tap and position; kir_matmul.sub):
+ * dim d = 0 A's rows, 1 A's k, 2 B's k, 3 B's columns has n[d] sub-dims (2 or 3; 0: the dim's
+ * own stride), sizes and strides outermost first. The packers gather such an operand. */
+typedef struct st_gemm_split {
+    int n[4];
+    int64_t size[4][3], stride[4][3];
+} st_gemm_split;
 typedef struct st_gemm {
     int dt;
     int64_t M, N, K;
@@ -1076,7 +1084,24 @@ typedef struct st_gemm {
     int64_t sbk, sbn;
     void *C;
     int64_t ldc;
+    const st_gemm_split *split;   /* NULL: every dim has its stride */
+    int64_t om, on;               /* origin of split rows / columns (a tile's); 0 otherwise */
 } st_gemm;
+
+/* Element offset of index i along dim d (st_gemm_split), the dim's stride otherwise. */
+static inline int64_t st_gemm_off_(const st_gemm_split *s, int d, int64_t i, int64_t stride) {
+    if (!s || !s->n[d]) return i * stride;
+    int64_t o = 0;
+    for (int q = s->n[d] - 1; q > 0; q--) {
+        o += i % s->size[d][q] * s->stride[d][q];
+        i /= s->size[d][q];
+    }
+    return o + i * s->stride[d][0];
+}
+#define ST_GEMM_OAM_(g, i) st_gemm_off_((g)->split, 0, (g)->om + (i), (g)->sam)
+#define ST_GEMM_OAK_(g, k) st_gemm_off_((g)->split, 1, (k), (g)->sak)
+#define ST_GEMM_OBK_(g, k) st_gemm_off_((g)->split, 2, (k), (g)->sbk)
+#define ST_GEMM_OBN_(g, j) st_gemm_off_((g)->split, 3, (g)->on + (j), (g)->sbn)
 
 static inline int64_t st_gemm_rup_(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -1132,9 +1157,8 @@ static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b;
  * panel reads its operand across the unit stride (A row-major, B transposed): element by element
  * those are scattered stores, ~12% of the time of x @ W^T (128x784x256). */
 typedef float st_v8f_ __attribute__((vector_size(32)));
-static inline void st_gemm_tr8_f_(const float *restrict src, int64_t lds, float *restrict dst, int64_t ldd) {
-    st_v8f_ r[8], t[8];
-    for (int i = 0; i < 8; i++) memcpy(&r[i], src + i * lds, sizeof r[i]);
+static inline void st_gemm_tr8r_f_(st_v8f_ *r, float *restrict dst, int64_t ldd) {
+    st_v8f_ t[8];
     for (int i = 0; i < 8; i += 2) {   /* pairs of rows, interleaved */
         t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
         t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
@@ -1151,6 +1175,30 @@ static inline void st_gemm_tr8_f_(const float *restrict src, int64_t lds, float 
     }
     for (int i = 0; i < 8; i++) memcpy(dst + i * ldd, &t[i], sizeof t[i]);   /* t[i]: column i */
 }
+static inline void st_gemm_tr8_f_(const float *restrict src, int64_t lds, float *restrict dst, int64_t ldd) {
+    st_v8f_ r[8];
+    for (int i = 0; i < 8; i++) memcpy(&r[i], src + i * lds, sizeof r[i]);
+    st_gemm_tr8r_f_(r, dst, ldd);
+}
+/* A gathered B panel's 8 k x NR block whose 8 k are adjacent in memory (column j's elements at
+ * B + co[j] + kb .. + 7: a weight gradient's columns over the output positions), transposed 8
+ * columns at a time. Float panels of an f32 operand only; the others return 0 (nothing done). */
+static inline int st_gemm_gtpack_b_f32_f_(const float *B, const int64_t *co, int64_t kb, float *restrict bp) {
+    for (int j = 0; j < ST_GEMM_NRF; j += 8) {
+        st_v8f_ r[8];
+        for (int i = 0; i < 8; i++) memcpy(&r[i], B + co[j + i] + kb, sizeof r[i]);
+        st_gemm_tr8r_f_(r, bp + j, ST_GEMM_NRF);
+    }
+    return 1;
+}
+#define ST_GEMM_GTPACK_B_f32_f(g, co, kb, bp) st_gemm_gtpack_b_f32_f_((const float *)(g)->B, co, kb, bp)
+#define ST_GEMM_GTPACK_B_f16_f(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_bf16_f(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_f64_f(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_f32_d(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_f16_d(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_bf16_d(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_f64_d(g, co, kb, bp) 0
 /* The transposing packers' fast path, for float panels of an f32 operand only (the others are
  * 0: nothing done). Each returns how many k it packed (a multiple of 8; the loop does the rest). */
 static inline int64_t st_gemm_tpack_a_f32_f_(const float *A, int64_t base, int64_t sam, int64_t mr, int64_t kc,
@@ -1192,9 +1240,65 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
  * stride, so a transposed operand is read along its rows too. An element of another type than T
  * is converted as CAST converts it: ST_GEMM_LD_S gives S's compute type, then a C conversion. */
 #define ST_GEMM_PACK_(T, S, U, NR)                                                               \
+    static inline void st_gemm_gpack_a_##S##_##U(const st_gemm *g, int64_t i0, int64_t mb,     \
+                                              int64_t p0, int64_t kc, T *restrict ap) {         \
+        for (int64_t r = 0; r < mb; r += ST_GEMM_MR, ap += ST_GEMM_MR * kc) {                    \
+            const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - r);                                 \
+            int64_t ro[ST_GEMM_MR];                                                              \
+            for (int64_t i = 0; i < mr; i++) ro[i] = ST_GEMM_OAM_(g, i0 + r + i);                \
+            for (int64_t k = 0; k < kc; k++) {                                                   \
+                const int64_t ko = ST_GEMM_OAK_(g, p0 + k);                                      \
+                for (int64_t i = 0; i < mr; i++)                                                 \
+                    ap[k * ST_GEMM_MR + i] = (T)ST_GEMM_LD_##S(g->A, ro[i] + ko);                \
+                for (int64_t i = mr; i < ST_GEMM_MR; i++) ap[k * ST_GEMM_MR + i] = 0;            \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    /* B gathered: runs of 8 adjacent columns are copied (a convolution's output positions); a  \
+     * full panel without them whose 8 k are adjacent is transposed (a weight gradient's) */    \
+    static inline void st_gemm_gpack_b_##S##_##U(const st_gemm *g, int64_t p0, int64_t kc,     \
+                                              int64_t j0, int64_t nc, T *restrict bp) {         \
+        int64_t ko[ST_GEMM_KCF];   /* kc <= KC <= ST_GEMM_KCF */                               \
+        for (int64_t k = 0; k < kc; k++) ko[k] = ST_GEMM_OBK_(g, p0 + k);                        \
+        for (int64_t q = 0; q < nc; q += NR, bp += NR * kc) {                                    \
+            const int64_t nr = st_gemm_min_(NR, nc - q);                                         \
+            int64_t co[NR];                                                                      \
+            int run[NR / 8], runs = 1;                                                           \
+            for (int64_t j = 0; j < nr; j++) co[j] = ST_GEMM_OBN_(g, j0 + q + j);                \
+            for (int64_t j = 0; j < NR / 8; j++) {                                               \
+                run[j] = sizeof(ST_GEMM_T_##S) == sizeof(T) && j * 8 + 8 <= nr;                  \
+                for (int64_t e = 1; e < 8 && run[j]; e++) run[j] = co[j * 8 + e] == co[j * 8] + e; \
+                runs = runs && run[j];                                                           \
+            }                                                                                    \
+            for (int64_t k = 0; k < kc;) {                                                       \
+                if (!runs && nr == NR && k + 8 <= kc && ko[k + 7] == ko[k] + 7) {                \
+                    int adj = 1;                                                                 \
+                    for (int e = 1; e < 7; e++) adj = adj && ko[k + e] == ko[k] + e;             \
+                    if (adj && ST_GEMM_GTPACK_B_##S##_##U(g, co, ko[k], bp + k * NR)) {          \
+                        k += 8;                                                                  \
+                        continue;                                                                \
+                    }                                                                            \
+                }                                                                                \
+                T *restrict d = bp + k * NR;                                                     \
+                for (int64_t j = 0; j < NR / 8; j++) {                                           \
+                    if (run[j]) {                                                                \
+                        __builtin_memcpy(d + j * 8, (const T *)g->B + ko[k] + co[j * 8], 8 * sizeof(T)); \
+                    } else {                                                                     \
+                        for (int64_t e = j * 8; e < j * 8 + 8; e++)                              \
+                            d[e] = e < nr ? (T)ST_GEMM_LD_##S(g->B, ko[k] + co[e]) : (T)0;       \
+                    }                                                                            \
+                }                                                                                \
+                k++;                                                                             \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
     static inline void st_gemm_pack_a_##S##_##U(const st_gemm *g, int64_t i0, int64_t mb,      \
                                              int64_t p0, int64_t kc, T *restrict ap) {          \
         const int64_t sam = g->sam, sak = g->sak;                                                \
+        if (g->split && (g->split->n[0] || g->split->n[1])) {                                    \
+            st_gemm_gpack_a_##S##_##U(g, i0, mb, p0, kc, ap);                                    \
+            return;                                                                              \
+        }                                                                                        \
         for (int64_t r = 0; r < mb; r += ST_GEMM_MR, ap += ST_GEMM_MR * kc) {                    \
             const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - r), base = (i0 + r) * sam + p0 * sak; \
             if (sak == 1) {                                                                      \
@@ -1214,6 +1318,10 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
     static inline void st_gemm_pack_b_##S##_##U(const st_gemm *g, int64_t p0, int64_t kc,      \
                                              int64_t j0, int64_t nc, T *restrict bp) {          \
         const int64_t sbk = g->sbk, sbn = g->sbn;                                                \
+        if (g->split && (g->split->n[2] || g->split->n[3])) {                                    \
+            st_gemm_gpack_b_##S##_##U(g, p0, kc, j0, nc, bp);                                    \
+            return;                                                                              \
+        }                                                                                        \
         for (int64_t q = 0; q < nc; q += NR, bp += NR * kc) {                                    \
             const int64_t nr = st_gemm_min_(NR, nc - q), base = p0 * sbk + (j0 + q) * sbn;       \
             if (sbn == 1 && nr == NR && sizeof(ST_GEMM_T_##S) == sizeof(T)) { /* S is T: */      \
@@ -1290,8 +1398,9 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
             for (int64_t j = j0; j < j1; j++) {                                                  \
                 T acc = 0;                                                                       \
                 for (int64_t k = 0; k < g->K; k++)                                               \
-                    acc = ST_GEMM_FMA_##T((T)ST_GEMM_LD_##SA(g->A, i * g->sam + k * g->sak),     \
-                                          (T)ST_GEMM_LD_##SB(g->B, k * g->sbk + j * g->sbn), acc); \
+                    acc = ST_GEMM_FMA_##T((T)ST_GEMM_LD_##SA(g->A, ST_GEMM_OAM_(g, i) + ST_GEMM_OAK_(g, k)), \
+                                          (T)ST_GEMM_LD_##SB(g->B, ST_GEMM_OBK_(g, k) + ST_GEMM_OBN_(g, j)), \
+                                          acc);                                                  \
                 ((STO *)g->C)[i * g->ldc + j] = ST_GEMM_STO_##OS(acc);                           \
             }                                                                                    \
         }                                                                                        \
@@ -1362,8 +1471,10 @@ static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_
     static __attribute__((noinline, unused)) void st_gemm_tile_##S(                            \
         const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws, STO *tile) { \
         st_gemm h = *g;                                                                          \
-        h.A = (const ST_GEMM_T_##SA *)g->A + i0 * g->sam;                                        \
-        h.B = (const ST_GEMM_T_##SB *)g->B + j0 * g->sbn;                                        \
+        if (g->split && g->split->n[0]) h.om = g->om + i0; /* a split dim: its origin moves */  \
+        else h.A = (const ST_GEMM_T_##SA *)g->A + i0 * g->sam;                                   \
+        if (g->split && g->split->n[3]) h.on = g->on + j0;                                       \
+        else h.B = (const ST_GEMM_T_##SB *)g->B + j0 * g->sbn;                                   \
         h.M = i1 - i0;                                                                           \
         h.N = j1 - j0;                                                                           \
         h.C = tile;                                                                              \

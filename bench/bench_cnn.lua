@@ -8,9 +8,14 @@
 -- every step. Memory: the peak resident set over the warm-up and timed steps above the resident
 -- set before them (/proc/self/clear_refs resets the peak), and st.stats().bytes_peak.
 -- Prints one line `cnn_stitch ms=.. best=.. cold=.. kernels=.. rss_mb=.. bytes_peak_mb=.. loss=..`.
-local quick = false
-for _, a in ipairs(arg) do
-  if a == "--quick" then quick = true else error("bench_cnn.lua: unknown argument " .. a .. " (--quick)") end
+-- --model resnet: the model of examples/fashion_mnist_resnet.lua instead (width 16, batch 128 of
+-- 1x28x28, BatchNorm, SGD Nesterov momentum 0.9, weight decay 5e-4, lr 0.1): its training step.
+local quick, which = false, "cnn"
+for i, a in ipairs(arg) do
+  if a == "--quick" then quick = true
+  elseif a == "--model" and (arg[i + 1] == "cnn" or arg[i + 1] == "resnet") then which = arg[i + 1]
+  elseif arg[i - 1] == "--model" and (a == "cnn" or a == "resnet") then -- its value
+  else error("bench_cnn.lua: unknown argument " .. a .. " (--quick, --model cnn|resnet)") end
 end
 local WARM, STEPS = 3, quick and 5 or 20
 local now = assert(st._now, "bench_cnn.lua: st._now missing")
@@ -25,13 +30,40 @@ end
 
 local nn, F = st.nn, st.nn.functional
 st.manual_seed(0)
-local model = nn.Sequential(
-  nn.Conv2d(3, 32, 3, {padding = 1}), nn.ReLU(), nn.MaxPool2d(2),
-  nn.Conv2d(32, 64, 3, {padding = 1}), nn.ReLU(), nn.MaxPool2d(2),
-  nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
-local opt = st.optim.SGD(model:parameters(), {lr = 0.01, momentum = 0.9})
-local x = st.rand(64, 3, 32, 32) - 0.5
-local y = st.randint(1, 10, {64})
+local model, opt, x, y
+if which == "cnn" then
+  model = nn.Sequential(
+    nn.Conv2d(3, 32, 3, {padding = 1}), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(32, 64, 3, {padding = 1}), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
+  opt = st.optim.SGD(model:parameters(), {lr = 0.01, momentum = 0.9})
+  x = st.rand(64, 3, 32, 32) - 0.5
+  y = st.randint(1, 10, {64})
+else   -- the ResNet example's model (examples/fashion_mnist_resnet.lua; keep the two in step)
+  local Block = nn.Module:extend("Block")
+  function Block:__init(cin, cout, stride)
+    self.conv1 = nn.Conv2d(cin, cout, 3, {stride = stride, padding = 1, bias = false})
+    self.bn1 = nn.BatchNorm2d(cout)
+    self.conv2 = nn.Conv2d(cout, cout, 3, {padding = 1, bias = false})
+    self.bn2 = nn.BatchNorm2d(cout)
+    if stride ~= 1 or cin ~= cout then
+      self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, {stride = stride, bias = false}), nn.BatchNorm2d(cout))
+    end
+  end
+  function Block:forward(t)
+    local h = F.relu(self.bn1(self.conv1(t)))
+    h = self.bn2(self.conv2(h))
+    return F.relu(h + (self.short and self.short(t) or t))
+  end
+  local w = 16
+  model = nn.Sequential(
+    nn.Conv2d(1, w, 3, {padding = 1, bias = false}), nn.BatchNorm2d(w), nn.ReLU(),
+    Block(w, w, 1), Block(w, 2 * w, 2), Block(2 * w, 4 * w, 2),
+    nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * w, 10))
+  opt = st.optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9, weight_decay = 5e-4, nesterov = true})
+  x = st.rand(128, 1, 28, 28)
+  y = st.randint(1, 10, {128})
+end
 st.sync(x, y, table.unpack(model:parameters()))
 
 local loss
@@ -60,6 +92,6 @@ end
 local s1 = st.stats()
 local hwm = status_kb("VmHWM")
 table.sort(times)
-print(string.format("cnn_stitch ms=%.3f best=%.3f cold=%.0f kernels=%.1f rss_mb=%.1f bytes_peak_mb=%.1f loss=%.5f",
+print(string.format(which .. "_stitch ms=%.3f best=%.3f cold=%.0f kernels=%.1f rss_mb=%.1f bytes_peak_mb=%.1f loss=%.5f",
   times[(STEPS + 1) // 2], times[1], cold_ms, (s1.kernels_launched - s0.kernels_launched) / STEPS,
   (hwm - rss0) / 1024, s1.bytes_peak / 2^20, loss:item()))

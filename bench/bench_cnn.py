@@ -2,7 +2,11 @@
 with 32 then 64 channels; linear head; cross_entropy; SGD momentum 0.9): stitch (bench_cnn.lua, in a
 child process) and PyTorch eager (this process), in the same run, and the ratio.
 
-Run: python3 bench/bench_cnn.py [--quick] [--build DIR]   (make -C bench cnn [TPY=PY]; threads:
+--model resnet: the model of examples/fashion_mnist_resnet.lua (width 16, batch 128 of 1x28x28,
+BatchNorm, SGD Nesterov, weight decay) instead: the step the example's 15-minute goal depends on.
+
+Run: python3 bench/bench_cnn.py [--quick] [--build DIR] [--model cnn|resnet]   (make -C bench cnn
+[MODEL=resnet] [TPY=PY]; threads:
 ST_THREADS for both, else every CPU). Memory: each side's peak resident set over its warm-up and
 timed steps above its resident set before them (/proc/self/clear_refs resets the peak)."""
 import os
@@ -24,15 +28,44 @@ def status_kb(key):
     return int(m.group(1)) if m else 0
 
 
-def torch_side(steps, warm=3):
+class Block(nn.Module):
+    """The ResNet example's residual block (examples/fashion_mnist_resnet.lua)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.short = None
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, t):
+        h = torch.relu(self.bn1(self.conv1(t)))
+        h = self.bn2(self.conv2(h))
+        return torch.relu(h + (self.short(t) if self.short is not None else t))
+
+
+def torch_side(which, steps, warm=3):
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.rand(64, 3, 32, 32) - 0.5
-    y = torch.randint(0, 10, (64,))
+    if which == "cnn":
+        model = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        x = torch.rand(64, 3, 32, 32) - 0.5
+        y = torch.randint(0, 10, (64,))
+    else:
+        w = 16
+        model = nn.Sequential(
+            nn.Conv2d(1, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(),
+            Block(w, w, 1), Block(w, 2 * w, 2), Block(2 * w, 4 * w, 2),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * w, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, nesterov=True)
+        x = torch.rand(128, 1, 28, 28)
+        y = torch.randint(0, 10, (128,))
 
     step = train_step(model, opt, x, y)
     rss0 = status_kb("VmRSS")
@@ -47,12 +80,13 @@ def torch_side(steps, warm=3):
             "loss": loss.item()}
 
 
-def stitch_side(build, quick):
+def stitch_side(build, which, quick):
     env = dict(os.environ, ST_JIT_ASYNC="0")
     env["ST_DEVICE"] = "cpu"
-    cmd = [os.path.join(build, "stitch"), os.path.join(HERE, "bench_cnn.lua")] + (["--quick"] if quick else [])
+    cmd = [os.path.join(build, "stitch"), os.path.join(HERE, "bench_cnn.lua"), "--model", which]
+    cmd += ["--quick"] if quick else []
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    line = [l for l in r.stdout.splitlines() if l.startswith("cnn_stitch ")]
+    line = [l for l in r.stdout.splitlines() if l.startswith(which + "_stitch ")]
     if r.returncode != 0 or not line:
         sys.exit("bench_cnn.py: %s failed (status %d):\n%s%s" % (" ".join(cmd), r.returncode, r.stdout, r.stderr))
     print(line[0])
@@ -63,20 +97,24 @@ def main():
     args = sys.argv[1:]
     quick = "--quick" in args
     build = os.path.join(HERE, "..", "build")
+    which = "cnn"
     for i, a in enumerate(args):
         if a == "--build" and i + 1 < len(args):
             build = args[i + 1]
         elif a.startswith("--build="):
             build = a.split("=", 1)[1]
-        elif a not in ("--quick", "--build") and (i == 0 or args[i - 1] != "--build"):
-            sys.exit("bench_cnn.py: unknown argument %r (--quick, --build DIR)" % a)
+        elif a == "--model" and i + 1 < len(args) and args[i + 1] in ("cnn", "resnet"):
+            which = args[i + 1]
+        elif a not in ("--quick", "--build", "--model") and (i == 0 or args[i - 1] not in ("--build", "--model")):
+            sys.exit("bench_cnn.py: unknown argument %r (--quick, --build DIR, --model cnn|resnet)" % a)
     if os.environ.get("ST_THREADS"):
         torch.set_num_threads(int(os.environ["ST_THREADS"]))
     print("machine: %d cores, torch %s, %d threads" % (os.cpu_count(), torch.__version__, torch.get_num_threads()))
-    s = stitch_side(build, quick)
-    t = torch_side(5 if quick else 20)
-    print("cnn_torch ms=%.3f best=%.3f rss_mb=%.1f loss=%.5f" % (t["ms"], t["best"], t["rss_mb"], t["loss"]))
-    print("| CNN train step, batch 64 | stitch | torch eager | stitch/eager |")
+    s = stitch_side(build, which, quick)
+    t = torch_side(which, 5 if quick else 20)
+    print("%s_torch ms=%.3f best=%.3f rss_mb=%.1f loss=%.5f" % (which, t["ms"], t["best"], t["rss_mb"], t["loss"]))
+    print("| %s | stitch | torch eager | stitch/eager |"
+          % ("CNN train step, batch 64" if which == "cnn" else "ResNet example's train step, batch 128"))
     print("|---|---|---|---|")
     print("| ms (median) | %.2f | %.2f | %.2fx |" % (s["ms"], t["ms"], s["ms"] / t["ms"]))
     print("| peak RSS growth, MB | %.1f | %.1f | %.2fx |" % (s["rss_mb"], t["rss_mb"], s["rss_mb"] / max(t["rss_mb"], 0.1)))

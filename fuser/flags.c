@@ -17,7 +17,7 @@
 static const struct { const char *name; unsigned bit; } kinds[] = {
     {"inline", FUSE_INLINE},         {"reduce", FUSE_REDUCE},       {"stitch", FUSE_STITCH},
     {"prologue", FUSE_MM_PROLOGUE},  {"epilogue", FUSE_MM_EPILOGUE}, {"multi", FUSE_MULTI},
-    {"horizontal", FUSE_HORIZONTAL},
+    {"horizontal", FUSE_HORIZONTAL}, {"implicit", FUSE_MM_IMPLICIT},
 };
 
 static unsigned flags;
@@ -44,7 +44,7 @@ unsigned fuse_parse_flags(const char *spec) {
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !bit; k++)
                 if (!strcmp(name, kinds[k].name)) bit = kinds[k].bit;
             if (!bit) fprintf(stderr, "stitch: ST_FUSE: unknown fusion kind '%s' (ignored; known: inline, "
-                                      "reduce, stitch, prologue, epilogue, multi, horizontal, none, all)\n", tok);
+                                      "reduce, stitch, prologue, epilogue, multi, horizontal, implicit, none, all)\n", tok);
             else if (bit != FUSE_ALL) f = on ? (f | bit) : (f & ~bit);
         }
         s += n;

@@ -93,7 +93,8 @@ enum {
     FUSE_MM_EPILOGUE = 1u << 4,  /* elementwise consumers fused into the matmul's store */
     FUSE_MULTI = 1u << 5,        /* several outputs per kernel (siblings, sibling reductions) */
     FUSE_HORIZONTAL = 1u << 6,   /* independent groups batched into one launch */
-    FUSE_ALL = (1u << 7) - 1
+    FUSE_MM_IMPLICIT = 1u << 7,  /* a reshape of a strided view read by the GEMM (implicit GEMM) */
+    FUSE_ALL = (1u << 8) - 1
 };
 ST_INTERNAL unsigned fuse_flags(void);                 /* ST_FUSE, parsed once */
 ST_INTERNAL unsigned fuse_parse_flags(const char *spec);
@@ -120,6 +121,19 @@ ST_INTERNAL bool fuse_view_is_flat(const st_node *v);
  * offset *offset is, or NULL when the offset is 0 by construction. */
 ST_INTERNAL void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset,
                                  st_node **offview);
+/* The same, also giving the operand's split matrix dims (FUSE_MM_IMPLICIT, float matmuls): when
+ * src is a reshape of a strided VIEW whose dims merge into src's (the columns of a convolution:
+ * (N, C*kh*kw, Ho*Wo) over the padded input's (N, C, kh, kw, Ho, Wo)), the VIEW is folded too:
+ * each batch dim must be one stride (strides[d]), and the row and column dims (sub[0], sub[1]:
+ * 0 = strides[d] alone) may each walk up to KIR_MM_SUB dims of the VIEW (size and stride,
+ * outermost first; strides[d] is then 0). The GEMM gathers such an operand as it packs it: the
+ * columns are never stored. */
+typedef struct fuse_mm_split {
+    int sub[2];
+    int64_t size[2][KIR_MM_SUB], stride[2][KIR_MM_SUB];
+} fuse_mm_split;
+ST_INTERNAL void fuse_mm_operand_split(st_node *src, st_node **base, int64_t *strides, int64_t *offset,
+                                       st_node **offview, fuse_mm_split *split);
 /* With FUSE_MM_PROLOGUE the chain may include one CAST (not a target) from a float dtype to the
  * matmul's, when fuse_mm_cast_ok: *base then has the source's dtype and the GEMM converts each
  * element as it loads it (base/opmath.h ST_GEMM_MIXED). */

@@ -1192,8 +1192,9 @@ static void lower_matmul(lw *w) {
     st_node *base[2];
     st_node *ov[2];
     int64_t str[2][ST_MAX_DIMS], off[2];
+    fuse_mm_split sp[2];
     for (int i = 0; i < 2; i++) {
-        fuse_mm_operand(mm->src[i], &base[i], str[i], &off[i], &ov[i]);
+        fuse_mm_operand_split(mm->src[i], &base[i], str[i], &off[i], &ov[i], &sp[i]);
         /* another dtype: a folded cast (prologue), converted by the GEMM as it loads */
         if (base[i]->dtype != mm->dtype && !fuse_mm_cast_ok(mm->dtype, base[i]->dtype)) {
             fail(w, "matmul operand of another dtype");
@@ -1218,7 +1219,16 @@ static void lower_matmul(lw *w) {
     for (int d = 0; d < nb + 2; d++) mm_param(w, &key, str[1][d]);
     k->p_aoff = mm_offset(w, &key, ov[0], off[0]);
     k->p_boff = mm_offset(w, &key, ov[1], off[1]);
-    k->b_unit = str[1][nb + 1] == 1;
+    for (int i = 0; i < 2; i++) {
+        for (int d = 0; d < 2; d++) {   /* split rows / columns: sizes, then strides */
+            int n = sp[i].sub[d];
+            k->sub[2 * i + d] = n;
+            k->p_sub[2 * i + d] = w->L->k.nints;
+            for (int q = 0; q < n; q++) mm_param(w, &key, sp[i].size[d][q]);
+            for (int q = 0; q < n; q++) mm_param(w, &key, sp[i].stride[d][q]);
+        }
+    }
+    k->b_unit = str[1][nb + 1] == 1 && !k->sub[3];
     w->L->work = mm->numel * mm->src[0]->shape[nb + 1];
     if (k->epi) lower_mm_epilogue(w, mm);
 }

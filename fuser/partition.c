@@ -74,7 +74,10 @@ static bool mm_cast_foldable(const st_node *n) {
            fuse_mm_cast_ok(n->dtype, n->src[0]->dtype);
 }
 
-void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview) {
+/* The chain of views and one CAST under a matmul operand folded into single strides per dim:
+ * flat views anywhere, one strided view (seen through flat views keeping src's shape). The rule
+ * without FUSE_MM_IMPLICIT (and for integer matmuls). */
+static void mm_operand_strided(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview) {
     st_node *n = src, *ov = NULL;
     int64_t off = 0;
     st_contig_strides(src->ndim, src->shape, strides);
@@ -99,16 +102,143 @@ void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *of
         ident = false;
         n = n->src[0];
     }
+    *base = n;
+    *offset = off;
+    *offview = ov;
+}
+
+/* An operand dim as sub-dims (size, stride), outermost first: flat strides of the layout of the
+ * node the chain has reached. */
+typedef struct mm_subs {
+    int n;
+    int64_t size[ST_MAX_DIMS], stride[ST_MAX_DIMS];
+} mm_subs;
+
+static bool mm_subs_push(mm_subs *o, int64_t s, int64_t t) {
+    if (o->n && o->stride[o->n - 1] == t * s) { /* merges with the one before */
+        o->size[o->n - 1] *= s;
+        o->stride[o->n - 1] = t;
+        return true;
+    }
+    if (o->n == ST_MAX_DIMS) return false;
+    o->size[o->n] = s;
+    o->stride[o->n++] = t;
+    return true;
+}
+
+/* Re-expresses every sub-dim, a flat stride of v's contiguous layout, over v's dims (strides in
+ * its source's layout): sub-dim (s, t) must be a run of v's dims, t the contiguous stride of the
+ * innermost one and s their sizes' product (stride-0 sub-dims, broadcasts, stay). */
+static bool mm_subs_through(int nd, mm_subs *subs, const st_node *v) {
+    int64_t cv[ST_MAX_DIMS];
+    st_contig_strides(v->ndim, v->shape, cv);
+    for (int d = 0; d < nd; d++) {
+        mm_subs o = {0};
+        for (int q = 0; q < subs[d].n; q++) {
+            int64_t s = subs[d].size[q], t = subs[d].stride[q];
+            if (t == 0) {
+                if (!mm_subs_push(&o, s, 0)) return false;
+                continue;
+            }
+            int e = v->ndim - 1;
+            while (e >= 0 && !(v->shape[e] > 1 && cv[e] == t)) e--;
+            int64_t have = 1, rs[ST_MAX_DIMS], rt[ST_MAX_DIMS];
+            int nr = 0;
+            for (; e >= 0 && have < s; e--) {
+                if (v->shape[e] == 1) continue;
+                rs[nr] = v->shape[e];
+                rt[nr++] = v->arg.view.strides[e];
+                have *= v->shape[e];
+            }
+            if (nr == 0 || have != s) return false;
+            for (int r = nr - 1; r >= 0; r--)
+                if (!mm_subs_push(&o, rs[r], rt[r])) return false;
+        }
+        subs[d] = o;
+    }
+    return true;
+}
+
+/* Are the sub-dims a GEMM operand (batch dims one stride, the row and column dims up to
+ * KIR_MM_SUB)? Then fills strides and sp. */
+static bool mm_subs_fit(int nd, const mm_subs *subs, int64_t *strides, fuse_mm_split *sp) {
+    memset(sp, 0, sizeof *sp);
+    for (int d = 0; d < nd; d++) {
+        int m = d - (nd - 2);   /* 0: the row dim, 1: the column dim, < 0: a batch dim */
+        const mm_subs *u = &subs[d];
+        strides[d] = u->n == 1 ? u->stride[0] : 0;
+        if (u->n <= 1) continue;
+        if (m < 0 || u->n > KIR_MM_SUB) return false;
+        sp->sub[m] = u->n;
+        memcpy(sp->size[m], u->size, (size_t)u->n * sizeof u->size[0]);
+        memcpy(sp->stride[m], u->stride, (size_t)u->n * sizeof u->stride[0]);
+    }
+    return true;
+}
+
+void fuse_mm_operand_split(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview,
+                           fuse_mm_split *split) {
+    fuse_mm_split sp;
+    memset(&sp, 0, sizeof sp);
+    st_node *n = src, *ov = NULL;
+    int64_t off = 0;
+    if (!fuse_on(FUSE_MM_IMPLICIT) || !st_is_float(src->dtype)) {
+        mm_operand_strided(src, &n, strides, &off, &ov);
+    } else {
+        /* Any chain of views (and one CAST) whose composition gives each dim a run of strides: a
+         * strided view reshaped, transposed, reshaped again (a convolution's columns, their
+         * transpose, a batch folded into rows). Only the innermost strided view may have an
+         * offset (its P_VOFF). The last point where the operand fits the GEMM is kept. */
+        mm_subs subs[ST_MAX_DIMS];
+        int nd = src->ndim;
+        int64_t cs[ST_MAX_DIMS];
+        st_contig_strides(nd, src->shape, cs);
+        for (int d = 0; d < nd; d++) {
+            subs[d].n = src->shape[d] != 1;
+            subs[d].size[0] = src->shape[d];
+            subs[d].stride[0] = cs[d];
+        }
+        mm_subs_fit(nd, subs, strides, &sp);   /* src itself: contiguous */
+        bool cast = false;
+        st_node *c = src, *lastv = NULL;   /* lastv: the innermost strided view passed */
+        for (;;) {
+            if (!cast && mm_cast_foldable(c)) {
+                cast = true;
+            } else if (c->op != ST_OP_VIEW || (c->flags & NODE_TARGET) || c->arg.view.has_mask) {
+                break;
+            } else if (!fuse_view_is_flat(c)) {   /* flat views keep every flat offset */
+                if (lastv && lastv->arg.view.offset != 0) break;   /* an outer offset would move */
+                if (!mm_subs_through(nd, subs, c)) break;
+                lastv = c;
+            }
+            c = c->src[0];
+            int64_t str2[ST_MAX_DIMS];
+            fuse_mm_split sp2;
+            if (mm_subs_fit(nd, subs, str2, &sp2)) {   /* the GEMM can read c: the base so far */
+                memcpy(strides, str2, (size_t)nd * sizeof str2[0]);
+                sp = sp2;
+                n = c;
+                ov = lastv;
+                off = lastv ? lastv->arg.view.offset : 0;
+            }
+        }
+    }
     if (!fuse_on(FUSE_MM_PROLOGUE) && n != src && fuse_in_region(n)) {
         /* prologue fusion off: a view of a computed value is materialized contiguous first */
         st_contig_strides(src->ndim, src->shape, strides);
         n = src;
         off = 0;
         ov = NULL;
+        memset(&sp, 0, sizeof sp);
     }
     *base = n;
     *offset = off;
     if (offview) *offview = ov;
+    if (split) *split = sp;
+}
+
+void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview) {
+    fuse_mm_operand_split(src, base, strides, offset, offview, NULL);
 }
 
 /* ---- groups ---- */

@@ -94,6 +94,7 @@ typedef enum kir_kind { KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVI
  * storage dtype is its slot's (buf_dtype[a_buf], buf_dtype[b_buf]): dtype, or, for a float
  * matmul (f32/f64) whose operand is a cast of a float value folded into the loads (a prologue),
  * the value's own (f16 bf16 f32 f64); the renderers convert each element as CAST does. */
+#define KIR_MM_SUB 3   /* most sub-dims of one split matrix dim */
 typedef struct kir_matmul {
     int dtype;                 /* st_dtype of the product (and of A and B, but for a prologue) */
     int nbatch;                /* batch dims */
@@ -103,6 +104,13 @@ typedef struct kir_matmul {
     int p_astr, p_bstr;        /* first of nbatch+2 stride slots (batch.., row, col) */
     int p_aoff, p_boff;
     int b_unit;                /* B's column stride is 1 (baked: the inner loop is vectorizable) */
+    /* Split matrix dims (an implicit GEMM: the operand is a reshape of a strided view, and a row
+     * or column index walks several of its dims, as a convolution's columns do). sub[d] for d =
+     * A's rows, A's columns (k), B's rows (k), B's columns: 0 when the dim has one stride (the
+     * p_astr/p_bstr slot), else its KIR_MM_SUB >= sub[d] >= 2 sub-dims, outermost first, whose
+     * sizes then strides are the 2 * sub[d] slots from p_sub[d] (the stride slot is then 0). */
+    int sub[4];
+    int p_sub[4];
     int epi;                   /* the instruction list is an epilogue per output element; o_buf
                                 * is then -1 (the epilogue stores what the group writes) */
 } kir_matmul;

@@ -247,6 +247,18 @@ static void render_matmul_head(sbuf *b, const kir_kernel *k) {
                 m->p_bstr + nb, m->p_bstr + nb + 1, m->p_boff);
     sbuf_printf(b, "    int64_t NB = 1;\n");
     for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= a->ints[%d];\n", m->p_bsize + d);
+    /* split dims (an implicit GEMM, kir_matmul.sub): the packers gather through SP */
+    if (!m->sub[0] && !m->sub[1] && !m->sub[2] && !m->sub[3]) {
+        sbuf_printf(b, "    const st_gemm_split *SP = NULL;\n    (void)SP;\n");
+        return;
+    }
+    sbuf_printf(b, "    st_gemm_split sp_ = {{%d, %d, %d, %d}, {{0}}, {{0}}};\n", m->sub[0], m->sub[1], m->sub[2],
+                m->sub[3]);
+    for (int d = 0; d < 4; d++)
+        for (int q = 0; q < m->sub[d]; q++)
+            sbuf_printf(b, "    sp_.size[%d][%d] = a->ints[%d]; sp_.stride[%d][%d] = a->ints[%d];\n", d, q,
+                        m->p_sub[d] + q, d, q, m->p_sub[d] + m->sub[d] + q);
+    sbuf_printf(b, "    const st_gemm_split *SP = &sp_;\n");
 }
 
 /* Statements turning batch index `var` (destroyed) into element offsets ao, bo (declared before). */
@@ -279,7 +291,7 @@ static void render_matmul_float(sbuf *b, const kir_kernel *k) {
     sbuf_printf(b, "            int64_t ao = aoff, bo = boff, r = t / T;\n");
     render_batch_offsets(b, m, "r", "            ");
     sbuf_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn,\n", dt);
-    sbuf_printf(b, "                               O + t / T * M * N, N};\n");
+    sbuf_printf(b, "                               O + t / T * M * N, N, SP, 0, 0};\n");
     sbuf_printf(b, "            st_gemm_task_%s(&g, t %% T, mb, nb, ws);\n", sfx);
     sbuf_printf(b, "        }\n");
     sbuf_printf(b, "        free(ws);\n");
@@ -1093,7 +1105,7 @@ static void render_matmul_float_epi(sbuf *b, const kir_kernel *k, const uint8_t 
     sbuf_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
     sbuf_printf(b, "            int64_t ao = aoff, bo = boff, r = t / T, i0, i1, j0, j1;\n");
     render_batch_offsets(b, m, "r", "            ");
-    sbuf_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn, NULL, 0};\n", dt);
+    sbuf_printf(b, "            const st_gemm g = {%s, M, N, K, A + ao, sam, sak, B + bo, sbk, sbn, NULL, 0, SP, 0, 0};\n", dt);
     sbuf_printf(b, "            const int64_t e_z = t / T, rs = ws ? mb : 1, cs = ws ? TC : 64;\n");
     sbuf_printf(b, "            st_gemm_range(&g, t %% T, mb, nb, &i0, &i1, &j0, &j1);\n");
     sbuf_printf(b, "            for (int64_t r0 = i0; r0 < i1; r0 += rs)\n");

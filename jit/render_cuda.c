@@ -896,11 +896,16 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
     sbuf_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", T * MM_KT, CU_BLOCK);
     sbuf_printf(b, "                    const int am = l >> 4, ak = l & 15, bk = l / %d, bn = l %% %d;\n", T, T);
     sbuf_printf(b, "                    const int64_t gm = m0 + am, gk = k0 + ak, gk2 = k0 + bk, gn = n0 + bn;\n");
-    sbuf_printf(b, "                    As[ak][am] = gm < M && gk < K ? (%s)%s(A[ao + gm * sam + gk * sak]) : (%s)0;\n",
-                C, lda, C);
-    sbuf_printf(b, "                    Bs[bk][bn] = gk2 < K && gn < N ? "
-                   "(%s)%s(B[bo + gk2 * sbk + gn * %s]) : (%s)0;\n",
-                C, ldb, m->b_unit ? "1" : "sbn", C);
+    sbuf_printf(b, "                    As[ak][am] = gm < M && gk < K ? (%s)%s(A[ao + ", C, lda);
+    cuda_mm_off(b, m, 0, "gm", "sam");
+    sbuf_printf(b, " + ");
+    cuda_mm_off(b, m, 1, "gk", "sak");
+    sbuf_printf(b, "]) : (%s)0;\n", C);
+    sbuf_printf(b, "                    Bs[bk][bn] = gk2 < K && gn < N ? (%s)%s(B[bo + ", C, ldb);
+    cuda_mm_off(b, m, 2, "gk2", "sbk");
+    sbuf_printf(b, " + ");
+    cuda_mm_off(b, m, 3, "gn", m->b_unit ? "1" : "sbn");
+    sbuf_printf(b, "]) : (%s)0;\n", C);
     sbuf_printf(b, "                }\n");
     sbuf_printf(b, "                __syncthreads();\n");
     /* only the k < K of the tile: a padded zero would turn -0 into +0 and inf * 0 into NaN */

@@ -102,6 +102,26 @@ bool cuda_mma_eligible(const kir_kernel *k, int sm) {
     return dt == ST_F16 || dt == ST_BF16 || (dt == ST_F32 && cuda_tf32_allowed());
 }
 
+void cuda_mm_off(sbuf *b, const kir_matmul *m, int d, const char *var, const char *stride) {
+    int ns = m->sub[d], p = m->p_sub[d];
+    if (!ns) {
+        sbuf_printf(b, "%s * %s", var, stride);
+        return;
+    }
+    sbuf_printf(b, "(");
+    for (int q = 0; q < ns; q++) {   /* digit q: (var / inner sizes) % size q, times stride q */
+        sbuf_printf(b, "%s(%s", q ? " + " : "", var);
+        if (q < ns - 1) {
+            sbuf_printf(b, " / (");
+            for (int r = q + 1; r < ns; r++) sbuf_printf(b, "%si%d", r > q + 1 ? " * " : "", p + r);
+            sbuf_printf(b, ")");
+        }
+        if (q > 0) sbuf_printf(b, " %% i%d", p + q);
+        sbuf_printf(b, ") * i%d", p + ns + q);
+    }
+    sbuf_printf(b, ")");
+}
+
 void cuda_mm_store_plain(sbuf *b, const kir_kernel *k, const char *row, const char *col, const char *acc,
                          int depth) {
     int dt = k->mm.dtype;
@@ -129,7 +149,16 @@ static void header(sbuf *b, const kir_kernel *k, const cuda_mma_shape *s) {
 }
 
 /* Global -> shared: element l of each tile, in the order of the operand's unit-stride dimension. */
-static void load_tiles(sbuf *b, bool tf) {
+/* " ? A[ao + <row offset> + <k offset>] : " for operand A (a = 1) or B (cuda_mm_off). */
+static void tile_load(sbuf *b, const kir_matmul *m, int a) {
+    sbuf_printf(b, " ? %s[%s + ", a ? "A" : "B", a ? "ao" : "bo");
+    cuda_mm_off(b, m, a ? 0 : 2, a ? "gm" : "gkb", a ? "sam" : "sbk");
+    sbuf_printf(b, " + ");
+    cuda_mm_off(b, m, a ? 1 : 3, a ? "gka" : "gn", a ? "sak" : "sbn");
+    sbuf_printf(b, "] : ");
+}
+
+static void load_tiles(sbuf *b, const kir_matmul *m, bool tf) {
     sbuf_printf(b, "                for (int l = threadIdx.x; l < %d; l += %d) {\n", MMA_T * MMA_KT, MMA_THREADS);
     sbuf_printf(b, "                    const int am = a_mf ? l %% %d : l / %d, ak = a_mf ? l / %d : l %% %d;\n",
                 MMA_T, MMA_KT, MMA_T, MMA_KT);
@@ -137,15 +166,19 @@ static void load_tiles(sbuf *b, bool tf) {
                 MMA_KT, MMA_T, MMA_KT, MMA_T);
     sbuf_printf(b, "                    const int64_t gm = m0 + am, gka = k0 + ak, gn = n0 + bn, gkb = k0 + bk;\n");
     if (!tf) {
-        sbuf_printf(b, "                    As[am][ak] = gm < M && gka < K ? A[ao + gm * sam + gka * sak] : "
-                       "(uint16_t)0;\n");
-        sbuf_printf(b, "                    Bs[bn][bk] = gkb < K && gn < N ? B[bo + gkb * sbk + gn * sbn] : "
-                       "(uint16_t)0;\n");
+        sbuf_printf(b, "                    As[am][ak] = gm < M && gka < K");
+        tile_load(b, m, 1);
+        sbuf_printf(b, "(uint16_t)0;\n");
+        sbuf_printf(b, "                    Bs[bn][bk] = gkb < K && gn < N");
+        tile_load(b, m, 0);
+        sbuf_printf(b, "(uint16_t)0;\n");
     } else {
-        sbuf_printf(b, "                    const float av = gm < M && gka < K ? A[ao + gm * sam + gka * sak] : "
-                       "0.0f;\n");
-        sbuf_printf(b, "                    const float bv = gkb < K && gn < N ? B[bo + gkb * sbk + gn * sbn] : "
-                       "0.0f;\n");
+        sbuf_printf(b, "                    const float av = gm < M && gka < K");
+        tile_load(b, m, 1);
+        sbuf_printf(b, "0.0f;\n");
+        sbuf_printf(b, "                    const float bv = gkb < K && gn < N");
+        tile_load(b, m, 0);
+        sbuf_printf(b, "0.0f;\n");
         sbuf_printf(b, "                    As[am][ak] = st_cvt_tf32_(av);\n");
         sbuf_printf(b, "                    Bs[bn][bk] = st_cvt_tf32_(bv);\n");
     }
@@ -217,7 +250,7 @@ void render_matmul_mma(sbuf *b, const kir_kernel *k, cuda_mm_store_fn store) {
     sbuf_printf(b, "#pragma unroll\n                for (int j = 0; j < %d; j++)\n", CUDA_MMA_NI);
     sbuf_printf(b, "#pragma unroll\n                    for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;\n");
     sbuf_printf(b, "            for (int64_t k0 = 0; k0 < K; k0 += %d) {\n", MMA_KT);
-    load_tiles(b, tf);
+    load_tiles(b, m, tf);
     sbuf_printf(b, "                __syncthreads();\n");
     sbuf_printf(b, "                const int kn = K - k0 < %d ? (int)(K - k0) : %d;\n", MMA_KT, MMA_KT);
     k_step(b, s, tf);

@@ -21,6 +21,11 @@ typedef void (*cuda_mm_store_fn)(sbuf *b, const kir_kernel *k, const char *row, 
 ST_INTERNAL void cuda_mm_store_plain(sbuf *b, const kir_kernel *k, const char *row, const char *col,
                                      const char *acc, int depth);
 
+/* The element offset of index `var` along matmul dim d (kir_matmul.sub: 0 A's rows, 1 A's k, 2
+ * B's k, 3 B's columns), appended to b: `var * stride` (stride: the name in scope), or, for a split dim,
+ * the sum over its sub-dims of (var's digit) * (sub-dim stride), the slots read as i<slot>. */
+ST_INTERNAL void cuda_mm_off(sbuf *b, const kir_matmul *m, int d, const char *var, const char *stride);
+
 /* Does matmul k get the tensor-core body on compute capability sm (major * 10 + minor; 0 =
  * unknown)? f16 and bf16 on sm >= 80; f32 only while tf32 is allowed; never f64 or integers,
  * never an operand stored in another type (a folded cast: the plain body converts it). */

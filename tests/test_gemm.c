@@ -62,7 +62,7 @@ static void gemm_case(int dt, int64_t M, int64_t N, int64_t K, int64_t sam, int6
     int64_t b0 = (sbk < 0 ? -sbk * (K - 1) : 0) + (sbn < 0 ? -sbn * (N - 1) : 0);
     memset(C1, 0xA5, (size_t)(M * N + 1) * es);
     memset(C2, 0x5A, (size_t)(M * N + 1) * es);
-    st_gemm g = {dt, M, N, K, A + a0 * (int64_t)es, sam, sak, B + b0 * (int64_t)es, sbk, sbn, C1, N};
+    st_gemm g = {dt, M, N, K, A + a0 * (int64_t)es, sam, sak, B + b0 * (int64_t)es, sbk, sbn, C1, N, NULL, 0, 0};
     int64_t mb, nb, T = st_gemm_plan(dt, M, N, nthreads, &mb, &nb);
     void *ws = malloc(st_gemm_ws_bytes(dt, mb, nb, K));
     CHECK(ws != NULL);
@@ -103,6 +103,132 @@ TEST(prelude_blocked_equals_unblocked) {
             gemm_case(dt, M, N, K, -K, 1, N, -1, 2);                /* negative strides */
             if (test_cur_failed) return;
         }
+    }
+}
+
+/* ---- 1b. split dims (an implicit GEMM: st_gemm_split) ----
+ * A matrix dim that walks several dims of a strided buffer (a convolution's columns) is gathered
+ * by the packers: the product equals, bit for bit, the one of the same operands copied into
+ * contiguous matrices first, blocked (any plan), unblocked (no scratch) and tile by tile
+ * (st_gemm_tile_*: split origins moved). The offsets are computed here on their own. */
+typedef struct split_dim {
+    int n;                 /* 0: one stride, stride[0] */
+    int64_t size[3], stride[3];
+} split_dim;
+static int64_t split_off(const split_dim *d, int64_t i) {
+    if (!d->n) return i * d->stride[0];
+    int64_t o = 0;
+    for (int q = d->n - 1; q >= 0; q--) {
+        o += (q ? i % d->size[q] : i) * d->stride[q];
+        i /= d->size[q];
+    }
+    return o;
+}
+static int64_t split_len(const split_dim *d) {
+    int64_t n = 1;
+    for (int q = 0; q < (d->n ? d->n : 1); q++) n *= d->n ? d->size[q] : d->size[0];
+    return n;
+}
+static int64_t split_extent(const split_dim *d) {   /* the largest offset + 1 */
+    int64_t e = 0;
+    for (int q = 0; q < (d->n ? d->n : 1); q++) e += (d->size[q] - 1) * d->stride[q];
+    return e + 1;
+}
+static void store_elem(int dt, void *p, int64_t i, double v) {
+    if (dt == ST_GEMM_F64) ((double *)p)[i] = v;
+    else if (dt == ST_GEMM_F32) ((float *)p)[i] = (float)v;
+    else ((uint16_t *)p)[i] = dt == ST_GEMM_F16 ? st_f2h((float)v) : st_f2bf((float)v);
+}
+static void copy_elem(int dt, void *dst, int64_t i, const void *src, int64_t j) {
+    size_t es = dt == ST_GEMM_F64 ? 8 : dt == ST_GEMM_F32 ? 4 : 2;
+    memcpy((char *)dst + (size_t)i * es, (const char *)src + (size_t)j * es, es);
+}
+/* d[0..3]: A's rows, A's k, B's k, B's columns */
+static void split_case(int dt, const split_dim *d) {
+    size_t es = dt == ST_GEMM_F64 ? 8 : dt == ST_GEMM_F32 ? 4 : 2;
+    int64_t M = split_len(&d[0]), K = split_len(&d[1]), N = split_len(&d[3]);
+    CHECK_EQ_INT(split_len(&d[2]), K);
+    int64_t ea = split_extent(&d[0]) + split_extent(&d[1]), eb = split_extent(&d[2]) + split_extent(&d[3]);
+    char *A = malloc((size_t)ea * es), *B = malloc((size_t)eb * es), *Ac = malloc((size_t)(M * K) * es);
+    char *Bc = malloc((size_t)(K * N) * es), *C0 = malloc((size_t)(M * N) * es), *C1 = malloc((size_t)(M * N) * es);
+    char *T = malloc((size_t)(M * N) * es);
+    if (!A || !B || !Ac || !Bc || !C0 || !C1 || !T) {
+        CHECK(!"malloc");
+        goto out;
+    }
+    for (int64_t i = 0; i < ea; i++) store_elem(dt, A, i, rnd() * (1.0 + 0x1p-40));
+    for (int64_t i = 0; i < eb; i++) store_elem(dt, B, i, rnd() * (1.0 - 0x1p-40));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < K; k++) copy_elem(dt, Ac, i * K + k, A, split_off(&d[0], i) + split_off(&d[1], k));
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) copy_elem(dt, Bc, k * N + j, B, split_off(&d[2], k) + split_off(&d[3], j));
+    st_gemm_split sp;
+    memset(&sp, 0, sizeof sp);
+    for (int q = 0; q < 4; q++) {
+        sp.n[q] = d[q].n;
+        memcpy(sp.size[q], d[q].size, sizeof d[q].size);
+        memcpy(sp.stride[q], d[q].stride, sizeof d[q].stride);
+    }
+    st_gemm ref = {dt, M, N, K, Ac, K, 1, Bc, N, 1, C0, N, NULL, 0, 0};
+    st_gemm g = {dt, M, N, K, A, d[0].stride[0], d[1].stride[0], B, d[2].stride[0], d[3].stride[0], C1, N, &sp, 0, 0};
+    int64_t mb, nb, tasks = st_gemm_plan(dt, M, N, 1, &mb, &nb);
+    void *ws = malloc(st_gemm_ws_bytes(dt, mb, nb, K));
+    CHECK(ws != NULL);
+    for (int64_t t = 0; t < tasks; t++) st_gemm_task(&ref, t, mb, nb, ws);
+    free(ws);
+    for (int run = 0; run < 3; run++) {   /* 1 thread, 3 threads' plan, no scratch */
+        memset(C1, 0x5A, (size_t)(M * N) * es);
+        int64_t tn = st_gemm_plan(dt, M, N, run == 1 ? 3 : 1, &mb, &nb);
+        void *w = run == 2 ? NULL : malloc(st_gemm_ws_bytes(dt, mb, nb, K));
+        for (int64_t t = 0; t < tn; t++) st_gemm_task(&g, t, mb, nb, w);
+        free(w);
+        CHECK_MSG(!memcmp(C0, C1, (size_t)(M * N) * es), "dt %d %lldx%lldx%lld split (%d %d %d %d), run %d", dt,
+                  (long long)M, (long long)K, (long long)N, d[0].n, d[1].n, d[2].n, d[3].n, run);
+    }
+    if (dt == ST_GEMM_F32) {   /* tiles of 5 rows x 37 columns: split origins moved */
+        void *w = malloc(st_gemm_ws_bytes(dt, 5, 37, K));
+        for (int64_t r0 = 0; r0 < M; r0 += 5)
+            for (int64_t c0 = 0; c0 < N; c0 += 37) {
+                int64_t r1 = r0 + 5 < M ? r0 + 5 : M, c1 = c0 + 37 < N ? c0 + 37 : N;
+                st_gemm_tile_f32(&g, r0, r1, c0, c1, w, (float *)T);
+                for (int64_t i = r0; i < r1; i++)
+                    CHECK(!memcmp(T + (size_t)((i - r0) * (c1 - c0)) * es, C0 + (size_t)(i * N + c0) * es,
+                                  (size_t)(c1 - c0) * es));
+            }
+        free(w);
+    }
+out:
+    free(A);
+    free(B);
+    free(Ac);
+    free(Bc);
+    free(C0);
+    free(C1);
+    free(T);
+}
+
+TEST(prelude_split_dims) {
+    /* a 3x3 convolution's columns over a padded (C, Hp, Wp) image: k = (c, i, j), n = (oh, ow) */
+    const int64_t C = 5, Hp = 12, Wp = 21, Ho = 10, Wo = 19;
+    const split_dim plain_a = {0, {7}, {C * 9}}, plain_ak = {0, {C * 9}, {1}};
+    const split_dim cols_k = {3, {C, 3, 3}, {Hp * Wp, Wp, 1}}, cols_n = {2, {Ho, Wo}, {Wp, 1}};
+    const split_dim strided_n = {2, {5, 9}, {2 * Wp, 2}};   /* stride 2: no runs */
+    const split_dim gy_k = {0, {Ho * Wo}, {1}}, gy_m = {0, {6}, {Ho * Wo}};
+    const split_dim wide_n = {2, {3, 40}, {50, 1}}, wide_k = {3, {2, 17, 9}, {1000, 30, 1}};
+    const split_dim plain_bn = {0, {6}, {1}};
+    for (int d = 0; d < 4; d++) {
+        int dt = d == 3 ? ST_GEMM_F64 : d;
+        const split_dim fwd[4] = {plain_a, plain_ak, cols_k, cols_n};        /* w @ cols */
+        const split_dim fwd2[4] = {plain_a, plain_ak, cols_k, strided_n};    /* stride 2 */
+        const split_dim wgrad[4] = {gy_m, gy_k, cols_n, cols_k};             /* gy @ cols^T */
+        const split_dim arow[4] = {cols_n, cols_k, plain_ak, plain_bn};      /* cols^T @ w^T */
+        const split_dim big[4] = {plain_a, {0, {2 * 17 * 9}, {1}}, wide_k, wide_n};   /* K > KC, N > NC */
+        split_case(dt, fwd);
+        split_case(dt, fwd2);
+        split_case(dt, wgrad);
+        split_case(dt, arow);
+        split_case(dt, big);
+        if (test_cur_failed) return;
     }
 }
 
@@ -369,7 +495,7 @@ TEST(sums_use_fma) {
         }
         double c = -1;
         float cf = -1;
-        st_gemm g = {d ? ST_GEMM_F64 : ST_GEMM_F32, 1, 1, 2, pa, 2, 1, pb, 1, 1, d ? (void *)&c : (void *)&cf, 1};
+        st_gemm g = {d ? ST_GEMM_F64 : ST_GEMM_F32, 1, 1, 2, pa, 2, 1, pb, 1, 1, d ? (void *)&c : (void *)&cf, 1, NULL, 0, 0};
         int64_t mb, nb;
         CHECK_EQ_INT(st_gemm_plan(g.dt, 1, 1, 1, &mb, &nb), 1);
         void *ws = malloc(st_gemm_ws_bytes(g.dt, mb, nb, 2));
@@ -382,6 +508,7 @@ TEST(sums_use_fma) {
 
 int main(void) {
     RUN(prelude_blocked_equals_unblocked);
+    RUN(prelude_split_dims);
     RUN(plan_covers_and_balances);
     RUN(jit_equals_interp_odd_shapes);
     RUN(jit_equals_interp_blocked_threads);

@@ -231,6 +231,137 @@ static void interpreter_tier_on(bool on_cpu) {
 }
 TEST(interpreter_tier) { ft_cpu_then_default(interpreter_tier_on); }
 
+/* ---- implicit GEMM (FUSE_MM_IMPLICIT): a reshape of a strided view read by the GEMM ----
+ * A 3x3 convolution's columns (N, C*9, Ho*Wo) are one overlapping strided view of the image
+ * (as_strided), reshaped: the GEMM walks (c, i, j) and (oh, ow) as it packs them, so no kernel
+ * stores the columns. Images in[0] (N, C, H, W), weight in[1] (O, C*9), output gradient in[2]
+ * (N, O, Ho*Wo); `pad`: the image zero-padded by 1 first (a masked view: stored by its own kernel,
+ * then read by the GEMM). Compared bit for bit with the interpreter (columns stored, then the
+ * matmul). */
+static int conv_pad;
+static st_tensor *conv_cols(st_tensor *x) {
+    int64_t s[ST_MAX_DIMS];
+    st_shape(x, s);
+    int64_t n = s[0], c = s[1], p = conv_pad, hp = s[2] + 2 * p, wp = s[3] + 2 * p, ho = hp - 2, wo = wp - 2;
+    const int64_t lo[4] = {0, 0, p, p};
+    st_tensor *xp = p ? st_zero_pad(x, lo, lo) : x;
+    const int64_t shape[6] = {n, c, 3, 3, ho, wo}, str[6] = {c * hp * wp, hp * wp, wp, 1, wp, 1};
+    const int64_t cs[3] = {n, c * 9, ho * wo};
+    st_tensor *v = st_as_strided(xp, 6, shape, str, 0), *cols = st_reshape(v, 3, cs);
+    if (p) st_release(xp);
+    st_release(v);
+    return cols;
+}
+static int g_conv(st_tensor **in, st_tensor **out) {   /* w @ cols */
+    st_tensor *cols = conv_cols(in[0]);
+    out[0] = st_matmul(in[1], cols);
+    st_release(cols);
+    return 1;
+}
+static int g_conv_relu(st_tensor **in, st_tensor **out) {   /* relu(w @ cols): an epilogue */
+    st_tensor *cols = conv_cols(in[0]), *y = st_matmul(in[1], cols);
+    out[0] = st_relu(y);
+    st_release(cols);
+    st_release(y);
+    return 1;
+}
+static int g_wgrad(st_tensor **in, st_tensor **out) {   /* gy @ cols^T: split k and columns */
+    st_tensor *cols = conv_cols(in[0]), *t = st_transpose(cols, 1, 2);
+    out[0] = st_matmul(in[2], t);
+    st_release(cols);
+    st_release(t);
+    return 1;
+}
+static int g_rows(st_tensor **in, st_tensor **out) {   /* cols^T @ w^T: split rows and k */
+    st_tensor *cols = conv_cols(in[0]), *t = st_transpose(cols, 1, 2), *wt = st_transpose(in[1], 0, 1);
+    out[0] = st_matmul(t, wt);
+    st_release(cols);
+    st_release(t);
+    st_release(wt);
+    return 1;
+}
+static int g_conv_computed(st_tensor **in, st_tensor **out) {   /* columns of a computed image */
+    st_tensor *x2 = st_mul(in[0], in[0]), *cols = conv_cols(x2);
+    out[0] = st_matmul(in[1], cols);
+    st_release(x2);
+    st_release(cols);
+    return 1;
+}
+
+/* Kernels with the implicit kind on, then off (the columns stored by a kernel of their own). */
+static void implicit_case(const char *what, build_fn fn, st_tensor **in, int on, int off) {
+    int k = check_graph(fn, in, 3);
+    CHECK_MSG(k == on, "%s, %s, pad %d: %d kernels, expected %d", what, st_dtypes[st_dtype_of(in[0])].name, conv_pad,
+              k, on);
+    fuse_set_flags(FUSE_ALL & ~FUSE_MM_IMPLICIT);
+    k = check_graph(fn, in, 3);
+    CHECK_MSG(k == off, "%s, %s, pad %d, implicit off: %d kernels, expected %d", what,
+              st_dtypes[st_dtype_of(in[0])].name, conv_pad, k, off);
+    fuse_set_flags(FUSE_ALL);
+}
+
+TEST(implicit_gemm_convolution) {
+    static const st_dtype dts[4] = {ST_F32, ST_F64, ST_F16, ST_BF16};
+    for (int d = 0; d < 4 && !test_cur_failed; d++) {
+        const int64_t xs[4] = {2, 4, 12, 21}, ws[2] = {6, 4 * 9};
+        for (conv_pad = 0; conv_pad <= 1; conv_pad++) {
+            int64_t hw = (12 + 2 * conv_pad - 2) * (21 + 2 * conv_pad - 2);
+            const int64_t gs[3] = {2, 6, hw};
+            st_tensor *in[3] = {input(dts[d], 4, xs, 50 + d), input(dts[d], 2, ws, 60 + d), input(dts[d], 3, gs, 70 + d)};
+            /* unpadded: the GEMM reads the image itself (1 kernel; 2 with the columns stored);
+             * padded: the padded image is stored first (2 kernels either way); a computed image
+             * is stored (its squares), padded or not */
+            int p = conv_pad;
+            implicit_case("conv", g_conv, in, 1 + p, 2);
+            implicit_case("conv_relu", g_conv_relu, in, 1 + p, 2);
+            implicit_case("wgrad", g_wgrad, in, 1 + p, 2);
+            implicit_case("rows", g_rows, in, 1 + p, 2);
+            implicit_case("conv_computed", g_conv_computed, in, 2, 2);
+            for (int i = 0; i < 3; i++) st_release(in[i]);
+        }
+    }
+}
+
+/* A bf16 image times an f32 weight: st_matmul casts the columns to f32 (a CAST above the
+ * reshape), folded too: the GEMM gathers bf16 elements and converts them (1 kernel). */
+TEST(implicit_gemm_cast_operand) {
+    conv_pad = 0;
+    const int64_t xs[4] = {2, 4, 12, 21}, ws[2] = {6, 4 * 9}, gs[3] = {2, 6, 10 * 19};
+    st_tensor *in[3] = {input(ST_BF16, 4, xs, 90), input(ST_F32, 2, ws, 91), input(ST_F32, 3, gs, 92)};
+    CHECK_EQ_INT(check_graph(g_conv, in, 3), 1);
+    for (int i = 0; i < 3; i++) st_release(in[i]);
+}
+
+/* A row or column dim over more than KIR_MM_SUB strides (a 2x3x3 window over depth, channel,
+ * rows and columns of a (N, C, D, H, W) volume: k = (c, dz, i, j)) is stored by a gather kernel
+ * first: 2 kernels, the same bits. */
+static int g_conv3d(st_tensor **in, st_tensor **out) {
+    const int64_t shape[7] = {2, 2, 2, 3, 3, 4, 5}, str[7] = {2 * 3 * 6 * 7, 3 * 6 * 7, 6 * 7, 7, 1, 7, 1};
+    const int64_t cs[3] = {2, 2 * 2 * 9, 20};
+    st_tensor *v = st_as_strided(in[0], 7, shape, str, 0), *cols = st_reshape(v, 3, cs);
+    out[0] = st_matmul(in[1], cols);
+    st_release(v);
+    st_release(cols);
+    return 1;
+}
+TEST(implicit_gemm_too_many_strides) {
+    const int64_t xs[5] = {2, 2, 3, 6, 7}, ws[2] = {5, 36};
+    st_tensor *in[2] = {input(ST_F32, 5, xs, 95), input(ST_F32, 2, ws, 96)};
+    CHECK_EQ_INT(check_graph(g_conv3d, in, 2), 2);
+    for (int i = 0; i < 2; i++) st_release(in[i]);
+}
+
+/* Sizes past the GEMM's blocks (K > KC, N > NC, several row tasks and threads): same bits. */
+TEST(implicit_gemm_blocks) {
+    conv_pad = 1;
+    const int64_t xs[4] = {2, 32, 18, 20}, ws[2] = {200, 32 * 9}, gs[3] = {2, 200, 18 * 20};
+    st_tensor *in[3] = {input(ST_F32, 4, xs, 80), input(ST_F32, 2, ws, 81), input(ST_F32, 3, gs, 82)};
+    CHECK_EQ_INT(check_graph(g_conv, in, 3), 2);
+    CHECK_EQ_INT(check_graph(g_wgrad, in, 3), 2);
+    CHECK_EQ_INT(check_graph(g_rows, in, 3), 2);
+    for (int i = 0; i < 3; i++) st_release(in[i]);
+}
+
 int main(void) {
     if (!ft_cache_dir_create("/tmp/stitch-prologue-XXXXXX")) return 1;
     if (nvrtc_load() == ST_OK) setenv("ST_NVRTC_CHECK", "1", 0);   /* CUDA renderings compiled too */
@@ -246,6 +377,10 @@ int main(void) {
     RUN(shared_and_stored_casts);
     RUN(computed_and_twice_cast_sources);
     RUN(interpreter_tier);
+    RUN(implicit_gemm_convolution);
+    RUN(implicit_gemm_blocks);
+    RUN(implicit_gemm_cast_operand);
+    RUN(implicit_gemm_too_many_strides);
     st_shutdown();
     ft_cache_dir_remove();
     TEST_MAIN_END();

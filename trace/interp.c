@@ -525,7 +525,7 @@ static st_status matmul_float(st_node *n, st_buffer *out, int64_t batch, int64_t
     for (int64_t bt = 0; bt < batch && !st; bt++) {
         st_gemm g = {dt, M, N, K, (const char *)a->buf->data + (size_t)(bt * M * K) * es, K, 1,
                      (const char *)b->buf->data + (size_t)(bt * K * N) * es, N, 1,
-                     (char *)out->data + (size_t)(bt * M * N) * es, N};
+                     (char *)out->data + (size_t)(bt * M * N) * es, N, NULL, 0, 0};
         for (int64_t t = 0; t < tasks; t++) {
             if ((work += mb * nb * (K + 1)) >= CHECK_EVERY * 16) {
                 work = 0;

@@ -71,7 +71,7 @@ local function install(F, U)
   -- The columns of a convolution (im2col) as one view of the zero-padded input, (N, G, C/G*kh*kw,
   -- Ho*Wo): row (c, i, j) of image n, group g holds tap (i, j) of channel c at every output position,
   -- in the weight's (c, i, j) order. st._zero_pad is one masked view and as_strided an overlapping one,
-  -- so the columns cost one gather kernel where the matmul reads them. g: the geometry (conv2d's
+  -- so the matmuls read the columns through the view (an implicit GEMM: never stored). g: the geometry (conv2d's
   -- table: sizes n c h w o kh kw, stride sh sw, dilation dh dw, padding pt pb pl pr, groups, ho wo).
   local function conv_cols(x, g)
     local xp = x
@@ -116,7 +116,7 @@ local function install(F, U)
   local Conv2dFn = st.autograd.Function("conv2d")
   function Conv2dFn.forward(ctx, x, weight, g)
     local cols = conv_cols(x, g)
-    ctx:save_for_backward(cols, weight)   -- the forward's columns: one gather kernel for both matmuls
+    ctx:save_for_backward(cols, weight)   -- the forward's columns: a view the weight gradient's GEMM reads too
     ctx.g = g
     return conv_forward(x, weight, g, cols)
   end
@@ -309,7 +309,7 @@ local function install(F, U)
 
   -- The transposed convolution with its own backward: the input gradient is the convolution g of
   -- the output gradient with the weight (g's forward), the weight gradient the input times g's
-  -- columns of the output gradient, summed over the batch (one gather kernel for both matmuls).
+  -- columns of the output gradient, summed over the batch (both matmuls read the columns as a view).
   local ConvTranspose2dFn = st.autograd.Function("conv_transpose2d")
   function ConvTranspose2dFn.forward(ctx, x, weight, g, oph, opw)
     ctx:save_for_backward(x, weight)
