@@ -985,30 +985,88 @@ static void debug_cycle(const fuse_plan *p, const uint8_t *done, int ne, const i
         if (!done[eu[e]] && !done[eh[e]] && eu[e] != eh[e]) fprintf(stderr, "stitch: cycle: edge %d -> %d\n", eu[e], eh[e]);
 }
 
+/* The order of the groups: a topological order of their loads. Among the ready groups the one
+ * that grows the memory in use least runs first (memory_pick), else the newest (producers were
+ * created last, so a producer runs right before its consumers). */
+
+/* Score of ready group g: the bytes its outputs allocate minus the bytes of the values it is the
+ * last unscheduled reader of (their buffers die after it, fuser/exec.c), in 64 KiB units so that
+ * small differences keep the newest-first order. A training step's weight gradient (it reads the
+ * saved activation and the output gradient) then runs as soon as it can, freeing the activation,
+ * instead of after the whole input-gradient chain (the ResNet step's live peak: bench/NOTES.md). */
+typedef struct order_mem {
+    int64_t *out_bytes;   /* per group: bytes of its materialized outputs */
+    int *left;            /* per node position: the groups loading it not scheduled yet */
+    int *ld_off, *ld;     /* per group: the in-region values it loads (distinct) */
+} order_mem;
+
+static int64_t memory_score(const fuse_plan *p, const order_mem *m, int g) {
+    int64_t b = m->out_bytes[g];
+    for (int i = m->ld_off[g]; i < m->ld_off[g + 1]; i++) {
+        const st_node *v = p->r->nodes[m->ld[i]];
+        if (m->left[v->pos] == 1 && !(v->flags & NODE_TARGET)) b -= (int64_t)st_node_nbytes(v);
+    }
+    return b >= 0 ? b >> 16 : -((-b + 65535) >> 16);
+}
+
+static int memory_pick(const fuse_plan *p, const order_mem *m, const uint8_t *done, const int *indeg) {
+    int pick = -1;
+    int64_t best = 0;
+    for (int g = p->ngroups - 1; g >= 0; g--) {
+        if (done[g] || indeg[g] != 0) continue;
+        int64_t sc = memory_score(p, m, g);
+        if (pick < 0 || sc < best) {
+            pick = g;
+            best = sc;
+        }
+    }
+    return pick;
+}
+
 static st_status order_groups(fuse_plan *p) {
-    int ng = p->ngroups;
+    int ng = p->ngroups, nn = p->r->n;
     int *indeg = st_calloc((size_t)ng + 1, sizeof *indeg);
-    int *eu = NULL, *eh = NULL, ne = 0, cape = 0;
+    int *eu = NULL, *eh = NULL, *ev = NULL, ne = 0, cape = 0;
     int *adj_off = st_calloc((size_t)ng + 1, sizeof *adj_off), *adj = NULL;
     uint8_t *done = st_calloc((size_t)ng + 1, 1);
+    order_mem m = {0};
+    m.out_bytes = st_calloc((size_t)ng + 1, sizeof *m.out_bytes);
+    m.left = st_calloc((size_t)nn + 1, sizeof *m.left);
+    m.ld_off = st_calloc((size_t)ng + 2, sizeof *m.ld_off);
     p->order = st_malloc(((size_t)ng + 1) * sizeof *p->order);
     st_status s = ST_OK;
-    if (!indeg || !adj_off || !done || !p->order) goto oom;
+    if (!indeg || !adj_off || !done || !p->order || !m.out_bytes || !m.left || !m.ld_off) goto oom;
     for (int h = 0; h < ng; h++) {
+        const fuse_group *G = &p->groups[h];
+        for (int i = 0; i < G->nouts; i++) m.out_bytes[h] += (int64_t)st_node_nbytes(G->outs[i]);
         int n = group_walk(p, h);
         if (n < 0) goto oom;
+        uint32_t st = ++p->stamp_now;   /* each loaded value once per group */
         for (int i = 0; i < n; i++) {
             st_node *y = p->r->nodes[p->walk[i]];
             for (int k = 0; k < y->nsrc; k++) {
                 st_node *src = y->src[k];
-                if (!fuse_in_region(src) || !fuse_loads(p, src, h)) continue;
-                int capeh = cape;
-                if (BASE_GROW(eh, capeh, ne + 1, 64) != ST_OK || BASE_GROW(eu, cape, ne + 1, 64) != ST_OK) goto oom;
+                if (!fuse_in_region(src) || !fuse_loads(p, src, h) || p->stamp[src->pos] == st) continue;
+                p->stamp[src->pos] = st;
+                int capeh = cape, capev = cape;
+                if (BASE_GROW(eh, capeh, ne + 1, 64) != ST_OK || BASE_GROW(ev, capev, ne + 1, 64) != ST_OK ||
+                    BASE_GROW(eu, cape, ne + 1, 64) != ST_OK)
+                    goto oom;
                 eu[ne] = src->tag;
+                ev[ne] = src->pos;
                 eh[ne++] = h;
             }
         }
     }
+    /* the loads per group (edges are in group order) and the readers per value */
+    m.ld = st_malloc(((size_t)ne + 1) * sizeof *m.ld);
+    if (!m.ld) goto oom;
+    for (int e = 0; e < ne; e++) {
+        m.ld_off[eh[e] + 1]++;
+        m.left[ev[e]]++;
+        m.ld[e] = ev[e];
+    }
+    for (int g = 0; g < ng; g++) m.ld_off[g + 1] += m.ld_off[g];
     adj = st_malloc(((size_t)ne + 1) * sizeof *adj);
     if (!adj) goto oom;
     for (int e = 0; e < ne; e++) {
@@ -1023,12 +1081,9 @@ static st_status order_groups(fuse_plan *p) {
         for (int e = 0; e < ne; e++) adj[fill[eu[e]]++] = eh[e];
         st_free(fill);
     }
-    /* Kahn's algorithm; among ready groups take the newest (producers were created last), so a
-     * producer runs right before its consumers. */
+    /* Kahn's algorithm, the ready group picked by memory_pick */
     for (int k = 0; k < ng; k++) {
-        int pick = -1;
-        for (int g = ng - 1; g >= 0; g--)
-            if (!done[g] && indeg[g] == 0) { pick = g; break; }
+        int pick = memory_pick(p, &m, done, indeg);
         if (pick < 0) {
             debug_cycle(p, done, ne, eu, eh);
             s = st_error(ST_ERR_INTERNAL, "fuser: cycle between fusion groups");
@@ -1037,6 +1092,7 @@ static st_status order_groups(fuse_plan *p) {
         done[pick] = 1;
         p->order[k] = pick;
         for (int e = adj_off[pick]; e < adj_off[pick + 1]; e++) indeg[adj[e]]--;
+        for (int i = m.ld_off[pick]; i < m.ld_off[pick + 1]; i++) m.left[m.ld[i]]--;
     }
     goto out;
 oom:
@@ -1045,6 +1101,11 @@ out:
     st_free(indeg);
     st_free(eu);
     st_free(eh);
+    st_free(ev);
+    st_free(m.out_bytes);
+    st_free(m.left);
+    st_free(m.ld_off);
+    st_free(m.ld);
     st_free(adj_off);
     st_free(adj);
     st_free(done);

@@ -386,6 +386,7 @@ typedef struct st_stats_t {
     /* gauges (what is held now; st_reset_stats leaves them): */
     uint64_t nodes_live;         /* trace nodes alive (held by tensors, autograd records, other nodes) */
     uint64_t nodes_pending;      /* of those, not computed yet */
+    uint64_t bytes_pending;      /* their results' bytes (views excluded): what a flush may store */
     uint64_t plan_cache_entries; /* flushed regions' plans cached */
     uint64_t plan_cache_bytes;   /* host memory those plans hold */
     uint64_t host_bytes_cached;  /* freed host blocks kept for reuse (st_empty_cache returns them) */

@@ -80,6 +80,25 @@ LT_FUNC void lt_gc_feed(lua_State *L) {
     if (grown >= limit || s.nodes_recorded - lt_nodes_at_gc >= nodes_limit) lt_collect(L);
 }
 
+/* Before a flush asked for from Lua (st.sync, item, tolist): a full collection when the pending
+ * nodes' results come to LT_PREFLUSH_BYTES or more and handles were made since the last
+ * collection (8 nodes recorded). The handles that died since (this step's temporaries: a block's intermediate
+ * activations, dead once its forward returned) are released first, so the flush neither stores
+ * values only they referred to (targets) nor keeps those buffers until a later collection: the
+ * ResNet example's step peaked at 495 MB of live tensors without it, 155 MB with it
+ * (bench/NOTES.md). Allocation cannot tell (buffers are allocated inside flushes, and lt_gc_feed's
+ * collections fall between them, before this step's temporaries die). A collection of a training
+ * script's heap takes ~0.3-0.7 ms: worth it before a flush of 16 MB, not before a small MLP's
+ * step. The tensors being realized are on the Lua stack: never collected. */
+#define LT_PREFLUSH_BYTES ((uint64_t)16 << 20)
+#define LT_PREFLUSH_NODES 8
+LT_FUNC void lt_preflush(lua_State *L) {
+    st_stats_t s;
+    st_stats(&s);
+    if (s.nodes_recorded < lt_nodes_at_gc) lt_nodes_at_gc = 0;   /* st_reset_stats: count from it */
+    if (s.bytes_pending >= LT_PREFLUSH_BYTES && s.nodes_recorded - lt_nodes_at_gc >= LT_PREFLUSH_NODES) lt_collect(L);
+}
+
 /* Raises st_last_error() as a Lua error (with the caller's position), prefixed with name unless
  * the message already starts with it; the positions it names are counted from 1. */
 LT_FUNC int lt_raise(lua_State *L, const char *name) {
@@ -431,6 +450,7 @@ LT_FUNC void lt_push_table_tensor(lua_State *L, int idx, int dtin) {
 LT_FUNC void lt_push_item(lua_State *L, st_tensor *t) {
     st_dtype dt = st_dtype_of(t);
     st_status s;
+    lt_preflush(L);
     if (lt_isfloat(dt)) {
         double v = 0;
         LT_TRY_STATUS(L, s, st_item(t, &v));

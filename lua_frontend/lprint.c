@@ -33,6 +33,7 @@ static void *lt_fetch(lua_State *L, st_tensor *t, const char *name) {
     size_t nbytes = (size_t)n * 8;
     void *buf = lua_newuserdatauv(L, nbytes ? nbytes : 1, 0);
     st_status s;
+    lt_preflush(L);
     LT_TRY_STATUS(L, s, st_to_host(t, lt_hostdtype(st_dtype_of(t)), buf, nbytes));
     if (s) lt_raise(L, name);
     lt_gc_feed(L);

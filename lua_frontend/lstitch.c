@@ -623,6 +623,7 @@ static int lt_zero_(lua_State *L) {
 static int lt_sync(lua_State *L) {
     int n = lua_gettop(L);
     st_status s;
+    lt_preflush(L);
     if (n == 0) {
         LT_TRY_STATUS(L, s, st_sync());
     } else if (n == 1 && lua_istable(L, 1)) {
@@ -716,6 +717,7 @@ static int lt_stats(lua_State *L) {
     LT_FIELD_D(exec_ms)
     LT_FIELD_U(nodes_live)
     LT_FIELD_U(nodes_pending)
+    LT_FIELD_U(bytes_pending)
     LT_FIELD_U(plan_cache_entries)
     LT_FIELD_U(plan_cache_bytes)
     LT_FIELD_U(host_bytes_cached)

@@ -32,6 +32,7 @@ typedef struct lt_box {
 LT_FUNC void lt_watch_allocs(void);
 LT_FUNC void lt_collect(lua_State *L);
 LT_FUNC void lt_gc_feed(lua_State *L);
+LT_FUNC void lt_preflush(lua_State *L);   /* before a flush asked for from Lua: lhelp.c */
 /* Raises st_last_error() as a Lua error, prefixed with name (and clears it). */
 LT_FUNC int lt_raise(lua_State *L, const char *name);
 

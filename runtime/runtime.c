@@ -21,6 +21,7 @@ void st_stats(st_stats_t *out) {
     dev_mem_stats(&out->device_bytes_in_use, &out->device_bytes_reserved, &out->device_bytes_peak);
     out->nodes_live = (uint64_t)st_live_nodes();
     out->nodes_pending = (uint64_t)st_pending_nodes();
+    out->bytes_pending = (uint64_t)st_pending_bytes();
     fuse_pcache_stats(&out->plan_cache_entries, &out->plan_cache_bytes);
     out->host_bytes_cached = dev_cpu_cached_bytes();
 }

@@ -26,7 +26,10 @@ static int64_t pending;        /* live unrealized nodes */
 static int64_t live;           /* nodes not on the free list */
 static uint64_t next_id = 1;
 
+static int64_t pending_bytes;  /* their bytes, views not counted */
 int64_t st_pending_nodes(void) { return pending; }
+int64_t st_pending_bytes(void) { return pending_bytes; }
+static int64_t node_bytes(const st_node *n) { return n->op == ST_OP_VIEW ? 0 : n->numel * (int64_t)st_dtype_size((st_dtype)n->dtype); }
 int64_t st_live_nodes(void) { return live; }
 
 st_node *st_node_identity_view(st_node *n) {
@@ -93,7 +96,10 @@ st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int 
     n->id = next_id++;
     n->aux = NULL;
     live++;
-    if (op != ST_OP_BUFFER) pending++;
+    if (op != ST_OP_BUFFER) {
+        pending++;
+        pending_bytes += node_bytes(n);
+    }
     st_stats_g.nodes_recorded++;
     if (nsrc && ag_hooks.attach && ag_hooks.attach(n) != ST_OK) {
         st_node_release(n);
@@ -132,7 +138,10 @@ void st_node_release(st_node *n) {
             st_free(ag);
             n->ag = NULL;
         }
-        if (n->op != ST_OP_BUFFER) pending--;
+        if (n->op != ST_OP_BUFFER) {
+            pending--;
+            pending_bytes -= node_bytes(n);
+        }
         st_buffer_release(n->buf);
         n->buf = NULL;
         n->nsrc = 0;
@@ -153,6 +162,7 @@ void st_node_realize(st_node *n, st_buffer *buf) {
     }
     if (n->buf && n->buf != buf) st_buffer_release(n->buf);
     n->buf = buf;
+    pending_bytes -= node_bytes(n);
     n->op = ST_OP_BUFFER;
     pending--;
     int ns = n->nsrc;

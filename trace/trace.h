@@ -151,6 +151,7 @@ ST_INTERNAL void st_node_release(st_node *n);   /* frees, recursively releasing 
 /* Turn n into a realized BUFFER node owning buf (reference taken over); drops its srcs. */
 ST_INTERNAL void st_node_realize(st_node *n, st_buffer *buf);
 ST_INTERNAL int64_t st_pending_nodes(void);     /* live unrealized nodes */
+ST_INTERNAL int64_t st_pending_bytes(void);     /* their results' bytes (views excluded) */
 ST_INTERNAL int64_t st_live_nodes(void);        /* live nodes (realized or not) */
 /* Autograd attaches itself (runtime/autograd.c registers these when it makes its first record):
  * attach gives a new node whose srcs require grad its record (called by st_node_new for every node

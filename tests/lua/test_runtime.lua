@@ -47,7 +47,7 @@ test("stats_fields", function()
   local s = st.stats()
   for _, f in ipairs{"flushes", "nodes_recorded", "kernels_launched", "kernels_compiled", "compile_calls",
       "cache_hits_memory", "cache_hits_disk", "interp_groups", "bytes_in_use", "bytes_peak",
-      "compile_ms", "exec_ms"} do
+      "compile_ms", "exec_ms", "nodes_live", "nodes_pending", "bytes_pending"} do
     assert(type(s[f]) == "number", "stats." .. f)
   end
   assert(s.nodes_recorded > 0, "nodes recorded")
@@ -82,6 +82,34 @@ test("gc_sees_tensor_memory", function()
   end
   local grown = st.stats().bytes_in_use - before
   assert(grown < 120 * 1024 * 1024, "tensor memory kept by garbage: " .. grown .. " bytes")
+end)
+
+-- A function's temporaries die when it returns, before the flush: without a collection first
+-- (lhelp.c lt_preflush) their handles would still hold the values the flush stores (here each
+-- step, st._store), so none could be freed at its last reader, and all would outlive the flush.
+-- Collected first, at most two of the 4 MiB values are alive at once.
+test("flush_collects_dead_handles_first", function()
+  local x = st.sync(st.rand(1 << 20))
+  local function f(t)
+    local h = t
+    for i = 1, 8 do h = st._store(h * (1 + i / 1000)) end   -- 8 stored temporaries of 4 MiB
+    return h:sum()
+  end
+  local function used(s) return s.bytes_in_use + s.device_bytes_in_use end
+  st.reset_stats()
+  local s0 = st.stats()
+  local l = f(x)
+  assert(st.stats().bytes_pending >= (32 << 20), "bytes_pending " .. st.stats().bytes_pending)
+  local got = l:item()
+  local s1 = st.stats()
+  local peak = s1.bytes_peak + s1.device_bytes_peak - used(s0)
+  assert(peak <= (12 << 20), "the flush kept the dead temporaries: peak grew by " .. peak .. " bytes")
+  assert(used(s1) - used(s0) < (1 << 20), "buffers outlived the flush: " .. (used(s1) - used(s0)) .. " bytes")
+  assert(st.stats().bytes_pending < (1 << 20), "bytes_pending after the flush " .. st.stats().bytes_pending)
+  local scale = 1
+  for i = 1, 8 do scale = scale * (1 + i / 1000) end
+  local want = x:sum():item() * scale
+  assert(math.abs(got - want) <= 1e-4 * math.abs(want), got .. " vs " .. want)
 end)
 
 test("oom_retry_and_error", function()
