@@ -165,20 +165,14 @@ static void load_tiles(sbuf *b, const kir_matmul *m, bool tf) {
     sbuf_printf(b, "                    const int bn = b_kf ? l / %d : l %% %d, bk = b_kf ? l %% %d : l / %d;\n",
                 MMA_KT, MMA_T, MMA_KT, MMA_T);
     sbuf_printf(b, "                    const int64_t gm = m0 + am, gka = k0 + ak, gn = n0 + bn, gkb = k0 + bk;\n");
-    if (!tf) {
-        sbuf_printf(b, "                    As[am][ak] = gm < M && gka < K");
-        tile_load(b, m, 1);
-        sbuf_printf(b, "(uint16_t)0;\n");
-        sbuf_printf(b, "                    Bs[bn][bk] = gkb < K && gn < N");
-        tile_load(b, m, 0);
-        sbuf_printf(b, "(uint16_t)0;\n");
-    } else {
-        sbuf_printf(b, "                    const float av = gm < M && gka < K");
-        tile_load(b, m, 1);
-        sbuf_printf(b, "0.0f;\n");
-        sbuf_printf(b, "                    const float bv = gkb < K && gn < N");
-        tile_load(b, m, 0);
-        sbuf_printf(b, "0.0f;\n");
+    static const char *lhs[2][2] = {{"As[am][ak] =", "Bs[bn][bk] ="}, {"const float av =", "const float bv ="}};
+    static const char *cond[2] = {"gm < M && gka < K", "gkb < K && gn < N"};
+    for (int i = 0; i < 2; i++) {   /* A, then B: the element, or 0 past the edges */
+        sbuf_printf(b, "                    %s %s", lhs[tf][i], cond[i]);
+        tile_load(b, m, i == 0);
+        sbuf_printf(b, "%s;\n", tf ? "0.0f" : "(uint16_t)0");
+    }
+    if (tf) {
         sbuf_printf(b, "                    As[am][ak] = st_cvt_tf32_(av);\n");
         sbuf_printf(b, "                    Bs[bn][bk] = st_cvt_tf32_(bv);\n");
     }
