@@ -288,13 +288,20 @@ static int g_conv_computed(st_tensor **in, st_tensor **out) {   /* columns of a 
     return 1;
 }
 
-/* Kernels with the implicit kind on, then off (the columns stored by a kernel of their own). */
+/* Kernels with the implicit kind on, then off (the columns stored by a kernel of their own). The
+ * interpreter's bits, but for f16/bf16 on a GPU: the tensor cores sum k in steps of 16 (docs/cuda.md
+ * "Tensor cores"), so within test_epilogue's tolerance there. */
+static int implicit_check(build_fn fn, st_tensor **in) {
+    st_dtype dt = st_dtype_of(in[0]);
+    bool gpu = strcmp(st_default_device(), "cpu") != 0, low = dt == ST_F16 || dt == ST_BF16;
+    return ft_check_flush(fn, in, 3, gpu && low ? (dt == ST_F16 ? 1e-2 : 2e-2) : 0, !(gpu && low));
+}
 static void implicit_case(const char *what, build_fn fn, st_tensor **in, int on, int off) {
-    int k = check_graph(fn, in, 3);
+    int k = implicit_check(fn, in);
     CHECK_MSG(k == on, "%s, %s, pad %d: %d kernels, expected %d", what, st_dtypes[st_dtype_of(in[0])].name, conv_pad,
               k, on);
     fuse_set_flags(FUSE_ALL & ~FUSE_MM_IMPLICIT);
-    k = check_graph(fn, in, 3);
+    k = implicit_check(fn, in);
     CHECK_MSG(k == off, "%s, %s, pad %d, implicit off: %d kernels, expected %d", what,
               st_dtypes[st_dtype_of(in[0])].name, conv_pad, k, off);
     fuse_set_flags(FUSE_ALL);

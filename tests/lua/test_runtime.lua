@@ -87,7 +87,8 @@ end)
 -- A function's temporaries die when it returns, before the flush: without a collection first
 -- (lhelp.c lt_preflush) their handles would still hold the values the flush stores (here each
 -- step, st._store), so none could be freed at its last reader, and all would outlive the flush.
--- Collected first, at most two of the 4 MiB values are alive at once.
+-- Collected first, none outlives it, and on the CPU (where a buffer dies at its last reader; a
+-- GPU's live until the flush ends) at most two of the 4 MiB values are alive at once.
 test("flush_collects_dead_handles_first", function()
   local x = st.sync(st.rand(1 << 20))
   local function f(t)
@@ -103,7 +104,9 @@ test("flush_collects_dead_handles_first", function()
   local got = l:item()
   local s1 = st.stats()
   local peak = s1.bytes_peak + s1.device_bytes_peak - used(s0)
-  assert(peak <= (12 << 20), "the flush kept the dead temporaries: peak grew by " .. peak .. " bytes")
+  if st.device() == "cpu" then
+    assert(peak <= (12 << 20), "the flush kept the dead temporaries: peak grew by " .. peak .. " bytes")
+  end
   assert(used(s1) - used(s0) < (1 << 20), "buffers outlived the flush: " .. (used(s1) - used(s0)) .. " bytes")
   assert(st.stats().bytes_pending < (1 << 20), "bytes_pending after the flush " .. st.stats().bytes_pending)
   local scale = 1
