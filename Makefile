@@ -93,8 +93,13 @@ $(BUILD)/obj/%.o: %.c | check-deps
 # when it need not set errno, as in the JIT's kernels (jit/compile.c).
 $(BUILD)/obj/trace/interp_ew.o: CFLAGS += -fno-math-errno
 
-# The prelude is compiled into the runtime (interpreter) and embedded as text for the JIT.
-$(BUILD)/gen/prelude_src.c: base/opmath.h tools/embed.sh
+# The prelude is compiled into the runtime (interpreter) and embedded as text for the JIT: its two
+# files joined (base/opmath.h includes base/opmath_gemm.h unless ST_PRELUDE_JOINED says so).
+PRELUDE := base/opmath.h base/opmath_gemm.h
+$(BUILD)/gen/prelude.h: $(PRELUDE)
+	@mkdir -p $(dir $@)
+	{ echo '#define ST_PRELUDE_JOINED'; cat $(PRELUDE); } > $@
+$(BUILD)/gen/prelude_src.c: $(BUILD)/gen/prelude.h tools/embed.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed.sh st_prelude_src $< > $@
 $(BUILD)/obj/gen/prelude_src.o: $(BUILD)/gen/prelude_src.c | check-deps
@@ -177,10 +182,10 @@ $(SIM)/libnvrtc.so: tests/sim/sim_nvrtc.c tests/sim/sim_rt.h Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(SIM_WARN) -O2 -g -fPIC -shared -fvisibility=hidden '-DSIM_CXX="$(SIM_CXX)"' \
 	  '-DSIM_CXXFLAGS="$(SIM_CXXFLAGS)"' -o $@ tests/sim/sim_nvrtc.c -ldl
-$(SIM)/sim_pre.h: tests/sim/sim_cuda.h tests/sim/sim_rt.h base/opmath.h
+$(SIM)/sim_pre.h: tests/sim/sim_cuda.h tests/sim/sim_rt.h $(BUILD)/gen/prelude.h
 	@mkdir -p $(dir $@)
 	cp tests/sim/sim_cuda.h tests/sim/sim_rt.h $(SIM)/
-	{ echo '#include "sim_cuda.h"'; cat base/opmath.h; } > $@
+	{ echo '#include "sim_cuda.h"'; cat $(BUILD)/gen/prelude.h; } > $@
 $(SIM)/sim_pre.h.gch: $(SIM)/sim_pre.h Makefile
 	$(SIM_CXX) $(SIM_CXXFLAGS) -x c++-header $< -o $@
 $(SIM)/test_sim: tests/sim/test_sim.c $(BUILD)/libstitch.a tests/test.h

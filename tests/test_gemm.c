@@ -1,5 +1,5 @@
 /*
- * test_gemm.c — the GEMM shared by the interpreter and the JIT (base/opmath.h: st_gemm_plan,
+ * test_gemm.c — the GEMM shared by the interpreter and the JIT (base/opmath_gemm.h: st_gemm_plan,
  * st_gemm_task; used by trace/interp.c eval_matmul and jit/render_c.c render_matmul).
  *
  * Invariants checked:

@@ -1,0 +1,531 @@
+/*
+ * opmath_gemm.h — the prelude's CPU GEMM, the second half of base/opmath.h (split from it at 1,600
+ * lines): C (M x N) = A (M x K) @ B (K x N) for the interpreter and every JIT kernel, and the
+ * epilogue tiles. Needs base/opmath.h's definitions (storage conversions) before it: include
+ * base/opmath.h, which includes this file; the JIT's prelude text is the two files joined.
+ */
+#ifndef ST_OPMATH_GEMM_H
+#define ST_OPMATH_GEMM_H
+#ifndef __CUDACC__ /* the CPU GEMM (malloc'ed scratch, OpenMP tasks); CUDA kernels tile their own */
+/* ---- GEMM: C (M x N) = A (M x K) @ B (K x N), the one matmul of the interpreter and the JIT ----
+ * Bit-identity rule: every C[i][j] is acc = 0; for k = 0..K-1 in increasing order:
+ * acc = fma(A[i][k], B[k][j], acc) (a fused multiply-add, rounded once, in the compute type: float
+ * for f32/f16/bf16, double for f64), then one rounding to the storage type. Blocking over i and j,
+ * vectorizing over j and which thread runs a block do not change that; a K split continues the
+ * same accumulator (kept in C itself for f32/f64, in a float buffer for f16/bf16). IEEE defines
+ * fma exactly, so every build of this code gives the same bits: kernels at -O3 -march=native (the
+ * FMA instruction), the interpreter's AVX2+FMA copy (trace/interp_gemm.c), and a baseline build
+ * (libm's fma; correct, slow), and so does the unblocked loop used when there is no scratch. The
+ * fma is explicit: builds still never contract a*b+c themselves (-ffp-contract=off elsewhere).
+ * FMA, not a multiply and an add: one instruction instead of two per step, ~1.35x the GFLOP/s on
+ * the dev VM's AMD EPYC (bench/NOTES.md "FMA, and a BLAS?").
+ * Speed: per block, the operands are packed (whatever their strides: transposed, broadcast, f16)
+ * into zero-padded, k-major panels of ST_GEMM_MR rows of A and NR columns of B, and a register-
+ * blocked MR x NR micro-kernel, written as fixed-size loops that GCC vectorizes with the
+ * accumulators in registers, runs over them (the zero padding only feeds discarded lanes).
+ * Work split: st_gemm_plan cuts C into tasks (row blocks of <= ST_GEMM_MC rows x column blocks);
+ * a task owns its output elements, so tasks may run on any thread, in any order.
+ * Use: plan once; give each thread st_gemm_ws_bytes(...) of scratch (NULL is allowed: the
+ * unblocked loop); call st_gemm_task (or the storage type's own st_gemm_task_f32/_f16/_bf16/_f64,
+ * which is all a JIT kernel needs to compile) for each task t in [0, tasks).
+ * Mixed operands (a matmul prologue: an operand cast to the matmul's type, folded into the loads):
+ * ST_GEMM_MIXED(C, SA, SB) defines st_gemm_task_C_SA_SB and st_gemm_tile_C_SA_SB for C = f32 or
+ * f64 and operand storage types SA, SB (f32 f16 bf16 f64); the packers convert each element as
+ * CAST does (to the compute type, through the source's own compute type), so the panels, and so
+ * every sum, are the ones of the cast operand: the bits of "cast, then multiply". A kernel
+ * instantiates the combination it calls (guarded by ST_GEMM_HAVE_C_SA_SB, as kernels of one batch
+ * share a translation unit). */
+#include <stdlib.h>
+
+enum { ST_GEMM_F32, ST_GEMM_F16, ST_GEMM_BF16, ST_GEMM_F64 };
+#define ST_GEMM_MR 8      /* rows of a micro-tile (8 x 32 floats: 16 AVX-512 accumulators) */
+#define ST_GEMM_NRF 32    /* columns of a float micro-tile */
+#define ST_GEMM_NRD 24    /* columns of a double micro-tile (8 x 24: 24 accumulators) */
+#define ST_GEMM_KCF 256   /* k block, float: a 32 KiB B panel stays in L1 across the A panels */
+#define ST_GEMM_KCD 128   /* k block, double: a 24 KiB B panel */
+#define ST_GEMM_MC 192    /* most rows of a task: its packed A block (<= 192 KiB) stays in L2 */
+#define ST_GEMM_NCF 256   /* columns packed at once (the B block, <= 256 KiB); a multiple of NR */
+#define ST_GEMM_NCD 240   /* the same for double (a multiple of 24) */
+
+/* One matrix product. A and B point at element [0][0] (strides in elements, any sign, 0 for
+ * broadcast); C is row-major with row stride ldc. dt: ST_GEMM_*, the storage type of all three
+ * (of C only for a mixed task, whose name gives A's and B's). */
+/* Split dims (an implicit GEMM: a matrix dim that walks several dims of a strided view, as a
+ * convolution's columns walk the padded input's channel, tap and position; kir_matmul.sub):
+ * dim d = 0 A's rows, 1 A's k, 2 B's k, 3 B's columns has n[d] sub-dims (2 or 3; 0: the dim's
+ * own stride), sizes and strides outermost first. The packers gather such an operand. */
+typedef struct st_gemm_split {
+    int n[4];
+    int64_t size[4][3], stride[4][3];
+} st_gemm_split;
+typedef struct st_gemm {
+    int dt;
+    int64_t M, N, K;
+    const void *A;
+    int64_t sam, sak;
+    const void *B;
+    int64_t sbk, sbn;
+    void *C;
+    int64_t ldc;
+    const st_gemm_split *split;   /* NULL: every dim has its stride */
+    int64_t om, on;               /* origin of split rows / columns (a tile's); 0 otherwise */
+} st_gemm;
+
+/* Element offset of index i along dim d (st_gemm_split), the dim's stride otherwise. */
+static inline int64_t st_gemm_off_(const st_gemm_split *s, int d, int64_t i, int64_t stride) {
+    if (!s || !s->n[d]) return i * stride;
+    int64_t o = 0;
+    for (int q = s->n[d] - 1; q > 0; q--) {
+        o += i % s->size[d][q] * s->stride[d][q];
+        i /= s->size[d][q];
+    }
+    return o + i * s->stride[d][0];
+}
+#define ST_GEMM_OAM_(g, i) st_gemm_off_((g)->split, 0, (g)->om + (i), (g)->sam)
+#define ST_GEMM_OAK_(g, k) st_gemm_off_((g)->split, 1, (k), (g)->sak)
+#define ST_GEMM_OBK_(g, k) st_gemm_off_((g)->split, 2, (k), (g)->sbk)
+#define ST_GEMM_OBN_(g, j) st_gemm_off_((g)->split, 3, (g)->on + (j), (g)->sbn)
+
+static inline int64_t st_gemm_rup_(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static inline int64_t st_gemm_min_(int64_t a, int64_t b) { return a < b ? a : b; }
+/* Loads (storage -> compute type) and stores (compute -> storage) per storage type. */
+#define ST_GEMM_LD_f32(p, i) (((const float *)(p))[i])
+#define ST_GEMM_LD_f16(p, i) st_h2f(((const uint16_t *)(p))[i])
+#define ST_GEMM_LD_bf16(p, i) st_bf2f(((const uint16_t *)(p))[i])
+#define ST_GEMM_LD_f64(p, i) (((const double *)(p))[i])
+#define ST_GEMM_ST_f16(v) st_f2h(v)
+#define ST_GEMM_ST_bf16(v) st_f2bf(v)
+#define ST_GEMM_ST_none(v) ((uint16_t)0)   /* f32/f64 never use the float buffer */
+#define ST_GEMM_T_f32 float      /* element types of the storage types */
+#define ST_GEMM_T_f16 uint16_t
+#define ST_GEMM_T_bf16 uint16_t
+#define ST_GEMM_T_f64 double
+
+/* One step of a sum: fma(a, b, acc) = a * b + acc rounded once (IEEE fused multiply-add: exactly
+ * defined, so every build that adds in the same order gets the same bits, the hardware instruction
+ * or libm's fmaf alike). */
+#define ST_GEMM_FMA_float __builtin_fmaf
+#define ST_GEMM_FMA_double __builtin_fma
+
+/* The micro-kernel: c[i*ldc + j] (MR x NR) = (first ? 0 : c) + sum over k of ap[k][i] * bp[k][j],
+ * added in k order (kc >= 1). Fixed trip counts: the j loop becomes vector adds and acc lives in
+ * registers. Step k = 0 starts the sums itself, fma(a, b, 0) or fma(a, b, c): the same operations
+ * as zeroing acc and then adding, but GCC turned that zeroing into a memset of acc in memory, a
+ * call per micro-tile (2.5% of the transformer step, whose GEMMs have k = 32 to 512). */
+#define ST_GEMM_UKR_(T, U, NR)                                                                   \
+    static inline void st_gemm_ukr_##U##_(int64_t kc, const T *restrict ap, const T *restrict bp, \
+                                          T *restrict c, int64_t ldc, int first) {              \
+        T acc[ST_GEMM_MR][NR];                                                                   \
+        if (first) {                                                                             \
+            for (int i = 0; i < ST_GEMM_MR; i++)                                                 \
+                for (int j = 0; j < NR; j++) acc[i][j] = ST_GEMM_FMA_##T(ap[i], bp[j], (T)0);    \
+        } else {                                                                                 \
+            for (int i = 0; i < ST_GEMM_MR; i++)                                                 \
+                for (int j = 0; j < NR; j++) acc[i][j] = ST_GEMM_FMA_##T(ap[i], bp[j], c[i * ldc + j]); \
+        }                                                                                        \
+        for (int64_t k = 1; k < kc; k++) {                                                       \
+            const T *a = ap + k * ST_GEMM_MR, *b = bp + k * NR;                                  \
+            for (int i = 0; i < ST_GEMM_MR; i++) {                                               \
+                const T ai = a[i];                                                               \
+                for (int j = 0; j < NR; j++) acc[i][j] = ST_GEMM_FMA_##T(ai, b[j], acc[i][j]);   \
+            }                                                                                    \
+        }                                                                                        \
+        for (int i = 0; i < ST_GEMM_MR; i++)                                                     \
+            for (int j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];                             \
+    }
+
+/* An 8 x 8 float block transposed: dst[c * ldd + r] = src[r * lds + c] (r, c < 8), in vector
+ * registers (GCC/clang vector extensions; no intrinsics header, which would slow every kernel
+ * compile). A copy: no arithmetic, so no effect on any sum. The packers below use it where a
+ * panel reads its operand across the unit stride (A row-major, B transposed): element by element
+ * those are scattered stores, ~12% of the time of x @ W^T (128x784x256). */
+typedef float st_v8f_ __attribute__((vector_size(32)));
+static inline void st_gemm_tr8r_f_(st_v8f_ *r, float *restrict dst, int64_t ldd) {
+    st_v8f_ t[8];
+    for (int i = 0; i < 8; i += 2) {   /* pairs of rows, interleaved */
+        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 8; i += 4) {   /* then pairs of pairs */
+        r[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        r[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        r[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        r[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int i = 0; i < 4; i++) {   /* then the 128-bit halves of rows i and i + 4 */
+        t[i] = __builtin_shufflevector(r[i], r[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        t[i + 4] = __builtin_shufflevector(r[i], r[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+    for (int i = 0; i < 8; i++) memcpy(dst + i * ldd, &t[i], sizeof t[i]);   /* t[i]: column i */
+}
+static inline void st_gemm_tr8_f_(const float *restrict src, int64_t lds, float *restrict dst, int64_t ldd) {
+    st_v8f_ r[8];
+    for (int i = 0; i < 8; i++) memcpy(&r[i], src + i * lds, sizeof r[i]);
+    st_gemm_tr8r_f_(r, dst, ldd);
+}
+/* A gathered B panel's 8 k x NR block whose 8 k are adjacent in memory (column j's elements at
+ * B + co[j] + kb .. + 7: a weight gradient's columns over the output positions), transposed 8
+ * columns at a time. Float panels of an f32 operand only; the others return 0 (nothing done). */
+static inline int st_gemm_gtpack_b_f32_f_(const float *B, const int64_t *co, int64_t kb, float *restrict bp) {
+    for (int j = 0; j < ST_GEMM_NRF; j += 8) {
+        st_v8f_ r[8];
+        for (int i = 0; i < 8; i++) memcpy(&r[i], B + co[j + i] + kb, sizeof r[i]);
+        st_gemm_tr8r_f_(r, bp + j, ST_GEMM_NRF);
+    }
+    return 1;
+}
+#define ST_GEMM_GTPACK_B_f32_f(g, co, kb, bp) st_gemm_gtpack_b_f32_f_((const float *)(g)->B, co, kb, bp)
+#define ST_GEMM_GTPACK_B_f16_f(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_bf16_f(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_f64_f(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_f32_d(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_f16_d(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_bf16_d(g, co, kb, bp) 0
+#define ST_GEMM_GTPACK_B_f64_d(g, co, kb, bp) 0
+/* The transposing packers' fast path, for float panels of an f32 operand only (the others are
+ * 0: nothing done). Each returns how many k it packed (a multiple of 8; the loop does the rest). */
+static inline int64_t st_gemm_tpack_a_f32_f_(const float *A, int64_t base, int64_t sam, int64_t mr, int64_t kc,
+                                             float *ap) {
+    if (mr != ST_GEMM_MR) return 0;
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) st_gemm_tr8_f_(A + base + k, sam, ap + k * ST_GEMM_MR, ST_GEMM_MR);
+    return k;
+}
+static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64_t sbn, int64_t nr, int64_t kc,
+                                             float *bp) {
+    if (nr != ST_GEMM_NRF) return 0;
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8)
+        for (int64_t j = 0; j < ST_GEMM_NRF; j += 8)
+            st_gemm_tr8_f_(B + base + k + j * sbn, sbn, bp + k * ST_GEMM_NRF + j, ST_GEMM_NRF);
+    return k;
+}
+#define ST_GEMM_TPACK_A_f32_f(g, base, sam, mr, kc, ap) st_gemm_tpack_a_f32_f_((const float *)(g)->A, base, sam, mr, kc, ap)
+#define ST_GEMM_TPACK_B_f32_f(g, base, sbn, nr, kc, bp) st_gemm_tpack_b_f32_f_((const float *)(g)->B, base, sbn, nr, kc, bp)
+#define ST_GEMM_TPACK_A_f16_f(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f16_f(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_bf16_f(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_bf16_f(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_f64_f(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f64_f(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_f32_d(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f32_d(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_f16_d(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f16_d(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_bf16_d(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_bf16_d(g, base, sbn, nr, kc, bp) 0
+#define ST_GEMM_TPACK_A_f64_d(g, base, sam, mr, kc, ap) 0
+#define ST_GEMM_TPACK_B_f64_d(g, base, sbn, nr, kc, bp) 0
+
+/* Packing (storage type S, compute type T, named by U: f or d): A rows [i0, i0+mb) x k [p0, p0+kc)
+ * into panels ap[panel][k][MR]; B k [p0, p0+kc) x columns [j0, j0+nc) into panels
+ * bp[panel][k][NR]. Rows and columns past the block are zeros. The loop order follows the unit
+ * stride, so a transposed operand is read along its rows too. An element of another type than T
+ * is converted as CAST converts it: ST_GEMM_LD_S gives S's compute type, then a C conversion. */
+#define ST_GEMM_PACK_(T, S, U, NR)                                                               \
+    static inline void st_gemm_gpack_a_##S##_##U(const st_gemm *g, int64_t i0, int64_t mb,     \
+                                              int64_t p0, int64_t kc, T *restrict ap) {         \
+        for (int64_t r = 0; r < mb; r += ST_GEMM_MR, ap += ST_GEMM_MR * kc) {                    \
+            const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - r);                                 \
+            int64_t ro[ST_GEMM_MR];                                                              \
+            for (int64_t i = 0; i < mr; i++) ro[i] = ST_GEMM_OAM_(g, i0 + r + i);                \
+            for (int64_t k = 0; k < kc; k++) {                                                   \
+                const int64_t ko = ST_GEMM_OAK_(g, p0 + k);                                      \
+                for (int64_t i = 0; i < mr; i++)                                                 \
+                    ap[k * ST_GEMM_MR + i] = (T)ST_GEMM_LD_##S(g->A, ro[i] + ko);                \
+                for (int64_t i = mr; i < ST_GEMM_MR; i++) ap[k * ST_GEMM_MR + i] = 0;            \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    /* B gathered: runs of 8 adjacent columns are copied (a convolution's output positions); a  \
+     * full panel without them whose 8 k are adjacent is transposed (a weight gradient's) */    \
+    static inline void st_gemm_gpack_b_##S##_##U(const st_gemm *g, int64_t p0, int64_t kc,     \
+                                              int64_t j0, int64_t nc, T *restrict bp) {         \
+        int64_t ko[ST_GEMM_KCF];   /* kc <= KC <= ST_GEMM_KCF */                               \
+        for (int64_t k = 0; k < kc; k++) ko[k] = ST_GEMM_OBK_(g, p0 + k);                        \
+        for (int64_t q = 0; q < nc; q += NR, bp += NR * kc) {                                    \
+            const int64_t nr = st_gemm_min_(NR, nc - q);                                         \
+            int64_t co[NR];                                                                      \
+            int run[NR / 8], runs = 1;                                                           \
+            for (int64_t j = 0; j < nr; j++) co[j] = ST_GEMM_OBN_(g, j0 + q + j);                \
+            for (int64_t j = 0; j < NR / 8; j++) {                                               \
+                run[j] = sizeof(ST_GEMM_T_##S) == sizeof(T) && j * 8 + 8 <= nr;                  \
+                for (int64_t e = 1; e < 8 && run[j]; e++) run[j] = co[j * 8 + e] == co[j * 8] + e; \
+                runs = runs && run[j];                                                           \
+            }                                                                                    \
+            for (int64_t k = 0; k < kc;) {                                                       \
+                if (!runs && nr == NR && k + 8 <= kc && ko[k + 7] == ko[k] + 7) {                \
+                    int adj = 1;                                                                 \
+                    for (int e = 1; e < 7; e++) adj = adj && ko[k + e] == ko[k] + e;             \
+                    if (adj && ST_GEMM_GTPACK_B_##S##_##U(g, co, ko[k], bp + k * NR)) {          \
+                        k += 8;                                                                  \
+                        continue;                                                                \
+                    }                                                                            \
+                }                                                                                \
+                T *restrict d = bp + k * NR;                                                     \
+                for (int64_t j = 0; j < NR / 8; j++) {                                           \
+                    if (run[j]) {                                                                \
+                        __builtin_memcpy(d + j * 8, (const T *)g->B + ko[k] + co[j * 8], 8 * sizeof(T)); \
+                    } else {                                                                     \
+                        for (int64_t e = j * 8; e < j * 8 + 8; e++)                              \
+                            d[e] = e < nr ? (T)ST_GEMM_LD_##S(g->B, ko[k] + co[e]) : (T)0;       \
+                    }                                                                            \
+                }                                                                                \
+                k++;                                                                             \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    static inline void st_gemm_pack_a_##S##_##U(const st_gemm *g, int64_t i0, int64_t mb,      \
+                                             int64_t p0, int64_t kc, T *restrict ap) {          \
+        const int64_t sam = g->sam, sak = g->sak;                                                \
+        if (g->split && (g->split->n[0] || g->split->n[1])) {                                    \
+            st_gemm_gpack_a_##S##_##U(g, i0, mb, p0, kc, ap);                                    \
+            return;                                                                              \
+        }                                                                                        \
+        for (int64_t r = 0; r < mb; r += ST_GEMM_MR, ap += ST_GEMM_MR * kc) {                    \
+            const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - r), base = (i0 + r) * sam + p0 * sak; \
+            if (sak == 1) {                                                                      \
+                const int64_t k0 = ST_GEMM_TPACK_A_##S##_##U(g, base, sam, mr, kc, ap);          \
+                for (int64_t i = 0; i < mr; i++)                                                 \
+                    for (int64_t k = k0; k < kc; k++)                                            \
+                        ap[k * ST_GEMM_MR + i] = (T)ST_GEMM_LD_##S(g->A, base + i * sam + k);    \
+            } else {                                                                             \
+                for (int64_t k = 0; k < kc; k++)                                                 \
+                    for (int64_t i = 0; i < mr; i++)                                             \
+                        ap[k * ST_GEMM_MR + i] = (T)ST_GEMM_LD_##S(g->A, base + i * sam + k * sak); \
+            }                                                                                    \
+            for (int64_t i = mr; i < ST_GEMM_MR; i++)                                            \
+                for (int64_t k = 0; k < kc; k++) ap[k * ST_GEMM_MR + i] = 0;                     \
+        }                                                                                        \
+    }                                                                                            \
+    static inline void st_gemm_pack_b_##S##_##U(const st_gemm *g, int64_t p0, int64_t kc,      \
+                                             int64_t j0, int64_t nc, T *restrict bp) {          \
+        const int64_t sbk = g->sbk, sbn = g->sbn;                                                \
+        if (g->split && (g->split->n[2] || g->split->n[3])) {                                    \
+            st_gemm_gpack_b_##S##_##U(g, p0, kc, j0, nc, bp);                                    \
+            return;                                                                              \
+        }                                                                                        \
+        for (int64_t q = 0; q < nc; q += NR, bp += NR * kc) {                                    \
+            const int64_t nr = st_gemm_min_(NR, nc - q), base = p0 * sbk + (j0 + q) * sbn;       \
+            if (sbn == 1 && nr == NR && sizeof(ST_GEMM_T_##S) == sizeof(T)) { /* S is T: */      \
+                for (int64_t k = 0; k < kc; k++) /* constant-size copies, inlined as vector moves */ \
+                    __builtin_memcpy(bp + k * NR, (const T *)g->B + base + k * sbk, NR * sizeof(T)); \
+            } else if (sbn == 1 || sbk != 1) {                                                   \
+                for (int64_t k = 0; k < kc; k++)                                                 \
+                    for (int64_t j = 0; j < nr; j++)                                             \
+                        bp[k * NR + j] = (T)ST_GEMM_LD_##S(g->B, base + k * sbk + j * sbn);      \
+            } else {                                                                             \
+                const int64_t k0 = ST_GEMM_TPACK_B_##S##_##U(g, base, sbn, nr, kc, bp);          \
+                for (int64_t j = 0; j < nr; j++)                                                 \
+                    for (int64_t k = k0; k < kc; k++)                                            \
+                        bp[k * NR + j] = (T)ST_GEMM_LD_##S(g->B, base + k + j * sbn);            \
+            }                                                                                    \
+            for (int64_t k = 0; k < kc; k++)                                                     \
+                for (int64_t j = nr; j < NR; j++) bp[k * NR + j] = 0;                            \
+        }                                                                                        \
+    }
+
+/* One task's block C[i0:i1, j0:j1] (named S; operands of storage SA, SB; compute T, micro-kernel
+ * U). ws: scratch of
+ * st_gemm_ws_bytes, 64-byte aligned. Loop order: column chunks of NC, k blocks of KC (B packed
+ * once per chunk and k block, A once per k block), then B panels (kept in L1) x A panels. An
+ * edge tile of C goes through a full-size local tile (one micro-kernel call site: it is large).
+ * LOWP (f16/bf16): accumulate in the float buffer cb (padded, so every tile is full) and round
+ * to storage with STORE after the last k block. */
+#define ST_GEMM_BLOCK_(T, S, SA, SB, U, NR, KC, NC, LOWP, STORE)                                 \
+    static inline void st_gemm_block_##S##_(const st_gemm *g, int64_t i0, int64_t i1,          \
+                                            int64_t j0, int64_t j1, T *ws) {                    \
+        const int64_t mb = i1 - i0, mbp = st_gemm_rup_(mb, ST_GEMM_MR), K = g->K;                \
+        const int64_t kcm = st_gemm_min_(K, KC), ncm = st_gemm_min_(st_gemm_rup_(j1 - j0, NR), NC); \
+        T *ap = ws, *bp = ap + st_gemm_rup_(mbp * kcm, 16), *cb = bp + st_gemm_rup_(kcm * ncm, 16); \
+        for (int64_t jc = j0; jc < j1; jc += NC) {                                               \
+            const int64_t nc = st_gemm_min_(NC, j1 - jc), ncp = st_gemm_rup_(nc, NR);            \
+            T *cc = LOWP ? cb : (T *)g->C + i0 * g->ldc + jc;                                    \
+            const int64_t ldcc = LOWP ? ncp : g->ldc;                                            \
+            for (int64_t pc = 0; pc < K; pc += KC) {                                             \
+                const int64_t kc = st_gemm_min_(KC, K - pc);                                     \
+                st_gemm_pack_b_##SB##_##U(g, pc, kc, jc, nc, bp);                                \
+                st_gemm_pack_a_##SA##_##U(g, i0, mb, pc, kc, ap);                                \
+                for (int64_t jr = 0; jr < nc; jr += NR) {                                        \
+                    for (int64_t ir = 0; ir < mb; ir += ST_GEMM_MR) {                            \
+                        const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - ir);                    \
+                        const int64_t nr = st_gemm_min_(NR, nc - jr);                            \
+                        const int edge = !LOWP && (mr < ST_GEMM_MR || nr < NR);                  \
+                        T t[ST_GEMM_MR * NR];                                                    \
+                        T *c = cc + ir * ldcc + jr, *cu = edge ? t : c;                          \
+                        if (edge && pc)                                                          \
+                            for (int64_t i = 0; i < mr; i++)                                     \
+                                for (int64_t j = 0; j < nr; j++) t[i * NR + j] = c[i * ldcc + j]; \
+                        st_gemm_ukr_##U##_(kc, ap + ir * kc, bp + jr * kc, cu, edge ? NR : ldcc, \
+                                           pc == 0);                                             \
+                        if (edge)                                                                \
+                            for (int64_t i = 0; i < mr; i++)                                     \
+                                for (int64_t j = 0; j < nr; j++) c[i * ldcc + j] = t[i * NR + j]; \
+                    }                                                                            \
+                }                                                                                \
+            }                                                                                    \
+            if (LOWP) {                                                                          \
+                uint16_t *o = (uint16_t *)g->C + i0 * g->ldc + jc;                               \
+                for (int64_t i = 0; i < mb; i++)                                                 \
+                    for (int64_t j = 0; j < nc; j++) o[i * g->ldc + j] = STORE(cb[i * ncp + j]); \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+/* The unblocked loop (no scratch): the same sums in the same order, slowly. C's storage: STO,
+ * rounded by ST_GEMM_STO_##OS. */
+#define ST_GEMM_NAIVE_(T, S, SA, SB, STO, OS)                                                    \
+    static inline void st_gemm_naive_##S##_(const st_gemm *g, int64_t i0, int64_t i1,          \
+                                            int64_t j0, int64_t j1) {                           \
+        for (int64_t i = i0; i < i1; i++) {                                                      \
+            for (int64_t j = j0; j < j1; j++) {                                                  \
+                T acc = 0;                                                                       \
+                for (int64_t k = 0; k < g->K; k++)                                               \
+                    acc = ST_GEMM_FMA_##T((T)ST_GEMM_LD_##SA(g->A, ST_GEMM_OAM_(g, i) + ST_GEMM_OAK_(g, k)), \
+                                          (T)ST_GEMM_LD_##SB(g->B, ST_GEMM_OBK_(g, k) + ST_GEMM_OBN_(g, j)), \
+                                          acc);                                                  \
+                ((STO *)g->C)[i * g->ldc + j] = ST_GEMM_STO_##OS(acc);                           \
+            }                                                                                    \
+        }                                                                                        \
+    }
+#define ST_GEMM_STO_f32(v) (v)
+#define ST_GEMM_STO_f16(v) st_f2h(v)
+#define ST_GEMM_STO_bf16(v) st_f2bf(v)
+#define ST_GEMM_STO_f64(v) (v)
+
+/* Task t of st_gemm_plan(..., &mb, &nb) for one storage type: computes and stores its block of
+ * C. ws: scratch of st_gemm_ws_bytes (any alignment), or NULL for the unblocked loop. */
+#define ST_GEMM_TASK_(T, S)                                                                      \
+    static inline void st_gemm_task_##S(const st_gemm *g, int64_t t, int64_t mb, int64_t nb,   \
+                                        void *ws) {                                             \
+        const int64_t ntn = (g->N + nb - 1) / nb;                                                \
+        const int64_t i0 = t / ntn * mb, j0 = t % ntn * nb;                                      \
+        const int64_t i1 = st_gemm_min_(g->M, i0 + mb), j1 = st_gemm_min_(g->N, j0 + nb);        \
+        if (g->K == 0 || !ws) { /* K == 0: the loop writes the zeros */                          \
+            st_gemm_naive_##S##_(g, i0, i1, j0, j1);                                             \
+            return;                                                                              \
+        }                                                                                        \
+        st_gemm_block_##S##_(g, i0, i1, j0, j1, (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63));   \
+    }
+
+ST_GEMM_UKR_(float, f, ST_GEMM_NRF)
+ST_GEMM_UKR_(double, d, ST_GEMM_NRD)
+ST_GEMM_PACK_(float, f32, f, ST_GEMM_NRF)
+ST_GEMM_PACK_(float, f16, f, ST_GEMM_NRF)
+ST_GEMM_PACK_(float, bf16, f, ST_GEMM_NRF)
+ST_GEMM_PACK_(float, f64, f, ST_GEMM_NRF)
+ST_GEMM_PACK_(double, f64, d, ST_GEMM_NRD)
+ST_GEMM_PACK_(double, f32, d, ST_GEMM_NRD)
+ST_GEMM_PACK_(double, f16, d, ST_GEMM_NRD)
+ST_GEMM_PACK_(double, bf16, d, ST_GEMM_NRD)
+ST_GEMM_BLOCK_(float, f32, f32, f32, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 0, ST_GEMM_ST_none)
+ST_GEMM_BLOCK_(float, f16, f16, f16, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 1, ST_GEMM_ST_f16)
+ST_GEMM_BLOCK_(float, bf16, bf16, bf16, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 1, ST_GEMM_ST_bf16)
+ST_GEMM_BLOCK_(double, f64, f64, f64, d, ST_GEMM_NRD, ST_GEMM_KCD, ST_GEMM_NCD, 0, ST_GEMM_ST_none)
+ST_GEMM_NAIVE_(float, f32, f32, f32, float, f32)
+ST_GEMM_NAIVE_(float, f16, f16, f16, uint16_t, f16)
+ST_GEMM_NAIVE_(float, bf16, bf16, bf16, uint16_t, bf16)
+ST_GEMM_NAIVE_(double, f64, f64, f64, double, f64)
+ST_GEMM_TASK_(float, f32)
+ST_GEMM_TASK_(float, f16)
+ST_GEMM_TASK_(float, bf16)
+ST_GEMM_TASK_(double, f64)
+
+/* ---- Epilogues: a JIT matmul whose consumers are fused (jit/render_c.c) ----
+ * The kernel runs its tasks in tiles of at most the task's rows x ST_GEMM_NC columns: each tile
+ * is computed into a small row-major buffer (storage type, so an f16 value is rounded exactly as
+ * the stored matmul is) while it is hot in L2, then the kernel's epilogue reads it element by
+ * element and stores the group's outputs. st_gemm_tile_<S> computes C[i0:i1, j0:j1] with the
+ * same sums in the same order as st_gemm_task (a block of the same GEMM with its origin moved),
+ * so the epilogue sees the very bits the unfused matmul stores. ws: st_gemm_ws_bytes of scratch
+ * for the task's mb x nb, or NULL for the unblocked loop (then any tile size works).
+ * st_gemm_tile_<S> is never inlined: inlined into a kernel with an epilogue, GCC spilled the
+ * micro-kernel's accumulators (a GEMM of 1.7x the time), out of line it is st_gemm_task's code. */
+static inline void st_gemm_range(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, int64_t *i0, int64_t *i1,
+                                 int64_t *j0, int64_t *j1) {
+    const int64_t ntn = (g->N + nb - 1) / nb;
+    *i0 = t / ntn * mb;
+    *j0 = t % ntn * nb;
+    *i1 = st_gemm_min_(g->M, *i0 + mb);
+    *j1 = st_gemm_min_(g->N, *j0 + nb);
+}
+static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_GEMM_NCD : ST_GEMM_NCF; }
+#define ST_GEMM_TILE_(T, S, SA, SB, STO)                                                         \
+    static __attribute__((noinline, unused)) void st_gemm_tile_##S(                            \
+        const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws, STO *tile) { \
+        st_gemm h = *g;                                                                          \
+        if (g->split && g->split->n[0]) h.om = g->om + i0; /* a split dim: its origin moves */  \
+        else h.A = (const ST_GEMM_T_##SA *)g->A + i0 * g->sam;                                   \
+        if (g->split && g->split->n[3]) h.on = g->on + j0;                                       \
+        else h.B = (const ST_GEMM_T_##SB *)g->B + j0 * g->sbn;                                   \
+        h.M = i1 - i0;                                                                           \
+        h.N = j1 - j0;                                                                           \
+        h.C = tile;                                                                              \
+        h.ldc = j1 - j0;                                                                         \
+        if (g->K == 0 || !ws) st_gemm_naive_##S##_(&h, 0, h.M, 0, h.N);                          \
+        else st_gemm_block_##S##_(&h, 0, h.M, 0, h.N, (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63)); \
+    }
+ST_GEMM_TILE_(float, f32, f32, f32, float)
+ST_GEMM_TILE_(float, f16, f16, f16, uint16_t)
+ST_GEMM_TILE_(float, bf16, bf16, bf16, uint16_t)
+ST_GEMM_TILE_(double, f64, f64, f64, double)
+
+/* Mixed operands (see the GEMM's head comment): C f32 (float sums) or f64 (double sums). */
+#define ST_GEMM_MIXED_f32_(S, SA, SB)                                                           \
+    ST_GEMM_BLOCK_(float, S, SA, SB, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 0, ST_GEMM_ST_none) \
+    ST_GEMM_NAIVE_(float, S, SA, SB, float, f32)                                                 \
+    ST_GEMM_TASK_(float, S)                                                                      \
+    ST_GEMM_TILE_(float, S, SA, SB, float)
+#define ST_GEMM_MIXED_f64_(S, SA, SB)                                                           \
+    ST_GEMM_BLOCK_(double, S, SA, SB, d, ST_GEMM_NRD, ST_GEMM_KCD, ST_GEMM_NCD, 0, ST_GEMM_ST_none) \
+    ST_GEMM_NAIVE_(double, S, SA, SB, double, f64)                                               \
+    ST_GEMM_TASK_(double, S)                                                                     \
+    ST_GEMM_TILE_(double, S, SA, SB, double)
+#define ST_GEMM_MIXED(C, SA, SB) ST_GEMM_MIXED_##C##_(C##_##SA##_##SB, SA, SB)
+
+/* Any storage type (the interpreter's entry; kernels call their type's own). */
+static inline void st_gemm_task(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) {
+    switch (g->dt) {
+    case ST_GEMM_F16: st_gemm_task_f16(g, t, mb, nb, ws); break;
+    case ST_GEMM_BF16: st_gemm_task_bf16(g, t, mb, nb, ws); break;
+    case ST_GEMM_F64: st_gemm_task_f64(g, t, mb, nb, ws); break;
+    default: st_gemm_task_f32(g, t, mb, nb, ws); break;
+    }
+}
+
+/* Cuts C into tasks for about nthreads threads: row blocks of <= MC rows (so the packed A block
+ * fits in L2), split further (columns first, then rows) until there are >= nthreads tasks, and
+ * a task count that divides evenly when it is small. Sets the block sizes; returns the count. */
+static inline int64_t st_gemm_plan(int dt, int64_t M, int64_t N, int64_t nthreads, int64_t *mb,
+                                   int64_t *nb) {
+    const int64_t nr = dt == ST_GEMM_F64 ? ST_GEMM_NRD : ST_GEMM_NRF;
+    *mb = *nb = 1;
+    if (M <= 0 || N <= 0) return 0;
+    if (nthreads < 1) nthreads = 1;
+    const int64_t mpan = (M + ST_GEMM_MR - 1) / ST_GEMM_MR, npan = (N + nr - 1) / nr;
+    int64_t mt = (M + ST_GEMM_MC - 1) / ST_GEMM_MC, nt = 1;
+    if (mt < nthreads) {
+        nt = st_gemm_min_((nthreads + mt - 1) / mt, npan);
+        if (mt * nt < nthreads) mt = st_gemm_min_((nthreads + nt - 1) / nt, mpan);
+    } else if (mt < 4 * nthreads) {
+        mt = st_gemm_min_(st_gemm_rup_(mt, nthreads), mpan);
+    }
+    *mb = st_gemm_rup_((M + mt - 1) / mt, ST_GEMM_MR);
+    *nb = st_gemm_rup_((N + nt - 1) / nt, nr);
+    return ((M + *mb - 1) / *mb) * ((N + *nb - 1) / *nb);
+}
+
+/* Scratch bytes one thread needs for tasks of st_gemm_plan's mb x nb (64 bytes of it are slack
+ * for alignment). */
+static inline size_t st_gemm_ws_bytes(int dt, int64_t mb, int64_t nb, int64_t K) {
+    const int d = dt == ST_GEMM_F64;
+    const int64_t nr = d ? ST_GEMM_NRD : ST_GEMM_NRF, nc = d ? ST_GEMM_NCD : ST_GEMM_NCF;
+    const int64_t kc = st_gemm_min_(K, d ? ST_GEMM_KCD : ST_GEMM_KCF);
+    const int64_t mbp = st_gemm_rup_(mb, ST_GEMM_MR), ncm = st_gemm_min_(st_gemm_rup_(nb, nr), nc);
+    int64_t n = st_gemm_rup_(mbp * kc, 16) + st_gemm_rup_(kc * ncm, 16);
+    if (dt == ST_GEMM_F16 || dt == ST_GEMM_BF16) n += mbp * ncm;
+    return (size_t)n * (d ? sizeof(double) : sizeof(float)) + 64;
+}
+#endif /* !__CUDACC__ */
+
+#endif
