@@ -997,7 +997,8 @@ static void debug_cycle(const fuse_plan *p, const uint8_t *done, int ne, const i
 typedef struct order_mem {
     int64_t *out_bytes;   /* per group: bytes of its materialized outputs */
     int *left;            /* per node position: the groups loading it not scheduled yet */
-    int *ld_off, *ld;     /* per group: the in-region values it loads (distinct) */
+    int *ld_off;          /* per group: its loads are ld[ld_off[g] .. ld_off[g + 1]) */
+    const int *ld;        /* the loaded values' positions, one per edge (edges are in group order) */
 } order_mem;
 
 static int64_t memory_score(const fuse_plan *p, const order_mem *m, int g) {
@@ -1058,13 +1059,11 @@ static st_status order_groups(fuse_plan *p) {
             }
         }
     }
-    /* the loads per group (edges are in group order) and the readers per value */
-    m.ld = st_malloc(((size_t)ne + 1) * sizeof *m.ld);
-    if (!m.ld) goto oom;
+    /* the loads per group and the readers per value */
+    m.ld = ev;
     for (int e = 0; e < ne; e++) {
         m.ld_off[eh[e] + 1]++;
         m.left[ev[e]]++;
-        m.ld[e] = ev[e];
     }
     for (int g = 0; g < ng; g++) m.ld_off[g + 1] += m.ld_off[g];
     adj = st_malloc(((size_t)ne + 1) * sizeof *adj);
@@ -1105,7 +1104,6 @@ out:
     st_free(m.out_bytes);
     st_free(m.left);
     st_free(m.ld_off);
-    st_free(m.ld);
     st_free(adj_off);
     st_free(adj);
     st_free(done);
