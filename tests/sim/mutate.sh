@@ -43,7 +43,7 @@ mutate "barrier removed from the row-reduction template" jit/render_cuda.c \
         sbuf_printf(b, "__syncthreads();\n");' \
     '        each_update(b, c, i, e, depth + 2, smem_write);'
 mutate "off-by-one in the mma tile's row guard" jit/render_cuda_mma.c \
-    'As[am][ak] = gm < M && gka < K' 'As[am][ak] = gm <= M && gka < K'
+    '{"gm < M && gka < K"' '{"gm <= M && gka < K"'
 mutate "shuffle mask without lane 31" base/opmath.h \
     '#define ST_FULL_MASK 0xffffffffu' '#define ST_FULL_MASK 0x7fffffffu'
 mutate "two f16 mma A-fragment registers swapped" jit/render_cuda_mma.c \
