@@ -886,8 +886,14 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
     st_op op = (st_op)r->op;
     kir_type t = kir_type_of(r->dtype), vt = kir_type_of(in->dtype), at = t;
     int acc = -1, acci = -1;
+    /* A float sum of a cast from bool (a count: a max's ties, `(p == y):float():sum()`) adds 0s
+     * and 1s: exact in an int64 accumulator, as in the f64 one below 2^53, so the bits are the
+     * interpreter's; the integer one vectorizes beside strided float loads where GCC leaves a
+     * double accumulator scalar (a pool's tie count, bench/NOTES.md) */
+    bool count = op == ST_OP_RSUM && (vt == KT_F32 || vt == KT_F64) && in->op == ST_OP_CAST &&
+                 in->src[0]->dtype == ST_BOOL && fuse_in_region(in);
     if (op == ST_OP_RSUM || op == ST_OP_RPROD) {
-        at = (vt == KT_F32 || vt == KT_F64) ? KT_F64 : vt == KT_U8 ? KT_U8 : KT_I64;
+        at = count ? KT_I64 : (vt == KT_F32 || vt == KT_F64) ? KT_F64 : vt == KT_U8 ? KT_U8 : KT_I64;
         int one = op == ST_OP_RPROD;
         int init = at == KT_F64 ? kir_fconst(b, at, one) : kir_iconst(b, at, one);
         acc = kir_emit(b, KI_ACC, at, 0, init, -1, -1, -1, 0, 0);
@@ -930,6 +936,7 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
             }
     if (v >= 0) {
         if (acci >= 0) kir_emit(b, KI_ARGUPD, KT_VOID, 0, acc, acci, v, rr, op, 0);
+        else if (count) kir_emit(b, KI_ACCUPD, KT_VOID, 0, acc, cvt(w, ev(w, in->src[0], &ic), at), -1, -1, op, 0);
         else kir_emit(b, KI_ACCUPD, KT_VOID, 0, acc, cvt(w, v, at), -1, -1, op, 0);
     }
     row_loop_end(w, &RL);

@@ -780,6 +780,12 @@ TEST(pointwise_loops_over_trailing_dims) {
     free(s);
 }
 
+static int count_in(const char *k, size_t len, const char *what) {
+    int n = 0;
+    for (const char *f = strstr(k, what); f && f < k + len; f = strstr(f + 1, what)) n++;
+    return n;
+}
+
 /* Row kernels over short rows or strided rows vectorize across outputs: a block of adjacent
  * outputs per step of each reduction loop (the pool's forward took ~10 ms for (64, 32, 32, 32) as
  * one output at a time, 2.7 ms blocked). Values as the interpreter's (in-order sums: exactly);
@@ -808,12 +814,22 @@ TEST(short_and_strided_rows_run_column_blocked) {
         size_t len = end ? (size_t)(end - k) : strlen(k);
         const char *blk = strstr(k, "column-blocked");
         CHECK_MSG(blk && blk < k + len, "the pool's rows are not column-blocked:\n%.*s", (int)len, k);
+        /* int64 per-output arrays: the tie count's accumulator (a sum of bools counts in int64,
+         * lower.c reduce_phase: no double anywhere in the kernel), never an index */
+        int counts = 0;
         const char *arr = strstr(k, "int64_t v");
         for (; arr && arr < k + len; arr = strstr(arr + 1, "int64_t v")) {
             const char *p = arr + 9;
             while (*p >= '0' && *p <= '9') p++;
-            CHECK_MSG(strncmp(p, "_a[", 3) != 0, "an index kept in a per-output array:\n%.*s", (int)len, k);
+            if (strncmp(p, "_a[", 3) != 0) continue;
+            char upd[64];
+            snprintf(upd, sizeof upd, "%.*s = om_add(%.*s, ", (int)(p - arr - 8), arr + 8, (int)(p - arr - 8), arr + 8);
+            const char *u = strstr(k, upd);
+            CHECK_MSG(u && u < k + len, "an index kept in a per-output array:\n%.*s", (int)len, k);
+            counts++;
         }
+        CHECK_MSG(counts == 1 && count_in(k, len, "double") == 0,
+                  "the tie count does not accumulate in int64 (%d arrays):\n%.*s", counts, (int)len, k);
     }
     free(s);
 }
@@ -836,11 +852,6 @@ static int divisions_but_blocks(const char *k, size_t *len) {
         while (*q >= '0' && *q <= '9') q++;
         n -= strncmp(q, "_s;", 3) == 0;
     }
-    return n;
-}
-static int count_in(const char *k, size_t len, const char *what) {
-    int n = 0;
-    for (const char *f = strstr(k, what); f && f < k + len; f = strstr(f + 1, what)) n++;
     return n;
 }
 
