@@ -422,6 +422,7 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool shared, bool *
                     int cg = p->cg[c->pos];
                     if (cg != g && (!shared || cg != -2)) {
                         if (shared && cg >= 0) continue;     /* another group loads x */
+                        if (y != x && p->mat[y->pos]) continue; /* loads y's buffer */
                         return false;
                     }
                     if (row_broadcast(c, x)) {
@@ -647,8 +648,12 @@ static int join_side(const fuse_plan *p, const st_node *x, int g) {
     if (G->kind == FG_POINTWISE)
         return same_shape(x->ndim, x->shape, G->ndim, G->shape) ? FUSE_OUT_MAIN : -1;
     if (G->kind == FG_REDUCE) {
-        const st_node *in = G->anchor->src[0];
-        return same_shape(x->ndim, x->shape, in->ndim, in->shape) ? FUSE_OUT_INPUT : -1;
+        const st_node *in = G->anchor->src[0], *r = G->anchor;
+        if (same_shape(x->ndim, x->shape, in->ndim, in->shape)) return FUSE_OUT_INPUT;
+        /* a value over the rows' results (a mean, `sum * (1/n)`, read by this group's later
+         * phases and by another group): computed and stored at the row's index */
+        return fuse_on(FUSE_STITCH) && st_op_is_elementwise((st_op)x->op) && same_shape(x->ndim, x->shape, r->ndim, r->shape)
+                   ? FUSE_OUT_MAIN : -1;
     }
     /* a matmul's epilogue computes values of its shape; never an operand (`need`: read as a
      * buffer, by this GEMM perhaps, before the epilogue runs) */

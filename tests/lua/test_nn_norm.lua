@@ -106,8 +106,10 @@ test("BatchNorm2d: gradients as finite differences; training step fuses", functi
       - (f(st.tensor(dn, "f64"):reshape(2, 2, 3, 3)) * r):sum():item()) / 2e-6
   end
   check(x.grad:reshape(-1), g, 1e-6, "dx")
-  -- kernels of a training forward + backward on the CPU JIT (printed; bench/NOTES.md has no goal
-  -- line for it yet)
+  -- kernels of a training forward + backward on the CPU JIT (issue 14 asks one forward, at most
+  -- two backward): the forward's mean is stitched into the variance's kernel though the running
+  -- mean's update reads it too (partition.c join_side: a value over the rows, stored at the row's
+  -- index; was 3 kernels); the normalization runs batched with the running statistics' updates
   st.set_jit_min(0)
   local m = nn.BatchNorm2d(8)
   local xin = st.randn(16, 8, 6, 6):requires_grad_()
@@ -123,7 +125,11 @@ test("BatchNorm2d: gradients as finite differences; training step fuses", functi
     if i == 2 then
       print(string.format("  BatchNorm2d (16, 8, 6, 6), training: forward with the running statistics %d kernels, backward %d",
         s1 - s0, s2 - s1))
-      assert(s1 - s0 <= 3 and s2 - s1 <= 4, "more kernels than expected")
+      if st.device() == "cpu" then
+        assert(s1 - s0 <= 2 and s2 - s1 <= 2, "more kernels than expected")
+      else
+        assert(s1 - s0 <= 3 and s2 - s1 <= 4, "more kernels than expected")
+      end
     end
     xin.grad = nil
   end
