@@ -90,8 +90,9 @@ static void drop_temps(exec_state *e) {
 
 /* ---- interpreter tier ----
  * An interpreted group of an entry evaluates its node list in order: a node the group
- * materializes gets a buffer that outlives it, the others temporaries dropped at the end of each
- * plan group (a horizontal batch's members run one by one). */
+ * materializes gets a buffer that outlives it, the others temporaries released after their last
+ * reader in the plan group (fuse_inode.dies), and what is left at the end of each plan group (a
+ * horizontal batch's members run one by one). */
 static st_status run_interp_pgroup(exec_state *e, const st_region *r, const fuse_pgroup *pg) {
     st_status s = ST_OK;
     for (int i = 0; i < pg->nnodes && s == ST_OK; i++) {
@@ -111,6 +112,11 @@ static st_status run_interp_pgroup(exec_state *e, const st_region *r, const fuse
             }
         }
         if (s == ST_OK) s = interp_eval_node(n, n->buf);
+        for (int k = 0; k < n->nsrc && s == ST_OK; k++)   /* temporaries read for the last time */
+            if (pg->nodes[i].dies >> k & 1) {
+                st_buffer_release(n->src[k]->buf);
+                n->src[k]->buf = NULL;
+            }
         if (pg->nodes[i].last) drop_temps(e);
     }
     drop_temps(e);

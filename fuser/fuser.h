@@ -275,8 +275,10 @@ enum {
 /* A node an interpreted group evaluates: keep = it is materialized by the group (its buffer
  * outlives the group), else a temporary; last = the end of one plan group (a member of a
  * horizontal batch): its temporaries are dropped there, as a free node may be evaluated again by
- * the next member. */
-typedef struct fuse_inode { int32_t pos; uint8_t keep, last; } fuse_inode;
+ * the next member; dies = bit k: this node is the last of its plan group to read src[k], a
+ * temporary of the group, whose buffer is released once this node is evaluated (a chain of n
+ * elementwise ops holds two temporaries at a time, not n). */
+typedef struct fuse_inode { int32_t pos; uint8_t keep, last, dies; } fuse_inode;
 
 typedef struct fuse_pgroup {
     fuse_launch L;                 /* owned: kernel IR (CUDA launch geometry), ints, flts, name;

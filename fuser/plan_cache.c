@@ -178,8 +178,37 @@ static st_status add_inode(st_node *n, void *ud) {
     inode_walk *w = ud;
     fuse_pgroup *pg = w->pg;
     if (BASE_GROW(pg->nodes, w->cap, pg->nnodes + 1, 16) != ST_OK) return st_last_status();
-    pg->nodes[pg->nnodes++] = (fuse_inode){n->pos, (uint8_t)(w->p->mat[n->pos] && n->tag == w->g), 0};
+    pg->nodes[pg->nnodes++] = (fuse_inode){n->pos, (uint8_t)(w->p->mat[n->pos] && n->tag == w->g), 0, 0};
     return ST_OK;
+}
+
+/* The index in nodes[a, b) (sorted by position) of the node at position pos, or -1. */
+static int inode_find(const fuse_inode *nodes, int a, int b, int32_t pos) {
+    while (a < b) {
+        int m = a + (b - a) / 2;
+        if (nodes[m].pos == pos) return m;
+        if (nodes[m].pos < pos) a = m + 1;
+        else b = m;
+    }
+    return -1;
+}
+
+/* Marks in nodes[a, b) (one plan group, in evaluation order) the last reader of each temporary:
+ * walked backwards, the first reader met is the last. */
+static bool mark_dies(fuse_pgroup *pg, const st_region *r, int a, int b) {
+    uint8_t *read = st_calloc((size_t)(b - a) + 1, 1);
+    if (!read) return false;
+    for (int i = b - 1; i >= a; i--) {
+        const st_node *n = r->nodes[pg->nodes[i].pos];
+        for (int k = 0; k < n->nsrc; k++) {
+            int j = fuse_in_region(n->src[k]) ? inode_find(pg->nodes, a, i, n->src[k]->pos) : -1;
+            if (j < 0 || pg->nodes[j].keep || read[j - a]) continue;
+            read[j - a] = 1;
+            pg->nodes[i].dies |= (uint8_t)(1u << k);
+        }
+    }
+    st_free(read);
+    return true;
 }
 
 static bool collect_inodes(fuse_pgroup *pg, fuse_plan *p, int g) {
@@ -187,8 +216,9 @@ static bool collect_inodes(fuse_pgroup *pg, fuse_plan *p, int g) {
     inode_walk w = {pg, p, g, 0};
     int n = G->nmembers ? G->nmembers : 1;   /* FG_HORIZONTAL: its members, one by one */
     for (int i = 0; i < n; i++) {
+        int a = pg->nnodes;
         w.g = G->nmembers ? G->members[i] : g;
-        if (fuse_group_nodes(p, w.g, add_inode, &w) != ST_OK) return false;
+        if (fuse_group_nodes(p, w.g, add_inode, &w) != ST_OK || !mark_dies(pg, p->r, a, pg->nnodes)) return false;
         if (pg->nnodes) pg->nodes[pg->nnodes - 1].last = 1;
     }
     pg->nplan = n;
