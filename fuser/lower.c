@@ -889,9 +889,10 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
     /* A float sum of a cast from bool (a count: a max's ties, `(p == y):float():sum()`) adds 0s
      * and 1s: exact in an int64 accumulator, as in the f64 one below 2^53, so the bits are the
      * interpreter's; the integer one vectorizes beside strided float loads where GCC leaves a
-     * double accumulator scalar (a pool's tie count, bench/NOTES.md) */
+     * double accumulator scalar (a pool's tie count, bench/NOTES.md). Only when this group
+     * computes the cast: a loaded one is summed as loaded (its bool is not evaluated again) */
     bool count = op == ST_OP_RSUM && (vt == KT_F32 || vt == KT_F64) && in->op == ST_OP_CAST &&
-                 in->src[0]->dtype == ST_BOOL && fuse_in_region(in);
+                 in->src[0]->dtype == ST_BOOL && !fuse_loads(w->p, in, w->g);
     if (op == ST_OP_RSUM || op == ST_OP_RPROD) {
         at = count ? KT_I64 : (vt == KT_F32 || vt == KT_F64) ? KT_F64 : vt == KT_U8 ? KT_U8 : KT_I64;
         int one = op == ST_OP_RPROD;
