@@ -15,7 +15,8 @@
 # cache of their own and compile in every run: those whose point is not the threads' order run
 # once, under the random schedule: the kernel counts and the plan cache (test_fusion_counts,
 # test_cuda_counts, the costliest) and the suites that run no kernel (test_mma, test_horizontal:
-# source and compile checks). Two suites run at a time (CI has 2 cores).
+# source and compile checks). JOBS suites run at a time (default: the online CPUs), the fuzzer (the
+# longest) first.
 # Last line: "N passed, N failed".
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 1
@@ -26,13 +27,7 @@ unset ST_DEVICE ST_CUDA_LIB ST_NVRTC_PATH
 # compile every kernel twice more with the stand-in, which is not NVRTC (make test's cpu pass runs
 # the check with the real one)
 export ST_NVRTC_CHECK=0
-export ST_CACHE_DIR=${ST_SIM_CACHE:-$(mktemp -d)}
 GRAPHS=${SIM_GRAPHS:-500}
-out=$(mktemp -d)
-if ! "$BUILD"/stitch -e 'assert(st.device() == "cuda:0", st.device())' > "$out/probe" 2>&1; then
-    echo "FAIL test-sim: the simulated GPU is not the default device:"; cat "$out/probe"
-    echo "0 passed, 1 failed"; exit 1
-fi
 
 # suite NAME COMMAND...: runs it under each schedule, one after the other; writes $out/NAME.res
 # ($scheds: the schedules when set, else all three)
@@ -77,15 +72,24 @@ run_one() {
     esac
 }
 
-# the fuzzer (the longest) in the background; everything else in the foreground
-run_one test_fuzz &
-bg=$!
-for s in $suites; do [ "$s" = test_fuzz ] || run_one "$s"; done
-wait $bg
+# --one NAME: one suite (xargs runs it), its files in $out
+if [ "${1:-}" = --one ]; then run_one "$2"; exit 0; fi
+
+export ST_CACHE_DIR=${ST_SIM_CACHE:-$(mktemp -d)}
+out=$(mktemp -d)
+export out
+if ! "$BUILD"/stitch -e 'assert(st.device() == "cuda:0", st.device())' > "$out/probe" 2>&1; then
+    echo "FAIL test-sim: the simulated GPU is not the default device:"; cat "$out/probe"
+    echo "0 passed, 1 failed"; exit 1
+fi
+# longest first (2-core times of the three schedules: the fuzzer ~420 s, test_soak ~185 s, ...)
+first="test_fuzz lua:tests/lua/test_soak.lua test_autograd lua:tests/lua/test_char_transformer.lua test_ops test_prologue"
+printf '%s\n' $first $suites | awk '!seen[$0]++' | xargs -P "${JOBS:-$(nproc 2>/dev/null || echo 1)}" -n 1 env BUILD="$BUILD" sh tests/sim/run.sh --one
 
 pass=0; fail=0
 for s in $suites; do
     case "$s" in lua:*) n=$(basename "${s#lua:}") ;; *) n=$s ;; esac
+    [ -f "$out/$n.time" ] || { echo "FAIL sim $n: did not finish"; fail=$((fail + 1)); continue; }
     cat "$out/$n.res"
     p=$(awk '{s += $1} END {print s + 0}' "$out/$n.counts"); f=$(awk '{s += $2} END {print s + 0}' "$out/$n.counts")
     k=$(wc -l < "$out/$n.counts")
