@@ -70,9 +70,13 @@ typedef struct hz_info {
     int unit;             /* the launch it belongs to: itself or its batch */
 } hz_info;
 
+/* Pointwise groups; on the CPU reduce groups too (a CPU kernel runs its parts one after the
+ * other, each with its own parallel loops; a CUDA batch spreads its members over the blocks of
+ * one grid, flat, which a reduce kernel's cooperative rows cannot be). */
 static bool batchable(const fuse_plan *p, int g) {
     const fuse_group *G = &p->groups[g];
-    return G->kind == FG_POINTWISE && G->nouts > 0;
+    if (G->nouts == 0) return false;
+    return G->kind == FG_POINTWISE || (G->kind == FG_REDUCE && dev_target_of(G->outs[0]->rdev) == DEV_TARGET_C);
 }
 
 /* The argument words of CUDA group g's kernel; past HZ_CUDA_ARGS when it cannot be lowered (it
@@ -297,7 +301,10 @@ static st_status append_member(fuse_launch *L, const fuse_launch *m) {
 st_status fuse_lower_horizontal(fuse_plan *p, int g, fuse_launch *out) {
     memset(out, 0, sizeof *out);
     fuse_group *B = &p->groups[g];
+    /* a reduce member makes the batch a reduce kernel (its parts' loops are rendered as such) */
     out->k.kind = KK_POINTWISE;
+    for (int i = 0; i < B->nmembers; i++)
+        if (p->groups[B->members[i]].kind == FG_REDUCE) out->k.kind = KK_REDUCE;
     st_status s = ST_OK;
     for (int i = 0; i < B->nmembers && s == ST_OK; i++) {
         fuse_launch m;
@@ -314,7 +321,7 @@ st_status fuse_lower_horizontal(fuse_plan *p, int g, fuse_launch *out) {
         fuse_launch_free(out);
         return s;
     }
-    snprintf(out->k.comment, sizeof out->k.comment, "horizontal; %d pointwise members, %d outputs", B->nmembers,
-             B->nouts);
+    snprintf(out->k.comment, sizeof out->k.comment, "horizontal; %d %smembers, %d outputs", B->nmembers,
+             out->k.kind == KK_REDUCE ? "pointwise and reduce " : "pointwise ", B->nouts);
     return ST_OK;
 }

@@ -939,6 +939,180 @@ st_status fuse_group_nodes(fuse_plan *p, int g, st_status (*fn)(st_node *n, void
     return s;
 }
 
+/* ---- groups merged into a reduce group over its rows (FUSE_STITCH) ----
+ * Placement runs from consumers to producers, so a value over the rows' results that two groups
+ * read is materialized before its reduction is placed: BatchNorm's variance, read by the
+ * normalization (a pointwise group of the input's shape) and by the running variance's update,
+ * gets a group of its own, the variance stitches into that one, and the normalization stays a
+ * second kernel that loads what the first stored. Once every node is placed, a pointwise group B
+ * that reads reduce group A is merged into A when B is over A's rows: B's shape is A's input
+ * shape (its values are computed last in each row, after the row's phases) or B has A's output
+ * element count (computed at the row's index with A's epilogue), and every reduction of A still
+ * passes stitch_ok with B's nodes in A (then B reads what A computes only at the row being
+ * computed). No path may lead from A to B through a third group (A would have to run both
+ * before and after it). Only for the CPU's kernels and rows enough to share among the threads:
+ * a GPU's reduce kernel has a block per row (BatchNorm: one per channel), far fewer than a
+ * pointwise kernel over every element; and not over the input of a column reduction (reduced
+ * dims first), whose column loop would walk B's elements a block of columns at a time. */
+enum { MERGE_MIN_ROWS = 8 };
+
+/* Marks in `reads` (per group) the groups that group g loads a value of. */
+static int group_reads(fuse_plan *p, int g, uint8_t *reads) {
+    int n = group_walk(p, g);
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++) {
+        const st_node *y = p->r->nodes[p->walk[i]];
+        for (int k = 0; k < y->nsrc; k++) {
+            const st_node *s = y->src[k];
+            if (fuse_in_region(s) && fuse_loads(p, s, g) && s->tag >= 0 && s->tag != g) reads[s->tag] = 1;
+        }
+    }
+    return 0;
+}
+
+/* Does a path of loads lead from group a to group b through another group (edges[h * ng + g]:
+ * g loads a value of h)? */
+static bool reaches_through(const fuse_plan *p, const uint8_t *edges, int a, int b, int *stack, uint8_t *seen) {
+    int ng = p->ngroups, top = 0;
+    memset(seen, 0, (size_t)ng);
+    for (int g = 0; g < ng; g++)
+        if (g != b && edges[(size_t)a * ng + g]) { seen[g] = 1; stack[top++] = g; }
+    while (top) {
+        int h = stack[--top];
+        for (int g = 0; g < ng; g++) {
+            if (!edges[(size_t)h * ng + g] || seen[g]) continue;
+            if (g == b) return true;
+            seen[g] = 1;
+            stack[top++] = g;
+        }
+    }
+    return false;
+}
+
+/* The deepest eval depth of a node group g evaluates (p->walk holds its walk, n nodes). */
+static int walk_depth(const fuse_plan *p, int n) {
+    int d = 0;
+    for (int i = 0; i < n; i++) if (p->depth[p->walk[i]] > d) d = p->depth[p->walk[i]];
+    return d;
+}
+
+/* Tries to merge pointwise group b into reduce group a (see above): 1 merged, 0 not, -1 OOM. */
+static int try_merge(fuse_plan *p, int a, int b) {
+    fuse_group *A = &p->groups[a], *B = &p->groups[b];
+    const st_node *in = A->anchor->src[0];
+    int side = same_shape(B->ndim, B->shape, in->ndim, in->shape) ? FUSE_OUT_INPUT
+               : st_shape_numel(B->ndim, B->shape) == A->anchor->numel ? FUSE_OUT_MAIN : -1;
+    if (side < 0 || A->work + B->work > FUSE_MAX_WORK) return 0;
+    int na = group_walk(p, a), da = na < 0 ? 0 : walk_depth(p, na);
+    int nb = group_walk(p, b), db = nb < 0 ? 0 : walk_depth(p, nb);
+    if (na < 0 || nb < 0) return -1;
+    if (da + db > FUSE_MAX_DEPTH) return 0;
+    /* B's nodes and the free nodes only B evaluates move to A */
+    int n = p->r->n, *moved = st_malloc(((size_t)n + 1) * sizeof *moved), nm = 0;
+    if (!moved) return -1;
+    for (int i = 0; i < n; i++) {
+        st_node *x = p->r->nodes[i];
+        if (x->tag == b || (fuse_is_free(p, x) && p->cg[i] == b)) moved[nm++] = i;
+    }
+    for (int i = 0; i < nm; i++) {
+        st_node *x = p->r->nodes[moved[i]];
+        if (x->tag == b) x->tag = a;
+        if (p->cg[moved[i]] == b) p->cg[moved[i]] = a;
+    }
+    int nouts0 = A->nouts, rc = 1;
+    for (int k = 0; k < B->nouts && rc == 1; k++)
+        if (add_out(p, a, B->outs[k], side)) rc = -1;
+    A = &p->groups[a];
+    /* every reduction of A against its new members; a read through a flat reshape needs the
+     * reduction's buffer (stitch_ok's reload) */
+    uint8_t reload[64] = {0};
+    for (int k = 0; k < A->nreds && rc == 1; k++) {
+        st_node *x = A->reds[k];
+        bool stored = false, rl = false;
+        for (int j = 0; j < A->nouts; j++) stored |= A->outs[j] == x;
+        if (k >= 64 || !stitch_ok(p, x, a, stored, &rl)) rc = 0;
+        else reload[k] = rl && !stored;
+    }
+    for (int k = 0; k < A->nreds && rc == 1; k++)
+        if (reload[k] && add_out(p, a, A->reds[k], FUSE_OUT_MAIN)) rc = -1;
+    if (rc != 1) {   /* undone: B's nodes back to B */
+        A->nouts = nouts0;
+        for (int i = 0; i < nm; i++) {
+            st_node *x = p->r->nodes[moved[i]];
+            if (x->tag == a) x->tag = b;
+            if (p->cg[moved[i]] == a) p->cg[moved[i]] = b;
+        }
+        st_free(moved);
+        return rc;
+    }
+    st_free(moved);
+    A->work += B->work;
+    /* B leaves the plan: later groups move down one id */
+    st_free(B->outs);
+    st_free(B->out_side);
+    st_free(B->reds);
+    st_free(B->members);
+    memmove(&p->groups[b], &p->groups[b + 1], (size_t)(p->ngroups - b - 1) * sizeof *p->groups);
+    p->ngroups--;
+    for (int i = 0; i < n; i++) {
+        st_node *x = p->r->nodes[i];
+        if (x->tag > b) x->tag--;
+        if (p->cg[i] > b) p->cg[i]--;
+    }
+    return 1;
+}
+
+/* Is reduce group a a candidate: the CPU's, enough rows, and B over its input only when it is no
+ * column reduction (`*input_ok`)? */
+static bool merge_target(const fuse_plan *p, int a, bool *input_ok) {
+    const fuse_group *A = &p->groups[a];
+    if (A->kind != FG_REDUCE || A->anchor->numel < MERGE_MIN_ROWS ||
+        dev_target_of(A->anchor->rdev) != DEV_TARGET_C)
+        return false;
+    const st_node *in = A->anchor->src[0];
+    uint32_t axes = A->anchor->arg.red.axes;
+    int nred = 0;
+    while (nred < in->ndim && (axes >> nred & 1)) nred++;
+    *input_ok = !(nred > 0 && nred < in->ndim && (axes >> nred) == 0);
+    return true;
+}
+
+static int merge_over_rows(fuse_plan *p) {
+    if (!fuse_on(FUSE_STITCH) || !fuse_on(FUSE_MULTI)) return 0;
+    for (int again = 1; again;) {
+        again = 0;
+        int ng = p->ngroups, rc = 0;
+        uint8_t *edges = st_calloc((size_t)ng * ng + 1, 1), *seen = st_malloc((size_t)ng + 1);
+        int *stack = st_malloc(((size_t)ng + 1) * sizeof *stack);
+        if (!edges || !seen || !stack) rc = -1;
+        for (int g = 0; g < ng && !rc; g++) {
+            uint8_t *col = seen;   /* scratch: the groups g reads */
+            memset(col, 0, (size_t)ng);
+            if (group_reads(p, g, col)) rc = -1;
+            for (int h = 0; h < ng && !rc; h++) if (col[h]) edges[(size_t)h * ng + g] = 1;
+        }
+        for (int a = 0; a < ng && !rc && !again; a++) {
+            bool input_ok;
+            if (!merge_target(p, a, &input_ok)) continue;
+            for (int b = 0; b < ng && !rc && !again; b++) {
+                const fuse_group *B = &p->groups[b];
+                if (b == a || B->kind != FG_POINTWISE || !edges[(size_t)a * ng + b] || edges[(size_t)b * ng + a]) continue;
+                const st_node *in = p->groups[a].anchor->src[0];
+                if (!input_ok && same_shape(B->ndim, B->shape, in->ndim, in->shape)) continue;
+                if (reaches_through(p, edges, a, b, stack, seen)) continue;
+                int m = try_merge(p, a, b);
+                if (m < 0) rc = -1;
+                again = m > 0;
+            }
+        }
+        st_free(edges);
+        st_free(seen);
+        st_free(stack);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
 /* ---- the cost model's one decision (cost.c) ----
  * A row value that a handle outside the region keeps alive (fuse_kept: an autograd record, a
  * user's tensor) is stored by the reduce group whose epilogue can compute it, as an extra
@@ -1237,7 +1411,7 @@ static st_status partition_once(st_region *r, fuse_plan *p, const uint8_t *cut) 
     st_free(fill);
     for (int i = n - 1; i >= 0; i--)
         if (place(p, r->nodes[i])) return st_last_status();
-    if (store_kept_rows(p)) return st_last_status();
+    if (merge_over_rows(p) || store_kept_rows(p)) return st_last_status();
     return order_groups(p);
 }
 

@@ -537,6 +537,89 @@ TEST(stitch_reads_only_the_current_row) {
     st_release(in[1]);
 }
 
+/* A value over the rows' results read by two groups (BatchNorm's variance: by the normalization
+ * and by the running variance's update) was materialized by a group of its own before its
+ * reduction was placed, and the normalization stayed a second kernel. partition.c
+ * merge_over_rows folds such a pointwise group into the reduce group when it reads the row only
+ * where the row is computed: statistics, normalization and update are one kernel on the CPU.
+ * A group reading the normalized rows transposed (another row's values) must stay apart. */
+static st_tensor *bn_like(st_tensor *x, st_tensor *rv, int transposed, st_tensor **upd) {
+    int ax[2] = {0, 2};
+    int64_t c[1] = {8};
+    st_tensor *m = st_mean(x, 2, ax, 1), *xc = st_sub(x, m), *sq = st_mul(xc, xc);
+    st_tensor *var = st_mean(sq, 2, ax, 1), *ve = st_add_s(var, 1e-5), *rs = st_rsqrt(ve);
+    st_tensor *y = st_mul(xc, rs), *t = transposed ? st_transpose(y, 0, 2) : NULL;
+    st_tensor *out = st_add_s(t ? t : y, 0.5);
+    st_tensor *vr = st_reshape(var, 1, c), *a = st_mul_s(rv, 0.9), *b = st_mul_s(vr, 0.1);
+    *upd = st_add(a, b);
+    st_tensor *tmp[] = {m, xc, sq, var, ve, rs, y, t, vr, a, b};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) st_release(tmp[i]);
+    return out;
+}
+TEST(row_values_read_by_two_groups_merge_into_the_rows) {
+    int64_t sx[3] = {8, 8, 8}, sr[1] = {8};
+    st_tensor *x = input(ST_F32, 3, sx, 71), *rv = input(ST_F32, 1, sr, 72);
+    for (int transposed = 0; transposed < 2; transposed++) {
+        st_tensor *eu, *lu;
+        st_set_eager(1);
+        st_tensor *ey = bn_like(x, rv, transposed, &eu);
+        st_set_eager(0);
+        st_tensor *ly = bn_like(x, rv, transposed, &lu);
+        st_tensor *ts[2] = {ly, lu};
+        st_stats_t s0, s1;
+        st_stats(&s0);
+        CHECK(st_realize(2, ts) == ST_OK);
+        st_stats(&s1);
+        int k = (int)(s1.kernels_launched - s0.kernels_launched);
+        if (transposed) CHECK_MSG(k >= 2, "transposed rows: %d kernel(s)", k);
+        else CHECK_MSG(k == 1, "statistics, normalization and update: %d kernels (1 expected)", k);
+        double *a = ft_host(ly), *b = ft_host(ey), *c = ft_host(lu), *d = ft_host(eu);
+        for (int i = 0; a && b && i < 512; i++) CHECK_NEAR(a[i], b[i], 1e-5);
+        for (int i = 0; c && d && i < 8; i++) CHECK_NEAR(c[i], d[i], 1e-6);
+        CHECK(a && b && c && d);
+        free(a), free(b), free(c), free(d);
+        st_release(ey), st_release(eu), st_release(ly), st_release(lu);
+    }
+    st_release(x);
+    st_release(rv);
+}
+
+/* Independent reduce groups of one level share a launch on the CPU (fuser/horizontal.c): a
+ * column sum of one tensor and a row max of another, realized together, are one kernel (two
+ * with horizontal batching off), the values the interpreter's. */
+TEST(independent_reductions_share_a_launch) {
+    int64_t sa[2] = {48, 40}, sb[2] = {24, 64};
+    st_tensor *x = input(ST_F32, 2, sa, 81), *y = input(ST_F32, 2, sb, 82);
+    unsigned saved = fuse_flags();
+    for (int hz = 1; hz >= 0; hz--) {
+        fuse_set_flags(hz ? saved : saved & ~FUSE_HORIZONTAL);
+        int a0 = 0, a1 = 1;
+        st_tensor *r[2], *e[2];
+        for (int eager = 1; eager >= 0; eager--) {
+            st_set_eager(eager);
+            st_tensor **o = eager ? e : r;
+            o[0] = st_sum(x, 1, &a0, 0);
+            o[1] = st_max(y, 1, &a1, 0);
+        }
+        st_stats_t s0, s1;
+        st_stats(&s0);
+        CHECK(st_realize(2, r) == ST_OK);
+        st_stats(&s1);
+        int k = (int)(s1.kernels_launched - s0.kernels_launched);
+        CHECK_MSG(k == (hz ? 1 : 2), "horizontal %s: %d kernels", hz ? "on" : "off", k);
+        for (int j = 0; j < 2; j++) {
+            double *a = ft_host(r[j]), *b = ft_host(e[j]);
+            for (int i = 0; a && b && i < st_numel(r[j]); i++) CHECK_NEAR(a[i], b[i], 1e-5);
+            CHECK(a && b);
+            free(a), free(b);
+            st_release(r[j]), st_release(e[j]);
+        }
+    }
+    fuse_set_flags(saved);
+    st_release(x);
+    st_release(y);
+}
+
 /* Reductions over long rows run on partial accumulators (jit/render_c.c: 16 lanes, a main loop
  * over chunks, a fixed-order combine, a scalar tail): rows of 1000 (main + tail), 37, 48
  * (chunks only) and 20 (below the lane threshold: the plain loop); sum, max, min, mean,
@@ -919,6 +1002,8 @@ int main(void) {
     RUN(reductions);
     RUN(dtypes_and_sources);
     RUN(stitch_reads_only_the_current_row);
+    RUN(row_values_read_by_two_groups_merge_into_the_rows);
+    RUN(independent_reductions_share_a_launch);
     RUN(reductions_on_partial_accumulators);
     RUN(full_reductions_in_parallel);
     RUN(reduction_rounding_and_product_order);
