@@ -422,8 +422,10 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool shared, bool *
                     int cg = p->cg[c->pos];
                     if (cg != g && (!shared || cg != -2)) {
                         if (shared && cg >= 0) continue;     /* another group loads x */
-                        if (y != x && p->mat[y->pos]) continue; /* loads y's buffer */
-                        return false;
+                        /* loads y's buffer; when several groups evaluate c, g may be one of
+                         * them, computing y itself (y is g's): c must then pass as g's view */
+                        if (y != x && p->mat[y->pos] && (cg != -2 || y->tag != g)) continue;
+                        if (!(y != x && p->mat[y->pos])) return false;
                     }
                     if (row_broadcast(c, x)) {
                         if (dfs_push(p, &top, c->pos, 1)) return false;
@@ -996,6 +998,23 @@ static int walk_depth(const fuse_plan *p, int n) {
     return d;
 }
 
+/* After a merge: an output of A that only A reads now (B loaded it: BatchNorm's `x - mean`), not
+ * a target, not needed as a buffer, no reduction, is no longer stored: A computes it where it
+ * reads it, as if B had been A's from the start. */
+static void drop_private_outputs(fuse_plan *p, int a) {
+    fuse_group *A = &p->groups[a];
+    for (int k = 0; k < A->nouts;) {
+        st_node *x = A->outs[k];
+        bool keep = (x->flags & (NODE_TARGET | NODE_STORE)) || p->need[x->pos] || (p->cut && p->cut[x->pos]) ||
+                    st_ops[x->op].kind == OPK_REDUCE || consumer_summary(p, x) != a;
+        if (keep) { k++; continue; }
+        p->mat[x->pos] = 0;
+        memmove(&A->outs[k], &A->outs[k + 1], (size_t)(A->nouts - k - 1) * sizeof *A->outs);
+        memmove(&A->out_side[k], &A->out_side[k + 1], (size_t)(A->nouts - k - 1));
+        A->nouts--;
+    }
+}
+
 /* Tries to merge pointwise group b into reduce group a (see above): 1 merged, 0 not, -1 OOM. */
 static int try_merge(fuse_plan *p, int a, int b) {
     fuse_group *A = &p->groups[a], *B = &p->groups[b];
@@ -1045,6 +1064,7 @@ static int try_merge(fuse_plan *p, int a, int b) {
         st_free(moved);
         return rc;
     }
+    for (int i = 0; i < nm; i++) p->depth[moved[i]] += da;   /* B's nodes now sit on A's */
     st_free(moved);
     A->work += B->work;
     /* B leaves the plan: later groups move down one id */
@@ -1059,6 +1079,11 @@ static int try_merge(fuse_plan *p, int a, int b) {
         if (x->tag > b) x->tag--;
         if (p->cg[i] > b) p->cg[i]--;
     }
+    if (b < a) a--;
+    /* free nodes read by several groups may now be read by A alone (consumers come later) */
+    for (int i = n - 1; i >= 0; i--)
+        if (p->cg[i] == -2 && fuse_is_free(p, p->r->nodes[i])) p->cg[i] = consumer_summary(p, p->r->nodes[i]);
+    drop_private_outputs(p, a);
     return 1;
 }
 
@@ -1079,7 +1104,9 @@ static bool merge_target(const fuse_plan *p, int a, bool *input_ok) {
 
 static int merge_over_rows(fuse_plan *p) {
     if (!fuse_on(FUSE_STITCH) || !fuse_on(FUSE_MULTI)) return 0;
-    for (int again = 1; again;) {
+    bool any = false, unused;
+    for (int a = 0; a < p->ngroups && !any; a++) any = merge_target(p, a, &unused);
+    for (int again = any; again;) {
         again = 0;
         int ng = p->ngroups, rc = 0;
         uint8_t *edges = st_calloc((size_t)ng * ng + 1, 1), *seen = st_malloc((size_t)ng + 1);
