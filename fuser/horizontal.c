@@ -70,13 +70,19 @@ typedef struct hz_info {
     int unit;             /* the launch it belongs to: itself or its batch */
 } hz_info;
 
-/* Pointwise groups; on the CPU reduce groups too (a CPU kernel runs its parts one after the
- * other, each with its own parallel loops; a CUDA batch spreads its members over the blocks of
- * one grid, flat, which a reduce kernel's cooperative rows cannot be). */
+/* Pointwise groups; on the CPU small reduce groups too (a CPU kernel runs its parts one after
+ * the other, each with its own parallel loops; a CUDA batch spreads its members over the blocks
+ * of one grid, flat, which a reduce kernel's cooperative rows cannot be). Small: at most
+ * HZ_REDUCE_MAX input elements, where a launch costs as much as the work. A big reduction keeps
+ * its own place in the memory-aware order (partition.c order_groups): batched, the weight
+ * gradients of a ResNet step's BatchNorms ran later with their batch-mates, their inputs alive
+ * that much longer (the step's peak 155 -> 180 MB, bench_cnn.py --model resnet). */
+enum { HZ_REDUCE_MAX = 1 << 16 };
 static bool batchable(const fuse_plan *p, int g) {
     const fuse_group *G = &p->groups[g];
     if (G->nouts == 0) return false;
-    return G->kind == FG_POINTWISE || (G->kind == FG_REDUCE && dev_target_of(G->outs[0]->rdev) == DEV_TARGET_C);
+    return G->kind == FG_POINTWISE || (G->kind == FG_REDUCE && dev_target_of(G->outs[0]->rdev) == DEV_TARGET_C &&
+                                       G->anchor->src[0]->numel <= HZ_REDUCE_MAX);
 }
 
 /* The argument words of CUDA group g's kernel; past HZ_CUDA_ARGS when it cannot be lowered (it
