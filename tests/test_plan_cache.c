@@ -38,9 +38,11 @@ static delta end(void) {
                    s.kernels_compiled - mark.kernels_compiled, s.kernels_launched - mark.kernels_launched};
 }
 
-/* Several kernels with user scalars: out[0] = softmax(x * c, 1) + tanh(x - c - 1.5) (a stitched
+/* Several groups with user scalars: out[0] = softmax(x * c, 1) + tanh(x - c - 1.5) (a stitched
  * reduction with an elementwise tail), out[1] = its row sums plus an iota (arange) per row, out[2]
- * = x * U[0, 1) noise (a RAND source). */
+ * = x * U[0, 1) noise (a RAND source). On the CPU they share one launch (the row sums' group
+ * and the noise's are independent and small: a horizontal batch with a reduce member), so the hit
+ * below also replays such a batch. */
 static void build(st_tensor *x, double c, st_tensor **out) {
     st_tensor *xc = st_mul_s(x, c), *sm = st_softmax(xc, 1), *xs = st_sub_s(x, c + 1.5), *th = st_tanh(xs);
     out[0] = st_add(sm, th);
@@ -86,7 +88,7 @@ TEST(repeat_with_new_scalars_and_data_plans_nothing) {
     st_tensor *x1 = input(48, 200, 1), *x2 = input(48, 200, 2), *n1 = NULL, *n2 = NULL;
     delta a = run_checked(x1, 0.5, 7, &n1);
     CHECK_EQ_INT(a.built, 1);
-    CHECK(a.launched >= 2);
+    CHECK(a.launched >= 1);
     delta b = run_checked(x2, 2.0, 8, &n2);
     CHECK_EQ_INT(b.built, 0);
     CHECK_EQ_INT(b.hits, 1);
