@@ -422,10 +422,10 @@ static bool stitch_ok(fuse_plan *p, const st_node *x, int g, bool shared, bool *
                     int cg = p->cg[c->pos];
                     if (cg != g && (!shared || cg != -2)) {
                         if (shared && cg >= 0) continue;     /* another group loads x */
-                        /* loads y's buffer; when several groups evaluate c, g may be one of
-                         * them, computing y itself (y is g's): c must then pass as g's view */
-                        if (y != x && p->mat[y->pos] && (cg != -2 || y->tag != g)) continue;
-                        if (!(y != x && p->mat[y->pos])) return false;
+                        if (y == x || !p->mat[y->pos]) return false;
+                        /* every group evaluating c loads y's buffer, unless several do and y is
+                         * g's: g may be one of them, computing y itself (c must pass as g's view) */
+                        if (cg != -2 || y->tag != g) continue;
                     }
                     if (row_broadcast(c, x)) {
                         if (dfs_push(p, &top, c->pos, 1)) return false;
@@ -679,21 +679,25 @@ static bool reads_reshaped_strided(const st_node *x, int *budget, bool reshaped)
     return false;
 }
 
-/* Is group g a column reduction (its reduced dims first, some kept dims last: lowered with rows
- * outer and a block of outputs inner) that would compute x, an output over its rows, at a
- * division per element? x read through a reshape of a strided view needs the multi-index of a
+/* Is reduce group G a column reduction: its reduced dims first, some kept dims last (lowered with
+ * rows outer and a block of outputs inner)? */
+static bool is_column_reduce(const fuse_group *G) {
+    const st_node *in = G->anchor->src[0];
+    uint32_t axes = G->anchor->arg.red.axes;
+    int nred = 0;
+    while (nred < in->ndim && (axes >> nred & 1)) nred++;
+    return nred > 0 && nred < in->ndim && (axes >> nred) == 0;
+}
+
+/* Is group g a column reduction that would compute x, an output over its rows, at a division per
+ * element? x read through a reshape of a strided view needs the multi-index of a
  * finer shape: a pointwise group loops over that shape (lower.c refine_by_reshapes), the column
  * loop unravels the column index at every element: the attention's q/k/v gradients padded into
  * the fused qkv gradient, stored by the bias gradient's column sum, took 4-5.6 ms against 0.8 ms
  * as a pointwise kernel and a sum loading it (the transformer-block step, bench_fusion). */
 static bool col_reduce_divides(const fuse_plan *p, const st_node *x, int g) {
     const fuse_group *G = &p->groups[g];
-    if (G->kind != FG_REDUCE) return false;
-    const st_node *in = G->anchor->src[0];
-    uint32_t axes = G->anchor->arg.red.axes;
-    int nred = 0;
-    while (nred < in->ndim && (axes >> nred & 1)) nred++;
-    if (nred == 0 || nred == in->ndim || (axes >> nred) != 0) return false;   /* not a prefix */
+    if (G->kind != FG_REDUCE || !is_column_reduce(G)) return false;
     int budget = 64;
     return reads_reshaped_strided(x, &budget, false);
 }
@@ -1043,17 +1047,18 @@ static int try_merge(fuse_plan *p, int a, int b) {
         if (add_out(p, a, B->outs[k], side)) rc = -1;
     A = &p->groups[a];
     /* every reduction of A against its new members; a read through a flat reshape needs the
-     * reduction's buffer (stitch_ok's reload) */
-    uint8_t reload[64] = {0};
+     * reduction's buffer (stitch_ok's reload), stored once all pass (a group of more than 64
+     * reductions is not merged) */
+    uint64_t reload = 0;
     for (int k = 0; k < A->nreds && rc == 1; k++) {
         st_node *x = A->reds[k];
         bool stored = false, rl = false;
         for (int j = 0; j < A->nouts; j++) stored |= A->outs[j] == x;
         if (k >= 64 || !stitch_ok(p, x, a, stored, &rl)) rc = 0;
-        else reload[k] = rl && !stored;
+        else if (rl && !stored) reload |= 1ull << k;
     }
     for (int k = 0; k < A->nreds && rc == 1; k++)
-        if (reload[k] && add_out(p, a, A->reds[k], FUSE_OUT_MAIN)) rc = -1;
+        if ((reload >> k & 1) && add_out(p, a, A->reds[k], FUSE_OUT_MAIN)) rc = -1;
     if (rc != 1) {   /* undone: B's nodes back to B */
         A->nouts = nouts0;
         for (int i = 0; i < nm; i++) {
@@ -1094,11 +1099,7 @@ static bool merge_target(const fuse_plan *p, int a, bool *input_ok) {
     if (A->kind != FG_REDUCE || A->anchor->numel < MERGE_MIN_ROWS ||
         dev_target_of(A->anchor->rdev) != DEV_TARGET_C)
         return false;
-    const st_node *in = A->anchor->src[0];
-    uint32_t axes = A->anchor->arg.red.axes;
-    int nred = 0;
-    while (nred < in->ndim && (axes >> nred & 1)) nred++;
-    *input_ok = !(nred > 0 && nred < in->ndim && (axes >> nred) == 0);
+    *input_ok = !is_column_reduce(A);
     return true;
 }
 
