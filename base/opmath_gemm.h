@@ -175,6 +175,62 @@ static inline int st_gemm_gtpack_b_f32_f_(const float *B, const int64_t *co, int
     return 1;
 }
 #define ST_GEMM_GTPACK_B_f32_f(g, co, kb, bp) st_gemm_gtpack_b_f32_f_((const float *)(g)->B, co, kb, bp)
+/* A gathered B panel of an f32 operand copied by segments: columns whose offsets step by 1 (a row
+ * of a stride-1 convolution's output positions) or by 2 (stride 2) are moved with masked vector
+ * loads and stores, up to 16 (8 at step 2) columns each; other columns one by one. For panels
+ * whose rows break the 8-column runs above: a 28-wide output row, a 7- or 14-wide one, stride 2.
+ * A copy: the panel holds the same values. AVX-512 GCC builds only (the masked-move builtins
+ * without the intrinsics header); elsewhere, and when no two neighbouring columns step by 1 or 2,
+ * it returns 0 (nothing done). co: the panel's nr column offsets; ko: kc row offsets. */
+#if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(__clang__)
+typedef float st_v16f_ __attribute__((vector_size(64)));
+static inline int st_gemm_spack_b_f32_f_(const float *B, const int64_t *co, int64_t nr, const int64_t *ko,
+                                         int64_t kc, float *restrict bp) {
+    int sj[ST_GEMM_NRF], sl[ST_GEMM_NRF], ss[ST_GEMM_NRF], ns = 0, longest = 1;
+    for (int j = 0; j < nr;) {   /* the segments, left to right */
+        const int64_t d = j + 1 < nr ? co[j + 1] - co[j] : 0;
+        const int st = d == 2 ? 2 : 1, lim = d == 1 ? 16 : d == 2 ? 8 : 1;
+        int len = 1;
+        while (j + len < nr && len < lim && co[j + len] - co[j + len - 1] == st) len++;
+        sj[ns] = j, sl[ns] = len, ss[ns++] = st;
+        longest = len > longest ? len : longest;
+        j += len;
+    }
+    if (longest < 2) return 0;
+    const st_v16f_ z = {0};
+    for (int64_t k = 0; k < kc; k++) {
+        const float *src = B + ko[k];
+        float *restrict d = bp + k * ST_GEMM_NRF;
+        for (int e = 0; e < ns; e++) {
+            const int j = sj[e], len = sl[e];
+            if (len == 1) {
+                d[j] = src[co[j]];
+            } else if (ss[e] == 1) {
+                const unsigned short m = (unsigned short)((1u << len) - 1);
+                __builtin_ia32_storeups512_mask(d + j, __builtin_ia32_loadups512_mask(src + co[j], z, m), m);
+            } else {   /* every other element of 2 * len - 1 */
+                const unsigned short m = (unsigned short)(0x5555u & ((1u << (2 * len - 1)) - 1));
+                const st_v16f_ v = __builtin_ia32_loadups512_mask(src + co[j], z, m);
+                const st_v8f_ h = __builtin_shufflevector(v, v, 0, 2, 4, 6, 8, 10, 12, 14);
+                __builtin_ia32_storeups256_mask(d + j, h, (unsigned char)((1u << len) - 1));
+            }
+        }
+        for (int64_t j = nr; j < ST_GEMM_NRF; j++) d[j] = 0;
+    }
+    return 1;
+}
+#define ST_GEMM_SPACK_B_f32_f(g, co, nr, ko, kc, bp) st_gemm_spack_b_f32_f_((const float *)(g)->B, co, nr, ko, kc, bp)
+#else
+#define ST_GEMM_SPACK_B_f32_f(g, co, nr, ko, kc, bp) 0
+#endif
+#define ST_GEMM_SPACK_B_f16_f(g, co, nr, ko, kc, bp) 0
+#define ST_GEMM_SPACK_B_bf16_f(g, co, nr, ko, kc, bp) 0
+#define ST_GEMM_SPACK_B_f64_f(g, co, nr, ko, kc, bp) 0
+#define ST_GEMM_SPACK_B_f32_d(g, co, nr, ko, kc, bp) 0
+#define ST_GEMM_SPACK_B_f16_d(g, co, nr, ko, kc, bp) 0
+#define ST_GEMM_SPACK_B_bf16_d(g, co, nr, ko, kc, bp) 0
+#define ST_GEMM_SPACK_B_f64_d(g, co, nr, ko, kc, bp) 0
+
 #define ST_GEMM_GTPACK_B_f16_f(g, co, kb, bp) 0
 #define ST_GEMM_GTPACK_B_bf16_f(g, co, kb, bp) 0
 #define ST_GEMM_GTPACK_B_f64_f(g, co, kb, bp) 0
@@ -253,6 +309,9 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
                 for (int64_t e = 1; e < 8 && run[j]; e++) run[j] = co[j * 8 + e] == co[j * 8] + e; \
                 runs = runs && run[j];                                                           \
             }                                                                                    \
+            if (!runs && !(nr == NR && kc >= 8 && ko[7] == ko[0] + 7) &&                         \
+                ST_GEMM_SPACK_B_##S##_##U(g, co, nr, ko, kc, bp))                                \
+                continue;                                                                        \
             for (int64_t k = 0; k < kc;) {                                                       \
                 if (!runs && nr == NR && k + 8 <= kc && ko[k + 7] == ko[k] + 7) {                \
                     int adj = 1;                                                                 \
@@ -327,8 +386,10 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
 
 /* One task's block C[i0:i1, j0:j1] (named S; operands of storage SA, SB; compute T, micro-kernel
  * U). ws: scratch of
- * st_gemm_ws_bytes, 64-byte aligned. Loop order: column chunks of NC, k blocks of KC (B packed
- * once per chunk and k block, A once per k block), then B panels (kept in L1) x A panels. An
+ * st_gemm_ws_bytes, 64-byte aligned. Loop order: k blocks of KC (A's block packed once each),
+ * column chunks of NC (B packed once per k block and chunk), then B panels (kept in L1) x A
+ * panels; LOWP: the chunks outermost (see the loop). Packing A once per k block instead of once
+ * per chunk and k block: 1024^3 5%, a 256x128x784 weight gradient 16% faster (bench/NOTES.md). An
  * edge tile of C goes through a full-size local tile (one micro-kernel call site: it is large).
  * LOWP (f16/bf16): accumulate in the float buffer cb (padded, so every tile is full) and round
  * to storage with STORE after the last k block. */
@@ -338,14 +399,20 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
         const int64_t mb = i1 - i0, mbp = st_gemm_rup_(mb, ST_GEMM_MR), K = g->K;                \
         const int64_t kcm = st_gemm_min_(K, KC), ncm = st_gemm_min_(st_gemm_rup_(j1 - j0, NR), NC); \
         T *ap = ws, *bp = ap + st_gemm_rup_(mbp * kcm, 16), *cb = bp + st_gemm_rup_(kcm * ncm, 16); \
-        for (int64_t jc = j0; jc < j1; jc += NC) {                                               \
+        /* f32/f64: k blocks outside the column chunks, so A's block is packed once per k     \
+         * block (C itself carries the sums); LOWP: the float buffer holds one chunk, so the   \
+         * chunks are outside and A is packed again for each */                                \
+        const int64_t jstep = LOWP ? NC : j1 - j0, pstep = LOWP ? K : KC;                        \
+        for (int64_t pco = 0; pco < K; pco += pstep)                                             \
+        for (int64_t jco = j0; jco < j1; jco += jstep) {                                         \
+        for (int64_t jc = jco; jc < st_gemm_min_(j1, jco + jstep); jc += NC) {                   \
             const int64_t nc = st_gemm_min_(NC, j1 - jc), ncp = st_gemm_rup_(nc, NR);            \
             T *cc = LOWP ? cb : (T *)g->C + i0 * g->ldc + jc;                                    \
             const int64_t ldcc = LOWP ? ncp : g->ldc;                                            \
-            for (int64_t pc = 0; pc < K; pc += KC) {                                             \
+            for (int64_t pc = pco; pc < st_gemm_min_(K, pco + pstep); pc += KC) {               \
                 const int64_t kc = st_gemm_min_(KC, K - pc);                                     \
                 st_gemm_pack_b_##SB##_##U(g, pc, kc, jc, nc, bp);                                \
-                st_gemm_pack_a_##SA##_##U(g, i0, mb, pc, kc, ap);                                \
+                if (LOWP || jc == jco) st_gemm_pack_a_##SA##_##U(g, i0, mb, pc, kc, ap);         \
                 for (int64_t jr = 0; jr < nc; jr += NR) {                                        \
                     for (int64_t ir = 0; ir < mb; ir += ST_GEMM_MR) {                            \
                         const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - ir);                    \
@@ -369,6 +436,7 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
                 for (int64_t i = 0; i < mb; i++)                                                 \
                     for (int64_t j = 0; j < nc; j++) o[i * g->ldc + j] = STORE(cb[i * ncp + j]); \
             }                                                                                    \
+        }                                                                                        \
         }                                                                                        \
     }
 

@@ -358,6 +358,35 @@ TEST(implicit_gemm_too_many_strides) {
     for (int i = 0; i < 2; i++) st_release(in[i]);
 }
 
+/* Output rows of 7, 14 and 28 positions (a 32-column panel of the GEMM's B spans several rows, so
+ * its columns are not runs of 8) at stride 1 and 2: the gathered panels are copied by segments of
+ * columns stepping by 1 or 2 (st_gemm_spack_b_f32_f_, AVX-512 builds) and must hold the
+ * interpreter's values, so the results are its bits. Images (2, 3, H, H), no padding, 3x3. */
+static int conv_stride;
+static int g_conv_strided(st_tensor **in, st_tensor **out) {
+    int64_t s[ST_MAX_DIMS];
+    st_shape(in[0], s);
+    const int64_t n = s[0], c = s[1], h = s[2], w = s[3], st = conv_stride;
+    const int64_t ho = (h - 3) / st + 1, wo = (w - 3) / st + 1;
+    const int64_t shape[6] = {n, c, 3, 3, ho, wo}, str[6] = {c * h * w, h * w, w, 1, w * st, st};
+    const int64_t cs[3] = {n, c * 9, ho * wo};
+    st_tensor *v = st_as_strided(in[0], 6, shape, str, 0), *cols = st_reshape(v, 3, cs);
+    out[0] = st_matmul(in[1], cols);
+    st_release(v);
+    st_release(cols);
+    return 1;
+}
+TEST(implicit_gemm_row_segments) {
+    static const int64_t hw[][2] = {{9, 1}, {16, 1}, {30, 1}, {15, 2}, {29, 2}, {57, 2}};   /* H, stride */
+    for (size_t i = 0; i < sizeof hw / sizeof hw[0] && !test_cur_failed; i++) {
+        conv_stride = (int)hw[i][1];
+        const int64_t xs[4] = {2, 3, hw[i][0], hw[i][0]}, ws[2] = {16, 3 * 9};
+        st_tensor *in[2] = {input(ST_F32, 4, xs, 100 + (unsigned)i), input(ST_F32, 2, ws, 110 + (unsigned)i)};
+        CHECK_MSG(check_graph(g_conv_strided, in, 2) == 1, "H %lld stride %d", (long long)hw[i][0], conv_stride);
+        for (int j = 0; j < 2; j++) st_release(in[j]);
+    }
+}
+
 /* Sizes past the GEMM's blocks (K > KC, N > NC, several row tasks and threads): same bits. */
 TEST(implicit_gemm_blocks) {
     conv_pad = 1;
@@ -386,6 +415,7 @@ int main(void) {
     RUN(interpreter_tier);
     RUN(implicit_gemm_convolution);
     RUN(implicit_gemm_blocks);
+    RUN(implicit_gemm_row_segments);
     RUN(implicit_gemm_cast_operand);
     RUN(implicit_gemm_too_many_strides);
     st_shutdown();
