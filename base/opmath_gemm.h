@@ -81,6 +81,31 @@ static inline int64_t st_gemm_off_(const st_gemm_split *s, int d, int64_t i, int
     }
     return o + i * s->stride[d][0];
 }
+/* Offsets of the n indices i0, i0 + 1, ... along dim d into out: one st_gemm_off_, then the
+ * sub-dim indices counted up with carries (no division per index). */
+static inline void st_gemm_offs_(const st_gemm_split *s, int d, int64_t i0, int64_t n, int64_t stride,
+                                 int64_t *out) {
+    if (!s || !s->n[d]) {
+        for (int64_t i = 0; i < n; i++) out[i] = (i0 + i) * stride;
+        return;
+    }
+    const int nd = s->n[d];
+    int64_t idx[3] = {0, 0, 0}, r = i0, o = st_gemm_off_(s, d, i0, stride);
+    for (int q = nd - 1; q > 0; q--) {
+        idx[q] = r % s->size[d][q];
+        r /= s->size[d][q];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = o;
+        int q = nd - 1;   /* step the innermost sub-dim, carrying into the outer ones */
+        o += s->stride[d][q];
+        while (q > 0 && ++idx[q] == s->size[d][q]) {
+            idx[q] = 0;
+            o += s->stride[d][q - 1] - s->size[d][q] * s->stride[d][q];
+            q--;
+        }
+    }
+}
 #define ST_GEMM_OAM_(g, i) st_gemm_off_((g)->split, 0, (g)->om + (i), (g)->sam)
 #define ST_GEMM_OAK_(g, k) st_gemm_off_((g)->split, 1, (k), (g)->sak)
 #define ST_GEMM_OBK_(g, k) st_gemm_off_((g)->split, 2, (k), (g)->sbk)
@@ -180,56 +205,67 @@ static inline int st_gemm_gtpack_b_f32_f_(const float *B, const int64_t *co, int
  * loads and stores, up to 16 (8 at step 2) columns each; other columns one by one. For panels
  * whose rows break the 8-column runs above: a 28-wide output row, a 7- or 14-wide one, stride 2.
  * A copy: the panel holds the same values. AVX-512 GCC builds only (the masked-move builtins
- * without the intrinsics header); elsewhere, and when no two neighbouring columns step by 1 or 2,
- * it returns 0 (nothing done). co: the panel's nr column offsets; ko: kc row offsets. */
+ * without the intrinsics header). st_gemm_segs_f32_f_ cuts the panel's nr column offsets co into
+ * segments (seg[e] = column | length << 8 | step << 16) and returns their count, or 0 where it
+ * does not pay (no two neighbouring columns step by 1 or 2; not an AVX-512 build); then
+ * st_gemm_segrow_f32_f_ copies one k row (src: B + that row's offset) into d[0, NR). */
 #if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(__clang__)
 typedef float st_v16f_ __attribute__((vector_size(64)));
-static inline int st_gemm_spack_b_f32_f_(const float *B, const int64_t *co, int64_t nr, const int64_t *ko,
-                                         int64_t kc, float *restrict bp) {
-    int sj[ST_GEMM_NRF], sl[ST_GEMM_NRF], ss[ST_GEMM_NRF], ns = 0, longest = 1;
-    for (int j = 0; j < nr;) {   /* the segments, left to right */
+static inline int st_gemm_segs_f32_f_(const int64_t *co, int64_t nr, int *seg) {
+    int ns = 0, longest = 1;
+    for (int j = 0; j < nr;) {   /* left to right */
         const int64_t d = j + 1 < nr ? co[j + 1] - co[j] : 0;
         const int st = d == 2 ? 2 : 1, lim = d == 1 ? 16 : d == 2 ? 8 : 1;
         int len = 1;
         while (j + len < nr && len < lim && co[j + len] - co[j + len - 1] == st) len++;
-        sj[ns] = j, sl[ns] = len, ss[ns++] = st;
+        seg[ns++] = j | len << 8 | st << 16;
         longest = len > longest ? len : longest;
         j += len;
     }
-    if (longest < 2) return 0;
-    const st_v16f_ z = {0};
-    for (int64_t k = 0; k < kc; k++) {
-        const float *src = B + ko[k];
-        float *restrict d = bp + k * ST_GEMM_NRF;
-        for (int e = 0; e < ns; e++) {
-            const int j = sj[e], len = sl[e];
-            if (len == 1) {
-                d[j] = src[co[j]];
-            } else if (ss[e] == 1) {
-                const unsigned short m = (unsigned short)((1u << len) - 1);
-                __builtin_ia32_storeups512_mask(d + j, __builtin_ia32_loadups512_mask(src + co[j], z, m), m);
-            } else {   /* every other element of 2 * len - 1 */
-                const unsigned short m = (unsigned short)(0x5555u & ((1u << (2 * len - 1)) - 1));
-                const st_v16f_ v = __builtin_ia32_loadups512_mask(src + co[j], z, m);
-                const st_v8f_ h = __builtin_shufflevector(v, v, 0, 2, 4, 6, 8, 10, 12, 14);
-                __builtin_ia32_storeups256_mask(d + j, h, (unsigned char)((1u << len) - 1));
-            }
-        }
-        for (int64_t j = nr; j < ST_GEMM_NRF; j++) d[j] = 0;
-    }
-    return 1;
+    return longest < 2 ? 0 : ns;
 }
-#define ST_GEMM_SPACK_B_f32_f(g, co, nr, ko, kc, bp) st_gemm_spack_b_f32_f_((const float *)(g)->B, co, nr, ko, kc, bp)
+static inline void st_gemm_segrow_f32_f_(const float *src, const int64_t *co, int64_t nr, const int *seg, int ns,
+                                         float *restrict d) {
+    const st_v16f_ z = {0};
+    for (int e = 0; e < ns; e++) {
+        const int j = seg[e] & 255, len = seg[e] >> 8 & 255;
+        if (len == 1) {
+            d[j] = src[co[j]];
+        } else if (seg[e] >> 16 == 1) {
+            const unsigned short m = (unsigned short)((1u << len) - 1);
+            __builtin_ia32_storeups512_mask(d + j, __builtin_ia32_loadups512_mask(src + co[j], z, m), m);
+        } else {   /* every other element of 2 * len - 1 */
+            const unsigned short m = (unsigned short)(0x5555u & ((1u << (2 * len - 1)) - 1));
+            const st_v16f_ v = __builtin_ia32_loadups512_mask(src + co[j], z, m);
+            const st_v8f_ h = __builtin_shufflevector(v, v, 0, 2, 4, 6, 8, 10, 12, 14);
+            __builtin_ia32_storeups256_mask(d + j, h, (unsigned char)((1u << len) - 1));
+        }
+    }
+    for (int64_t j = nr; j < ST_GEMM_NRF; j++) d[j] = 0;
+}
+#define ST_GEMM_SEGS_f32_f(co, nr, seg) st_gemm_segs_f32_f_(co, nr, seg)
+#define ST_GEMM_SEGROW_f32_f(g, k0, co, nr, seg, ns, d) \
+    st_gemm_segrow_f32_f_((const float *)(g)->B + (k0), co, nr, seg, ns, d)
 #else
-#define ST_GEMM_SPACK_B_f32_f(g, co, nr, ko, kc, bp) 0
+#define ST_GEMM_SEGS_f32_f(co, nr, seg) 0
+#define ST_GEMM_SEGROW_f32_f(g, k0, co, nr, seg, ns, d) ((void)0)
 #endif
-#define ST_GEMM_SPACK_B_f16_f(g, co, nr, ko, kc, bp) 0
-#define ST_GEMM_SPACK_B_bf16_f(g, co, nr, ko, kc, bp) 0
-#define ST_GEMM_SPACK_B_f64_f(g, co, nr, ko, kc, bp) 0
-#define ST_GEMM_SPACK_B_f32_d(g, co, nr, ko, kc, bp) 0
-#define ST_GEMM_SPACK_B_f16_d(g, co, nr, ko, kc, bp) 0
-#define ST_GEMM_SPACK_B_bf16_d(g, co, nr, ko, kc, bp) 0
-#define ST_GEMM_SPACK_B_f64_d(g, co, nr, ko, kc, bp) 0
+#define ST_GEMM_SEGS_OTHER_(co, nr, seg) 0
+#define ST_GEMM_SEGROW_OTHER_(g, k0, co, nr, seg, ns, d) ((void)0)
+#define ST_GEMM_SEGS_f16_f ST_GEMM_SEGS_OTHER_
+#define ST_GEMM_SEGS_bf16_f ST_GEMM_SEGS_OTHER_
+#define ST_GEMM_SEGS_f64_f ST_GEMM_SEGS_OTHER_
+#define ST_GEMM_SEGS_f32_d ST_GEMM_SEGS_OTHER_
+#define ST_GEMM_SEGS_f16_d ST_GEMM_SEGS_OTHER_
+#define ST_GEMM_SEGS_bf16_d ST_GEMM_SEGS_OTHER_
+#define ST_GEMM_SEGS_f64_d ST_GEMM_SEGS_OTHER_
+#define ST_GEMM_SEGROW_f16_f ST_GEMM_SEGROW_OTHER_
+#define ST_GEMM_SEGROW_bf16_f ST_GEMM_SEGROW_OTHER_
+#define ST_GEMM_SEGROW_f64_f ST_GEMM_SEGROW_OTHER_
+#define ST_GEMM_SEGROW_f32_d ST_GEMM_SEGROW_OTHER_
+#define ST_GEMM_SEGROW_f16_d ST_GEMM_SEGROW_OTHER_
+#define ST_GEMM_SEGROW_bf16_d ST_GEMM_SEGROW_OTHER_
+#define ST_GEMM_SEGROW_f64_d ST_GEMM_SEGROW_OTHER_
 
 #define ST_GEMM_GTPACK_B_f16_f(g, co, kb, bp) 0
 #define ST_GEMM_GTPACK_B_bf16_f(g, co, kb, bp) 0
@@ -281,12 +317,14 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
 #define ST_GEMM_PACK_(T, S, U, NR)                                                               \
     static inline void st_gemm_gpack_a_##S##_##U(const st_gemm *g, int64_t i0, int64_t mb,     \
                                               int64_t p0, int64_t kc, T *restrict ap) {         \
+        int64_t ko_[ST_GEMM_KCF];   /* kc <= KC <= ST_GEMM_KCF */                              \
+        st_gemm_offs_(g->split, 1, p0, kc, g->sak, ko_);                                         \
         for (int64_t r = 0; r < mb; r += ST_GEMM_MR, ap += ST_GEMM_MR * kc) {                    \
             const int64_t mr = st_gemm_min_(ST_GEMM_MR, mb - r);                                 \
             int64_t ro[ST_GEMM_MR];                                                              \
-            for (int64_t i = 0; i < mr; i++) ro[i] = ST_GEMM_OAM_(g, i0 + r + i);                \
+            st_gemm_offs_(g->split, 0, g->om + i0 + r, mr, g->sam, ro);                          \
             for (int64_t k = 0; k < kc; k++) {                                                   \
-                const int64_t ko = ST_GEMM_OAK_(g, p0 + k);                                      \
+                const int64_t ko = ko_[k];                                                       \
                 for (int64_t i = 0; i < mr; i++)                                                 \
                     ap[k * ST_GEMM_MR + i] = (T)ST_GEMM_LD_##S(g->A, ro[i] + ko);                \
                 for (int64_t i = mr; i < ST_GEMM_MR; i++) ap[k * ST_GEMM_MR + i] = 0;            \
@@ -294,24 +332,24 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
         }                                                                                        \
     }                                                                                            \
     /* B gathered: runs of 8 adjacent columns are copied (a convolution's output positions); a  \
-     * full panel without them whose 8 k are adjacent is transposed (a weight gradient's) */    \
+     * full panel without them whose 8 k are adjacent is transposed (a weight gradient's); other \
+     * rows are copied by segments where they pay (st_gemm_segs_f32_f_), else one by one */    \
     static inline void st_gemm_gpack_b_##S##_##U(const st_gemm *g, int64_t p0, int64_t kc,     \
                                               int64_t j0, int64_t nc, T *restrict bp) {         \
         int64_t ko[ST_GEMM_KCF];   /* kc <= KC <= ST_GEMM_KCF */                               \
-        for (int64_t k = 0; k < kc; k++) ko[k] = ST_GEMM_OBK_(g, p0 + k);                        \
+        st_gemm_offs_(g->split, 2, p0, kc, g->sbk, ko);                                          \
         for (int64_t q = 0; q < nc; q += NR, bp += NR * kc) {                                    \
             const int64_t nr = st_gemm_min_(NR, nc - q);                                         \
             int64_t co[NR];                                                                      \
-            int run[NR / 8], runs = 1;                                                           \
-            for (int64_t j = 0; j < nr; j++) co[j] = ST_GEMM_OBN_(g, j0 + q + j);                \
+            int run[NR / 8], runs = 1, seg[NR], ns = 0;                                          \
+            (void)seg;                                                                           \
+            st_gemm_offs_(g->split, 3, g->on + j0 + q, nr, g->sbn, co);                          \
             for (int64_t j = 0; j < NR / 8; j++) {                                               \
                 run[j] = sizeof(ST_GEMM_T_##S) == sizeof(T) && j * 8 + 8 <= nr;                  \
                 for (int64_t e = 1; e < 8 && run[j]; e++) run[j] = co[j * 8 + e] == co[j * 8] + e; \
                 runs = runs && run[j];                                                           \
             }                                                                                    \
-            if (!runs && !(nr == NR && kc >= 8 && ko[7] == ko[0] + 7) &&                         \
-                ST_GEMM_SPACK_B_##S##_##U(g, co, nr, ko, kc, bp))                                \
-                continue;                                                                        \
+            if (!runs) ns = ST_GEMM_SEGS_##S##_##U(co, nr, seg);                                \
             for (int64_t k = 0; k < kc;) {                                                       \
                 if (!runs && nr == NR && k + 8 <= kc && ko[k + 7] == ko[k] + 7) {                \
                     int adj = 1;                                                                 \
@@ -322,6 +360,11 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
                     }                                                                            \
                 }                                                                                \
                 T *restrict d = bp + k * NR;                                                     \
+                if (ns) {                                                                        \
+                    ST_GEMM_SEGROW_##S##_##U(g, ko[k], co, nr, seg, ns, d);                      \
+                    k++;                                                                         \
+                    continue;                                                                    \
+                }                                                                                \
                 for (int64_t j = 0; j < NR / 8; j++) {                                           \
                     if (run[j]) {                                                                \
                         __builtin_memcpy(d + j * 8, (const T *)g->B + ko[k] + co[j * 8], 8 * sizeof(T)); \
