@@ -17,6 +17,7 @@
  * st_release, i.e. output allocation included, as in a training loop; the first run (kernel
  * compile) is not timed. One python iteration = `a @ b` on the same views (a fresh result).
  * The stitch result is checked against a double-precision loop (max relative error printed).
+ * ST_JIT_ASYNC defaults to 0 here (compiled kernels, not the interpreter tier, are timed).
  * RESULTS_FILE gets `key value` lines (mm_<case>_gflops, np_mm_<case>_gflops, torch_...).
  */
 #include "stitch.h"
@@ -272,6 +273,10 @@ int main(int argc, char **argv) {
         else out_path = argv[i];
     }
     int iters = quick ? 5 : 20;
+    /* the timed runs use compiled kernels: with the default background compile (ST_JIT_ASYNC=1)
+     * the interpreter would run them until the compiler is done (40-50 GFLOP/s instead of 200+
+     * on the dev VM); bench/run.sh sets it too, this covers a bare run */
+    setenv("ST_JIT_ASYNC", "0", 0);
     FILE *res = out_path ? fopen(out_path, "w") : NULL;
     double sb[NCASES] = {0}, sm[NCASES] = {0};
     printf("== matmul (f32, GFLOP/s = 2MNK / best time; threads: ST_THREADS or all cores) ==\n");
