@@ -506,7 +506,7 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
 
 /* Task t of st_gemm_plan(..., &mb, &nb) for one storage type: computes and stores its block of
  * C. ws: scratch of st_gemm_ws_bytes (any alignment), or NULL for the unblocked loop. */
-#define ST_GEMM_TASK_(T, S)                                                                      \
+#define ST_GEMM_TASK_(T, S, D)                                                                   \
     static inline void st_gemm_task_##S(const st_gemm *g, int64_t t, int64_t mb, int64_t nb,   \
                                         void *ws) {                                             \
         const int64_t ntn = (g->N + nb - 1) / nb;                                                \
@@ -516,7 +516,9 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
             st_gemm_naive_##S##_(g, i0, i1, j0, j1);                                             \
             return;                                                                              \
         }                                                                                        \
-        st_gemm_block_##S##_(g, i0, i1, j0, j1, (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63));   \
+        T *wsa = (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);                                 \
+        if (D(g, i0, i1, j0, j1, wsa)) return;                                                   \
+        st_gemm_block_##S##_(g, i0, i1, j0, j1, wsa);                                            \
     }
 
 ST_GEMM_UKR_(float, f, ST_GEMM_NRF)
@@ -537,10 +539,82 @@ ST_GEMM_NAIVE_(float, f32, f32, f32, float, f32)
 ST_GEMM_NAIVE_(float, f16, f16, f16, uint16_t, f16)
 ST_GEMM_NAIVE_(float, bf16, bf16, bf16, uint16_t, bf16)
 ST_GEMM_NAIVE_(double, f64, f64, f64, double, f64)
-ST_GEMM_TASK_(float, f32)
-ST_GEMM_TASK_(float, f16)
-ST_GEMM_TASK_(float, bf16)
-ST_GEMM_TASK_(double, f64)
+/* The direct path (AVX-512 GCC builds): B's columns are output rows of 12 to 32 positions at
+ * stride 1 (a stride-1 convolution's columns over the padded image, st_gemm_split with the
+ * columns' inner sub-dim of stride 1): B is not packed at all. For each k block A's block is
+ * packed as usual, and for each piece of an output row (<= 32 columns, contiguous in the image
+ * at every k) and each 8-row A panel, st_gemm_dukr_f32_ loads B's k-th row piece straight from
+ * the image (masked loads: lanes past the piece read nothing) and adds a[i] * b into 8 x 32
+ * accumulators with vector FMAs, k in order: the same sums as the packed micro-kernel (fma(a, b,
+ * 0) first, or fma(a, b, c) on C from the previous k block), so the same bits. Why: a convolution
+ * with 16-64 output channels feeds each gathered element to only Cout multiply-adds, so copying
+ * it into a panel cost about as much as the multiply-adds (bench/NOTES.md, eleventh pass). */
+#if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(__clang__)
+#define ST_VFMA_(a, b, c) __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)0xffff, 4)
+static inline void st_gemm_dukr_f32_(int64_t kc, const float *restrict ap, const float *b, const int64_t *ko,
+                                     unsigned short m0, unsigned short m1, float *c, int64_t ldc, int mr,
+                                     int first) {
+    const st_v16f_ z = {0};
+    st_v16f_ a0[ST_GEMM_MR], a1[ST_GEMM_MR];
+    for (int i = 0; i < ST_GEMM_MR; i++) {
+        a0[i] = first || i >= mr ? z : __builtin_ia32_loadups512_mask(c + i * ldc, z, m0);
+        a1[i] = first || i >= mr || !m1 ? z : __builtin_ia32_loadups512_mask(c + i * ldc + 16, z, m1);
+    }
+    if (m1) {
+        for (int64_t k = 0; k < kc; k++) {
+            const float *bk = b + ko[k], *a = ap + k * ST_GEMM_MR;
+            const st_v16f_ b0 = __builtin_ia32_loadups512_mask(bk, z, m0);
+            const st_v16f_ b1 = __builtin_ia32_loadups512_mask(bk + 16, z, m1);
+            for (int i = 0; i < ST_GEMM_MR; i++) {
+                const st_v16f_ ai = a[i] - z;   /* x - (+0) is x, a zero's sign too */
+                a0[i] = ST_VFMA_(ai, b0, a0[i]);
+                a1[i] = ST_VFMA_(ai, b1, a1[i]);
+            }
+        }
+    } else {
+        for (int64_t k = 0; k < kc; k++) {
+            const float *a = ap + k * ST_GEMM_MR;
+            const st_v16f_ b0 = __builtin_ia32_loadups512_mask(b + ko[k], z, m0);
+            for (int i = 0; i < ST_GEMM_MR; i++) a0[i] = ST_VFMA_(a[i] - z, b0, a0[i]);
+        }
+    }
+    for (int i = 0; i < ST_GEMM_MR; i++) {   /* a fixed count: the accumulators stay registers */
+        if (i >= mr) break;
+        __builtin_ia32_storeups512_mask(c + i * ldc, a0[i], m0);
+        if (m1) __builtin_ia32_storeups512_mask(c + i * ldc + 16, a1[i], m1);
+    }
+}
+static inline int st_gemm_direct_f32_(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float *ws) {
+    const st_gemm_split *s = g->split;
+    if (!s || s->n[3] != 2 || s->stride[3][1] != 1 || s->size[3][1] < 12 || s->size[3][1] > 32) return 0;
+    const int64_t wo = s->size[3][1], rs = s->stride[3][0], K = g->K, mb = i1 - i0;
+    int64_t ko[ST_GEMM_KCF];
+    for (int64_t pc = 0; pc < K; pc += ST_GEMM_KCF) {
+        const int64_t kc = st_gemm_min_(ST_GEMM_KCF, K - pc);
+        st_gemm_pack_a_f32_f(g, i0, mb, pc, kc, ws);
+        st_gemm_offs_(s, 2, pc, kc, g->sbk, ko);
+        for (int64_t j = j0; j < j1;) {   /* pieces of output rows */
+            const int64_t jj = g->on + j, x = jj % wo, len = st_gemm_min_(wo - x, j1 - j);
+            const float *b = (const float *)g->B + jj / wo * rs + x;
+            const unsigned short m0 = (unsigned short)(len >= 16 ? 0xffffu : (1u << len) - 1);
+            const unsigned short m1 = (unsigned short)(len > 16 ? (1u << (len - 16)) - 1 : 0);
+            for (int64_t ir = 0; ir < mb; ir += ST_GEMM_MR)
+                st_gemm_dukr_f32_(kc, ws + ir * kc, b, ko, m0, m1, (float *)g->C + (i0 + ir) * g->ldc + j, g->ldc,
+                                  (int)st_gemm_min_(ST_GEMM_MR, mb - ir), pc == 0);
+            j += len;
+        }
+    }
+    return 1;
+}
+#define ST_GEMM_DIRECT_f32(g, i0, i1, j0, j1, ws) st_gemm_direct_f32_(g, i0, i1, j0, j1, ws)
+#else
+#define ST_GEMM_DIRECT_f32(g, i0, i1, j0, j1, ws) 0
+#endif
+#define ST_GEMM_DIRECT_none(g, i0, i1, j0, j1, ws) 0
+ST_GEMM_TASK_(float, f32, ST_GEMM_DIRECT_f32)
+ST_GEMM_TASK_(float, f16, ST_GEMM_DIRECT_none)
+ST_GEMM_TASK_(float, bf16, ST_GEMM_DIRECT_none)
+ST_GEMM_TASK_(double, f64, ST_GEMM_DIRECT_none)
 
 /* ---- Epilogues: a JIT matmul whose consumers are fused (jit/render_c.c) ----
  * The kernel runs its tasks in tiles of at most the task's rows x ST_GEMM_NC columns: each tile
@@ -585,12 +659,12 @@ ST_GEMM_TILE_(double, f64, f64, f64, double)
 #define ST_GEMM_MIXED_f32_(S, SA, SB)                                                           \
     ST_GEMM_BLOCK_(float, S, SA, SB, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 0, ST_GEMM_ST_none) \
     ST_GEMM_NAIVE_(float, S, SA, SB, float, f32)                                                 \
-    ST_GEMM_TASK_(float, S)                                                                      \
+    ST_GEMM_TASK_(float, S, ST_GEMM_DIRECT_none)                                                 \
     ST_GEMM_TILE_(float, S, SA, SB, float)
 #define ST_GEMM_MIXED_f64_(S, SA, SB)                                                           \
     ST_GEMM_BLOCK_(double, S, SA, SB, d, ST_GEMM_NRD, ST_GEMM_KCD, ST_GEMM_NCD, 0, ST_GEMM_ST_none) \
     ST_GEMM_NAIVE_(double, S, SA, SB, double, f64)                                               \
-    ST_GEMM_TASK_(double, S)                                                                     \
+    ST_GEMM_TASK_(double, S, ST_GEMM_DIRECT_none)                                                \
     ST_GEMM_TILE_(double, S, SA, SB, double)
 #define ST_GEMM_MIXED(C, SA, SB) ST_GEMM_MIXED_##C##_(C##_##SA##_##SB, SA, SB)
 
