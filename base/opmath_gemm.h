@@ -635,7 +635,7 @@ static inline void st_gemm_range(const st_gemm *g, int64_t t, int64_t mb, int64_
     *j1 = st_gemm_min_(g->N, *j0 + nb);
 }
 static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_GEMM_NCD : ST_GEMM_NCF; }
-#define ST_GEMM_TILE_(T, S, SA, SB, STO)                                                         \
+#define ST_GEMM_TILE_(T, S, SA, SB, STO, D)                                                      \
     static __attribute__((noinline, unused)) void st_gemm_tile_##S(                            \
         const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws, STO *tile) { \
         st_gemm h = *g;                                                                          \
@@ -647,25 +647,26 @@ static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_
         h.N = j1 - j0;                                                                           \
         h.C = tile;                                                                              \
         h.ldc = j1 - j0;                                                                         \
+        T *wsa = (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);                                 \
         if (g->K == 0 || !ws) st_gemm_naive_##S##_(&h, 0, h.M, 0, h.N);                          \
-        else st_gemm_block_##S##_(&h, 0, h.M, 0, h.N, (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63)); \
+        else if (!D(&h, 0, h.M, 0, h.N, wsa)) st_gemm_block_##S##_(&h, 0, h.M, 0, h.N, wsa);     \
     }
-ST_GEMM_TILE_(float, f32, f32, f32, float)
-ST_GEMM_TILE_(float, f16, f16, f16, uint16_t)
-ST_GEMM_TILE_(float, bf16, bf16, bf16, uint16_t)
-ST_GEMM_TILE_(double, f64, f64, f64, double)
+ST_GEMM_TILE_(float, f32, f32, f32, float, ST_GEMM_DIRECT_f32)
+ST_GEMM_TILE_(float, f16, f16, f16, uint16_t, ST_GEMM_DIRECT_none)
+ST_GEMM_TILE_(float, bf16, bf16, bf16, uint16_t, ST_GEMM_DIRECT_none)
+ST_GEMM_TILE_(double, f64, f64, f64, double, ST_GEMM_DIRECT_none)
 
 /* Mixed operands (see the GEMM's head comment): C f32 (float sums) or f64 (double sums). */
 #define ST_GEMM_MIXED_f32_(S, SA, SB)                                                           \
     ST_GEMM_BLOCK_(float, S, SA, SB, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 0, ST_GEMM_ST_none) \
     ST_GEMM_NAIVE_(float, S, SA, SB, float, f32)                                                 \
     ST_GEMM_TASK_(float, S, ST_GEMM_DIRECT_none)                                                 \
-    ST_GEMM_TILE_(float, S, SA, SB, float)
+    ST_GEMM_TILE_(float, S, SA, SB, float, ST_GEMM_DIRECT_none)
 #define ST_GEMM_MIXED_f64_(S, SA, SB)                                                           \
     ST_GEMM_BLOCK_(double, S, SA, SB, d, ST_GEMM_NRD, ST_GEMM_KCD, ST_GEMM_NCD, 0, ST_GEMM_ST_none) \
     ST_GEMM_NAIVE_(double, S, SA, SB, double, f64)                                               \
     ST_GEMM_TASK_(double, S, ST_GEMM_DIRECT_none)                                                \
-    ST_GEMM_TILE_(double, S, SA, SB, double)
+    ST_GEMM_TILE_(double, S, SA, SB, double, ST_GEMM_DIRECT_none)
 #define ST_GEMM_MIXED(C, SA, SB) ST_GEMM_MIXED_##C##_(C##_##SA##_##SB, SA, SB)
 
 /* Any storage type (the interpreter's entry; kernels call their type's own). */
