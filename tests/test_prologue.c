@@ -235,17 +235,19 @@ TEST(interpreter_tier) { ft_cpu_then_default(interpreter_tier_on); }
  * A 3x3 convolution's columns (N, C*9, Ho*Wo) are one overlapping strided view of the image
  * (as_strided), reshaped: the GEMM walks (c, i, j) and (oh, ow) as it packs them, so no kernel
  * stores the columns. Images in[0] (N, C, H, W), weight in[1] (O, C*9), output gradient in[2]
- * (N, O, Ho*Wo); `pad`: the image zero-padded by 1 first (a masked view: stored by its own kernel,
+ * (N, O, Ho*Wo); conv_stride: the windows' step (1 but in implicit_gemm_row_segments); `pad`:
+ * the image zero-padded by 1 first (a masked view: stored by its own kernel,
  * then read by the GEMM). Compared bit for bit with the interpreter (columns stored, then the
  * matmul). */
-static int conv_pad;
+static int conv_pad, conv_stride = 1;
 static st_tensor *conv_cols(st_tensor *x) {
     int64_t s[ST_MAX_DIMS];
     st_shape(x, s);
-    int64_t n = s[0], c = s[1], p = conv_pad, hp = s[2] + 2 * p, wp = s[3] + 2 * p, ho = hp - 2, wo = wp - 2;
+    int64_t n = s[0], c = s[1], p = conv_pad, st = conv_stride, hp = s[2] + 2 * p, wp = s[3] + 2 * p;
+    int64_t ho = (hp - 3) / st + 1, wo = (wp - 3) / st + 1;
     const int64_t lo[4] = {0, 0, p, p};
     st_tensor *xp = p ? st_zero_pad(x, lo, lo) : x;
-    const int64_t shape[6] = {n, c, 3, 3, ho, wo}, str[6] = {c * hp * wp, hp * wp, wp, 1, wp, 1};
+    const int64_t shape[6] = {n, c, 3, 3, ho, wo}, str[6] = {c * hp * wp, hp * wp, wp, 1, wp * st, st};
     const int64_t cs[3] = {n, c * 9, ho * wo};
     st_tensor *v = st_as_strided(xp, 6, shape, str, 0), *cols = st_reshape(v, 3, cs);
     if (p) st_release(xp);
@@ -358,33 +360,23 @@ TEST(implicit_gemm_too_many_strides) {
     for (int i = 0; i < 2; i++) st_release(in[i]);
 }
 
-/* Output rows of 7, 14 and 28 positions (a 32-column panel of the GEMM's B spans several rows, so
- * its columns are not runs of 8) at stride 1 and 2: the gathered panels are copied by segments of
- * columns stepping by 1 or 2 (st_gemm_spack_b_f32_f_, AVX-512 builds) and must hold the
- * interpreter's values, so the results are its bits. Images (2, 3, H, H), no padding, 3x3. */
-static int conv_stride;
-static int g_conv_strided(st_tensor **in, st_tensor **out) {
-    int64_t s[ST_MAX_DIMS];
-    st_shape(in[0], s);
-    const int64_t n = s[0], c = s[1], h = s[2], w = s[3], st = conv_stride;
-    const int64_t ho = (h - 3) / st + 1, wo = (w - 3) / st + 1;
-    const int64_t shape[6] = {n, c, 3, 3, ho, wo}, str[6] = {c * h * w, h * w, w, 1, w * st, st};
-    const int64_t cs[3] = {n, c * 9, ho * wo};
-    st_tensor *v = st_as_strided(in[0], 6, shape, str, 0), *cols = st_reshape(v, 3, cs);
-    out[0] = st_matmul(in[1], cols);
-    st_release(v);
-    st_release(cols);
-    return 1;
-}
+/* Output rows of 7, 14 and 28 positions at stride 1 and 2 (conv_stride), no padding: a 32-column
+ * panel of the GEMM's B spans several output rows, so its columns are not runs of 8. Rows of 14
+ * and 28 at stride 1 take the direct path (st_gemm_direct_f32_: B read from the image, not
+ * packed); rows of 7 and every stride-2 case are packed by segments of columns stepping by 1 or 2
+ * (st_gemm_segs_f32_f_); both in AVX-512 builds only. The results must be the interpreter's
+ * bits. Images (2, 3, H, H), 3x3. */
 TEST(implicit_gemm_row_segments) {
     static const int64_t hw[][2] = {{9, 1}, {16, 1}, {30, 1}, {15, 2}, {29, 2}, {57, 2}};   /* H, stride */
     for (size_t i = 0; i < sizeof hw / sizeof hw[0] && !test_cur_failed; i++) {
+        conv_pad = 0;
         conv_stride = (int)hw[i][1];
         const int64_t xs[4] = {2, 3, hw[i][0], hw[i][0]}, ws[2] = {16, 3 * 9};
         st_tensor *in[2] = {input(ST_F32, 4, xs, 100 + (unsigned)i), input(ST_F32, 2, ws, 110 + (unsigned)i)};
-        CHECK_MSG(check_graph(g_conv_strided, in, 2) == 1, "H %lld stride %d", (long long)hw[i][0], conv_stride);
+        CHECK_MSG(check_graph(g_conv, in, 2) == 1, "H %lld stride %d", (long long)hw[i][0], conv_stride);
         for (int j = 0; j < 2; j++) st_release(in[j]);
     }
+    conv_stride = 1;
 }
 
 /* Sizes past the GEMM's blocks (K > KC, N > NC, several row tasks and threads): same bits. */
