@@ -34,10 +34,46 @@
  * CAST does (to the compute type, through the source's own compute type), so the panels, and so
  * every sum, are the ones of the cast operand: the bits of "cast, then multiply". A kernel
  * instantiates the combination it calls (guarded by ST_GEMM_HAVE_C_SA_SB, as kernels of one batch
- * share a translation unit). */
+ * share a translation unit).
+ * Compiled once: a storage type's st_gemm_task_<S> and st_gemm_tile_<S> are the same code in every
+ * kernel, and GCC needs ~1.3 s for f32's, so the JIT compiles them once per cache context into an
+ * object per type (ST_GEMM_OBJECT_<S> defines that type's with external, hidden linkage) that it
+ * links into each kernel object calling them; such a kernel's unit defines ST_GEMM_EXTERN and sees
+ * declarations (jit/cache.c, docs/caches.md). Elsewhere (the interpreter, CUDA) they are static. */
 #include <stdlib.h>
 
 enum { ST_GEMM_F32, ST_GEMM_F16, ST_GEMM_BF16, ST_GEMM_F64 };
+/* Linkage of a storage type's st_gemm_task_<S> (LK) and st_gemm_tile_<S> (TLK): hidden, external in
+ * that type's GEMM object (ST_GEMM_OBJECT_<S>: the head comment), else static. */
+#define ST_GEMM_HID_ __attribute__((visibility("hidden")))
+#ifdef ST_GEMM_OBJECT_f32
+#define ST_GEMM_LK_f32 ST_GEMM_HID_
+#define ST_GEMM_TLK_f32 ST_GEMM_HID_
+#else
+#define ST_GEMM_LK_f32 static inline
+#define ST_GEMM_TLK_f32 static
+#endif
+#ifdef ST_GEMM_OBJECT_f16
+#define ST_GEMM_LK_f16 ST_GEMM_HID_
+#define ST_GEMM_TLK_f16 ST_GEMM_HID_
+#else
+#define ST_GEMM_LK_f16 static inline
+#define ST_GEMM_TLK_f16 static
+#endif
+#ifdef ST_GEMM_OBJECT_bf16
+#define ST_GEMM_LK_bf16 ST_GEMM_HID_
+#define ST_GEMM_TLK_bf16 ST_GEMM_HID_
+#else
+#define ST_GEMM_LK_bf16 static inline
+#define ST_GEMM_TLK_bf16 static
+#endif
+#ifdef ST_GEMM_OBJECT_f64
+#define ST_GEMM_LK_f64 ST_GEMM_HID_
+#define ST_GEMM_TLK_f64 ST_GEMM_HID_
+#else
+#define ST_GEMM_LK_f64 static inline
+#define ST_GEMM_TLK_f64 static
+#endif
 #define ST_GEMM_MR 8      /* rows of a micro-tile (8 x 32 floats: 16 AVX-512 accumulators) */
 #define ST_GEMM_NRF 32    /* columns of a float micro-tile */
 #define ST_GEMM_NRD 24    /* columns of a double micro-tile (8 x 24: 24 accumulators) */
@@ -506,9 +542,8 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
 
 /* Task t of st_gemm_plan(..., &mb, &nb) for one storage type: computes and stores its block of
  * C. ws: scratch of st_gemm_ws_bytes (any alignment), or NULL for the unblocked loop. */
-#define ST_GEMM_TASK_(T, S, D)                                                                   \
-    static inline void st_gemm_task_##S(const st_gemm *g, int64_t t, int64_t mb, int64_t nb,   \
-                                        void *ws) {                                             \
+#define ST_GEMM_TASK_(T, S, D, LINK)                                                             \
+    LINK void st_gemm_task_##S(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) { \
         const int64_t ntn = (g->N + nb - 1) / nb;                                                \
         const int64_t i0 = t / ntn * mb, j0 = t % ntn * nb;                                      \
         const int64_t i1 = st_gemm_min_(g->M, i0 + mb), j1 = st_gemm_min_(g->N, j0 + nb);        \
@@ -611,10 +646,22 @@ static inline int st_gemm_direct_f32_(const st_gemm *g, int64_t i0, int64_t i1, 
 #define ST_GEMM_DIRECT_f32(g, i0, i1, j0, j1, ws) 0
 #endif
 #define ST_GEMM_DIRECT_none(g, i0, i1, j0, j1, ws) 0
-ST_GEMM_TASK_(float, f32, ST_GEMM_DIRECT_f32)
-ST_GEMM_TASK_(float, f16, ST_GEMM_DIRECT_none)
-ST_GEMM_TASK_(float, bf16, ST_GEMM_DIRECT_none)
-ST_GEMM_TASK_(double, f64, ST_GEMM_DIRECT_none)
+#ifdef ST_GEMM_EXTERN /* a JIT kernel: the GEMM object's (head comment) */
+#define ST_GEMM_DECL_(S, STO)                                                                    \
+    __attribute__((visibility("hidden"))) void st_gemm_task_##S(const st_gemm *g, int64_t t,     \
+                                                                int64_t mb, int64_t nb, void *ws); \
+    __attribute__((visibility("hidden"))) void st_gemm_tile_##S(                                 \
+        const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws, STO *tile);
+ST_GEMM_DECL_(f32, float)
+ST_GEMM_DECL_(f16, uint16_t)
+ST_GEMM_DECL_(bf16, uint16_t)
+ST_GEMM_DECL_(f64, double)
+#else
+ST_GEMM_TASK_(float, f32, ST_GEMM_DIRECT_f32, ST_GEMM_LK_f32)
+ST_GEMM_TASK_(float, f16, ST_GEMM_DIRECT_none, ST_GEMM_LK_f16)
+ST_GEMM_TASK_(float, bf16, ST_GEMM_DIRECT_none, ST_GEMM_LK_bf16)
+ST_GEMM_TASK_(double, f64, ST_GEMM_DIRECT_none, ST_GEMM_LK_f64)
+#endif
 
 /* ---- Epilogues: a JIT matmul whose consumers are fused (jit/render_c.c) ----
  * The kernel runs its tasks in tiles of at most the task's rows x ST_GEMM_NC columns: each tile
@@ -635,8 +682,8 @@ static inline void st_gemm_range(const st_gemm *g, int64_t t, int64_t mb, int64_
     *j1 = st_gemm_min_(g->N, *j0 + nb);
 }
 static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_GEMM_NCD : ST_GEMM_NCF; }
-#define ST_GEMM_TILE_(T, S, SA, SB, STO, D)                                                      \
-    static __attribute__((noinline, unused)) void st_gemm_tile_##S(                            \
+#define ST_GEMM_TILE_(T, S, SA, SB, STO, D, LINK)                                                \
+    LINK __attribute__((noinline, unused)) void st_gemm_tile_##S(                              \
         const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws, STO *tile) { \
         st_gemm h = *g;                                                                          \
         if (g->split && g->split->n[0]) h.om = g->om + i0; /* a split dim: its origin moves */  \
@@ -651,22 +698,24 @@ static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_
         if (g->K == 0 || !ws) st_gemm_naive_##S##_(&h, 0, h.M, 0, h.N);                          \
         else if (!D(&h, 0, h.M, 0, h.N, wsa)) st_gemm_block_##S##_(&h, 0, h.M, 0, h.N, wsa);     \
     }
-ST_GEMM_TILE_(float, f32, f32, f32, float, ST_GEMM_DIRECT_f32)
-ST_GEMM_TILE_(float, f16, f16, f16, uint16_t, ST_GEMM_DIRECT_none)
-ST_GEMM_TILE_(float, bf16, bf16, bf16, uint16_t, ST_GEMM_DIRECT_none)
-ST_GEMM_TILE_(double, f64, f64, f64, double, ST_GEMM_DIRECT_none)
+#ifndef ST_GEMM_EXTERN
+ST_GEMM_TILE_(float, f32, f32, f32, float, ST_GEMM_DIRECT_f32, ST_GEMM_TLK_f32)
+ST_GEMM_TILE_(float, f16, f16, f16, uint16_t, ST_GEMM_DIRECT_none, ST_GEMM_TLK_f16)
+ST_GEMM_TILE_(float, bf16, bf16, bf16, uint16_t, ST_GEMM_DIRECT_none, ST_GEMM_TLK_bf16)
+ST_GEMM_TILE_(double, f64, f64, f64, double, ST_GEMM_DIRECT_none, ST_GEMM_TLK_f64)
+#endif
 
 /* Mixed operands (see the GEMM's head comment): C f32 (float sums) or f64 (double sums). */
 #define ST_GEMM_MIXED_f32_(S, SA, SB)                                                           \
     ST_GEMM_BLOCK_(float, S, SA, SB, f, ST_GEMM_NRF, ST_GEMM_KCF, ST_GEMM_NCF, 0, ST_GEMM_ST_none) \
     ST_GEMM_NAIVE_(float, S, SA, SB, float, f32)                                                 \
-    ST_GEMM_TASK_(float, S, ST_GEMM_DIRECT_none)                                                 \
-    ST_GEMM_TILE_(float, S, SA, SB, float, ST_GEMM_DIRECT_none)
+    ST_GEMM_TASK_(float, S, ST_GEMM_DIRECT_none, static inline)                                  \
+    ST_GEMM_TILE_(float, S, SA, SB, float, ST_GEMM_DIRECT_none, static)
 #define ST_GEMM_MIXED_f64_(S, SA, SB)                                                           \
     ST_GEMM_BLOCK_(double, S, SA, SB, d, ST_GEMM_NRD, ST_GEMM_KCD, ST_GEMM_NCD, 0, ST_GEMM_ST_none) \
     ST_GEMM_NAIVE_(double, S, SA, SB, double, f64)                                               \
-    ST_GEMM_TASK_(double, S, ST_GEMM_DIRECT_none)                                                \
-    ST_GEMM_TILE_(double, S, SA, SB, double, ST_GEMM_DIRECT_none)
+    ST_GEMM_TASK_(double, S, ST_GEMM_DIRECT_none, static inline)                                 \
+    ST_GEMM_TILE_(double, S, SA, SB, double, ST_GEMM_DIRECT_none, static)
 #define ST_GEMM_MIXED(C, SA, SB) ST_GEMM_MIXED_##C##_(C##_##SA##_##SB, SA, SB)
 
 /* Any storage type (the interpreter's entry; kernels call their type's own). */

@@ -45,6 +45,8 @@
 #include "base/uthash_cfg.h"
 
 #define JIT_K_MAGIC "stitch-kernel-v1"
+#define JIT_GEMM_TYPES 4 /* the GEMM objects' storage types (jit/cache.c "the GEMM objects") */
+static const char *const jit_gemm_types[JIT_GEMM_TYPES] = {"f32", "f16", "bf16", "f64"};
 
 /* One dlopen'ed batch. Owns handle; freed by jit_shutdown. */
 typedef struct jit_obj {
@@ -69,6 +71,8 @@ static struct {
     jit_obj *objs;    /* loaded shared objects */
     uint64_t max;     /* ST_CACHE_MAX in bytes (0: no bound) */
     uint64_t written; /* bytes this process wrote to the dir since it was last pruned */
+    unsigned gemm_ok;   /* bit t: gemm_name[t] is built and checked (gemm_missing) */
+    char gemm_name[JIT_GEMM_TYPES][48]; /* the GEMM objects: gemm-<ctx hex>-<type>.o */
 } J;
 
 /* ---- configuration ---- */
@@ -231,6 +235,10 @@ static st_status ensure_init(void) {
     k = base_hash128(st_prelude_src, strlen(st_prelude_src), k);
     k = base_hash128(jit_kargs_src, strlen(jit_kargs_src), k);
     J.ctx = k;
+    char hex[33];
+    base_hash_hex(k, hex);
+    for (int t = 0; t < JIT_GEMM_TYPES; t++)
+        snprintf(J.gemm_name[t], sizeof J.gemm_name[t], "gemm-%s-%s.o", hex, jit_gemm_types[t]);
     J.ready = 1;
     base_on_shutdown(BASE_LEVEL_JIT, jit_shutdown);
     return ST_OK;
@@ -276,7 +284,11 @@ static jit_obj *find_obj(const char *name) {
     return NULL;
 }
 
-static int obj_in_use(const char *name) { return find_obj(name) != NULL; }
+static int obj_in_use(const char *name) {
+    for (int t = 0; t < JIT_GEMM_TYPES; t++)
+        if ((J.gemm_ok >> t & 1) && !strcmp(name, J.gemm_name[t])) return 1;
+    return find_obj(name) != NULL;
+}
 
 /* Reads the whole file at path: its size and checksum. 0 on success. */
 static int file_sum(const char *path, uint64_t *size, uint64_t *sum) {
@@ -495,10 +507,129 @@ st_kernel_fn jit_lookup(const char *source, int allow_disk) {
     return fn;
 }
 
+/* ---- the GEMM objects ----
+ * A storage type's st_gemm_task_<S> / st_gemm_tile_<S> (base/opmath_gemm.h) are the same code in
+ * every kernel that calls them and cost GCC ~1.3 s (f32) per unit, so they are compiled once per
+ * context (compiler, flags, prelude) and type into <dir>/gemm-<ctx>-<type>.o, which every batch
+ * calling them links in (its unit defines ST_GEMM_EXTERN and sees only their declarations). A
+ * kernel object stays self-contained: it carries its own copy, and nothing is loaded at run time. */
+
+/* The GEMM objects the batch's kernels call (bit t: jit_gemm_types[t]'s task or tile function). */
+static unsigned needs_gemm(int m, const int *idx, const char *const *sources) {
+    unsigned mask = 0;
+    char call[40];
+    for (int j = 0; j < m; j++)
+        for (int t = 0; t < JIT_GEMM_TYPES; t++) {
+            if (mask >> t & 1) continue;
+            snprintf(call, sizeof call, "st_gemm_task_%s(", jit_gemm_types[t]);
+            if (strstr(sources[idx[j]], call)) { mask |= 1u << t; continue; }
+            snprintf(call, sizeof call, "st_gemm_tile_%s(", jit_gemm_types[t]);
+            if (strstr(sources[idx[j]], call)) mask |= 1u << t;
+        }
+    return mask;
+}
+
+/* Which of mask's objects are not there? One that is there, a regular file beginning as an ELF
+ * object does, this process then takes as built (marked recently used for pruning); one that is
+ * not is removed. */
+static unsigned gemm_missing(unsigned mask) {
+    unsigned miss = 0;
+    for (int t = 0; t < JIT_GEMM_TYPES; t++) {
+        if (!(mask >> t & 1) || (J.gemm_ok >> t & 1)) continue;
+        char path[4200], head[4] = {0};
+        path_of(path, sizeof path, J.gemm_name[t]);
+        uint64_t size;
+        unsigned mode;
+        int fd = base_open_regular(path, &size, &mode);
+        if (fd == -2) unlink(path);
+        if (fd < 0) { miss |= 1u << t; continue; }
+        ssize_t r;
+        do r = read(fd, head, sizeof head); while (r < 0 && errno == EINTR);
+        close(fd);
+        if (r != 4 || memcmp(head, "\177ELF", 4)) {
+            debug_drop("object", J.gemm_name[t], "not an ELF object");
+            unlink(path);
+            miss |= 1u << t;
+            continue;
+        }
+        jit_touch(path);
+        J.gemm_ok |= 1u << t;
+    }
+    return miss;
+}
+
+/* Forgets mask's objects and removes them (a batch that linked them failed: they may be what is bad). */
+static void gemm_drop(unsigned mask) {
+    for (int t = 0; t < JIT_GEMM_TYPES; t++) {
+        if (!(mask >> t & 1)) continue;
+        char path[4200];
+        path_of(path, sizeof path, J.gemm_name[t]);
+        unlink(path);
+        J.gemm_ok &= ~(1u << t);
+    }
+}
+
+/* Fills links[] with the paths of mask's objects (storage: paths[JIT_GEMM_TYPES][4200]), NULL-ended. */
+static const char *const *gemm_links(unsigned mask, char (*paths)[4200], const char **links) {
+    int n = 0;
+    for (int t = 0; t < JIT_GEMM_TYPES; t++)
+        if (mask >> t & 1) {
+            path_of(paths[n], sizeof paths[n], J.gemm_name[t]);
+            links[n] = paths[n];
+            n++;
+        }
+    links[n] = NULL;
+    return n ? links : NULL;
+}
+
+/* Starts compiling type t's object (its tag is the context's hex: temps and failed sources are
+ * named like a batch's). */
+static st_status gemm_start(int t, jit_cjob *job) {
+    sbuf b = {0};
+    char tag[33], what[96], line[96];
+    base_hash_hex(J.ctx, tag);
+    snprintf(line, sizeof line, "/* stitch: a GEMM object (jit/cache.c) */\n#define ST_GEMM_OBJECT_%s 1\n",
+             jit_gemm_types[t]);
+    sbuf_puts(&b, line);
+    sbuf_puts(&b, st_prelude_src);
+    if (b.oom) { sbuf_free(&b); return st_error(ST_ERR_OOM, "out of memory building a GEMM object's source"); }
+    snprintf(what, sizeof what, "the %s GEMM object (the matmul kernels' shared code)", jit_gemm_types[t]);
+    st_status s = jit_compile_start(J.dir, tag, what, b.s, b.n, NULL, J.gemm_name[t], job);
+    sbuf_free(&b);
+    return s;
+}
+
+/* Counts a finished compile of type t's object (s its status, ms its time). */
+static st_status gemm_built(int t, st_status s, double ms) {
+    st_stats_g.compile_calls++;
+    st_stats_g.compile_ms += ms;
+    if (st_rt.debug & 1)
+        fprintf(stderr, "stitch: compiled the GEMM object %s in %.1f ms%s\n", J.gemm_name[t], ms,
+                s == ST_OK ? "" : " [failed]");
+    if (s == ST_OK) J.gemm_ok |= 1u << t;
+    return s;
+}
+
+/* Compiles mask's objects now (the caller waits). */
+static st_status gemm_build(unsigned mask) {
+    for (int t = 0; t < JIT_GEMM_TYPES; t++) {
+        if (!(mask >> t & 1)) continue;
+        jit_cjob *job = st_malloc(sizeof *job);
+        if (!job) return st_last_status();
+        char name[JIT_NAME_MAX];
+        double ms = 0;
+        st_status s = gemm_start(t, job);
+        if (s == ST_OK) (void)jit_compile_poll(job, 1, name, sizeof name, &ms, &s);
+        st_free(job);
+        if ((s = gemm_built(t, s, ms)) != ST_OK) return s;
+    }
+    return ST_OK;
+}
+
 /* Builds the TU of a batch (prelude once, then each kernel between #define KNAME / #undef KNAME)
  * into *b (the caller frees it), its tag btag[33] and the kernels' names for errors what[400]. */
 static st_status batch_text(int m, const int *idx, const base_hash *keys, const char *const *sources,
-                            const char *const *hints, sbuf *out, char *btag, char *what) {
+                            const char *const *hints, int gemm, sbuf *out, char *btag, char *what) {
     char hex[33], line[256];
     base_hash bkey = base_hash128(keys, 0, J.ctx);
     for (int j = 0; j < m; j++) bkey = base_hash128(&keys[idx[j]], sizeof(base_hash), bkey);
@@ -507,6 +638,7 @@ static st_status batch_text(int m, const int *idx, const base_hash *keys, const 
     sbuf b = {0};
     snprintf(line, sizeof line, "/* stitch kernel batch %s: %d kernel%s */\n", btag, m, m == 1 ? "" : "s");
     sbuf_puts(&b, line);
+    if (gemm) sbuf_puts(&b, "#define ST_GEMM_EXTERN 1 /* the GEMM objects' functions (needs_gemm) */\n");
     sbuf_puts(&b, st_prelude_src);
     sbuf_puts(&b, jit_kargs_src);
     for (int j = 0; j < m; j++) {
@@ -595,11 +727,33 @@ static st_status batch_load(int m, const int *idx, const base_hash *keys, const 
 static st_status compile_missing(int m, const int *idx, const base_hash *keys, const char *const *sources,
                                  const char *const *hints) {
     sbuf b = {0};
-    char btag[33], what[400], so[JIT_NAME_MAX];
+    char btag[33], what[400], so[JIT_NAME_MAX], paths[JIT_GEMM_TYPES][4200];
+    const char *links[JIT_GEMM_TYPES + 1];
     double ms = 0;
-    st_status s = batch_text(m, idx, keys, sources, hints, &b, btag, what);
+    const unsigned gemm = needs_gemm(m, idx, sources);
+    st_status s = batch_text(m, idx, keys, sources, hints, gemm != 0, &b, btag, what);
     if (s != ST_OK) return s;
-    s = jit_compile_batch(J.dir, btag, what, b.s, b.n, so, sizeof so, &ms);
+    const unsigned fresh = gemm_missing(gemm); /* the objects this call builds */
+    if (fresh && (s = gemm_build(fresh)) != ST_OK) {
+        sbuf_free(&b);
+        return s;
+    }
+    const char *const *link = gemm_links(gemm, paths, links);
+    s = jit_compile_batch(J.dir, btag, what, b.s, b.n, link, NULL, so, sizeof so, &ms);
+    /* A batch that linked objects found on disk failed: they may be what is bad (a corrupt cache
+     * costs time, never a failure), so once more with new ones. */
+    if (s == ST_ERR_COMPILE && (gemm & ~fresh)) {
+        st_stats_g.compile_calls++; /* the failed run (batch_load counts the last) */
+        st_stats_g.compile_ms += ms;
+        if (st_rt.debug & 1)
+            fprintf(stderr, "stitch: compiling a batch that links GEMM objects found on disk failed; building them "
+                            "again: %s\n", st_last_error());
+        st_clear_error();
+        gemm_drop(gemm & ~fresh);
+        s = gemm_build(gemm & ~fresh);
+        if (s == ST_OK) s = jit_compile_batch(J.dir, btag, what, b.s, b.n, link, NULL, so, sizeof so, &ms);
+        else ms = 0;
+    }
     sbuf_free(&b);
     return batch_load(m, idx, keys, hints, so, ms, s);
 }
@@ -676,17 +830,39 @@ struct jit_async {
     base_hash *keys;
     int *idx;
     char **hints;     /* copies (the batch's names in errors), m of them, in idx order */
+    unsigned gemm;    /* the GEMM objects the batch links (needs_gemm) */
+    unsigned fresh;   /* those this job builds */
+    int building;     /* job is building type building - 1's object; the batch's unit waits in text */
+    sbuf text;        /* while building: the batch's unit */
+    char btag[33], what[400];
     jit_cjob job;
 };
 
 void jit_async_free(jit_async *a) {
     if (!a) return;
     jit_compile_cancel(&a->job);
+    sbuf_free(&a->text);
     for (int j = 0; a->hints && j < a->m; j++) st_free(a->hints[j]);
     st_free(a->hints);
     st_free(a->keys);
     st_free(a->idx);
     st_free(a);
+}
+
+/* Starts the job's next compile: the first of its fresh objects not yet built, else the batch. */
+static st_status async_next(jit_async *a) {
+    for (int t = a->building; t < JIT_GEMM_TYPES; t++)
+        if (a->fresh >> t & 1) {
+            a->building = t + 1;
+            return gemm_start(t, &a->job);
+        }
+    a->building = 0;
+    char paths[JIT_GEMM_TYPES][4200];
+    const char *links[JIT_GEMM_TYPES + 1];
+    st_status s = jit_compile_start(J.dir, a->btag, a->what, a->text.s, a->text.n, gemm_links(a->gemm, paths, links),
+                                    NULL, &a->job);
+    sbuf_free(&a->text);
+    return s;
 }
 
 st_status jit_async_start(int n, const char *const *sources, const char *const *kname_hint, st_kernel_fn *out,
@@ -719,9 +895,18 @@ st_status jit_async_start(int n, const char *const *sources, const char *const *
         hv[a->idx[j]] = a->hints[j];
     }
     sbuf b = {0};
-    char btag[33];
-    if (s == ST_OK) s = batch_text(a->m, a->idx, a->keys, sources, hv, &b, btag, a->job.what);
-    if (s == ST_OK) s = jit_compile_start(J.dir, btag, a->job.what, b.s, b.n, &a->job);
+    a->gemm = needs_gemm(a->m, a->idx, sources);
+    if (s == ST_OK) s = batch_text(a->m, a->idx, a->keys, sources, hv, a->gemm != 0, &b, a->btag, a->what);
+    if (s == ST_OK && (a->fresh = gemm_missing(a->gemm))) {
+        /* the objects first (in the background too, one after the other); then the batch */
+        a->text = b;
+        b = (sbuf){0};
+        s = async_next(a);
+    } else if (s == ST_OK) {
+        char paths[JIT_GEMM_TYPES][4200];
+        const char *links[JIT_GEMM_TYPES + 1];
+        s = jit_compile_start(J.dir, a->btag, a->what, b.s, b.n, gemm_links(a->gemm, paths, links), NULL, &a->job);
+    }
     sbuf_free(&b);
     st_free(hv);
     if (s != ST_OK) {
@@ -736,7 +921,20 @@ int jit_async_poll(jit_async *a, int block, st_kernel_fn *out, st_status *status
     char so[JIT_NAME_MAX];
     double ms = 0;
     st_status s;
+    while (a->building) { /* an object: when it is done, the next compile starts */
+        if (!jit_compile_poll(&a->job, block, so, sizeof so, &ms, &s)) return 0;
+        s = gemm_built(a->building - 1, s, ms);
+        if (s == ST_OK) s = async_next(a);
+        if (s != ST_OK) {
+            a->building = 0;
+            *status = s;
+            return 1;
+        }
+        ms = 0;
+    }
     if (!jit_compile_poll(&a->job, block, so, sizeof so, &ms, &s)) return 0;
+    /* a batch that linked an object found on disk failed: the next compile builds a new one */
+    if (s == ST_ERR_COMPILE && (a->gemm & ~a->fresh)) gemm_drop(a->gemm & ~a->fresh);
     /* batch_load names kernels by the caller's indices: a hint table in that order */
     const char **hv = st_calloc((size_t)a->n, sizeof *hv);
     if (!hv) {

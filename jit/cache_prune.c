@@ -6,6 +6,8 @@
  * by mistake, ST_CACHE_DIR=$HOME):
  *   <32 hex>-XXXXXX.so      a compiled batch: one unit of pruning, together with every .k naming it
  *   <32 hex>.k              an index line; removed with its .so, or when its .so is gone
+ *   gemm-<32 hex>-<type>.o  a GEMM object (jit/cache.c), linked into kernels as they are compiled:
+ *                           a unit of its own (no index names it)
  *   cuda/<32 hex>.cubin|ptx a GPU kernel: a unit of its own
  *   .tmp-XXXXXX, .<32 hex>-XXXXXX.tmp  temp files (base_write_atomic, the compiler's output):
  *                           removed when older than JIT_STALE_S (a live writer renames within it)
@@ -77,6 +79,17 @@ static int is_batch_name(const char *s, const char *ext) {
     return 1;
 }
 
+/* gemm-<32 hex>-<type>.o, the type 1-8 lowercase letters and digits. */
+static int is_gemm_name(const char *s) {
+    size_t n = strlen(s);
+    if (n < 5 + 32 + 1 + 1 + 2 || n > 5 + 32 + 1 + 8 + 2 || strncmp(s, "gemm-", 5) || !is_hex(s + 5, 32) ||
+        s[37] != '-' || strcmp(s + n - 2, ".o"))
+        return 0;
+    for (size_t i = 38; i < n - 2; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z'))) return 0;
+    return 1;
+}
+
 static int is_temp_name(const char *s) {
     if (!strncmp(s, ".tmp-", 5) && strlen(s) == 11) return 1;
     return s[0] == '.' && is_batch_name(s + 1, ".tmp");
@@ -91,6 +104,7 @@ typedef struct prune_unit {
     uint64_t size;               /* with its index lines */
     int64_t when;
     int refs, in_use;
+    int unindexed;               /* a GEMM object: no index line ever names it */
 } prune_unit;
 
 typedef struct prune_index {
@@ -164,7 +178,7 @@ static st_status scan(prune_ctx *c, const char *sub, int (*in_use)(const char *n
         size_t n = strlen(nm);
         int unit = *sub ? (n == 32 + 6 && is_hex(nm, 32) && !strcmp(nm + 32, ".cubin")) ||
                               (n == 32 + 4 && is_hex(nm, 32) && !strcmp(nm + 32, ".ptx"))
-                        : is_batch_name(nm, ".so");
+                        : is_batch_name(nm, ".so") || is_gemm_name(nm);
         if (unit) {
             s = BASE_GROW(c->u, c->capu, c->nu + 1, 64);
             if (s != ST_OK) break;
@@ -174,6 +188,7 @@ static st_status scan(prune_ctx *c, const char *sub, int (*in_use)(const char *n
             u->size = (uint64_t)st.st_size;
             u->when = recency(&st);
             u->in_use = !*sub && in_use && in_use(nm);
+            u->unindexed = !*sub && is_gemm_name(nm);
         } else if (!*sub && n == 34 && is_hex(nm, 32) && !strcmp(nm + 32, ".k")) {
             s = BASE_GROW(c->k, c->capk, c->nk + 1, 64);
             if (s != ST_OK) break;
@@ -277,7 +292,7 @@ st_status jit_prune_dir(const char *dir, uint64_t max, int (*in_use)(const char 
         prune_unit *u = &c.u[j];
         /* An object no index names: a duplicate from a racing process, once it cannot be one in
          * the middle of being indexed. */
-        if (!strchr(u->name, '/') && !u->refs && !u->in_use && c.now - u->when > JIT_STALE_S) {
+        if (!strchr(u->name, '/') && !u->unindexed && !u->refs && !u->in_use && c.now - u->when > JIT_STALE_S) {
             remove_rel(&c, u->name);
             u->size = 0;
             u->name[0] = '\0';

@@ -546,6 +546,167 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
+/* ---- the GEMM objects (jit/cache.c): a storage type's GEMM compiled once, linked into kernels ---- */
+
+/* C = A @ B + ints[3] (M x K times K x N, f32 or f64 by TYPE), through the prelude's GEMM: the
+ * source text differs by the added constant, so each is a kernel of its own. */
+#define K_MM_SRC(T, S, D)                                                                           \
+    "void KNAME(const st_kargs *a) {\n"                                                             \
+    "    const " T " *A = a->bufs[0], *B = a->bufs[1]; " T " *C = a->bufs[2];\n"                    \
+    "    const int64_t M = a->ints[0], N = a->ints[1], K = a->ints[2];\n"                           \
+    "    int64_t mb, nb;\n"                                                                         \
+    "    const int64_t T = st_gemm_plan(" D ", M, N, 1, &mb, &nb);\n"                              \
+    "    void *ws = malloc(st_gemm_ws_bytes(" D ", mb, nb, K));\n"                                 \
+    "    const st_gemm g = {" D ", M, N, K, A, K, 1, B, N, 1, C, N, NULL, 0, 0};\n"                \
+    "    for (int64_t t = 0; t < T; t++) st_gemm_task_" S "(&g, t, mb, nb, ws);\n"                 \
+    "    free(ws);\n"                                                                               \
+    "    for (int64_t i = 0; i < M * N; i++) C[i] += (" T ")a->ints[3];\n"                          \
+    "}\n"
+static const char *K_MM32 = K_MM_SRC("float", "f32", "ST_GEMM_F32");
+static const char *K_MM32B = K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* another kernel */\n";
+static const char *K_MM32C = K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* a third kernel */\n";
+static const char *K_MM32D = K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* a fourth kernel */\n";
+static const char *K_MM32E = K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* a fifth kernel */\n";
+static const char *K_MM64 = K_MM_SRC("double", "f64", "ST_GEMM_F64");
+
+/* Runs an f32 (dbl 0) or f64 GEMM kernel on 37 x 45 x 300 (two k blocks, edge panels) and checks
+ * every element against fma sums in k order plus 3 (the GEMM's bits). */
+static void check_mm(st_kernel_fn fn, int dbl) {
+    enum { M = 37, N = 45, K = 300 };
+    static float a[M * K], b[K * N], c[M * N];
+    static double ad[M * K], bd[K * N], cd[M * N];
+    for (int i = 0; i < M * K; i++) ad[i] = a[i] = (float)((i * 7 % 23) - 11) / 8.0f;
+    for (int i = 0; i < K * N; i++) bd[i] = b[i] = (float)((i * 5 % 19) - 9) / 16.0f + 1e-3f * (float)(i % 7);
+    int32_t err = 0;
+    int64_t ints[4] = {M, N, K, 3};
+    void *bufs[3] = {dbl ? (void *)ad : (void *)a, dbl ? (void *)bd : (void *)b, dbl ? (void *)cd : (void *)c};
+    st_kargs ka = {bufs, ints, NULL, &err, 1, NULL};
+    fn(&ka);
+    int bad = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            if (dbl) {
+                double acc = 0;
+                for (int k = 0; k < K; k++) acc = fma(ad[i * K + k], bd[k * N + j], acc);
+                bad += cd[i * N + j] != acc + 3.0;
+            } else {
+                float acc = 0;
+                for (int k = 0; k < K; k++) acc = fmaf(a[i * K + k], b[k * N + j], acc);
+                bad += c[i * N + j] != acc + 3.0f;
+            }
+        }
+    CHECK_MSG(bad == 0, "%d of %d elements differ from the fma sums", bad, M * N);
+}
+
+/* Compiles src alone; returns its function (NULL on failure, checked). */
+static st_kernel_fn compile_one(const char *src) {
+    st_kernel_fn fn = NULL;
+    const char *srcs[1] = {src};
+    CHECK(jit_get_kernels(1, srcs, NULL, &fn) == ST_OK);
+    CHECK(fn != NULL);
+    return fn;
+}
+
+static int64_t file_size(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
+TEST(gemm_object_once) {
+    jit_shutdown();
+    char o[512];
+    CHECK(find_file("-f32.o", o, sizeof o, 0) == 0);
+    st_stats_t s0 = snap();
+    st_kernel_fn fn = compile_one(K_MM32);
+    /* the f32 object, then the kernel linked with it */
+    CHECK(snap().compile_calls == s0.compile_calls + 2);
+    CHECK(find_file("-f32.o", o, sizeof o, 0) == 1 && find_file("-f64.o", o, sizeof o, 0) == 0);
+    if (fn) check_mm(fn, 0);
+    s0 = snap();
+    fn = compile_one(K_MM32B); /* another kernel: the object is not compiled again */
+    CHECK(snap().compile_calls == s0.compile_calls + 1);
+    if (fn) check_mm(fn, 0);
+    jit_shutdown(); /* a new process: the object is found on disk */
+    s0 = snap();
+    fn = compile_one(K_MM32C);
+    CHECK(snap().compile_calls == s0.compile_calls + 1);
+    if (fn) check_mm(fn, 0);
+    s0 = snap();
+    fn = compile_one(K_MM64); /* f64: its own object */
+    CHECK(snap().compile_calls == s0.compile_calls + 2);
+    CHECK(find_file("-f64.o", o, sizeof o, 0) == 1);
+    if (fn) check_mm(fn, 1);
+    /* a batch without a matmul neither builds nor needs one */
+    const char *plain = "void KNAME(const st_kargs *a) { *a->err = 5; }\n";
+    s0 = snap();
+    (void)compile_one(plain);
+    CHECK(snap().compile_calls == s0.compile_calls + 1);
+}
+
+/* An object that is not what it should be is replaced: one that is not ELF before the compile,
+ * one that fails the link after it (the batch is compiled again with a new object). */
+TEST(gemm_object_corrupt) {
+    char o[512];
+    CHECK(find_file("-f32.o", o, sizeof o, 0) == 1);
+    const int64_t good = file_size(o);
+    for (int mode = 0; mode < 2; mode++) {
+        jit_shutdown();
+        FILE *f = fopen(o, "wb");
+        CHECK(f != NULL);
+        if (!f) return;
+        fputs(mode ? "\177ELF but nothing a linker can read" : "not an object", f);
+        fclose(f);
+        st_stats_t s0 = snap();
+        st_kernel_fn fn = compile_one(mode ? K_MM32E : K_MM32D);
+        /* not ELF: rebuilt, then the kernel; ELF: the kernel fails, rebuilt, the kernel again */
+        CHECK_MSG(snap().compile_calls == s0.compile_calls + 2 + mode, "mode %d: %llu compiler runs", mode,
+                  (unsigned long long)(snap().compile_calls - s0.compile_calls));
+        CHECK(file_size(o) == good);
+        if (fn) check_mm(fn, 0);
+    }
+}
+
+/* The background tier builds a missing object first, then the batch; the prune keeps an object
+ * no index names however old (it is never indexed) but bounds it like any unit. */
+TEST(gemm_object_async_and_prune) {
+    char o[512];
+    CHECK(find_file("-f32.o", o, sizeof o, 0) == 1);
+    jit_shutdown();
+    CHECK(unlink(o) == 0);
+    const char *srcs[1] = {K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* in the background */\n"};
+    st_kernel_fn fn = NULL;
+    jit_async *job = NULL;
+    st_stats_t s0 = snap();
+    CHECK(jit_async_start(1, srcs, NULL, &fn, &job) == ST_OK && job != NULL);
+    st_status s = ST_ERR_INTERNAL;
+    if (job) {
+        CHECK(jit_async_poll(job, 1, &fn, &s) == 1);
+        jit_async_free(job);
+    }
+    CHECK(s == ST_OK && fn != NULL);
+    CHECK(snap().compile_calls == s0.compile_calls + 2);
+    CHECK(file_exists(o));
+    if (fn) check_mm(fn, 0);
+
+    time_t old = time(NULL) - 3 * 3600; /* older than any stale rule */
+    struct timespec ts[2] = {{old, 0}, {old, 0}};
+    CHECK(utimensat(AT_FDCWD, o, ts, 0) == 0);
+    jit_shutdown();
+    CHECK(jit_cache_dir() != NULL && jit_cache_prune() == ST_OK);
+    CHECK(file_exists(o)); /* unbounded: kept */
+    setenv("ST_CACHE_MAX", "1", 1);
+    jit_shutdown();
+    s0 = snap();
+    (void)compile_one(K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* in use from here on */\n");
+    CHECK(snap().compile_calls == s0.compile_calls + 2); /* the start pruned it: built again */
+    CHECK(jit_cache_prune() == ST_OK);
+    CHECK(file_exists(o)); /* in use: kept */
+    jit_shutdown();
+    CHECK(jit_cache_dir() != NULL && jit_cache_prune() == ST_OK);
+    CHECK(!file_exists(o)); /* not in use, over the bound: pruned */
+    unsetenv("ST_CACHE_MAX");
+}
+
 int main(void) {
     srcs3[0] = K_AXPB;
     srcs3[1] = K_SUM;
@@ -576,6 +737,9 @@ int main(void) {
     RUN(compile_interrupt);
     RUN(bad_compile_timeout);
     RUN(script_ctrl_c);
+    RUN(gemm_object_once);
+    RUN(gemm_object_corrupt);
+    RUN(gemm_object_async_and_prune);
 
     jit_shutdown();
     nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
