@@ -72,6 +72,7 @@ static struct {
     uint64_t max;     /* ST_CACHE_MAX in bytes (0: no bound) */
     uint64_t written; /* bytes this process wrote to the dir since it was last pruned */
     unsigned gemm_ok;   /* bit t: gemm_name[t] is built and checked (gemm_missing) */
+    unsigned gemm_building; /* bit t: a background job of this process is building it */
     char gemm_name[JIT_GEMM_TYPES][48]; /* the GEMM objects: gemm-<ctx hex>-<type>.o */
 } J;
 
@@ -831,9 +832,12 @@ struct jit_async {
     int *idx;
     char **hints;     /* copies (the batch's names in errors), m of them, in idx order */
     unsigned gemm;    /* the GEMM objects the batch links (needs_gemm) */
-    unsigned fresh;   /* those this job builds */
-    int building;     /* job is building type building - 1's object; the batch's unit waits in text */
-    sbuf text;        /* while building: the batch's unit */
+    unsigned fresh;   /* those this job builds (bits stay set: the batch then trusts them) */
+    unsigned todo;    /* of fresh, those not started yet */
+    unsigned waiting; /* those another job of this process is building (J.gemm_building) */
+    int building;     /* job is building type building - 1's object */
+    int text_ready;   /* the batch's unit waits in text (objects first) */
+    sbuf text;
     char btag[33], what[400];
     jit_cjob job;
 };
@@ -841,6 +845,7 @@ struct jit_async {
 void jit_async_free(jit_async *a) {
     if (!a) return;
     jit_compile_cancel(&a->job);
+    if (a->building) J.gemm_building &= ~(1u << (a->building - 1));
     sbuf_free(&a->text);
     for (int j = 0; a->hints && j < a->m; j++) st_free(a->hints[j]);
     st_free(a->hints);
@@ -849,19 +854,31 @@ void jit_async_free(jit_async *a) {
     st_free(a);
 }
 
-/* Starts the job's next compile: the first of its fresh objects not yet built, else the batch. */
+/* Starts the job's next compile: the next object it builds; else, once every object the batch
+ * links is built (another job's too: until then nothing runs, and jit_async_poll asks again), the
+ * batch. */
 static st_status async_next(jit_async *a) {
-    for (int t = a->building; t < JIT_GEMM_TYPES; t++)
-        if (a->fresh >> t & 1) {
-            a->building = t + 1;
-            return gemm_start(t, &a->job);
-        }
     a->building = 0;
+    for (int t = 0; t < JIT_GEMM_TYPES; t++)
+        if (a->todo >> t & 1) {
+            a->todo &= ~(1u << t);
+            a->building = t + 1;
+            J.gemm_building |= 1u << t;
+            st_status s = gemm_start(t, &a->job);
+            if (s != ST_OK) {
+                J.gemm_building &= ~(1u << t);
+                a->building = 0;
+            }
+            return s;
+        }
+    if (a->waiting & ~J.gemm_ok) return ST_OK;
+    a->waiting = 0;
     char paths[JIT_GEMM_TYPES][4200];
     const char *links[JIT_GEMM_TYPES + 1];
     st_status s = jit_compile_start(J.dir, a->btag, a->what, a->text.s, a->text.n, gemm_links(a->gemm, paths, links),
                                     NULL, &a->job);
     sbuf_free(&a->text);
+    a->text_ready = 0;
     return s;
 }
 
@@ -897,9 +914,14 @@ st_status jit_async_start(int n, const char *const *sources, const char *const *
     sbuf b = {0};
     a->gemm = needs_gemm(a->m, a->idx, sources);
     if (s == ST_OK) s = batch_text(a->m, a->idx, a->keys, sources, hv, a->gemm != 0, &b, a->btag, a->what);
-    if (s == ST_OK && (a->fresh = gemm_missing(a->gemm))) {
-        /* the objects first (in the background too, one after the other); then the batch */
+    const unsigned miss = s == ST_OK ? gemm_missing(a->gemm) : 0;
+    if (miss) {
+        /* the objects first (in the background too, one after the other; one another job is
+         * building is waited for, not built twice), then the batch */
+        a->fresh = a->todo = miss & ~J.gemm_building;
+        a->waiting = miss & J.gemm_building;
         a->text = b;
+        a->text_ready = 1;
         b = (sbuf){0};
         s = async_next(a);
     } else if (s == ST_OK) {
@@ -921,12 +943,27 @@ int jit_async_poll(jit_async *a, int block, st_kernel_fn *out, st_status *status
     char so[JIT_NAME_MAX];
     double ms = 0;
     st_status s;
-    while (a->building) { /* an object: when it is done, the next compile starts */
-        if (!jit_compile_poll(&a->job, block, so, sizeof so, &ms, &s)) return 0;
-        s = gemm_built(a->building - 1, s, ms);
+    while (a->text_ready) { /* objects first: when one is done, the next compile starts */
+        if (a->building) {
+            if (!jit_compile_poll(&a->job, block, so, sizeof so, &ms, &s)) return 0;
+            const int t = a->building - 1;
+            a->building = 0;
+            J.gemm_building &= ~(1u << t);
+            s = gemm_built(t, s, ms);
+        } else { /* waiting for another job's objects */
+            const unsigned left = a->waiting & ~J.gemm_ok;
+            /* that job ended without them, or the caller waits: build them here */
+            if (block || (left & ~J.gemm_building)) {
+                a->fresh |= left & ~J.gemm_building;
+                a->todo |= block ? left : left & ~J.gemm_building;
+                a->waiting &= ~a->todo;
+            } else if (left) {
+                return 0;
+            }
+            s = ST_OK;
+        }
         if (s == ST_OK) s = async_next(a);
         if (s != ST_OK) {
-            a->building = 0;
             *status = s;
             return 1;
         }
