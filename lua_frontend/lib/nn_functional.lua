@@ -211,6 +211,45 @@ local function channel_shape(x, c)
   return s, dims
 end
 
+-- BatchNorm's batch-statistics form as one op with its own backward (st.autograd.Function):
+-- y = (x - mean) * rstd * weight + bias with mean and rstd computed outside (they also update the
+-- running statistics). With xhat = (x - mean) * rstd and the sums over every dim but the channel's,
+-- the gradients are gbias = sum(g), gweight = sum(g * xhat) and
+--   gx = (g - (sum(g) + xhat * sum(g * xhat)) / n) * rstd * weight,
+-- two sums of one pass over g and x and one pointwise pass. The composed ops' gradient went
+-- through the mean and the variance: a chain of three dependent reductions, each pass re-reading
+-- 4-5 of the step's largest tensors (~37 ms of the ResNet step's kernel time: bench/NOTES.md).
+local BatchNormFn
+local function batch_norm_fn()
+  if BatchNormFn then return BatchNormFn end
+  BatchNormFn = st.autograd.Function("batch_norm")
+  function BatchNormFn.forward(ctx, x, mean, rstd, weight, bias, cs, dims)
+    ctx:save_for_backward(x, mean, rstd, weight)
+    ctx.cs, ctx.dims = cs, dims
+    local y = (x - mean) * rstd
+    if weight then y = y * weight:reshape(cs) end
+    if bias then y = y + bias:reshape(cs) end
+    return y
+  end
+  function BatchNormFn.backward(ctx, g)
+    local x, mean, rstd, weight = table.unpack(ctx.saved_tensors, 1, 4)
+    local cs, dims, need = ctx.cs, ctx.dims, ctx.needs_input_grad
+    local c = cs[2]
+    local xhat = (x - mean) * rstd
+    local sg = g:sum(dims, true)
+    local sgx = (g * xhat):sum(dims, true)
+    local gx, gw, gb
+    if need[1] then
+      local scale = weight and rstd * weight:reshape(cs) or rstd
+      gx = (g - (sg + xhat * sgx) * (c / x:numel())) * scale
+    end
+    if weight and need[4] then gw = sgx:reshape(c) end
+    if need[5] then gb = sg:reshape(c) end
+    return gx, nil, nil, gw, gb
+  end
+  return BatchNormFn
+end
+
 -- batch_norm(x, running_mean, running_var, weight, bias, {training = false, momentum = 0.1,
 -- eps = 1e-5}): x (N, C, ...); momentum a number or a 0-d tensor. Training (or no running statistics): normalizes with the batch's
 -- mean and biased variance over every dim but the channel dim, and updates running_mean and
@@ -242,18 +281,18 @@ function F.batch_norm(x, running_mean, running_var, weight, bias, opts)
     if opts.training and n <= 1 then
       error("batch_norm: expected more than 1 value per channel when training, got input of shape " .. shape_str(x), 2)
     end
-    mean = x:mean(dims, true)
-    local xc = x - mean
-    var = (xc * xc):mean(dims, true)
-    if opts.training and running_mean then
-      local guard <close> = st.no_grad()
-      running_mean:copy_(running_mean * (1 - momentum) + mean:detach():reshape(c) * momentum)
-      running_var:copy_(running_var * (1 - momentum) + var:detach():reshape(c) * (momentum * n / (n - 1)))
-    end
-    local y = xc * (var + eps):rsqrt()
-    if weight then y = y * weight:reshape(cs) end
-    if bias then y = y + bias:reshape(cs) end
-    return y
+    -- the statistics without a gradient of their own: batch_norm_fn's backward is theirs
+    local rstd = no_grad(function()
+      mean = x:mean(dims, true)
+      local xc = x - mean
+      var = (xc * xc):mean(dims, true)
+      if opts.training and running_mean then
+        running_mean:copy_(running_mean * (1 - momentum) + mean:reshape(c) * momentum)
+        running_var:copy_(running_var * (1 - momentum) + var:reshape(c) * (momentum * n / (n - 1)))
+      end
+      return (var + eps):rsqrt()
+    end)
+    return batch_norm_fn().apply(x, mean, rstd, weight, bias, cs, dims)
   end
   local y = (x - running_mean:reshape(cs)) * (running_var:reshape(cs) + eps):rsqrt()
   if weight then y = y * weight:reshape(cs) end

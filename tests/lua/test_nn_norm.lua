@@ -138,6 +138,65 @@ test("BatchNorm2d: gradients as finite differences; training step fuses", functi
   st.set_jit_min(-1)
 end)
 
+test("BatchNorm's own backward: the composed gradient's values, fewer kernels in a residual block", function()
+  -- F.batch_norm's training form is one op whose backward takes two sums of one pass over g and x
+  -- (nn_functional.lua batch_norm_fn); the gradients are the composed expression's, through the
+  -- batch mean and variance, in f64 with weight and bias, with and without each
+  local rnd = lcg(77)
+  local xt = nested({3, 4, 2, 5}, rnd)
+  local r = st.tensor(nested({3, 4, 2, 5}, rnd), "f64")
+  for _, affine in ipairs({true, false}) do
+    local w = affine and st.tensor({1.5, -0.5, 0.25, 2}, "f64"):requires_grad_() or nil
+    local b = affine and st.tensor({0.1, -0.2, 0.3, 0}, "f64"):requires_grad_() or nil
+    local x = st.tensor(xt, "f64"):requires_grad_()
+    local rm, rv = st.zeros(4, "f64"), st.ones(4, "f64")
+    local loss = (F.batch_norm(x, rm, rv, w, b, {training = true}) * r):sum()
+    loss:backward()
+    local x2 = st.tensor(xt, "f64"):requires_grad_()
+    local w2 = affine and w:detach():requires_grad_() or nil
+    local b2 = affine and b:detach():requires_grad_() or nil
+    local mean = x2:mean({1, 3, 4}, true)
+    local var = ((x2 - mean) * (x2 - mean)):mean({1, 3, 4}, true)
+    local y = (x2 - mean) / (var + 1e-5):sqrt()
+    if affine then y = y * w2:reshape(1, 4, 1, 1) + b2:reshape(1, 4, 1, 1) end
+    check((y * r):sum(), loss, 1e-12, "loss")
+    ;(y * r):sum():backward()
+    check(x.grad, x2.grad, 1e-10, "dx")
+    if affine then
+      check(w.grad, w2.grad, 1e-10, "dweight")
+      check(b.grad, b2.grad, 1e-10, "dbias")
+    end
+    -- the running statistics as before (the batch's mean, its unbiased variance)
+    local n = 3 * 2 * 5
+    check(rm, mean:detach():reshape(4) * 0.1, 1e-12, "running_mean")
+    check(rv, st.ones(4, "f64") * 0.9 + var:detach():reshape(4) * (0.1 * n / (n - 1)), 1e-12, "running_var")
+  end
+  if st.device() ~= "cpu" then return end
+  -- a residual block's training step: 12 kernels (14 with the composed gradient, whose three
+  -- dependent reductions per BatchNorm cost a kernel each here), and the peak of bytes lower
+  st.set_jit_min(0)
+  st.manual_seed(1)
+  local net = nn.Sequential(nn.Conv2d(4, 8, 3, {padding = 1, bias = false}), nn.BatchNorm2d(8), nn.ReLU(),
+    nn.Conv2d(8, 8, 3, {padding = 1, bias = false}), nn.BatchNorm2d(8))
+  local x = st.randn(8, 4, 10, 10)
+  st.sync(x)
+  for i = 1, 2 do
+    local s0 = st.stats().kernels_launched
+    local loss = (net(x) + st.cat({x, x}, 2)):relu():sum()
+    loss:backward()
+    local ps = {}
+    for _, p in ipairs(net:parameters()) do ps[#ps + 1] = p.grad end
+    st.sync(loss, table.unpack(ps))
+    local k = st.stats().kernels_launched - s0
+    if i == 2 then
+      print(string.format("  conv-BatchNorm-ReLU-conv-BatchNorm + residual, training step: %d kernels", k))
+      assert(k <= 12, "more kernels than expected: " .. k)
+    end
+    net:zero_grad()
+  end
+  st.set_jit_min(-1)
+end)
+
 test("GroupNorm and InstanceNorm: identities with layer_norm and per-channel statistics", function()
   local x = st.tensor(nested({2, 4, 3, 2}, lcg(5)), "f64")
   -- one group: layer_norm over (C, H, W)
