@@ -72,7 +72,7 @@ static struct {
     uint64_t max;     /* ST_CACHE_MAX in bytes (0: no bound) */
     uint64_t written; /* bytes this process wrote to the dir since it was last pruned */
     unsigned gemm_ok;   /* bit t: gemm_name[t] is built and checked (gemm_missing) */
-    unsigned gemm_building; /* bit t: a background job of this process is building it */
+    struct jit_cjob *gemm_job[JIT_GEMM_TYPES]; /* a running build of gemm_name[t] (gemm_begin), or NULL */
     char gemm_name[JIT_GEMM_TYPES][48]; /* the GEMM objects: gemm-<ctx hex>-<type>.o */
 } J;
 
@@ -611,20 +611,64 @@ static st_status gemm_built(int t, st_status s, double ms) {
     return s;
 }
 
-/* Compiles mask's objects now (the caller waits). */
+/* Starts building type t's object unless it is built or a build runs (one per process, owned
+ * by the cache, not by the batch that asked: every batch needing it waits for the same one). */
+static st_status gemm_begin(int t) {
+    if ((J.gemm_ok >> t & 1) || J.gemm_job[t]) return ST_OK;
+    jit_cjob *job = st_malloc(sizeof *job);
+    if (!job) return st_last_status();
+    st_status s = gemm_start(t, job);
+    if (s != ST_OK) {
+        st_free(job);
+        return s;
+    }
+    J.gemm_job[t] = job;
+    return ST_OK;
+}
+
+/* Advances type t's build: 1 when the object is there, 0 while the build runs (block: waits for
+ * it), or an error: its build failed (that poll reports the compiler's error; a later one that
+ * finds neither the object nor a build says so). */
+static int gemm_advance(int t, int block, st_status *status) {
+    if (J.gemm_ok >> t & 1) return 1;
+    jit_cjob *job = J.gemm_job[t];
+    if (!job) {
+        *status = st_error(ST_ERR_COMPILE, "the GEMM object %s/%s failed to build (an earlier error says why)",
+                           J.dir, J.gemm_name[t]);
+        return -1;
+    }
+    char name[JIT_NAME_MAX];
+    double ms = 0;
+    st_status s;
+    if (!jit_compile_poll(job, block, name, sizeof name, &ms, &s)) return 0;
+    st_free(job);
+    J.gemm_job[t] = NULL;
+    if ((s = gemm_built(t, s, ms)) != ST_OK) {
+        *status = s;
+        return -1;
+    }
+    return 1;
+}
+
+/* Builds mask's objects now (the caller waits; a build already running is waited for). */
 static st_status gemm_build(unsigned mask) {
     for (int t = 0; t < JIT_GEMM_TYPES; t++) {
         if (!(mask >> t & 1)) continue;
-        jit_cjob *job = st_malloc(sizeof *job);
-        if (!job) return st_last_status();
-        char name[JIT_NAME_MAX];
-        double ms = 0;
-        st_status s = gemm_start(t, job);
-        if (s == ST_OK) (void)jit_compile_poll(job, 1, name, sizeof name, &ms, &s);
-        st_free(job);
-        if ((s = gemm_built(t, s, ms)) != ST_OK) return s;
+        st_status s = gemm_begin(t);
+        if (s == ST_OK && gemm_advance(t, 1, &s) < 0) return s;
+        if (s != ST_OK) return s;
     }
     return ST_OK;
+}
+
+/* Stops and forgets the running builds (jit_shutdown). */
+static void gemm_cancel_all(void) {
+    for (int t = 0; t < JIT_GEMM_TYPES; t++)
+        if (J.gemm_job[t]) {
+            jit_compile_cancel(J.gemm_job[t]);
+            st_free(J.gemm_job[t]);
+            J.gemm_job[t] = NULL;
+        }
 }
 
 /* Builds the TU of a batch (prelude once, then each kernel between #define KNAME / #undef KNAME)
@@ -832,11 +876,8 @@ struct jit_async {
     int *idx;
     char **hints;     /* copies (the batch's names in errors), m of them, in idx order */
     unsigned gemm;    /* the GEMM objects the batch links (needs_gemm) */
-    unsigned fresh;   /* those this job builds (bits stay set: the batch then trusts them) */
-    unsigned todo;    /* of fresh, those not started yet */
-    unsigned waiting; /* those another job of this process is building (J.gemm_building) */
-    int building;     /* job is building type building - 1's object */
-    int text_ready;   /* the batch's unit waits in text (objects first) */
+    unsigned fresh;   /* those missing when it started (built for it, by gemm_begin) */
+    unsigned waiting; /* of fresh, those not built yet: the batch's unit waits in text */
     sbuf text;
     char btag[33], what[400];
     jit_cjob job;
@@ -845,7 +886,6 @@ struct jit_async {
 void jit_async_free(jit_async *a) {
     if (!a) return;
     jit_compile_cancel(&a->job);
-    if (a->building) J.gemm_building &= ~(1u << (a->building - 1));
     sbuf_free(&a->text);
     for (int j = 0; a->hints && j < a->m; j++) st_free(a->hints[j]);
     st_free(a->hints);
@@ -854,31 +894,13 @@ void jit_async_free(jit_async *a) {
     st_free(a);
 }
 
-/* Starts the job's next compile: the next object it builds; else, once every object the batch
- * links is built (another job's too: until then nothing runs, and jit_async_poll asks again), the
- * batch. */
-static st_status async_next(jit_async *a) {
-    a->building = 0;
-    for (int t = 0; t < JIT_GEMM_TYPES; t++)
-        if (a->todo >> t & 1) {
-            a->todo &= ~(1u << t);
-            a->building = t + 1;
-            J.gemm_building |= 1u << t;
-            st_status s = gemm_start(t, &a->job);
-            if (s != ST_OK) {
-                J.gemm_building &= ~(1u << t);
-                a->building = 0;
-            }
-            return s;
-        }
-    if (a->waiting & ~J.gemm_ok) return ST_OK;
-    a->waiting = 0;
+/* Starts the batch's compile once its objects are built. */
+static st_status async_batch(jit_async *a) {
     char paths[JIT_GEMM_TYPES][4200];
     const char *links[JIT_GEMM_TYPES + 1];
     st_status s = jit_compile_start(J.dir, a->btag, a->what, a->text.s, a->text.n, gemm_links(a->gemm, paths, links),
                                     NULL, &a->job);
     sbuf_free(&a->text);
-    a->text_ready = 0;
     return s;
 }
 
@@ -914,20 +936,13 @@ st_status jit_async_start(int n, const char *const *sources, const char *const *
     sbuf b = {0};
     a->gemm = needs_gemm(a->m, a->idx, sources);
     if (s == ST_OK) s = batch_text(a->m, a->idx, a->keys, sources, hv, a->gemm != 0, &b, a->btag, a->what);
-    const unsigned miss = s == ST_OK ? gemm_missing(a->gemm) : 0;
-    if (miss) {
-        /* the objects first (in the background too, one after the other; one another job is
-         * building is waited for, not built twice), then the batch */
-        a->fresh = a->todo = miss & ~J.gemm_building;
-        a->waiting = miss & J.gemm_building;
+    if (s == ST_OK) a->fresh = a->waiting = gemm_missing(a->gemm);
+    for (int t = 0; s == ST_OK && t < JIT_GEMM_TYPES; t++)
+        if (a->waiting >> t & 1) s = gemm_begin(t); /* the objects build first, in the background too */
+    if (s == ST_OK) {
         a->text = b;
-        a->text_ready = 1;
         b = (sbuf){0};
-        s = async_next(a);
-    } else if (s == ST_OK) {
-        char paths[JIT_GEMM_TYPES][4200];
-        const char *links[JIT_GEMM_TYPES + 1];
-        s = jit_compile_start(J.dir, a->btag, a->what, b.s, b.n, gemm_links(a->gemm, paths, links), NULL, &a->job);
+        if (!a->waiting) s = async_batch(a);
     }
     sbuf_free(&b);
     st_free(hv);
@@ -943,31 +958,21 @@ int jit_async_poll(jit_async *a, int block, st_kernel_fn *out, st_status *status
     char so[JIT_NAME_MAX];
     double ms = 0;
     st_status s;
-    while (a->text_ready) { /* objects first: when one is done, the next compile starts */
-        if (a->building) {
-            if (!jit_compile_poll(&a->job, block, so, sizeof so, &ms, &s)) return 0;
-            const int t = a->building - 1;
-            a->building = 0;
-            J.gemm_building &= ~(1u << t);
-            s = gemm_built(t, s, ms);
-        } else { /* waiting for another job's objects */
-            const unsigned left = a->waiting & ~J.gemm_ok;
-            /* that job ended without them, or the caller waits: build them here */
-            if (block || (left & ~J.gemm_building)) {
-                a->fresh |= left & ~J.gemm_building;
-                a->todo |= block ? left : left & ~J.gemm_building;
-                a->waiting &= ~a->todo;
-            } else if (left) {
-                return 0;
+    if (a->waiting) { /* objects first: the batch's compile starts when they are built */
+        for (int t = 0; t < JIT_GEMM_TYPES; t++) {
+            if (!(a->waiting >> t & 1)) continue;
+            const int r = gemm_advance(t, block, &s);
+            if (r < 0) {
+                *status = s;
+                return 1;
             }
-            s = ST_OK;
+            if (r == 0) return 0;
+            a->waiting &= ~(1u << t);
         }
-        if (s == ST_OK) s = async_next(a);
-        if (s != ST_OK) {
+        if ((s = async_batch(a)) != ST_OK) {
             *status = s;
             return 1;
         }
-        ms = 0;
     }
     if (!jit_compile_poll(&a->job, block, so, sizeof so, &ms, &s)) return 0;
     /* a batch that linked an object found on disk failed: the next compile builds a new one */
@@ -987,6 +992,7 @@ int jit_async_poll(jit_async *a, int block, st_kernel_fn *out, st_status *status
 }
 
 void jit_shutdown(void) {
+    gemm_cancel_all();
     jit_entry *e, *tmp;
     HASH_ITER(hh, J.table, e, tmp) {
         HASH_DEL(J.table, e);

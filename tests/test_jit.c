@@ -694,6 +694,45 @@ TEST(gemm_object_async_and_prune) {
     CHECK_MSG(snap().compile_calls == s0.compile_calls + 3, "%llu compiler runs", /* one object, two batches */
               (unsigned long long)(snap().compile_calls - s0.compile_calls));
     CHECK(file_exists(o));
+    /* the object's build belongs to the cache, not to the job that started it: that job dropped
+     * (its plan gone), the other still gets its kernel */
+    jit_shutdown();
+    CHECK(unlink(o) == 0);
+    const char *srcs2[2] = {K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* dropped */\n",
+                            K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* kept */\n"};
+    s0 = snap();
+    CHECK(jit_async_start(1, srcs2, NULL, &fn[0], &job[0]) == ST_OK && job[0] != NULL);
+    CHECK(jit_async_start(1, srcs2 + 1, NULL, &fn[1], &job[1]) == ST_OK && job[1] != NULL);
+    jit_async_free(job[0]);
+    s[1] = ST_ERR_INTERNAL;
+    fn[1] = NULL;
+    if (job[1]) {
+        CHECK(jit_async_poll(job[1], 1, &fn[1], &s[1]) == 1);
+        jit_async_free(job[1]);
+    }
+    CHECK(s[1] == ST_OK && fn[1] != NULL);
+    if (fn[1]) check_mm(fn[1], 0);
+    CHECK(snap().compile_calls == s0.compile_calls + 2); /* the object, the kept batch */
+    CHECK(file_exists(o));
+    /* the job that started the build is never polled again (its plan does not run again): the
+     * other's own polls, none of them blocking, still see the object built and get the kernel */
+    jit_shutdown();
+    CHECK(unlink(o) == 0);
+    const char *srcs3_[2] = {K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* never polled */\n",
+                             K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* polled */\n"};
+    CHECK(jit_async_start(1, srcs3_, NULL, &fn[0], &job[0]) == ST_OK && job[0] != NULL);
+    CHECK(jit_async_start(1, srcs3_ + 1, NULL, &fn[1], &job[1]) == ST_OK && job[1] != NULL);
+    s[1] = ST_ERR_INTERNAL;
+    fn[1] = NULL;
+    int done = 0;
+    for (int i = 0; i < 6000 && job[1] && !done; i++) { /* up to 2 minutes */
+        done = jit_async_poll(job[1], 0, &fn[1], &s[1]);
+        if (!done) usleep(20000);
+    }
+    CHECK_MSG(done && s[1] == ST_OK && fn[1] != NULL, "done %d", done);
+    if (fn[1]) check_mm(fn[1], 0);
+    jit_async_free(job[0]);
+    jit_async_free(job[1]);
 
     time_t old = time(NULL) - 3 * 3600; /* older than any stale rule */
     struct timespec ts[2] = {{old, 0}, {old, 0}};
