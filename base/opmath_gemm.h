@@ -648,10 +648,9 @@ static inline int st_gemm_direct_f32_(const st_gemm *g, int64_t i0, int64_t i1, 
 #define ST_GEMM_DIRECT_none(g, i0, i1, j0, j1, ws) 0
 #ifdef ST_GEMM_EXTERN /* a JIT kernel: the GEMM object's (head comment) */
 #define ST_GEMM_DECL_(S, STO)                                                                    \
-    __attribute__((visibility("hidden"))) void st_gemm_task_##S(const st_gemm *g, int64_t t,     \
-                                                                int64_t mb, int64_t nb, void *ws); \
-    __attribute__((visibility("hidden"))) void st_gemm_tile_##S(                                 \
-        const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws, STO *tile);
+    ST_GEMM_HID_ void st_gemm_task_##S(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws); \
+    ST_GEMM_HID_ void st_gemm_tile_##S(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, \
+                                       void *ws, STO *tile);
 ST_GEMM_DECL_(f32, float)
 ST_GEMM_DECL_(f16, uint16_t)
 ST_GEMM_DECL_(bf16, uint16_t)

@@ -219,6 +219,14 @@ end
 -- two sums of one pass over g and x and one pointwise pass. The composed ops' gradient went
 -- through the mean and the variance: a chain of three dependent reductions, each pass re-reading
 -- 4-5 of the step's largest tensors (~37 ms of the ResNet step's kernel time: bench/NOTES.md).
+-- (x - mean) * rstd, then the per-channel weight and bias (cs: the channel shape) if given.
+local function normalize(x, mean, rstd, weight, bias, cs)
+  local y = (x - mean) * rstd
+  if weight then y = y * weight:reshape(cs) end
+  if bias then y = y + bias:reshape(cs) end
+  return y
+end
+
 local BatchNormFn
 local function batch_norm_fn()
   if BatchNormFn then return BatchNormFn end
@@ -226,10 +234,7 @@ local function batch_norm_fn()
   function BatchNormFn.forward(ctx, x, mean, rstd, weight, bias, cs, dims)
     ctx:save_for_backward(x, mean, rstd, weight)
     ctx.cs, ctx.dims = cs, dims
-    local y = (x - mean) * rstd
-    if weight then y = y * weight:reshape(cs) end
-    if bias then y = y + bias:reshape(cs) end
-    return y
+    return normalize(x, mean, rstd, weight, bias, cs)
   end
   function BatchNormFn.backward(ctx, g)
     local x, mean, rstd, weight = table.unpack(ctx.saved_tensors, 1, 4)
@@ -294,10 +299,7 @@ function F.batch_norm(x, running_mean, running_var, weight, bias, opts)
     end)
     return batch_norm_fn().apply(x, mean, rstd, weight, bias, cs, dims)
   end
-  local y = (x - running_mean:reshape(cs)) * (running_var:reshape(cs) + eps):rsqrt()
-  if weight then y = y * weight:reshape(cs) end
-  if bias then y = y + bias:reshape(cs) end
-  return y
+  return normalize(x, running_mean:reshape(cs), (running_var:reshape(cs) + eps):rsqrt(), weight, bias, cs)
 end
 
 -- group_norm(x, num_groups, weight, bias, eps = 1e-5): x (N, C, ...) in num_groups groups of C /
