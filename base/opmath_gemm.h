@@ -641,7 +641,102 @@ static inline int st_gemm_direct_f32_(const st_gemm *g, int64_t i0, int64_t i1, 
     }
     return 1;
 }
-#define ST_GEMM_DIRECT_f32(g, i0, i1, j0, j1, ws) st_gemm_direct_f32_(g, i0, i1, j0, j1, ws)
+/* The gathered-A path (AVX-512 GCC builds): A a split operand (a convolution's columns as the
+ * rows: a weight gradient written taps x positions times the output gradient's transpose) and C
+ * at most 64 columns wide (the output channels). A is not packed: B's block is packed as usual
+ * (K x N, small), and for each block of R rows and each k, st_gemm_daukr<NV>_f32_ broadcasts A's
+ * element straight from memory (row pointer + the k offset) and adds it times B's k-th row, NV
+ * vectors of 16 columns, into R x NV accumulators with vector FMAs, k in order: the same sums as
+ * the packed micro-kernel, so the same bits. Why: packing a gathered A costs about as much as the
+ * multiply-adds when each element meets only N <= 64 columns, and the packed micro-kernel's 32-wide
+ * panels waste half their lanes on 16 columns (bench/NOTES.md, thirteenth pass). Rows past the
+ * block read row 0 (valid memory; never stored); columns past N are masked. */
+#define ST_GEMM_DAUKR_(NV, R)                                                                    \
+    static inline void st_gemm_daukr##NV##_f32_(int64_t kc, const float *const *ar, const int64_t *ko, \
+                                                const float *bp, const unsigned short *m, float *c, \
+                                                int64_t ldc, int mr, int first) {               \
+        const st_v16f_ z = {0};                                                                  \
+        const float *p[R];                                                                       \
+        st_v16f_ acc[R][NV];                                                                     \
+        for (int i = 0; i < R; i++) {                                                            \
+            p[i] = ar[i];                                                                        \
+            for (int v = 0; v < NV; v++)                                                         \
+                acc[i][v] = first || i >= mr || !m[v] ? z : __builtin_ia32_loadups512_mask(c + i * ldc + 16 * v, z, m[v]); \
+        }                                                                                        \
+        for (int64_t k = 0; k < kc; k++) {                                                       \
+            const int64_t o = ko[k];                                                             \
+            st_v16f_ b[NV];                                                                      \
+            for (int v = 0; v < NV; v++) __builtin_memcpy(&b[v], bp + (k * NV + v) * 16, 64);    \
+            for (int i = 0; i < R; i++) {                                                        \
+                const st_v16f_ ai = p[i][o] - z;   /* x - (+0) is x, a zero's sign too */        \
+                for (int v = 0; v < NV; v++) acc[i][v] = ST_VFMA_(ai, b[v], acc[i][v]);          \
+            }                                                                                    \
+        }                                                                                        \
+        for (int i = 0; i < R; i++) {                                                            \
+            if (i >= mr) break;                                                                  \
+            for (int v = 0; v < NV; v++)                                                         \
+                if (m[v]) __builtin_ia32_storeups512_mask(c + i * ldc + 16 * v, acc[i][v], m[v]); \
+        }                                                                                        \
+    }
+/* B's block k [p0, p0 + kc) x columns [j0, j0 + nc) for the gathered-A path: rows of W = 16 NV
+ * floats, bp[k * W + j], zeros past nc. Eight k adjacent in memory for each of eight columns (the
+ * output gradient's transpose) are transposed in registers; otherwise element by element. */
+static inline void st_gemm_dapack_b_f32_(const st_gemm *g, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                                         int64_t W, float *restrict bp) {
+    int64_t ko[ST_GEMM_KCF], co[64];
+    st_gemm_offs_(g->split, 2, p0, kc, g->sbk, ko);
+    st_gemm_offs_(g->split, 3, g->on + j0, nc, g->sbn, co);
+    const float *B = (const float *)g->B;
+    const st_v16f_ z = {0};
+    for (int64_t k = 0; k < kc; k++)
+        for (int64_t v = nc / 16; v < W / 16; v++) __builtin_memcpy(bp + k * W + v * 16, &z, 64);
+    for (int64_t k = 0; k < kc; k += 8) {
+        const int64_t ke = st_gemm_min_(8, kc - k);
+        int adj = ke == 8;
+        for (int e = 1; e < 8 && adj; e++) adj = ko[k + e] == ko[k] + e;
+        int64_t j = 0;
+        for (; adj && j + 8 <= nc; j += 8) {
+            st_v8f_ r[8];
+            for (int i = 0; i < 8; i++) __builtin_memcpy(&r[i], B + co[j + i] + ko[k], 32);
+            st_gemm_tr8r_f_(r, bp + k * W + j, W);
+        }
+        for (; j < nc; j++)
+            for (int64_t e = 0; e < ke; e++) bp[(k + e) * W + j] = B[co[j] + ko[k + e]];
+    }
+}
+ST_GEMM_DAUKR_(1, 10)
+ST_GEMM_DAUKR_(2, 8)
+ST_GEMM_DAUKR_(4, 4)
+__attribute__((noinline, unused)) static int st_gemm_directa_f32_(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float *ws) {
+    const st_gemm_split *s = g->split;
+    const int64_t nc = j1 - j0, K = g->K;
+    if (!s || !(s->n[0] || s->n[1]) || nc > 64) return 0;
+    const int nv = nc <= 16 ? 1 : nc <= 32 ? 2 : 4, R = nv == 1 ? 10 : nv == 2 ? 8 : 4;
+    unsigned short m[4];
+    for (int v = 0; v < 4; v++) {
+        const int64_t l = nc - 16 * v;
+        m[v] = (unsigned short)(l >= 16 ? 0xffffu : l > 0 ? (1u << l) - 1 : 0);
+    }
+    int64_t ko[ST_GEMM_KCF], ro[12];
+    const float *ar[12];
+    for (int64_t pc = 0; pc < K; pc += ST_GEMM_KCF) {
+        const int64_t kc = st_gemm_min_(ST_GEMM_KCF, K - pc);
+        st_gemm_dapack_b_f32_(g, pc, kc, j0, nc, 16 * nv, ws);
+        st_gemm_offs_(s, 1, pc, kc, g->sak, ko);
+        for (int64_t ir = i0; ir < i1; ir += R) {
+            const int mr = (int)st_gemm_min_(R, i1 - ir);
+            st_gemm_offs_(s, 0, g->om + ir, mr, g->sam, ro);
+            for (int i = 0; i < R; i++) ar[i] = (const float *)g->A + ro[i < mr ? i : 0];
+            float *c = (float *)g->C + ir * g->ldc + j0;
+            if (nv == 1) st_gemm_daukr1_f32_(kc, ar, ko, ws, m, c, g->ldc, mr, pc == 0);
+            else if (nv == 2) st_gemm_daukr2_f32_(kc, ar, ko, ws, m, c, g->ldc, mr, pc == 0);
+            else st_gemm_daukr4_f32_(kc, ar, ko, ws, m, c, g->ldc, mr, pc == 0);
+        }
+    }
+    return 1;
+}
+#define ST_GEMM_DIRECT_f32(g, i0, i1, j0, j1, ws) \
+    (st_gemm_direct_f32_(g, i0, i1, j0, j1, ws) || st_gemm_directa_f32_(g, i0, i1, j0, j1, ws))
 #else
 #define ST_GEMM_DIRECT_f32(g, i0, i1, j0, j1, ws) 0
 #endif

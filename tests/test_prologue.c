@@ -282,6 +282,13 @@ static int g_rows(st_tensor **in, st_tensor **out) {   /* cols^T @ w^T: split ro
     st_release(wt);
     return 1;
 }
+static int g_wgrad_rows(st_tensor **in, st_tensor **out) {   /* cols @ gy^T: split rows and k */
+    st_tensor *cols = conv_cols(in[0]), *t = st_transpose(in[2], 1, 2);
+    out[0] = st_matmul(cols, t);
+    st_release(cols);
+    st_release(t);
+    return 1;
+}
 static int g_conv_computed(st_tensor **in, st_tensor **out) {   /* columns of a computed image */
     st_tensor *x2 = st_mul(in[0], in[0]), *cols = conv_cols(x2);
     out[0] = st_matmul(in[1], cols);
@@ -379,6 +386,31 @@ TEST(implicit_gemm_row_segments) {
     conv_stride = 1;
 }
 
+/* A weight gradient with the taps as rows (cols @ gy^T, nn_conv.lua conv_weight_grad): A is the
+ * gathered columns and C at most 64 columns wide, the gathered-A path in AVX-512 builds
+ * (st_gemm_directa_f32_: A read from the image, not packed; 1, 2 or 4 vectors of columns, rows
+ * in blocks of 12, 8 or 4 with a partial last block, columns past N masked). 27 taps, 440
+ * positions (two k blocks), 1 to 64 output channels; the interpreter's bits. */
+TEST(implicit_gemm_gathered_rows) {
+    static const int64_t outs[] = {1, 5, 16, 20, 32, 40, 64, 65};
+    static const st_dtype dts[2] = {ST_F32, ST_F64};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0] && !test_cur_failed; i++) {
+        for (int d = 0; d < 2; d++) {
+            for (conv_pad = 0; conv_pad <= 1; conv_pad++) {
+                const int64_t h = 22 - 2 * conv_pad, w = 24 - 2 * conv_pad;
+                const int64_t xs[4] = {2, 3, h, w}, ws[2] = {1, 27}, gs[3] = {2, outs[i], 20 * 22};
+                st_tensor *in[3] = {input(dts[d], 4, xs, 120 + (unsigned)i), input(dts[d], 2, ws, 130),
+                                    input(dts[d], 3, gs, 140 + (unsigned)i)};
+                int k = check_graph(g_wgrad_rows, in, 3);
+                CHECK_MSG(k == 1 + conv_pad, "%lld outputs, %s, pad %d: %d kernels", (long long)outs[i],
+                          st_dtypes[dts[d]].name, conv_pad, k);
+                for (int j = 0; j < 3; j++) st_release(in[j]);
+            }
+        }
+    }
+    conv_pad = 0;
+}
+
 /* Sizes past the GEMM's blocks (K > KC, N > NC, several row tasks and threads): same bits. */
 TEST(implicit_gemm_blocks) {
     conv_pad = 1;
@@ -408,6 +440,7 @@ int main(void) {
     RUN(implicit_gemm_convolution);
     RUN(implicit_gemm_blocks);
     RUN(implicit_gemm_row_segments);
+    RUN(implicit_gemm_gathered_rows);
     RUN(implicit_gemm_cast_operand);
     RUN(implicit_gemm_too_many_strides);
     st_shutdown();

@@ -73,14 +73,26 @@ local function install(F, U)
   -- in the weight's (c, i, j) order. st._zero_pad is one masked view and as_strided an overlapping one,
   -- so the matmuls read the columns through the view (an implicit GEMM: never stored). g: the geometry (conv2d's
   -- table: sizes n c h w o kh kw, stride sh sw, dilation dh dw, padding pt pb pl pr, groups, ho wo).
-  local function conv_cols(x, g)
-    local xp = x
-    if g.pt + g.pb + g.pl + g.pr > 0 then xp = st._zero_pad(x, {0, 0, g.pt, g.pl}, {0, 0, g.pb, g.pr}) end
+  local function conv_padded(x, g)
+    if g.pt + g.pb + g.pl + g.pr == 0 then return x end
+    return st._zero_pad(x, {0, 0, g.pt, g.pl}, {0, 0, g.pb, g.pr})
+  end
+  local function conv_cols(x, g, xp)
+    xp = xp or conv_padded(x, g)
     local hp, wp = g.h + g.pt + g.pb, g.w + g.pl + g.pr
     local wc = g.c // g.groups
     return xp:as_strided({g.n, g.groups, wc, g.kh, g.kw, g.ho, g.wo},
         {g.c * hp * wp, wc * hp * wp, hp * wp, g.dh * wp, g.dw, g.sh * wp, g.sw})
       :reshape(g.n, g.groups, wc * g.kh * g.kw, g.ho * g.wo)
+  end
+  -- The columns of the whole batch, (G, C/G*kh*kw, N*Ho*Wo): the images side by side along the
+  -- positions (a view of the padded input xp, like conv_cols).
+  local function conv_batch_cols(xp, g)
+    local hp, wp = g.h + g.pt + g.pb, g.w + g.pl + g.pr
+    local wc = g.c // g.groups
+    return xp:as_strided({g.groups, wc, g.kh, g.kw, g.n, g.ho, g.wo},
+        {wc * hp * wp, hp * wp, g.dh * wp, g.dw, g.c * hp * wp, g.sh * wp, g.sw})
+      :reshape(g.groups, wc * g.kh * g.kw, g.n * g.ho * g.wo)
   end
 
   -- y = weight (G, O/G, C/G*kh*kw) times each image's columns, as (N, O, Ho*Wo): NCHW in memory (a
@@ -109,14 +121,28 @@ local function install(F, U)
     return t
   end
 
+  -- The weight gradient of convolution g, (O, C/G, kh, kw), from the padded input xp: one product
+  -- of the batch's columns (taps x N*Ho*Wo) and the output gradient gy's transpose (N*Ho*Wo x O/G),
+  -- transposed. Taps as the rows: the GEMM reads the gathered columns in place and its columns are
+  -- the few output channels (opmath_gemm.h, the gathered-A path), instead of packing the columns
+  -- for a product only O/G rows tall; the batch is part of k, so there is no per-image product to
+  -- store and sum (bench/NOTES.md, thirteenth pass).
+  local function conv_weight_grad(gy, xp, g)
+    local og = g.o // g.groups
+    local gyt = gy:reshape(g.n, g.groups, og, g.ho * g.wo):permute(2, 1, 4, 3)
+      :reshape(g.groups, g.n * g.ho * g.wo, og)
+    return conv_batch_cols(xp, g):matmul(gyt):transpose(2, 3):reshape(g.o, g.c // g.groups, g.kh, g.kw)
+  end
+
   -- Convolution with a convolution's backward (st.autograd.Function): the input gradient is the
   -- convolution of the output gradient with the flipped, transposed weight (conv_input_grad_geometry),
   -- one matmul over its columns instead of a sum over the kh*kw overlapping windows of the columns'
   -- gradient; the weight gradient is the output gradient times the columns, summed over the batch.
   local Conv2dFn = st.autograd.Function("conv2d")
   function Conv2dFn.forward(ctx, x, weight, g)
-    local cols = conv_cols(x, g)
-    ctx:save_for_backward(cols, weight)   -- the forward's columns: a view the weight gradient's GEMM reads too
+    local xp = conv_padded(x, g)
+    local cols = conv_cols(x, g, xp)
+    ctx:save_for_backward(xp, weight)   -- the padded input: the weight gradient's GEMM reads it as columns too
     ctx.g = g
     return conv_forward(x, weight, g, cols)
   end
@@ -162,7 +188,7 @@ local function install(F, U)
   end
 
   function Conv2dFn.backward(ctx, gy)
-    local cols, weight = ctx.saved_tensors[1], ctx.saved_tensors[2]
+    local xp, weight = ctx.saved_tensors[1], ctx.saved_tensors[2]
     local g = ctx.g
     local gx, gw
     local og, wc = g.o // g.groups, g.c // g.groups
@@ -175,8 +201,7 @@ local function install(F, U)
       gx = conv_forward(gy:reshape(g.n, g.o, g.ho, g.wo), wt, t):reshape(g.n, g.c, g.h, g.w)   -- stride 1
     end
     if ctx.needs_input_grad[2] then
-      gw = gy:reshape(g.n, g.groups, og, g.ho * g.wo):matmul(cols:transpose(3, 4)):sum(1)
-        :reshape(g.o, wc, g.kh, g.kw)
+      gw = conv_weight_grad(gy, xp, g)
     end
     return gx, gw
   end
@@ -319,12 +344,12 @@ local function install(F, U)
   function ConvTranspose2dFn.backward(ctx, gy)
     local x, weight = ctx.saved_tensors[1], ctx.saved_tensors[2]
     local g = ctx.g
-    local cols = conv_cols(gy, g)
+    local gyp = conv_padded(gy, g)
+    local cols = conv_cols(gy, g, gyp)
     local gx, gw
     if ctx.needs_input_grad[1] then gx = conv_forward(gy, weight, g, cols):reshape(g.n, g.o, g.ho, g.wo) end
     if ctx.needs_input_grad[2] then
-      gw = x:reshape(g.n, g.groups, g.o // g.groups, g.ho * g.wo):matmul(cols:transpose(3, 4)):sum(1)
-        :reshape(g.o, g.c // g.groups, g.kh, g.kw)
+      gw = conv_weight_grad(x, gyp, g)
     end
     return gx, gw
   end
