@@ -574,26 +574,43 @@ ST_GEMM_NAIVE_(float, f32, f32, f32, float, f32)
 ST_GEMM_NAIVE_(float, f16, f16, f16, uint16_t, f16)
 ST_GEMM_NAIVE_(float, bf16, bf16, bf16, uint16_t, bf16)
 ST_GEMM_NAIVE_(double, f64, f64, f64, double, f64)
-/* The direct path (AVX-512 GCC builds): B's columns are output rows of 12 to 32 positions at
+/* The direct path (AVX-512 GCC builds): B's columns are output rows of 4 to 32 positions at
  * stride 1 (a stride-1 convolution's columns over the padded image, st_gemm_split with the
  * columns' inner sub-dim of stride 1): B is not packed at all. For each k block A's block is
- * packed as usual, and for each piece of an output row (<= 32 columns, contiguous in the image
- * at every k) and each 8-row A panel, st_gemm_dukr_f32_ loads B's k-th row piece straight from
- * the image (masked loads: lanes past the piece read nothing) and adds a[i] * b into 8 x 32
- * accumulators with vector FMAs, k in order: the same sums as the packed micro-kernel (fma(a, b,
- * 0) first, or fma(a, b, c) on C from the previous k block), so the same bits. Why: a convolution
- * with 16-64 output channels feeds each gathered element to only Cout multiply-adds, so copying
- * it into a panel cost about as much as the multiply-adds (bench/NOTES.md, eleventh pass). */
+ * packed as usual, and for each piece of C's columns and each 8-row A panel, st_gemm_dukr_f32_
+ * loads B's k-th row piece straight from the image (masked loads: lanes past the piece read
+ * nothing) and adds a[i] * b into 8 x 32 accumulators with vector FMAs, k in order: the same sums
+ * as the packed micro-kernel (fma(a, b, 0) first, or fma(a, b, c) on C from the previous k block),
+ * so the same bits. A piece is part of one output row (<= 32 columns, contiguous in the image at
+ * every k), or, where output rows are narrower than that, as many whole rows as fit in 32 lanes
+ * of the image: rows of 7 at a row stride of 9 (a 7x7 output, padding 1) are lanes 0-6, 9-15 and
+ * 18-24; the lanes between rows are computed and dropped, C's columns read and written with
+ * expanding loads and compressing stores. Why: a convolution with 16-64 output channels feeds each
+ * gathered element to only Cout multiply-adds, so copying it into a panel cost about as much as the
+ * multiply-adds (bench/NOTES.md, eleventh pass); whole rows: 7-wide rows were packed, 14-wide ones
+ * filled half the accumulators (thirteenth pass). */
 #if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(__clang__)
 #define ST_VFMA_(a, b, c) __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)0xffff, 4)
-static inline void st_gemm_dukr_f32_(int64_t kc, const float *restrict ap, const float *b, const int64_t *ko,
-                                     unsigned short m0, unsigned short m1, float *c, int64_t ldc, int mr,
-                                     int first) {
+/* C's piece of a row: lanes m0 of the first vector, m1 of the second; packed (cmp) or at lanes
+ * 0-15 and 16-31 */
+static inline st_v16f_ st_gemm_dld_(const float *c, unsigned short m, int cmp) {
     const st_v16f_ z = {0};
+    return cmp ? __builtin_ia32_expandloadsf512_mask((const st_v16f_ *)c, z, m) : __builtin_ia32_loadups512_mask(c, z, m);
+}
+static inline void st_gemm_dst_(float *c, st_v16f_ v, unsigned short m, int cmp) {
+    if (cmp) __builtin_ia32_compressstoresf512_mask((st_v16f_ *)c, v, m);
+    else __builtin_ia32_storeups512_mask(c, v, m);
+}
+static inline __attribute__((always_inline)) void st_gemm_dukr_f32_(int64_t kc, const float *restrict ap, const float *b,
+                                                                    const int64_t *ko, unsigned short m0,
+                                                                    unsigned short m1, int cmp, float *c,
+                                                                    int64_t ldc, int mr, int first) {
+    const st_v16f_ z = {0};
+    const int64_t o1 = cmp ? __builtin_popcount(m0) : 16;   /* C's column of the second vector's first lane */
     st_v16f_ a0[ST_GEMM_MR], a1[ST_GEMM_MR];
     for (int i = 0; i < ST_GEMM_MR; i++) {
-        a0[i] = first || i >= mr ? z : __builtin_ia32_loadups512_mask(c + i * ldc, z, m0);
-        a1[i] = first || i >= mr || !m1 ? z : __builtin_ia32_loadups512_mask(c + i * ldc + 16, z, m1);
+        a0[i] = first || i >= mr ? z : st_gemm_dld_(c + i * ldc, m0, cmp);
+        a1[i] = first || i >= mr || !m1 ? z : st_gemm_dld_(c + i * ldc + o1, m1, cmp);
     }
     if (m1) {
         for (int64_t k = 0; k < kc; k++) {
@@ -615,27 +632,42 @@ static inline void st_gemm_dukr_f32_(int64_t kc, const float *restrict ap, const
     }
     for (int i = 0; i < ST_GEMM_MR; i++) {   /* a fixed count: the accumulators stay registers */
         if (i >= mr) break;
-        __builtin_ia32_storeups512_mask(c + i * ldc, a0[i], m0);
-        if (m1) __builtin_ia32_storeups512_mask(c + i * ldc + 16, a1[i], m1);
+        st_gemm_dst_(c + i * ldc, a0[i], m0, cmp);
+        if (m1) st_gemm_dst_(c + i * ldc + o1, a1[i], m1, cmp);
     }
 }
 static inline int st_gemm_direct_f32_(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float *ws) {
     const st_gemm_split *s = g->split;
-    if (!s || s->n[3] != 2 || s->stride[3][1] != 1 || s->size[3][1] < 12 || s->size[3][1] > 32) return 0;
+    if (!s || s->n[3] != 2 || s->stride[3][1] != 1 || s->size[3][1] < 4 || s->size[3][1] > 32) return 0;
     const int64_t wo = s->size[3][1], rs = s->stride[3][0], K = g->K, mb = i1 - i0;
+    /* whole output rows per piece: the most whose image span fits 32 lanes */
+    const int64_t rows = rs >= wo && rs < 32 ? (32 - wo) / rs + 1 : 1;
+    if (wo < 12 && rows < 2) return 0;
     int64_t ko[ST_GEMM_KCF];
     for (int64_t pc = 0; pc < K; pc += ST_GEMM_KCF) {
         const int64_t kc = st_gemm_min_(ST_GEMM_KCF, K - pc);
         st_gemm_pack_a_f32_f(g, i0, mb, pc, kc, ws);
         st_gemm_offs_(s, 2, pc, kc, g->sbk, ko);
-        for (int64_t j = j0; j < j1;) {   /* pieces of output rows */
-            const int64_t jj = g->on + j, x = jj % wo, len = st_gemm_min_(wo - x, j1 - j);
+        for (int64_t j = j0; j < j1;) {   /* pieces: whole rows, or part of one */
+            const int64_t jj = g->on + j, x = jj % wo, r = x ? 1 : st_gemm_min_(rows, (j1 - j) / wo);
             const float *b = (const float *)g->B + jj / wo * rs + x;
-            const unsigned short m0 = (unsigned short)(len >= 16 ? 0xffffu : (1u << len) - 1);
-            const unsigned short m1 = (unsigned short)(len > 16 ? (1u << (len - 16)) - 1 : 0);
-            for (int64_t ir = 0; ir < mb; ir += ST_GEMM_MR)
-                st_gemm_dukr_f32_(kc, ws + ir * kc, b, ko, m0, m1, (float *)g->C + (i0 + ir) * g->ldc + j, g->ldc,
-                                  (int)st_gemm_min_(ST_GEMM_MR, mb - ir), pc == 0);
+            uint32_t lanes;
+            int64_t len;
+            if (r >= 2) {
+                lanes = 0;
+                for (int64_t q = 0; q < r; q++) lanes |= ((1u << wo) - 1) << (q * rs);
+                len = r * wo;
+            } else {
+                len = st_gemm_min_(wo - x, j1 - j);
+                lanes = len >= 32 ? 0xffffffffu : (1u << len) - 1;
+            }
+            const unsigned short m0 = (unsigned short)lanes, m1 = (unsigned short)(lanes >> 16);
+            for (int64_t ir = 0; ir < mb; ir += ST_GEMM_MR) {   /* cmp a constant in each copy */
+                float *c = (float *)g->C + (i0 + ir) * g->ldc + j;
+                const int mr = (int)st_gemm_min_(ST_GEMM_MR, mb - ir);
+                if (r >= 2) st_gemm_dukr_f32_(kc, ws + ir * kc, b, ko, m0, m1, 1, c, g->ldc, mr, pc == 0);
+                else st_gemm_dukr_f32_(kc, ws + ir * kc, b, ko, m0, m1, 0, c, g->ldc, mr, pc == 0);
+            }
             j += len;
         }
     }
@@ -643,8 +675,9 @@ static inline int st_gemm_direct_f32_(const st_gemm *g, int64_t i0, int64_t i1, 
 }
 /* The gathered-A path (AVX-512 GCC builds): A a split operand (a convolution's columns as the
  * rows: a weight gradient written taps x positions times the output gradient's transpose) and C
- * at most 64 columns wide (the output channels). A is not packed: B's block is packed as usual
- * (K x N, small), and for each block of R rows and each k, st_gemm_daukr<NV>_f32_ broadcasts A's
+ * at most 64 columns wide (the output channels). A is not packed: B's block is packed into rows
+ * of NV vectors (st_gemm_dapack_b_f32_; K x N, small), and for each block of R rows (10, 8, 4 for
+ * NV 1, 2, 4: the row pointers stay in registers) and each k, st_gemm_daukr<NV>_f32_ broadcasts A's
  * element straight from memory (row pointer + the k offset) and adds it times B's k-th row, NV
  * vectors of 16 columns, into R x NV accumulators with vector FMAs, k in order: the same sums as
  * the packed micro-kernel, so the same bits. Why: packing a gathered A costs about as much as the

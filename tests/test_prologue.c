@@ -367,20 +367,27 @@ TEST(implicit_gemm_too_many_strides) {
     for (int i = 0; i < 2; i++) st_release(in[i]);
 }
 
-/* Output rows of 7, 14 and 28 positions at stride 1 and 2 (conv_stride), no padding: a 32-column
- * panel of the GEMM's B spans several output rows, so its columns are not runs of 8. Rows of 14
- * and 28 at stride 1 take the direct path (st_gemm_direct_f32_: B read from the image, not
- * packed); rows of 7 and every stride-2 case are packed by segments of columns stepping by 1 or 2
- * (st_gemm_segs_f32_f_); both in AVX-512 builds only. The results must be the interpreter's
- * bits. Images (2, 3, H, H), 3x3. */
+/* Output rows of 4, 7, 14 and 28 positions at stride 1 and 2 (conv_stride), no padding: a
+ * 32-column panel of the GEMM's B spans several output rows, so its columns are not runs of 8.
+ * At stride 1 they take the direct path (st_gemm_direct_f32_: B read from the image, not packed):
+ * rows of 28 as parts of one row, rows of 4, 7 and 14 as whole rows, 5, 3 and 2 of them in 32
+ * lanes of the image (C read and written through expanding loads and compressing stores, so with
+ * 32 channels, k > KC, C is read back too); every stride-2 case is packed by segments of columns
+ * stepping by 2 (st_gemm_segs_f32_f_); both in AVX-512 builds only. The results must be the
+ * interpreter's bits. Images (2, C, H, H), 3x3, 16 output channels; through an epilogue too
+ * (relu: tiles of the task's columns cut the rows). */
 TEST(implicit_gemm_row_segments) {
-    static const int64_t hw[][2] = {{9, 1}, {16, 1}, {30, 1}, {15, 2}, {29, 2}, {57, 2}};   /* H, stride */
+    static const int64_t hw[][3] = {{9, 1, 3}, {16, 1, 3}, {30, 1, 3}, {15, 2, 3}, {29, 2, 3}, {57, 2, 3},
+                                    {6, 1, 32}, {9, 1, 32}, {16, 1, 32}, {11, 1, 5}};   /* H, stride, C */
     for (size_t i = 0; i < sizeof hw / sizeof hw[0] && !test_cur_failed; i++) {
         conv_pad = 0;
         conv_stride = (int)hw[i][1];
-        const int64_t xs[4] = {2, 3, hw[i][0], hw[i][0]}, ws[2] = {16, 3 * 9};
+        const int64_t xs[4] = {2, hw[i][2], hw[i][0], hw[i][0]}, ws[2] = {16, hw[i][2] * 9};
         st_tensor *in[2] = {input(ST_F32, 4, xs, 100 + (unsigned)i), input(ST_F32, 2, ws, 110 + (unsigned)i)};
-        CHECK_MSG(check_graph(g_conv, in, 2) == 1, "H %lld stride %d", (long long)hw[i][0], conv_stride);
+        CHECK_MSG(check_graph(g_conv, in, 2) == 1, "H %lld stride %d C %lld", (long long)hw[i][0], conv_stride,
+                  (long long)hw[i][2]);
+        CHECK_MSG(check_graph(g_conv_relu, in, 2) == 1, "relu: H %lld stride %d C %lld", (long long)hw[i][0],
+                  conv_stride, (long long)hw[i][2]);
         for (int j = 0; j < 2; j++) st_release(in[j]);
     }
     conv_stride = 1;
@@ -389,7 +396,7 @@ TEST(implicit_gemm_row_segments) {
 /* A weight gradient with the taps as rows (cols @ gy^T, nn_conv.lua conv_weight_grad): A is the
  * gathered columns and C at most 64 columns wide, the gathered-A path in AVX-512 builds
  * (st_gemm_directa_f32_: A read from the image, not packed; 1, 2 or 4 vectors of columns, rows
- * in blocks of 12, 8 or 4 with a partial last block, columns past N masked). 27 taps, 440
+ * in blocks of 10, 8 or 4 with a partial last block, columns past N masked). 27 taps, 440
  * positions (two k blocks), 1 to 64 output channels; the interpreter's bits. */
 TEST(implicit_gemm_gathered_rows) {
     static const int64_t outs[] = {1, 5, 16, 20, 32, 40, 64, 65};
