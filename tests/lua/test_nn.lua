@@ -621,6 +621,39 @@ test("grad_conv2d", function()
     {rnd({1, 2, 5, 5}, 17)})
 end)
 
+-- The ResNet's convolutions in f32 against the same in f64: the CPU GEMM's direct paths (rows of
+-- 28, 14 and 7 positions read from the image, whole rows per piece below 12), the weight gradient
+-- over the batch (the gathered-A path) and the strided input gradient (col2im), with groups, a 1x1
+-- shortcut and a stride larger than the kernel's reach.
+test("conv2d_f32_paths_match_f64", function()
+  if not has_grad then print("SKIP conv2d_f32_paths_match_f64: no autograd yet") return end
+  local cases = {
+    {n = 2, c = 8, o = 16, h = 28, k = 3, stride = 2, padding = 1},
+    {n = 2, c = 16, o = 32, h = 14, k = 3, stride = 2, padding = 1},
+    {n = 2, c = 32, o = 32, h = 7, k = 3, stride = 1, padding = 1},
+    {n = 2, c = 16, o = 32, h = 14, k = 1, stride = 2, padding = 0},
+    {n = 3, c = 8, o = 12, h = 11, k = 3, stride = 2, padding = 1, groups = 2},
+    {n = 2, c = 4, o = 6, h = 9, k = 3, stride = 3, padding = 2},
+  }
+  for _, cs in ipairs(cases) do
+    local xs, ws = rnd({cs.n, cs.c, cs.h, cs.h}, 40), rnd({cs.o, cs.c // (cs.groups or 1), cs.k, cs.k}, 41)
+    local opts = {stride = cs.stride, padding = cs.padding, groups = cs.groups}
+    local grads = {}
+    for _, dt in ipairs({"f64", "f32"}) do
+      local x, w = xs:to(dt):requires_grad_(), ws:to(dt):requires_grad_()
+      local y = F.conv2d(x, w, nil, opts)
+      local proj = rnd(y:shape(), 42):to(dt)
+      ;(y * proj):sum():backward()
+      grads[dt] = {y:detach():to("f64"), x.grad:to("f64"), w.grad:to("f64")}
+    end
+    for i, what in ipairs({"output", "input gradient", "weight gradient"}) do
+      local want, got = grads.f64[i], grads.f32[i]
+      local err = (got - want):abs():max():item() / want:abs():max():item()
+      assert(err < 2e-5, string.format("%s of conv2d %s: relative error %.3g", what, H.show(cs), err))
+    end
+  end
+end)
+
 test("grad_losses", function()
   if not has_grad then print("SKIP grad_losses: no autograd yet") return end
   local t = st.tensor(target_t, "i64")
