@@ -227,12 +227,18 @@ static inline void st_gemm_tr8_f_(const float *restrict src, int64_t lds, float 
 /* A gathered B panel's 8 k x NR block whose 8 k are adjacent in memory (column j's elements at
  * B + co[j] + kb .. + 7: a weight gradient's columns over the output positions), transposed 8
  * columns at a time. Float panels of an f32 operand only; the others return 0 (nothing done). */
-static inline int st_gemm_gtpack_b_f32_f_(const float *B, const int64_t *co, int64_t kb, float *restrict bp) {
-    for (int j = 0; j < ST_GEMM_NRF; j += 8) {
+/* n (a multiple of 8) columns at offsets co, each with 8 adjacent k from kb, into 8 rows of bp
+ * (row stride ldd), 8 columns at a time. */
+static inline void st_gemm_tr8cols_f_(const float *B, const int64_t *co, int64_t kb, int64_t n, int64_t ldd,
+                                      float *restrict bp) {
+    for (int64_t j = 0; j < n; j += 8) {
         st_v8f_ r[8];
         for (int i = 0; i < 8; i++) memcpy(&r[i], B + co[j + i] + kb, sizeof r[i]);
-        st_gemm_tr8r_f_(r, bp + j, ST_GEMM_NRF);
+        st_gemm_tr8r_f_(r, bp + j, ldd);
     }
+}
+static inline int st_gemm_gtpack_b_f32_f_(const float *B, const int64_t *co, int64_t kb, float *restrict bp) {
+    st_gemm_tr8cols_f_(B, co, kb, ST_GEMM_NRF, ST_GEMM_NRF, bp);
     return 1;
 }
 #define ST_GEMM_GTPACK_B_f32_f(g, co, kb, bp) st_gemm_gtpack_b_f32_f_((const float *)(g)->B, co, kb, bp)
@@ -727,31 +733,28 @@ static inline void st_gemm_dapack_b_f32_(const st_gemm *g, int64_t p0, int64_t k
         const int64_t ke = st_gemm_min_(8, kc - k);
         int adj = ke == 8;
         for (int e = 1; e < 8 && adj; e++) adj = ko[k + e] == ko[k] + e;
-        int64_t j = 0;
-        for (; adj && j + 8 <= nc; j += 8) {
-            st_v8f_ r[8];
-            for (int i = 0; i < 8; i++) __builtin_memcpy(&r[i], B + co[j + i] + ko[k], 32);
-            st_gemm_tr8r_f_(r, bp + k * W + j, W);
-        }
-        for (; j < nc; j++)
+        const int64_t n8 = adj ? nc / 8 * 8 : 0;
+        st_gemm_tr8cols_f_(B, co, ko[k], n8, W, bp + k * W);
+        for (int64_t j = n8; j < nc; j++)
             for (int64_t e = 0; e < ke; e++) bp[(k + e) * W + j] = B[co[j] + ko[k + e]];
     }
 }
-ST_GEMM_DAUKR_(1, 10)
+#define ST_GEMM_DAR_ 10   /* rows of the 1-vector kernel, the most of the three */
+ST_GEMM_DAUKR_(1, ST_GEMM_DAR_)
 ST_GEMM_DAUKR_(2, 8)
 ST_GEMM_DAUKR_(4, 4)
 __attribute__((noinline, unused)) static int st_gemm_directa_f32_(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float *ws) {
     const st_gemm_split *s = g->split;
     const int64_t nc = j1 - j0, K = g->K;
     if (!s || !(s->n[0] || s->n[1]) || nc > 64) return 0;
-    const int nv = nc <= 16 ? 1 : nc <= 32 ? 2 : 4, R = nv == 1 ? 10 : nv == 2 ? 8 : 4;
+    const int nv = nc <= 16 ? 1 : nc <= 32 ? 2 : 4, R = nv == 1 ? ST_GEMM_DAR_ : nv == 2 ? 8 : 4;
     unsigned short m[4];
     for (int v = 0; v < 4; v++) {
         const int64_t l = nc - 16 * v;
         m[v] = (unsigned short)(l >= 16 ? 0xffffu : l > 0 ? (1u << l) - 1 : 0);
     }
-    int64_t ko[ST_GEMM_KCF], ro[12];
-    const float *ar[12];
+    int64_t ko[ST_GEMM_KCF], ro[ST_GEMM_DAR_];
+    const float *ar[ST_GEMM_DAR_];
     for (int64_t pc = 0; pc < K; pc += ST_GEMM_KCF) {
         const int64_t kc = st_gemm_min_(ST_GEMM_KCF, K - pc);
         st_gemm_dapack_b_f32_(g, pc, kc, j0, nc, 16 * nv, ws);

@@ -655,8 +655,7 @@ static st_status gemm_build(unsigned mask) {
     for (int t = 0; t < JIT_GEMM_TYPES; t++) {
         if (!(mask >> t & 1)) continue;
         st_status s = gemm_begin(t);
-        if (s == ST_OK && gemm_advance(t, 1, &s) < 0) return s;
-        if (s != ST_OK) return s;
+        if (s != ST_OK || gemm_advance(t, 1, &s) < 0) return s;
     }
     return ST_OK;
 }

@@ -137,7 +137,8 @@ local function install(F, U)
   -- Convolution with a convolution's backward (st.autograd.Function): the input gradient is the
   -- convolution of the output gradient with the flipped, transposed weight (conv_input_grad_geometry),
   -- one matmul over its columns instead of a sum over the kh*kw overlapping windows of the columns'
-  -- gradient; the weight gradient is the output gradient times the columns, summed over the batch.
+  -- gradient; the weight gradient is conv_weight_grad (the batch's columns of the saved padded input
+  -- times the output gradient's transpose).
   local Conv2dFn = st.autograd.Function("conv2d")
   function Conv2dFn.forward(ctx, x, weight, g)
     local xp = conv_padded(x, g)

@@ -211,14 +211,6 @@ local function channel_shape(x, c)
   return s, dims
 end
 
--- BatchNorm's batch-statistics form as one op with its own backward (st.autograd.Function):
--- y = (x - mean) * rstd * weight + bias with mean and rstd computed outside (they also update the
--- running statistics). With xhat = (x - mean) * rstd and the sums over every dim but the channel's,
--- the gradients are gbias = sum(g), gweight = sum(g * xhat) and
---   gx = (g - (sum(g) + xhat * sum(g * xhat)) / n) * rstd * weight,
--- two sums of one pass over g and x and one pointwise pass. The composed ops' gradient went
--- through the mean and the variance: a chain of three dependent reductions, each pass re-reading
--- 4-5 of the step's largest tensors (~37 ms of the ResNet step's kernel time: bench/NOTES.md).
 -- (x - mean) * rstd, then the per-channel weight and bias (cs: the channel shape) if given.
 local function normalize(x, mean, rstd, weight, bias, cs)
   local y = (x - mean) * rstd
@@ -227,6 +219,14 @@ local function normalize(x, mean, rstd, weight, bias, cs)
   return y
 end
 
+-- BatchNorm's batch-statistics form as one op with its own backward (st.autograd.Function):
+-- y = (x - mean) * rstd * weight + bias with mean and rstd computed outside (they also update the
+-- running statistics). With xhat = (x - mean) * rstd and the sums over every dim but the channel's,
+-- the gradients are gbias = sum(g), gweight = sum(g * xhat) and
+--   gx = (g - (sum(g) + xhat * sum(g * xhat)) / n) * rstd * weight,
+-- two sums of one pass over g and x and one pointwise pass. The composed ops' gradient went
+-- through the mean and the variance: a chain of three dependent reductions, each pass re-reading
+-- 4-5 of the step's largest tensors (~37 ms of the ResNet step's kernel time: bench/NOTES.md).
 local BatchNormFn
 local function batch_norm_fn()
   if BatchNormFn then return BatchNormFn end

@@ -621,10 +621,10 @@ test("grad_conv2d", function()
     {rnd({1, 2, 5, 5}, 17)})
 end)
 
--- The ResNet's convolutions in f32 against the same in f64: the CPU GEMM's direct paths (rows of
--- 28, 14 and 7 positions read from the image, whole rows per piece below 12), the weight gradient
--- over the batch (the gathered-A path) and the strided input gradient (col2im), with groups, a 1x1
--- shortcut and a stride larger than the kernel's reach.
+-- The ResNet's convolutions in f32 against the same in f64: the CPU GEMM's direct path with whole
+-- rows per piece (the 7x7 stride-1 case, forward and input gradient), the weight gradient over the
+-- batch (the gathered-A path, every case) and the strided input gradient (col2im), with groups, a
+-- 1x1 shortcut and a stride larger than the kernel's reach.
 test("conv2d_f32_paths_match_f64", function()
   if not has_grad then print("SKIP conv2d_f32_paths_match_f64: no autograd yet") return end
   local cases = {
