@@ -130,6 +130,8 @@ typedef struct st_runtime {
                            * interpreter runs their groups; 0 wait for the compiler */
     int64_t trace_max;    /* pending nodes before an automatic flush (ST_TRACE_MAX) */
     volatile int interrupted;   /* st_interrupt: running work stops at its next safe point */
+    int compiles_running; /* C compilers this process runs now (jit/compile.c): the interpreter's
+                           * matmuls leave them their cores (trace/interp.c) */
     int inited;
 } st_runtime;
 ST_INTERNAL extern st_runtime st_rt;

@@ -14,7 +14,7 @@
  * vectorizing over j and which thread runs a block do not change that; a K split continues the
  * same accumulator (kept in C itself for f32/f64, in a float buffer for f16/bf16). IEEE defines
  * fma exactly, so every build of this code gives the same bits: kernels at -O3 -march=native (the
- * FMA instruction), the interpreter's AVX2+FMA copy (trace/interp_gemm.c), and a baseline build
+ * FMA instruction), the library's AVX-512 and AVX2+FMA copies (base/gemm.c), and a baseline build
  * (libm's fma; correct, slow), and so does the unblocked loop used when there is no scratch. The
  * fma is explicit: builds still never contract a*b+c themselves (-ffp-contract=off elsewhere).
  * FMA, not a multiply and an add: one instruction instead of two per step, ~1.35x the GFLOP/s on
@@ -35,45 +35,15 @@
  * every sum, are the ones of the cast operand: the bits of "cast, then multiply". A kernel
  * instantiates the combination it calls (guarded by ST_GEMM_HAVE_C_SA_SB, as kernels of one batch
  * share a translation unit).
- * Compiled once: a storage type's st_gemm_task_<S> and st_gemm_tile_<S> are the same code in every
- * kernel, and GCC needs ~1.3 s for f32's, so the JIT compiles them once per cache context into an
- * object per type (ST_GEMM_OBJECT_<S> defines that type's with external, hidden linkage) that it
- * links into each kernel object calling them; such a kernel's unit defines ST_GEMM_EXTERN and sees
- * declarations (jit/cache.c, docs/caches.md). Elsewhere (the interpreter, CUDA) they are static. */
+ * Compiled once, in the library: a storage type's st_gemm_task_<S> and st_gemm_tile_<S> are the same
+ * code in every kernel, and GCC needed ~1.3 s for f32's, so the library compiles them (base/gemm.c:
+ * a copy per instruction set, AVX-512, AVX2+FMA, baseline, picked at run time) and a JIT kernel
+ * (ST_GEMM_EXTERN) calls that copy through the table its st_kargs brings (st_gemm_api below): the
+ * interpreter and every kernel run the same machine code, and a first matmul kernel compiles in a
+ * fraction of the time (docs/caches.md, bench/NOTES.md fourteenth pass). */
 #include <stdlib.h>
 
 enum { ST_GEMM_F32, ST_GEMM_F16, ST_GEMM_BF16, ST_GEMM_F64 };
-/* Linkage of a storage type's st_gemm_task_<S> (LK) and st_gemm_tile_<S> (TLK): hidden, external in
- * that type's GEMM object (ST_GEMM_OBJECT_<S>: the head comment), else static. */
-#define ST_GEMM_HID_ __attribute__((visibility("hidden")))
-#ifdef ST_GEMM_OBJECT_f32
-#define ST_GEMM_LK_f32 ST_GEMM_HID_
-#define ST_GEMM_TLK_f32 ST_GEMM_HID_
-#else
-#define ST_GEMM_LK_f32 static inline
-#define ST_GEMM_TLK_f32 static
-#endif
-#ifdef ST_GEMM_OBJECT_f16
-#define ST_GEMM_LK_f16 ST_GEMM_HID_
-#define ST_GEMM_TLK_f16 ST_GEMM_HID_
-#else
-#define ST_GEMM_LK_f16 static inline
-#define ST_GEMM_TLK_f16 static
-#endif
-#ifdef ST_GEMM_OBJECT_bf16
-#define ST_GEMM_LK_bf16 ST_GEMM_HID_
-#define ST_GEMM_TLK_bf16 ST_GEMM_HID_
-#else
-#define ST_GEMM_LK_bf16 static inline
-#define ST_GEMM_TLK_bf16 static
-#endif
-#ifdef ST_GEMM_OBJECT_f64
-#define ST_GEMM_LK_f64 ST_GEMM_HID_
-#define ST_GEMM_TLK_f64 ST_GEMM_HID_
-#else
-#define ST_GEMM_LK_f64 static inline
-#define ST_GEMM_TLK_f64 static
-#endif
 #define ST_GEMM_MR 8      /* rows of a micro-tile (8 x 32 floats: 16 AVX-512 accumulators) */
 #define ST_GEMM_NRF 32    /* columns of a float micro-tile */
 #define ST_GEMM_NRD 24    /* columns of a double micro-tile (8 x 24: 24 accumulators) */
@@ -777,20 +747,37 @@ __attribute__((noinline, unused)) static int st_gemm_directa_f32_(const st_gemm 
 #define ST_GEMM_DIRECT_f32(g, i0, i1, j0, j1, ws) 0
 #endif
 #define ST_GEMM_DIRECT_none(g, i0, i1, j0, j1, ws) 0
-#ifdef ST_GEMM_EXTERN /* a JIT kernel: the GEMM object's (head comment) */
-#define ST_GEMM_DECL_(S, STO)                                                                    \
-    ST_GEMM_HID_ void st_gemm_task_##S(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws); \
-    ST_GEMM_HID_ void st_gemm_tile_##S(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, \
-                                       void *ws, STO *tile);
-ST_GEMM_DECL_(f32, float)
-ST_GEMM_DECL_(f16, uint16_t)
-ST_GEMM_DECL_(bf16, uint16_t)
-ST_GEMM_DECL_(f64, double)
+/* The library's compiled copies (base/gemm.c): a table per instruction set, one function of each
+ * kind per storage type (index ST_GEMM_*; the tile's buffer is the type's storage). A JIT kernel's
+ * unit defines ST_GEMM_EXTERN: its st_gemm_task_<S> / st_gemm_tile_<S> then call the table its
+ * st_kargs brings (st_gemm_api_, set on entry by ST_POOL_USE, jit/cache.c), so GCC compiles no GEMM
+ * for a kernel and the interpreter and the kernels run one copy (the head comment says why). */
+typedef void (*st_gemm_task_fn)(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws);
+typedef void (*st_gemm_tile_fn)(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws,
+                                void *tile);
+typedef struct st_gemm_api {
+    st_gemm_task_fn task[4];
+    st_gemm_tile_fn tile[4];
+} st_gemm_api;
+#ifdef ST_GEMM_EXTERN
+static const st_gemm_api *st_gemm_api_;
+#define ST_GEMM_FWD_(S, D, STO)                                                                  \
+    static inline void st_gemm_task_##S(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) { \
+        st_gemm_api_->task[D](g, t, mb, nb, ws);                                                 \
+    }                                                                                            \
+    static inline void st_gemm_tile_##S(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, \
+                                        void *ws, STO *tile) {                                   \
+        st_gemm_api_->tile[D](g, i0, i1, j0, j1, ws, tile);                                      \
+    }
+ST_GEMM_FWD_(f32, ST_GEMM_F32, float)
+ST_GEMM_FWD_(f16, ST_GEMM_F16, uint16_t)
+ST_GEMM_FWD_(bf16, ST_GEMM_BF16, uint16_t)
+ST_GEMM_FWD_(f64, ST_GEMM_F64, double)
 #else
-ST_GEMM_TASK_(float, f32, ST_GEMM_DIRECT_f32, ST_GEMM_LK_f32)
-ST_GEMM_TASK_(float, f16, ST_GEMM_DIRECT_none, ST_GEMM_LK_f16)
-ST_GEMM_TASK_(float, bf16, ST_GEMM_DIRECT_none, ST_GEMM_LK_bf16)
-ST_GEMM_TASK_(double, f64, ST_GEMM_DIRECT_none, ST_GEMM_LK_f64)
+ST_GEMM_TASK_(float, f32, ST_GEMM_DIRECT_f32, static inline)
+ST_GEMM_TASK_(float, f16, ST_GEMM_DIRECT_none, static inline)
+ST_GEMM_TASK_(float, bf16, ST_GEMM_DIRECT_none, static inline)
+ST_GEMM_TASK_(double, f64, ST_GEMM_DIRECT_none, static inline)
 #endif
 
 /* ---- Epilogues: a JIT matmul whose consumers are fused (jit/render_c.c) ----
@@ -829,10 +816,24 @@ static inline int64_t st_gemm_tile_cols(int dt) { return dt == ST_GEMM_F64 ? ST_
         else if (!D(&h, 0, h.M, 0, h.N, wsa)) st_gemm_block_##S##_(&h, 0, h.M, 0, h.N, wsa);     \
     }
 #ifndef ST_GEMM_EXTERN
-ST_GEMM_TILE_(float, f32, f32, f32, float, ST_GEMM_DIRECT_f32, ST_GEMM_TLK_f32)
-ST_GEMM_TILE_(float, f16, f16, f16, uint16_t, ST_GEMM_DIRECT_none, ST_GEMM_TLK_f16)
-ST_GEMM_TILE_(float, bf16, bf16, bf16, uint16_t, ST_GEMM_DIRECT_none, ST_GEMM_TLK_bf16)
-ST_GEMM_TILE_(double, f64, f64, f64, double, ST_GEMM_DIRECT_none, ST_GEMM_TLK_f64)
+ST_GEMM_TILE_(float, f32, f32, f32, float, ST_GEMM_DIRECT_f32, static)
+ST_GEMM_TILE_(float, f16, f16, f16, uint16_t, ST_GEMM_DIRECT_none, static)
+ST_GEMM_TILE_(float, bf16, bf16, bf16, uint16_t, ST_GEMM_DIRECT_none, static)
+ST_GEMM_TILE_(double, f64, f64, f64, double, ST_GEMM_DIRECT_none, static)
+/* A table of this unit's copies (base/gemm*.c: one per instruction set). */
+#define ST_GEMM_API_TILE_(S, STO)                                                                \
+    static void st_gemm_tile_api_##S##_(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, \
+                                        void *ws, void *tile) {                                  \
+        st_gemm_tile_##S(g, i0, i1, j0, j1, ws, (STO *)tile);                                    \
+    }
+#define ST_GEMM_API_TABLE(NAME)                                                                  \
+    ST_GEMM_API_TILE_(f32, float)                                                                \
+    ST_GEMM_API_TILE_(f16, uint16_t)                                                             \
+    ST_GEMM_API_TILE_(bf16, uint16_t)                                                            \
+    ST_GEMM_API_TILE_(f64, double)                                                               \
+    static const st_gemm_api NAME = {{st_gemm_task_f32, st_gemm_task_f16, st_gemm_task_bf16, st_gemm_task_f64}, \
+                                     {st_gemm_tile_api_f32_, st_gemm_tile_api_f16_, st_gemm_tile_api_bf16_,    \
+                                      st_gemm_tile_api_f64_}};
 #endif
 
 /* Mixed operands (see the GEMM's head comment): C f32 (float sums) or f64 (double sums). */

@@ -16,6 +16,7 @@
  */
 #include "device/device.h"
 #include "device/cpu_pool.h"
+#include "base/gemm.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -124,7 +125,7 @@ static st_status cpu_synchronize(int ord) {
 static st_status cpu_launch(int ord, const dev_call *c, int *err) {
     (void)ord;
     int32_t kerr = 0;
-    st_kargs a = {c->bufs, c->ints, c->flts, &kerr, c->nthreads > 0 ? c->nthreads : 1, dev_cpu_pool()};
+    st_kargs a = {c->bufs, c->ints, c->flts, &kerr, c->nthreads > 0 ? c->nthreads : 1, dev_cpu_pool(), base_gemm()};
     st_kernel_fn fn;
     memcpy(&fn, &c->fn, sizeof fn);
     fn(&a);

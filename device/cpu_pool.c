@@ -274,6 +274,18 @@ static const st_pool_api api = {pool_parallel, pool_barrier, pool_thread_num, po
 
 const st_pool_api *dev_cpu_pool(void) { return &api; }
 
+int dev_cpu_threads(void) {
+    static int n;
+    if (!n) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        int bad;
+        n = (int)base_env_int(SET_THREADS, c > 0 ? c : 1, 1, 4096, &bad);
+        if (bad && st_rt.debug)
+            fprintf(stderr, "stitch: ignoring ST_THREADS=%s (want a positive integer)\n", base_env(SET_THREADS));
+    }
+    return n;
+}
+
 uint64_t dev_cpu_pool_regions(void) { return atomic_load(&P.regions); }
 
 void dev_cpu_pool_set_spin(int64_t us) {

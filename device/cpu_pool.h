@@ -34,6 +34,11 @@ typedef struct st_pool_api {
 /* The pool's table (the pool itself starts its threads at the first region that needs them). */
 ST_INTERNAL const st_pool_api *dev_cpu_pool(void);
 
+/* Threads a kernel may use: ST_THREADS when set to a positive integer (read once), else the
+ * number of online CPUs. A malformed or non-positive ST_THREADS is ignored (with a note under
+ * ST_DEBUG): it must never fail a flush. */
+ST_INTERNAL int dev_cpu_threads(void);
+
 /* Regions run with a team of more than one thread since the process started (tests). */
 ST_INTERNAL uint64_t dev_cpu_pool_regions(void);
 

@@ -43,6 +43,8 @@ typedef struct st_kargs {
     int32_t *err;           /* a kernel sets *err non-zero on a runtime error (index out of range) */
     int nthreads;           /* threads the kernel may use (>= 1) */
     const struct st_pool_api *pool; /* the threads of its parallel regions (cpu_pool.h); NULL: one */
+    const struct st_gemm_api *gemm; /* the library's GEMM (base/gemm.h) a matmul kernel calls; NULL
+                                     * only for kernels that multiply no matrices */
 } st_kargs;
 typedef void (*st_kernel_fn)(const st_kargs *a);
 

@@ -33,25 +33,11 @@
 #include "fuser/fuser.h"
 #include "jit/render.h"
 #include "jit/nvrtc.h"
+#include "device/cpu_pool.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-/* Threads a kernel may use: ST_THREADS when set to a positive integer (read once), else the
- * number of online CPUs. A malformed or non-positive ST_THREADS is ignored (with a note under
- * ST_DEBUG): it must never fail a flush. */
-static int nthreads(void) {
-    static int n;
-    if (!n) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        int bad;
-        n = (int)base_env_int(SET_THREADS, c > 0 ? c : 1, 1, 4096, &bad);
-        if (bad && st_rt.debug)
-            fprintf(stderr, "stitch: ignoring ST_THREADS=%s (want a positive integer)\n", base_env(SET_THREADS));
-    }
-    return n;
-}
 
 typedef struct exec_state {
     fuse_plan plan;
@@ -193,7 +179,7 @@ static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *
         int ord;
         const st_device_ops *o = dev_ops(pg->dev, &ord);
         dev_call c = {.bufs = bufs, .ints = pg->L.ints, .flts = pg->L.flts, .nbufs = pg->L.k.nbufs,
-                      .nints = pg->L.k.nints, .nflts = pg->L.k.nflts, .nthreads = nthreads()};
+                      .nints = pg->L.k.nints, .nflts = pg->L.k.nflts, .nthreads = dev_cpu_threads()};
         memcpy(&c.fn, &pg->fn, sizeof pg->fn);
         if ((s = o->launch(ord, &c, &err)) != ST_OK) return s;
     }
@@ -418,6 +404,7 @@ st_status fuse_execute(st_region *r) {
     int *jidx = NULL;
     uint8_t *interp = NULL;
     uint8_t *cut = NULL;   /* nodes cut apart after a group had no GPU kernel (cut_group) */
+    jit_async_reap();      /* background compilers that ended: their kernels in, their slots free */
 
     /* the key is built even with the cache off: slots bind through its external input list */
     st_status s = fuse_pkey_build(r, &key);

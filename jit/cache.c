@@ -45,8 +45,6 @@
 #include "base/uthash_cfg.h"
 
 #define JIT_K_MAGIC "stitch-kernel-v1"
-#define JIT_GEMM_TYPES 4 /* the GEMM objects' storage types (jit/cache.c "the GEMM objects") */
-static const char *const jit_gemm_types[JIT_GEMM_TYPES] = {"f32", "f16", "bf16", "f64"};
 
 /* One dlopen'ed batch. Owns handle; freed by jit_shutdown. */
 typedef struct jit_obj {
@@ -71,9 +69,6 @@ static struct {
     jit_obj *objs;    /* loaded shared objects */
     uint64_t max;     /* ST_CACHE_MAX in bytes (0: no bound) */
     uint64_t written; /* bytes this process wrote to the dir since it was last pruned */
-    unsigned gemm_ok;   /* bit t: gemm_name[t] is built and checked (gemm_missing) */
-    struct jit_cjob *gemm_job[JIT_GEMM_TYPES]; /* a running build of gemm_name[t] (gemm_begin), or NULL */
-    char gemm_name[JIT_GEMM_TYPES][48]; /* the GEMM objects: gemm-<ctx hex>-<type>.o */
 } J;
 
 /* ---- configuration ---- */
@@ -174,13 +169,15 @@ static st_status init_dir(void) {
 
 /* The kernel ABI struct as kernels see it, emitted once per translation unit after the prelude
  * (the prelude is shared with the interpreter and does not know the ABI). It must match st_kargs
- * in jit.h field for field: the asserts below catch a change on the host side.
+ * in device.h field for field: the asserts below catch a change on the host side.
+ * ST_POOL_USE(a), the first statement of every kernel render_c.c prints, stores the two tables the
+ * launch passes: the library's GEMM (st_gemm_api_, which the unit's st_gemm_task_<S> /
+ * st_gemm_tile_<S> call: ST_GEMM_EXTERN, base/opmath_gemm.h) and the thread pool's.
  * Then the OpenMP entry points GCC's outlined parallel regions call, defined in the unit itself
  * (hidden: they bind inside the object, and libgomp is not needed) and forwarded to the runtime's
- * thread pool (device/cpu_pool.h), whose table the kernel stores from its st_kargs on entry
- * (ST_POOL_USE, the first statement of every kernel render_c.c prints). Without a table (a kernel
- * called by hand with pool NULL) a region runs on the calling thread. Other compilers (clang:
- * libomp's ABI) keep their own OpenMP runtime. */
+ * thread pool (device/cpu_pool.h). Without a pool table (a kernel called by hand with pool NULL) a
+ * region runs on the calling thread. Other compilers (clang: libomp's ABI) keep their own OpenMP
+ * runtime. */
 static const char jit_kargs_src[] =
     "\n#ifndef ST_KARGS_DEFINED\n#define ST_KARGS_DEFINED\n"
     "struct st_pool_api {\n"
@@ -196,10 +193,11 @@ static const char jit_kargs_src[] =
     "    int32_t *err;\n"
     "    int nthreads;\n"
     "    const struct st_pool_api *pool;\n"
+    "    const struct st_gemm_api *gemm;\n"
     "} st_kargs;\n"
     "#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)\n"
     "static const struct st_pool_api *st_pool_;\n"
-    "#define ST_POOL_USE(a) (st_pool_ = (a)->pool)\n"
+    "#define ST_POOL_USE(a) (st_pool_ = (a)->pool, st_gemm_api_ = (a)->gemm)\n"
     "__attribute__((visibility(\"hidden\"))) void GOMP_parallel(void (*fn)(void *), void *data, unsigned n, unsigned flags) {\n"
     "    (void)flags;\n"
     "    if (st_pool_) st_pool_->parallel(fn, data, n); else fn(data);\n"
@@ -208,19 +206,21 @@ static const char jit_kargs_src[] =
     "__attribute__((visibility(\"hidden\"))) int omp_get_thread_num(void) { return st_pool_ ? st_pool_->thread_num() : 0; }\n"
     "__attribute__((visibility(\"hidden\"))) int omp_get_num_threads(void) { return st_pool_ ? st_pool_->num_threads() : 1; }\n"
     "#else\n"
-    "#define ST_POOL_USE(a) ((void)0)\n"
+    "#define ST_POOL_USE(a) (st_gemm_api_ = (a)->gemm)\n"
     "#endif\n"
     "#endif\n";
 _Static_assert(offsetof(st_kargs, bufs) == 0 && offsetof(st_kargs, ints) == sizeof(void *) &&
                    offsetof(st_kargs, flts) == 2 * sizeof(void *) && offsetof(st_kargs, err) == 3 * sizeof(void *) &&
                    offsetof(st_kargs, nthreads) == 4 * sizeof(void *) &&
-                   offsetof(st_kargs, pool) == 5 * sizeof(void *) && sizeof(st_kargs) == 6 * sizeof(void *),
-               "st_kargs in jit.h changed: update jit_kargs_src in jit/cache.c");
+                   offsetof(st_kargs, pool) == 5 * sizeof(void *) && offsetof(st_kargs, gemm) == 6 * sizeof(void *) &&
+                   sizeof(st_kargs) == 7 * sizeof(void *),
+               "st_kargs in device.h changed: update jit_kargs_src in jit/cache.c");
 _Static_assert(offsetof(st_pool_api, parallel) == 0 && offsetof(st_pool_api, barrier) == sizeof(void (*)(void)) &&
                    offsetof(st_pool_api, thread_num) == 2 * sizeof(void (*)(void)) &&
                    offsetof(st_pool_api, num_threads) == 3 * sizeof(void (*)(void)) &&
                    sizeof(st_pool_api) == 4 * sizeof(void (*)(void)),
                "st_pool_api in device/cpu_pool.h changed: update jit_kargs_src in jit/cache.c");
+
 
 static st_status ensure_init(void) {
     if (J.ready) return ST_OK;
@@ -236,10 +236,6 @@ static st_status ensure_init(void) {
     k = base_hash128(st_prelude_src, strlen(st_prelude_src), k);
     k = base_hash128(jit_kargs_src, strlen(jit_kargs_src), k);
     J.ctx = k;
-    char hex[33];
-    base_hash_hex(k, hex);
-    for (int t = 0; t < JIT_GEMM_TYPES; t++)
-        snprintf(J.gemm_name[t], sizeof J.gemm_name[t], "gemm-%s-%s.o", hex, jit_gemm_types[t]);
     J.ready = 1;
     base_on_shutdown(BASE_LEVEL_JIT, jit_shutdown);
     return ST_OK;
@@ -286,8 +282,6 @@ static jit_obj *find_obj(const char *name) {
 }
 
 static int obj_in_use(const char *name) {
-    for (int t = 0; t < JIT_GEMM_TYPES; t++)
-        if ((J.gemm_ok >> t & 1) && !strcmp(name, J.gemm_name[t])) return 1;
     return find_obj(name) != NULL;
 }
 
@@ -508,172 +502,10 @@ st_kernel_fn jit_lookup(const char *source, int allow_disk) {
     return fn;
 }
 
-/* ---- the GEMM objects ----
- * A storage type's st_gemm_task_<S> / st_gemm_tile_<S> (base/opmath_gemm.h) are the same code in
- * every kernel that calls them and cost GCC ~1.3 s (f32) per unit, so they are compiled once per
- * context (compiler, flags, prelude) and type into <dir>/gemm-<ctx>-<type>.o, which every batch
- * calling them links in (its unit defines ST_GEMM_EXTERN and sees only their declarations). A
- * kernel object stays self-contained: it carries its own copy, and nothing is loaded at run time. */
-
-/* The GEMM objects the batch's kernels call (bit t: jit_gemm_types[t]'s task or tile function). */
-static unsigned needs_gemm(int m, const int *idx, const char *const *sources) {
-    unsigned mask = 0;
-    char call[40];
-    for (int j = 0; j < m; j++)
-        for (int t = 0; t < JIT_GEMM_TYPES; t++) {
-            if (mask >> t & 1) continue;
-            snprintf(call, sizeof call, "st_gemm_task_%s(", jit_gemm_types[t]);
-            if (strstr(sources[idx[j]], call)) { mask |= 1u << t; continue; }
-            snprintf(call, sizeof call, "st_gemm_tile_%s(", jit_gemm_types[t]);
-            if (strstr(sources[idx[j]], call)) mask |= 1u << t;
-        }
-    return mask;
-}
-
-/* Which of mask's objects are not there? One that is there, a regular file beginning as an ELF
- * object does, this process then takes as built (marked recently used for pruning); one that is
- * not is removed. */
-static unsigned gemm_missing(unsigned mask) {
-    unsigned miss = 0;
-    for (int t = 0; t < JIT_GEMM_TYPES; t++) {
-        if (!(mask >> t & 1) || (J.gemm_ok >> t & 1)) continue;
-        char path[4200], head[4] = {0};
-        path_of(path, sizeof path, J.gemm_name[t]);
-        uint64_t size;
-        unsigned mode;
-        int fd = base_open_regular(path, &size, &mode);
-        if (fd == -2) unlink(path);
-        if (fd < 0) { miss |= 1u << t; continue; }
-        ssize_t r;
-        do r = read(fd, head, sizeof head); while (r < 0 && errno == EINTR);
-        close(fd);
-        if (r != 4 || memcmp(head, "\177ELF", 4)) {
-            debug_drop("object", J.gemm_name[t], "not an ELF object");
-            unlink(path);
-            miss |= 1u << t;
-            continue;
-        }
-        jit_touch(path);
-        J.gemm_ok |= 1u << t;
-    }
-    return miss;
-}
-
-/* Forgets mask's objects and removes them (a batch that linked them failed: they may be what is bad). */
-static void gemm_drop(unsigned mask) {
-    for (int t = 0; t < JIT_GEMM_TYPES; t++) {
-        if (!(mask >> t & 1)) continue;
-        char path[4200];
-        path_of(path, sizeof path, J.gemm_name[t]);
-        unlink(path);
-        J.gemm_ok &= ~(1u << t);
-    }
-}
-
-/* Fills links[] with the paths of mask's objects (storage: paths[JIT_GEMM_TYPES][4200]), NULL-ended. */
-static const char *const *gemm_links(unsigned mask, char (*paths)[4200], const char **links) {
-    int n = 0;
-    for (int t = 0; t < JIT_GEMM_TYPES; t++)
-        if (mask >> t & 1) {
-            path_of(paths[n], sizeof paths[n], J.gemm_name[t]);
-            links[n] = paths[n];
-            n++;
-        }
-    links[n] = NULL;
-    return n ? links : NULL;
-}
-
-/* Starts compiling type t's object (its tag is the context's hex: temps and failed sources are
- * named like a batch's). */
-static st_status gemm_start(int t, jit_cjob *job) {
-    sbuf b = {0};
-    char tag[33], what[96], line[96];
-    base_hash_hex(J.ctx, tag);
-    snprintf(line, sizeof line, "/* stitch: a GEMM object (jit/cache.c) */\n#define ST_GEMM_OBJECT_%s 1\n",
-             jit_gemm_types[t]);
-    sbuf_puts(&b, line);
-    sbuf_puts(&b, st_prelude_src);
-    if (b.oom) { sbuf_free(&b); return st_error(ST_ERR_OOM, "out of memory building a GEMM object's source"); }
-    snprintf(what, sizeof what, "the %s GEMM object (the matmul kernels' shared code)", jit_gemm_types[t]);
-    st_status s = jit_compile_start(J.dir, tag, what, b.s, b.n, NULL, J.gemm_name[t], job);
-    sbuf_free(&b);
-    return s;
-}
-
-/* Counts a finished compile of type t's object (s its status, ms its time). */
-static st_status gemm_built(int t, st_status s, double ms) {
-    st_stats_g.compile_calls++;
-    st_stats_g.compile_ms += ms;
-    if (st_rt.debug & 1)
-        fprintf(stderr, "stitch: compiled the GEMM object %s in %.1f ms%s\n", J.gemm_name[t], ms,
-                s == ST_OK ? "" : " [failed]");
-    if (s == ST_OK) J.gemm_ok |= 1u << t;
-    return s;
-}
-
-/* Starts building type t's object unless it is built or a build runs (one per process, owned
- * by the cache, not by the batch that asked: every batch needing it waits for the same one). */
-static st_status gemm_begin(int t) {
-    if ((J.gemm_ok >> t & 1) || J.gemm_job[t]) return ST_OK;
-    jit_cjob *job = st_malloc(sizeof *job);
-    if (!job) return st_last_status();
-    st_status s = gemm_start(t, job);
-    if (s != ST_OK) {
-        st_free(job);
-        return s;
-    }
-    J.gemm_job[t] = job;
-    return ST_OK;
-}
-
-/* Advances type t's build: 1 when the object is there, 0 while the build runs (block: waits for
- * it), or an error: its build failed (that poll reports the compiler's error; a later one that
- * finds neither the object nor a build says so). */
-static int gemm_advance(int t, int block, st_status *status) {
-    if (J.gemm_ok >> t & 1) return 1;
-    jit_cjob *job = J.gemm_job[t];
-    if (!job) {
-        *status = st_error(ST_ERR_COMPILE, "the GEMM object %s/%s failed to build (an earlier error says why)",
-                           J.dir, J.gemm_name[t]);
-        return -1;
-    }
-    char name[JIT_NAME_MAX];
-    double ms = 0;
-    st_status s;
-    if (!jit_compile_poll(job, block, name, sizeof name, &ms, &s)) return 0;
-    st_free(job);
-    J.gemm_job[t] = NULL;
-    if ((s = gemm_built(t, s, ms)) != ST_OK) {
-        *status = s;
-        return -1;
-    }
-    return 1;
-}
-
-/* Builds mask's objects now (the caller waits; a build already running is waited for). */
-static st_status gemm_build(unsigned mask) {
-    for (int t = 0; t < JIT_GEMM_TYPES; t++) {
-        if (!(mask >> t & 1)) continue;
-        st_status s = gemm_begin(t);
-        if (s != ST_OK || gemm_advance(t, 1, &s) < 0) return s;
-    }
-    return ST_OK;
-}
-
-/* Stops and forgets the running builds (jit_shutdown). */
-static void gemm_cancel_all(void) {
-    for (int t = 0; t < JIT_GEMM_TYPES; t++)
-        if (J.gemm_job[t]) {
-            jit_compile_cancel(J.gemm_job[t]);
-            st_free(J.gemm_job[t]);
-            J.gemm_job[t] = NULL;
-        }
-}
-
 /* Builds the TU of a batch (prelude once, then each kernel between #define KNAME / #undef KNAME)
  * into *b (the caller frees it), its tag btag[33] and the kernels' names for errors what[400]. */
 static st_status batch_text(int m, const int *idx, const base_hash *keys, const char *const *sources,
-                            const char *const *hints, int gemm, sbuf *out, char *btag, char *what) {
+                            const char *const *hints, sbuf *out, char *btag, char *what) {
     char hex[33], line[256];
     base_hash bkey = base_hash128(keys, 0, J.ctx);
     for (int j = 0; j < m; j++) bkey = base_hash128(&keys[idx[j]], sizeof(base_hash), bkey);
@@ -682,7 +514,7 @@ static st_status batch_text(int m, const int *idx, const base_hash *keys, const 
     sbuf b = {0};
     snprintf(line, sizeof line, "/* stitch kernel batch %s: %d kernel%s */\n", btag, m, m == 1 ? "" : "s");
     sbuf_puts(&b, line);
-    if (gemm) sbuf_puts(&b, "#define ST_GEMM_EXTERN 1 /* the GEMM objects' functions (needs_gemm) */\n");
+    sbuf_puts(&b, "#define ST_GEMM_EXTERN 1 /* the library's GEMM, through st_kargs.gemm */\n");
     sbuf_puts(&b, st_prelude_src);
     sbuf_puts(&b, jit_kargs_src);
     for (int j = 0; j < m; j++) {
@@ -771,33 +603,11 @@ static st_status batch_load(int m, const int *idx, const base_hash *keys, const 
 static st_status compile_missing(int m, const int *idx, const base_hash *keys, const char *const *sources,
                                  const char *const *hints) {
     sbuf b = {0};
-    char btag[33], what[400], so[JIT_NAME_MAX], paths[JIT_GEMM_TYPES][4200];
-    const char *links[JIT_GEMM_TYPES + 1];
+    char btag[33], what[400], so[JIT_NAME_MAX];
     double ms = 0;
-    const unsigned gemm = needs_gemm(m, idx, sources);
-    st_status s = batch_text(m, idx, keys, sources, hints, gemm != 0, &b, btag, what);
+    st_status s = batch_text(m, idx, keys, sources, hints, &b, btag, what);
     if (s != ST_OK) return s;
-    const unsigned fresh = gemm_missing(gemm); /* the objects this call builds */
-    if (fresh && (s = gemm_build(fresh)) != ST_OK) {
-        sbuf_free(&b);
-        return s;
-    }
-    const char *const *link = gemm_links(gemm, paths, links);
-    s = jit_compile_batch(J.dir, btag, what, b.s, b.n, link, NULL, so, sizeof so, &ms);
-    /* A batch that linked objects found on disk failed: they may be what is bad (a corrupt cache
-     * costs time, never a failure), so once more with new ones. */
-    if (s == ST_ERR_COMPILE && (gemm & ~fresh)) {
-        st_stats_g.compile_calls++; /* the failed run (batch_load counts the last) */
-        st_stats_g.compile_ms += ms;
-        if (st_rt.debug & 1)
-            fprintf(stderr, "stitch: compiling a batch that links GEMM objects found on disk failed; building them "
-                            "again: %s\n", st_last_error());
-        st_clear_error();
-        gemm_drop(gemm & ~fresh);
-        s = gemm_build(gemm & ~fresh);
-        if (s == ST_OK) s = jit_compile_batch(J.dir, btag, what, b.s, b.n, link, NULL, so, sizeof so, &ms);
-        else ms = 0;
-    }
+    s = jit_compile_batch(J.dir, btag, what, b.s, b.n, so, sizeof so, &ms);
     sbuf_free(&b);
     return batch_load(m, idx, keys, hints, so, ms, s);
 }
@@ -868,38 +678,99 @@ st_status jit_get_kernels(int n, const char *const *sources, const char *const *
     return s;
 }
 
-/* ---- the background tier: a batch compiling while the caller goes on ---- */
+/* ---- the background tier: a batch compiling while the caller goes on ----
+ * At most jit_async_slots() compilers run in the background at once (one per CPU but one: the
+ * interpreter and the kernels keep a core). A job that finds none free keeps its sources and
+ * starts at a later poll that finds one, after looking in the caches again: a kernel another job
+ * compiled meanwhile (a second plan of the same step) is not compiled twice. A plan that keeps
+ * running polls its job at every run, so it gets the next free compiler; a job whose plan never
+ * runs again (a one-time flush) and found no compiler never starts. A compiler that has ended is
+ * reaped by whichever call comes next (jit_async_reap: every start, poll and flush), which loads
+ * and indexes its kernels and frees its slot: a job whose plan never runs again does not hold one. */
 struct jit_async {
-    int n, m;
+    int n, m;         /* sources; of them missing from both caches (idx) */
     base_hash *keys;
     int *idx;
-    char **hints;     /* copies (the batch's names in errors), m of them, in idx order */
-    unsigned gemm;    /* the GEMM objects the batch links (needs_gemm) */
-    unsigned fresh;   /* those missing when it started (built for it, by gemm_begin) */
-    unsigned waiting; /* of fresh, those not built yet: the batch's unit waits in text */
-    sbuf text;
+    char **srcs;      /* n copies while the job waits for a compiler, else NULL */
+    char **hints;     /* n copies (NULL entries allowed): the batch's names in errors */
+    int started, ended;
+    st_status status; /* once ended: the batch's load, and its error's text (err) */
+    char *err;
+    struct jit_async *next_running; /* the running list (started, not ended) */
     char btag[33], what[400];
     jit_cjob job;
 };
+static jit_async *running_jobs;
+
+static int jit_async_slots(void) {
+    int n = dev_cpu_threads() - 1;
+    return n > 0 ? n : 1;
+}
+
+static void unlink_running(jit_async *a) {
+    for (jit_async **p = &running_jobs; *p; p = &(*p)->next_running)
+        if (*p == a) {
+            *p = a->next_running;
+            return;
+        }
+}
+
+/* Ends a started job whose compiler has ended (block: waits for it): loads and indexes its
+ * kernels. 1 when it has ended. */
+static int async_end(jit_async *a, int block) {
+    char so[JIT_NAME_MAX];
+    double ms = 0;
+    st_status s;
+    if (a->ended) return 1;
+    if (!jit_compile_poll(&a->job, block, so, sizeof so, &ms, &s)) return 0;
+    a->status = batch_load(a->m, a->idx, a->keys, (const char *const *)a->hints, so, ms, s);
+    if (a->status != ST_OK) { /* the owner's poll reports it (the reaper may be another job's call) */
+        a->err = st_strdup(st_last_error());
+        st_clear_error();
+    }
+    a->ended = 1;
+    unlink_running(a);
+    return 1;
+}
+
+void jit_async_reap(void) {
+    for (jit_async *a = running_jobs, *next; a; a = next) {
+        next = a->next_running;
+        (void)async_end(a, 0);
+    }
+}
+
+int jit_async_running(const jit_async *a) { return a->started && !a->ended; }
 
 void jit_async_free(jit_async *a) {
     if (!a) return;
-    jit_compile_cancel(&a->job);
-    sbuf_free(&a->text);
-    for (int j = 0; a->hints && j < a->m; j++) st_free(a->hints[j]);
+    if (a->started && !a->ended) {
+        jit_compile_cancel(&a->job);
+        unlink_running(a);
+    }
+    for (int i = 0; i < a->n; i++) {
+        if (a->srcs) st_free(a->srcs[i]);
+        if (a->hints) st_free(a->hints[i]);
+    }
+    st_free(a->srcs);
     st_free(a->hints);
+    st_free(a->err);
     st_free(a->keys);
     st_free(a->idx);
     st_free(a);
 }
 
-/* Starts the batch's compile once its objects are built. */
-static st_status async_batch(jit_async *a) {
-    char paths[JIT_GEMM_TYPES][4200];
-    const char *links[JIT_GEMM_TYPES + 1];
-    st_status s = jit_compile_start(J.dir, a->btag, a->what, a->text.s, a->text.n, gemm_links(a->gemm, paths, links),
-                                    NULL, &a->job);
-    sbuf_free(&a->text);
+/* Starts the compiler on the job's m missing kernels. */
+static st_status async_begin(jit_async *a, const char *const *sources) {
+    sbuf b = {0};
+    st_status s = batch_text(a->m, a->idx, a->keys, sources, (const char *const *)a->hints, &b, a->btag, a->what);
+    if (s == ST_OK) s = jit_compile_start(J.dir, a->btag, a->what, b.s, b.n, &a->job);
+    sbuf_free(&b);
+    if (s == ST_OK) {
+        a->started = 1;
+        a->next_running = running_jobs;
+        running_jobs = a;
+    }
     return s;
 }
 
@@ -909,12 +780,14 @@ st_status jit_async_start(int n, const char *const *sources, const char *const *
     st_status s = check_sources("jit_async_start", n, sources, out);
     if (s != ST_OK || n == 0) return s;
     if ((s = ensure_init()) != ST_OK) return s;
+    jit_async_reap();
     jit_async *a = st_calloc(1, sizeof *a);
     if (!a) return st_last_status();
     a->n = n;
     a->keys = st_malloc((size_t)n * sizeof *a->keys);
     a->idx = st_malloc((size_t)n * sizeof *a->idx);
-    if (!a->keys || !a->idx) {
+    a->hints = st_calloc((size_t)n, sizeof *a->hints);
+    if (!a->keys || !a->idx || !a->hints) {
         jit_async_free(a);
         return st_last_status();
     }
@@ -923,28 +796,15 @@ st_status jit_async_start(int n, const char *const *sources, const char *const *
         jit_async_free(a);
         return ST_OK;
     }
-    /* hints copied in idx order; the batch's text names them by the caller's indices */
-    const char **hv = st_calloc((size_t)n, sizeof *hv);
-    a->hints = st_calloc((size_t)a->m, sizeof *a->hints);
-    if (!hv || !a->hints) s = st_last_status();
-    for (int j = 0; j < a->m && s == ST_OK; j++) {
-        const char *h = kname_hint ? kname_hint[a->idx[j]] : NULL;
-        if (h && !(a->hints[j] = st_strdup(h))) s = st_last_status();
-        hv[a->idx[j]] = a->hints[j];
+    for (int i = 0; i < n && s == ST_OK; i++)
+        if (kname_hint && kname_hint[i] && !(a->hints[i] = st_strdup(kname_hint[i]))) s = st_last_status();
+    if (s == ST_OK && st_rt.compiles_running < jit_async_slots()) {
+        s = async_begin(a, sources);
+    } else if (s == ST_OK) { /* no compiler free: the sources wait in the job */
+        if (!(a->srcs = st_calloc((size_t)n, sizeof *a->srcs))) s = st_last_status();
+        for (int i = 0; i < n && s == ST_OK; i++)
+            if (!(a->srcs[i] = st_strdup(sources[i]))) s = st_last_status();
     }
-    sbuf b = {0};
-    a->gemm = needs_gemm(a->m, a->idx, sources);
-    if (s == ST_OK) s = batch_text(a->m, a->idx, a->keys, sources, hv, a->gemm != 0, &b, a->btag, a->what);
-    if (s == ST_OK) a->fresh = a->waiting = gemm_missing(a->gemm);
-    for (int t = 0; s == ST_OK && t < JIT_GEMM_TYPES; t++)
-        if (a->waiting >> t & 1) s = gemm_begin(t); /* the objects build first, in the background too */
-    if (s == ST_OK) {
-        a->text = b;
-        b = (sbuf){0};
-        if (!a->waiting) s = async_batch(a);
-    }
-    sbuf_free(&b);
-    st_free(hv);
     if (s != ST_OK) {
         jit_async_free(a);
         return s;
@@ -954,44 +814,30 @@ st_status jit_async_start(int n, const char *const *sources, const char *const *
 }
 
 int jit_async_poll(jit_async *a, int block, st_kernel_fn *out, st_status *status) {
-    char so[JIT_NAME_MAX];
-    double ms = 0;
     st_status s;
-    if (a->waiting) { /* objects first: the batch's compile starts when they are built */
-        for (int t = 0; t < JIT_GEMM_TYPES; t++) {
-            if (!(a->waiting >> t & 1)) continue;
-            const int r = gemm_advance(t, block, &s);
-            if (r < 0) {
-                *status = s;
-                return 1;
-            }
-            if (r == 0) return 0;
-            a->waiting &= ~(1u << t);
-        }
-        if ((s = async_batch(a)) != ST_OK) {
+    jit_async_reap();
+    if (!a->started) { /* waiting for a compiler (block: take one anyway) */
+        if (!block && st_rt.compiles_running >= jit_async_slots()) return 0;
+        a->m = find_cached(a->n, (const char *const *)a->srcs, a->keys, a->idx, out);
+        s = a->m ? async_begin(a, (const char *const *)a->srcs) : ST_OK;
+        for (int i = 0; i < a->n; i++) st_free(a->srcs[i]);
+        st_free(a->srcs);
+        a->srcs = NULL;
+        if (s != ST_OK || a->m == 0) { /* failed to start, or every kernel compiled by another job */
+            if (s == ST_OK) s = fill_compiled(a->n, a->keys, out);
             *status = s;
             return 1;
         }
     }
-    if (!jit_compile_poll(&a->job, block, so, sizeof so, &ms, &s)) return 0;
-    /* a batch that linked an object found on disk failed: the next compile builds a new one */
-    if (s == ST_ERR_COMPILE && (a->gemm & ~a->fresh)) gemm_drop(a->gemm & ~a->fresh);
-    /* batch_load names kernels by the caller's indices: a hint table in that order */
-    const char **hv = st_calloc((size_t)a->n, sizeof *hv);
-    if (!hv) {
-        *status = st_last_status();
-        return 1;
-    }
-    for (int j = 0; j < a->m; j++) hv[a->idx[j]] = a->hints[j];
-    s = batch_load(a->m, a->idx, a->keys, hv, so, ms, s);
-    st_free(hv);
-    if (s == ST_OK) s = fill_compiled(a->n, a->keys, out);
+    if (!async_end(a, block)) return 0;
+    s = a->status;
+    if (s != ST_OK) s = st_error(s, "%s", a->err ? a->err : "out of memory keeping a compile error");
+    else s = fill_compiled(a->n, a->keys, out);
     *status = s;
     return 1;
 }
 
 void jit_shutdown(void) {
-    gemm_cancel_all();
     jit_entry *e, *tmp;
     HASH_ITER(hh, J.table, e, tmp) {
         HASH_DEL(J.table, e);

@@ -331,11 +331,9 @@ const char *jit_compile_flags(void) {
  * started. On error nothing is left running and the files are removed (the source is kept when
  * the compiler could not be started, to name it). */
 st_status jit_compile_start(const char *dir, const char *tag, const char *what, const char *text, size_t n,
-                            const char *const *link, const char *object, jit_cjob *job) {
+                            jit_cjob *job) {
     memset(job, 0, sizeof *job);
     job->lfd = -1;
-    if (object && snprintf(job->object, sizeof job->object, "%s", object) >= (int)sizeof job->object)
-        return st_error(ST_ERR_INTERNAL, "jit: object name too long: %s", object);
     st_status s = jit_compiler_init();
     if (s != ST_OK) return s;
     char fdir[4096];
@@ -385,14 +383,11 @@ st_status jit_compile_start(const char *dir, const char *tag, const char *what, 
     const char *argv[JIT_MAX_WORDS + JIT_NFLAGS + 16];
     int na = 0;
     for (int i = 0; i < cc.nargv; i++) argv[na++] = cc.argv[i];
-    for (int i = 0; i < JIT_NFLAGS; i++)
-        if (!object || strcmp(jit_flags[i], "-shared")) argv[na++] = jit_flags[i];
-    if (object) argv[na++] = "-c"; /* an object file to link into kernels, not a shared object */
+    for (int i = 0; i < JIT_NFLAGS; i++) argv[na++] = jit_flags[i];
     argv[na++] = "-o";
     argv[na++] = tmp;
     argv[na++] = src;
-    for (int i = 0; link && link[i] && i < 8; i++) argv[na++] = link[i];
-    if (!object) argv[na++] = "-lm";
+    argv[na++] = "-lm";
     argv[na] = NULL;
 
     job->t0 = st_now_ms();
@@ -406,6 +401,7 @@ st_status jit_compile_start(const char *dir, const char *tag, const char *what, 
         return s;
     }
     job->lfd = lfd;
+    st_rt.compiles_running++;
     return ST_OK;
 }
 
@@ -419,6 +415,7 @@ static st_status compile_finish(jit_cjob *job, int rc, int ws, char *so_name, si
     *ms = st_now_ms() - job->t0;
     job->pid = 0;
     job->lfd = -1;
+    st_rt.compiles_running--;
     if (rc == JIT_WAIT_INTERRUPT) { /* the user asked to stop: nothing worth keeping */
         st_rt.interrupted = 0;
         close(lfd); unlink(logp); unlink(tmp); unlink(src);
@@ -457,8 +454,7 @@ static st_status compile_finish(jit_cjob *job, int rc, int ws, char *so_name, si
      * replaces an object that this or another process may have mapped. */
     const char *base = strrchr(tmp, '/') + 1;
     size_t bl = strlen(base);
-    if ((job->object[0] ? (size_t)snprintf(so_name, cap, "%s", job->object)
-                        : (size_t)snprintf(so_name, cap, "%.*s.so", (int)(bl - 5), base + 1)) >= cap ||
+    if ((size_t)snprintf(so_name, cap, "%.*s.so", (int)(bl - 5), base + 1) >= cap ||
         snprintf(dst, sizeof dst, "%s/%s", job->dir, so_name) >= (int)sizeof dst) {
         unlink(tmp);
         return st_error(ST_ERR_IO, "kernel cache path too long: %s", job->dir);
@@ -501,14 +497,15 @@ void jit_compile_cancel(jit_cjob *job) {
     unlink(job->logp);
     job->pid = 0;
     job->lfd = -1;
+    st_rt.compiles_running--;
 }
 
 st_status jit_compile_batch(const char *dir, const char *tag, const char *what, const char *text, size_t n,
-                            const char *const *link, const char *object, char *so_name, size_t cap, double *ms) {
+                            char *so_name, size_t cap, double *ms) {
     *ms = 0;
     jit_cjob *job = st_malloc(sizeof *job);
     if (!job) return st_last_status();
-    st_status s = jit_compile_start(dir, tag, what, text, n, link, object, job);
+    st_status s = jit_compile_start(dir, tag, what, text, n, job);
     if (s == ST_OK) (void)jit_compile_poll(job, 1, so_name, cap, ms, &s);
     st_free(job);
     return s;

@@ -35,14 +35,10 @@ ST_INTERNAL void jit_compiler_shutdown(void);
  * to <dir>/failed/<tag>-XXXXXX.c and the log next to it (.log); both are deleted on success and
  * kept on failure (the error names them). The object is written by the compiler to a temp name and
  * renamed to <dir>/<tag>-XXXXXX.so, whose file name (not path) is copied to so_name[cap].
- * link (may be NULL): object files' paths (NULL-terminated, at most 8), linked into the shared object. object (may be NULL):
- * compile to an object file (-c, no -shared) named <dir>/<object> instead (replaced atomically if it
- * exists; so_name receives object).
  * *ms receives the wall time of the compiler run. Errors: ST_ERR_COMPILE (with the trimmed log),
  * ST_ERR_IO, ST_ERR_OOM. */
 ST_INTERNAL st_status jit_compile_batch(const char *dir, const char *tag, const char *what, const char *text, size_t n,
-                                        const char *const *link, const char *object, char *so_name, size_t cap,
-                                        double *ms);
+                                        char *so_name, size_t cap, double *ms);
 
 /* The same in two halves, so that the compiler runs while the caller goes on (the background tier:
  * cache.c jit_async_*). jit_compile_start writes the files and starts the compiler (an error
@@ -56,10 +52,9 @@ typedef struct jit_cjob {
     double t0, deadline;       /* st_now_ms() at the start; the timeout's end (0: none) */
     char dir[4096], src[4096], logp[4096], tmp[4096];
     char what[400];            /* the kernels' names, for the errors */
-    char object[JIT_NAME_MAX]; /* an object file's fixed name (jit_compile_start's object), else "" */
 } jit_cjob;
 ST_INTERNAL st_status jit_compile_start(const char *dir, const char *tag, const char *what, const char *text,
-                                        size_t n, const char *const *link, const char *object, jit_cjob *job);
+                                        size_t n, jit_cjob *job);
 ST_INTERNAL int jit_compile_poll(jit_cjob *job, int block, char *so_name, size_t cap, double *ms, st_status *status);
 ST_INTERNAL void jit_compile_cancel(jit_cjob *job);
 

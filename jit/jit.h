@@ -45,6 +45,14 @@ ST_INTERNAL st_status jit_async_start(int n, const char *const *sources, const c
                                       st_kernel_fn *out, jit_async **job);
 ST_INTERNAL int jit_async_poll(jit_async *job, int block, st_kernel_fn *out, st_status *status);
 ST_INTERNAL void jit_async_free(jit_async *job);
+/* At most one compiler per CPU but one runs in the background: a job that finds none free waits
+ * (its sources kept) and starts at a later poll that finds one, looking in the caches again first
+ * (what another job compiled meanwhile is not compiled twice); a blocking poll starts it anyway.
+ * jit_async_running: the job's compiler has started (it may have ended since). */
+ST_INTERNAL int jit_async_running(const jit_async *job);
+/* Reaps every background compiler that has ended (loads and indexes its kernels, frees its slot),
+ * whoever's job it is; called by every start and poll, and by each flush (fuse_execute). */
+ST_INTERNAL void jit_async_reap(void);
 /* Non-compiling probe: the function if the kernel is in the memory cache (or loadable from disk
  * when allow_disk), else NULL. Used to decide between the interpreter tier and compiling. */
 ST_INTERNAL st_kernel_fn jit_lookup(const char *source, int allow_disk);

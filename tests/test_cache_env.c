@@ -35,7 +35,7 @@ static int run_kernel(int n) {
     st_kernel_fn fn = NULL;
     if (jit_get_kernels(1, &s, NULL, &fn) != ST_OK || !fn) return -1;
     int32_t err = 0;
-    st_kargs a = {NULL, NULL, NULL, &err, 1, NULL};
+    st_kargs a = {NULL, NULL, NULL, &err, 1, NULL, NULL};
     fn(&a);
     return err;
 }

@@ -16,6 +16,7 @@
  */
 #include "test.h"
 #include "base/opmath.h"   /* after stitch.h: its op macros (st_exp, ...) would rename API declarations */
+#include "base/gemm.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,6 +29,14 @@ static float rnd(void) {
 }
 
 static const st_dtype float_dts[4] = {ST_F32, ST_F16, ST_BF16, ST_F64};
+
+/* The blocked runs below go through this copy of the library's GEMM (base/gemm.h), or, when NULL,
+ * through this file's own build of the prelude; the unblocked references are always this file's. */
+static const st_gemm_api *use_api;
+static void task(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) {
+    if (use_api) use_api->task[g->dt](g, t, mb, nb, ws);
+    else st_gemm_task(g, t, mb, nb, ws);
+}
 
 /* ---- 1. the prelude GEMM: blocked == unblocked, bit for bit ---- */
 
@@ -66,7 +75,7 @@ static void gemm_case(int dt, int64_t M, int64_t N, int64_t K, int64_t sam, int6
     int64_t mb, nb, T = st_gemm_plan(dt, M, N, nthreads, &mb, &nb);
     void *ws = malloc(st_gemm_ws_bytes(dt, mb, nb, K));
     CHECK(ws != NULL);
-    for (int64_t t = 0; t < T; t++) st_gemm_task(&g, t, mb, nb, ws);
+    for (int64_t t = 0; t < T; t++) task(&g, t, mb, nb, ws);
     free(ws);
     g.C = C2;
     int64_t mb2, nb2, T2 = st_gemm_plan(dt, M, N, 1, &mb2, &nb2);
@@ -87,7 +96,7 @@ out:
     free(C2);
 }
 
-TEST(prelude_blocked_equals_unblocked) {
+static void blocked_cases(void) {
     static const int64_t shapes[][3] = {{1, 1, 1},   {7, 13, 5},    {33, 65, 17}, {130, 1, 257},
                                         {5, 7, 0},   {1, 300, 9},   {9, 40, 300}, {200, 300, 600},
                                         {8, 32, 256}, {17, 520, 129}, {0, 5, 3},    {4, 0, 3}};
@@ -105,6 +114,8 @@ TEST(prelude_blocked_equals_unblocked) {
         }
     }
 }
+
+TEST(prelude_blocked_equals_unblocked) { blocked_cases(); }
 
 /* ---- 1b. split dims (an implicit GEMM: st_gemm_split) ----
  * A matrix dim that walks several dims of a strided buffer (a convolution's columns) is gathered
@@ -180,7 +191,7 @@ static void split_case(int dt, const split_dim *d) {
         memset(C1, 0x5A, (size_t)(M * N) * es);
         int64_t tn = st_gemm_plan(dt, M, N, run == 1 ? 3 : 1, &mb, &nb);
         void *w = run == 2 ? NULL : malloc(st_gemm_ws_bytes(dt, mb, nb, K));
-        for (int64_t t = 0; t < tn; t++) st_gemm_task(&g, t, mb, nb, w);
+        for (int64_t t = 0; t < tn; t++) task(&g, t, mb, nb, w);
         free(w);
         CHECK_MSG(!memcmp(C0, C1, (size_t)(M * N) * es), "dt %d %lldx%lldx%lld split (%d %d %d %d), run %d", dt,
                   (long long)M, (long long)K, (long long)N, d[0].n, d[1].n, d[2].n, d[3].n, run);
@@ -190,7 +201,8 @@ static void split_case(int dt, const split_dim *d) {
         for (int64_t r0 = 0; r0 < M; r0 += 5)
             for (int64_t c0 = 0; c0 < N; c0 += 37) {
                 int64_t r1 = r0 + 5 < M ? r0 + 5 : M, c1 = c0 + 37 < N ? c0 + 37 : N;
-                st_gemm_tile_f32(&g, r0, r1, c0, c1, w, (float *)T);
+                if (use_api) use_api->tile[ST_GEMM_F32](&g, r0, r1, c0, c1, w, T);
+                else st_gemm_tile_f32(&g, r0, r1, c0, c1, w, (float *)T);
                 for (int64_t i = r0; i < r1; i++)
                     CHECK(!memcmp(T + (size_t)((i - r0) * (c1 - c0)) * es, C0 + (size_t)(i * N + c0) * es,
                                   (size_t)(c1 - c0) * es));
@@ -207,7 +219,7 @@ out:
     free(T);
 }
 
-TEST(prelude_split_dims) {
+static void split_cases(void) {
     /* a 3x3 convolution's columns over a padded (C, Hp, Wp) image: k = (c, i, j), n = (oh, ow) */
     const int64_t C = 5, Hp = 12, Wp = 21, Ho = 10, Wo = 19;
     const split_dim plain_a = {0, {7}, {C * 9}}, plain_ak = {0, {C * 9}, {1}};
@@ -216,6 +228,8 @@ TEST(prelude_split_dims) {
     const split_dim gy_k = {0, {Ho * Wo}, {1}}, gy_m = {0, {6}, {Ho * Wo}};
     const split_dim wide_n = {2, {3, 40}, {50, 1}}, wide_k = {3, {2, 17, 9}, {1000, 30, 1}};
     const split_dim plain_bn = {0, {6}, {1}};
+    const split_dim gyt_k = {0, {Ho * Wo}, {1}}, gyt_n = {0, {6}, {Ho * Wo}};
+    const split_dim rows7_n = {2, {7, 7}, {9, 1}}, rows7_k = {3, {C, 3, 3}, {81, 9, 1}};
     for (int d = 0; d < 4; d++) {
         int dt = d == 3 ? ST_GEMM_F64 : d;
         const split_dim fwd[4] = {plain_a, plain_ak, cols_k, cols_n};        /* w @ cols */
@@ -228,8 +242,33 @@ TEST(prelude_split_dims) {
         split_case(dt, wgrad);
         split_case(dt, arow);
         split_case(dt, big);
+        const split_dim gath[4] = {cols_k, cols_n, gyt_k, gyt_n};           /* cols @ gy^T: taps as rows */
+        const split_dim rows7[4] = {plain_a, plain_ak, rows7_k, rows7_n};    /* 7x7 outputs: whole rows */
+        split_case(dt, gath);
+        split_case(dt, rows7);
         if (test_cur_failed) return;
     }
+}
+
+TEST(prelude_split_dims) { split_cases(); }
+
+/* Every copy of the library's GEMM this CPU runs (baseline, AVX2+FMA, AVX-512: the one the
+ * interpreter and the JIT's kernels call is the widest) gives this file's bits on every case
+ * above: the copies' own paths (AVX-512: the direct and gathered paths) included. */
+TEST(library_copies_agree) {
+    int copies = 0;
+    for (int isa = 0; isa < BASE_GEMM_COPIES; isa++) {
+        if (!(use_api = base_gemm_copy(isa))) continue;
+        copies++;
+        blocked_cases();
+        split_cases();
+        CHECK_MSG(!test_cur_failed, "copy %d", isa);
+        if (test_cur_failed) break;
+    }
+    use_api = NULL;
+    CHECK(copies >= 1 && base_gemm() != NULL);
+    CHECK(base_gemm_copy(BASE_GEMM_BASELINE) != NULL);
+    printf("  (%d copies; this CPU's: %s)\n", copies, base_gemm_isa());
 }
 
 TEST(plan_covers_and_balances) {
@@ -509,6 +548,7 @@ TEST(sums_use_fma) {
 int main(void) {
     RUN(prelude_blocked_equals_unblocked);
     RUN(prelude_split_dims);
+    RUN(library_copies_agree);
     RUN(plan_covers_and_balances);
     RUN(jit_equals_interp_odd_shapes);
     RUN(jit_equals_interp_blocked_threads);

@@ -9,6 +9,8 @@
  */
 #include "base/base.h"
 #include "jit/jit.h"
+#include "base/gemm.h"
+#include "device/cpu_pool.h"
 #include "test.h"
 
 #include <dirent.h>
@@ -67,7 +69,7 @@ static void check_kernels(st_kernel_fn *fn) {
     int64_t ints[2] = {N, 5};
     double flts[1] = {2.5};
     void *bufs1[2] = {x, z};
-    st_kargs a = {bufs1, ints, flts, &err, 2, NULL};
+    st_kargs a = {bufs1, ints, flts, &err, 2, NULL, NULL};
     fn[0](&a);
     int ok = 1;
     for (int i = 0; i < N; i++) ok &= z[i] == x[i] * 2.5 + 5.0;
@@ -282,7 +284,7 @@ TEST(mixed_and_duplicates) {
     CHECK(s1.kernels_compiled == s0.kernels_compiled + 1);
     CHECK(fn[1] && fn[1] == fn[2]);
     int32_t err = 0;
-    st_kargs a = {NULL, NULL, NULL, &err, 1, NULL};
+    st_kargs a = {NULL, NULL, NULL, &err, 1, NULL, NULL};
     if (fn[1]) fn[1](&a);
     CHECK(err == 42);
     CHECK(jit_get_kernels(0, NULL, NULL, NULL) == ST_OK);
@@ -546,12 +548,13 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
-/* ---- the GEMM objects (jit/cache.c): a storage type's GEMM compiled once, linked into kernels ---- */
+/* ---- the GEMM: kernels call the library's copy (base/gemm.h) through st_kargs.gemm ---- */
 
 /* C = A @ B + ints[3] (M x K times K x N, f32 or f64 by TYPE), through the prelude's GEMM: the
  * source text differs by the added constant, so each is a kernel of its own. */
 #define K_MM_SRC(T, S, D)                                                                           \
     "void KNAME(const st_kargs *a) {\n"                                                             \
+    "    ST_POOL_USE(a);\n"                                                                         \
     "    const " T " *A = a->bufs[0], *B = a->bufs[1]; " T " *C = a->bufs[2];\n"                    \
     "    const int64_t M = a->ints[0], N = a->ints[1], K = a->ints[2];\n"                           \
     "    int64_t mb, nb;\n"                                                                         \
@@ -562,25 +565,28 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     "    free(ws);\n"                                                                               \
     "    for (int64_t i = 0; i < M * N; i++) C[i] += (" T ")a->ints[3];\n"                          \
     "}\n"
-static const char *K_MM32 = K_MM_SRC("float", "f32", "ST_GEMM_F32");
-static const char *K_MM32B = K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* another kernel */\n";
-static const char *K_MM32C = K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* a third kernel */\n";
-static const char *K_MM32D = K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* a fourth kernel */\n";
-static const char *K_MM32E = K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* a fifth kernel */\n";
-static const char *K_MM64 = K_MM_SRC("double", "f64", "ST_GEMM_F64");
 
-/* Runs an f32 (dbl 0) or f64 GEMM kernel on 37 x 45 x 300 (two k blocks, edge panels) and checks
- * every element against fma sums in k order plus 3 (the GEMM's bits). */
-static void check_mm(st_kernel_fn fn, int dbl) {
+/* A table that counts the tasks it runs, then runs them on the library's copy. */
+static int spy_tasks;
+static void spy_task(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) {
+    spy_tasks++;
+    base_gemm()->task[g->dt](g, t, mb, nb, ws);
+}
+
+/* Runs an f32 (dbl 0) or f64 GEMM kernel on 37 x 45 x 300 (two k blocks, edge panels) with the
+ * GEMM table api and checks every element against fma sums in k order plus 3 (the GEMM's bits). */
+static void check_mm(st_kernel_fn fn, int dbl, const st_gemm_api *api) {
     enum { M = 37, N = 45, K = 300 };
     static float a[M * K], b[K * N], c[M * N];
     static double ad[M * K], bd[K * N], cd[M * N];
     for (int i = 0; i < M * K; i++) ad[i] = a[i] = (float)((i * 7 % 23) - 11) / 8.0f;
     for (int i = 0; i < K * N; i++) bd[i] = b[i] = (float)((i * 5 % 19) - 9) / 16.0f + 1e-3f * (float)(i % 7);
+    memset(c, 0, sizeof c);
+    memset(cd, 0, sizeof cd);
     int32_t err = 0;
     int64_t ints[4] = {M, N, K, 3};
     void *bufs[3] = {dbl ? (void *)ad : (void *)a, dbl ? (void *)bd : (void *)b, dbl ? (void *)cd : (void *)c};
-    st_kargs ka = {bufs, ints, NULL, &err, 1, NULL};
+    st_kargs ka = {bufs, ints, NULL, &err, 1, NULL, api};
     fn(&ka);
     int bad = 0;
     for (int i = 0; i < M; i++)
@@ -598,159 +604,95 @@ static void check_mm(st_kernel_fn fn, int dbl) {
     CHECK_MSG(bad == 0, "%d of %d elements differ from the fma sums", bad, M * N);
 }
 
-/* Compiles src alone; returns its function (NULL on failure, checked). */
-static st_kernel_fn compile_one(const char *src) {
+/* A matmul kernel is one compiler run (no GEMM of its own to build, no object beside it), runs
+ * the table its st_kargs brings (every copy: the same bits), in the synchronous and the background
+ * tier alike. */
+TEST(gemm_from_library) {
+    jit_shutdown();
+    char o[512];
+    st_stats_t s0 = snap();
+    const char *srcs[1] = {K_MM_SRC("float", "f32", "ST_GEMM_F32")};
     st_kernel_fn fn = NULL;
-    const char *srcs[1] = {src};
-    CHECK(jit_get_kernels(1, srcs, NULL, &fn) == ST_OK);
-    CHECK(fn != NULL);
-    return fn;
-}
-
-static int64_t file_size(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 ? (int64_t)st.st_size : -1;
-}
-
-TEST(gemm_object_once) {
-    jit_shutdown();
-    char o[512];
-    CHECK(find_file("-f32.o", o, sizeof o, 0) == 0);
-    st_stats_t s0 = snap();
-    st_kernel_fn fn = compile_one(K_MM32);
-    /* the f32 object, then the kernel linked with it */
-    CHECK(snap().compile_calls == s0.compile_calls + 2);
-    CHECK(find_file("-f32.o", o, sizeof o, 0) == 1 && find_file("-f64.o", o, sizeof o, 0) == 0);
-    if (fn) check_mm(fn, 0);
-    s0 = snap();
-    fn = compile_one(K_MM32B); /* another kernel: the object is not compiled again */
-    CHECK(snap().compile_calls == s0.compile_calls + 1);
-    if (fn) check_mm(fn, 0);
-    jit_shutdown(); /* a new process: the object is found on disk */
-    s0 = snap();
-    fn = compile_one(K_MM32C);
-    CHECK(snap().compile_calls == s0.compile_calls + 1);
-    if (fn) check_mm(fn, 0);
-    s0 = snap();
-    fn = compile_one(K_MM64); /* f64: its own object */
-    CHECK(snap().compile_calls == s0.compile_calls + 2);
-    CHECK(find_file("-f64.o", o, sizeof o, 0) == 1);
-    if (fn) check_mm(fn, 1);
-    /* a batch without a matmul neither builds nor needs one */
-    const char *plain = "void KNAME(const st_kargs *a) { *a->err = 5; }\n";
-    s0 = snap();
-    (void)compile_one(plain);
-    CHECK(snap().compile_calls == s0.compile_calls + 1);
-}
-
-/* An object that is not what it should be is replaced: one that is not ELF before the compile,
- * one that fails the link after it (the batch is compiled again with a new object). */
-TEST(gemm_object_corrupt) {
-    char o[512];
-    CHECK(find_file("-f32.o", o, sizeof o, 0) == 1);
-    const int64_t good = file_size(o);
-    for (int mode = 0; mode < 2; mode++) {
-        jit_shutdown();
-        FILE *f = fopen(o, "wb");
-        CHECK(f != NULL);
-        if (!f) return;
-        fputs(mode ? "\177ELF but nothing a linker can read" : "not an object", f);
-        fclose(f);
-        st_stats_t s0 = snap();
-        st_kernel_fn fn = compile_one(mode ? K_MM32E : K_MM32D);
-        /* not ELF: rebuilt, then the kernel; ELF: the kernel fails, rebuilt, the kernel again */
-        CHECK_MSG(snap().compile_calls == s0.compile_calls + 2 + mode, "mode %d: %llu compiler runs", mode,
-                  (unsigned long long)(snap().compile_calls - s0.compile_calls));
-        CHECK(file_size(o) == good);
-        if (fn) check_mm(fn, 0);
-    }
-}
-
-/* The background tier builds a missing object first, then the batch; the prune keeps an object
- * no index names however old (it is never indexed) but bounds it like any unit. */
-TEST(gemm_object_async_and_prune) {
-    char o[512];
-    CHECK(find_file("-f32.o", o, sizeof o, 0) == 1);
-    jit_shutdown();
-    CHECK(unlink(o) == 0);
-    /* two jobs at once: the second waits for the object the first builds */
-    const char *srcs[2] = {K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* in the background */\n",
-                           K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* in the background too */\n"};
-    st_kernel_fn fn[2] = {NULL, NULL};
-    jit_async *job[2] = {NULL, NULL};
-    st_stats_t s0 = snap();
-    CHECK(jit_async_start(1, srcs, NULL, &fn[0], &job[0]) == ST_OK && job[0] != NULL);
-    CHECK(jit_async_start(1, srcs + 1, NULL, &fn[1], &job[1]) == ST_OK && job[1] != NULL);
-    st_status s[2] = {ST_ERR_INTERNAL, ST_ERR_INTERNAL};
-    if (job[1]) CHECK(jit_async_poll(job[1], 0, &fn[1], &s[1]) == 0); /* nothing to do before the object */
-    for (int i = 0; i < 2; i++) {
-        if (job[i]) {
-            CHECK(jit_async_poll(job[i], 1, &fn[i], &s[i]) == 1);
-            jit_async_free(job[i]);
-        }
-        CHECK(s[i] == ST_OK && fn[i] != NULL);
-        if (fn[i]) check_mm(fn[i], 0);
-    }
-    CHECK_MSG(snap().compile_calls == s0.compile_calls + 3, "%llu compiler runs", /* one object, two batches */
+    CHECK(jit_get_kernels(1, srcs, NULL, &fn) == ST_OK && fn != NULL);
+    CHECK_MSG(snap().compile_calls == s0.compile_calls + 1, "%llu compiler runs",
               (unsigned long long)(snap().compile_calls - s0.compile_calls));
-    CHECK(file_exists(o));
-    /* the object's build belongs to the cache, not to the job that started it: that job dropped
-     * (its plan gone), the other still gets its kernel */
-    jit_shutdown();
-    CHECK(unlink(o) == 0);
-    const char *srcs2[2] = {K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* dropped */\n",
-                            K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* kept */\n"};
+    CHECK(find_file(".o", o, sizeof o, 0) == 0);
+    for (int isa = 0; fn && isa < BASE_GEMM_COPIES; isa++)
+        if (base_gemm_copy(isa)) check_mm(fn, 0, base_gemm_copy(isa));
+    /* the kernel calls the table it is given, once per task of its plan (37 x 45: one task) */
+    st_gemm_api spy = *base_gemm();
+    spy.task[ST_GEMM_F32] = spy_task;
+    spy_tasks = 0;
+    if (fn) check_mm(fn, 0, &spy);
+    CHECK_EQ_INT(spy_tasks, 1);
+    /* f64, in the background tier */
+    const char *src64[1] = {K_MM_SRC("double", "f64", "ST_GEMM_F64")};
+    jit_async *job = NULL;
+    fn = NULL;
     s0 = snap();
-    CHECK(jit_async_start(1, srcs2, NULL, &fn[0], &job[0]) == ST_OK && job[0] != NULL);
-    CHECK(jit_async_start(1, srcs2 + 1, NULL, &fn[1], &job[1]) == ST_OK && job[1] != NULL);
-    jit_async_free(job[0]);
-    s[1] = ST_ERR_INTERNAL;
-    fn[1] = NULL;
-    if (job[1]) {
-        CHECK(jit_async_poll(job[1], 1, &fn[1], &s[1]) == 1);
-        jit_async_free(job[1]);
+    CHECK(jit_async_start(1, src64, NULL, &fn, &job) == ST_OK && job != NULL);
+    st_status s = ST_ERR_INTERNAL;
+    if (job) {
+        CHECK(jit_async_poll(job, 1, &fn, &s) == 1);
+        jit_async_free(job);
     }
-    CHECK(s[1] == ST_OK && fn[1] != NULL);
-    if (fn[1]) check_mm(fn[1], 0);
-    CHECK(snap().compile_calls == s0.compile_calls + 2); /* the object, the kept batch */
-    CHECK(file_exists(o));
-    /* the job that started the build is never polled again (its plan does not run again): the
-     * other's own polls, none of them blocking, still see the object built and get the kernel */
+    CHECK(s == ST_OK && fn != NULL);
+    CHECK(snap().compile_calls == s0.compile_calls + 1);
+    for (int isa = 0; fn && isa < BASE_GEMM_COPIES; isa++)
+        if (base_gemm_copy(isa)) check_mm(fn, 1, base_gemm_copy(isa));
+}
+
+/* At most one background compiler per CPU but one: a job that finds none free waits (not running),
+ * and starts once a poll finds one, which the jobs' own polls free (reaping a compiler whose owner
+ * never polls again); a kernel another job compiled meanwhile is not compiled again. */
+static int run_err_kernel(st_kernel_fn fn) {
+    int32_t err = 0;
+    st_kargs a = {NULL, NULL, NULL, &err, 1, NULL, NULL};
+    fn(&a);
+    return err;
+}
+TEST(async_slots_and_reap) {
     jit_shutdown();
-    CHECK(unlink(o) == 0);
-    const char *srcs3_[2] = {K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* never polled */\n",
-                             K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* polled */\n"};
-    CHECK(jit_async_start(1, srcs3_, NULL, &fn[0], &job[0]) == ST_OK && job[0] != NULL);
-    CHECK(jit_async_start(1, srcs3_ + 1, NULL, &fn[1], &job[1]) == ST_OK && job[1] != NULL);
-    s[1] = ST_ERR_INTERNAL;
-    fn[1] = NULL;
+    const int slots = dev_cpu_threads() > 1 ? dev_cpu_threads() - 1 : 1;
+    enum { MAXS = 64 };
+    if (slots > MAXS) return;
+    char text[MAXS][96];
+    const char *src[MAXS];
+    st_kernel_fn fn[MAXS];
+    jit_async *job[MAXS];
+    st_stats_t s0 = snap();
+    for (int i = 0; i < slots; i++) { /* every slot taken; the first job's owner never polls */
+        snprintf(text[i], sizeof text[i], "void KNAME(const st_kargs *a) { *a->err = %d; } /* slot */\n", 700 + i);
+        src[i] = text[i];
+        fn[i] = NULL;
+        job[i] = NULL;
+        CHECK(jit_async_start(1, &src[i], NULL, &fn[i], &job[i]) == ST_OK && job[i] != NULL);
+        if (job[i]) CHECK(jit_async_running(job[i]));
+    }
+    /* the first job's kernel again: no compiler free, so it waits */
+    st_kernel_fn w = NULL;
+    jit_async *wj = NULL;
+    CHECK(jit_async_start(1, &src[0], NULL, &w, &wj) == ST_OK && wj != NULL);
+    if (!wj) return;
+    CHECK(!jit_async_running(wj));
+    for (int i = 1; i < slots; i++) { /* the others end and are taken by their owners */
+        st_status s = ST_ERR_INTERNAL;
+        if (job[i]) CHECK(jit_async_poll(job[i], 1, &fn[i], &s) == 1 && s == ST_OK);
+        if (fn[i]) CHECK_EQ_INT(run_err_kernel(fn[i]), 700 + i);
+    }
+    st_status s = ST_ERR_INTERNAL;
     int done = 0;
-    for (int i = 0; i < 6000 && job[1] && !done; i++) { /* up to 2 minutes */
-        done = jit_async_poll(job[1], 0, &fn[1], &s[1]);
+    for (int i = 0; i < 6000 && !done; i++) { /* up to 2 minutes, never blocking */
+        done = jit_async_poll(wj, 0, &w, &s);
         if (!done) usleep(20000);
     }
-    CHECK_MSG(done && s[1] == ST_OK && fn[1] != NULL, "done %d", done);
-    if (fn[1]) check_mm(fn[1], 0);
-    jit_async_free(job[0]);
-    jit_async_free(job[1]);
-
-    time_t old = time(NULL) - 3 * 3600; /* older than any stale rule */
-    struct timespec ts[2] = {{old, 0}, {old, 0}};
-    CHECK(utimensat(AT_FDCWD, o, ts, 0) == 0);
-    jit_shutdown();
-    CHECK(jit_cache_dir() != NULL && jit_cache_prune() == ST_OK);
-    CHECK(file_exists(o)); /* unbounded: kept */
-    setenv("ST_CACHE_MAX", "1", 1);
-    jit_shutdown();
-    s0 = snap();
-    (void)compile_one(K_MM_SRC("float", "f32", "ST_GEMM_F32") "/* in use from here on */\n");
-    CHECK(snap().compile_calls == s0.compile_calls + 2); /* the start pruned it: built again */
-    CHECK(jit_cache_prune() == ST_OK);
-    CHECK(file_exists(o)); /* in use: kept */
-    jit_shutdown();
-    CHECK(jit_cache_dir() != NULL && jit_cache_prune() == ST_OK);
-    CHECK(!file_exists(o)); /* not in use, over the bound: pruned */
-    unsetenv("ST_CACHE_MAX");
+    CHECK(done && s == ST_OK && w != NULL);
+    if (w) CHECK_EQ_INT(run_err_kernel(w), 700);
+    /* one compiler run per slot: the waiting job found its kernel compiled by the first */
+    CHECK_MSG(snap().compile_calls == s0.compile_calls + (uint64_t)slots, "%llu compiler runs for %d slots",
+              (unsigned long long)(snap().compile_calls - s0.compile_calls), slots);
+    for (int i = 0; i < slots; i++) jit_async_free(job[i]);
+    jit_async_free(wj);
 }
 
 int main(void) {
@@ -783,9 +725,8 @@ int main(void) {
     RUN(compile_interrupt);
     RUN(bad_compile_timeout);
     RUN(script_ctrl_c);
-    RUN(gemm_object_once);
-    RUN(gemm_object_corrupt);
-    RUN(gemm_object_async_and_prune);
+    RUN(gemm_from_library);
+    RUN(async_slots_and_reap);
 
     jit_shutdown();
     nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -14,8 +14,11 @@
  */
 #include "trace/trace.h"
 #include "base/opmath.h"
-#include "trace/interp_gemm.h"
+#include "base/gemm.h"
+#include "device/cpu_pool.h"
 #include "trace/interp_ew.h"
+
+#include <stdatomic.h>
 
 /* ---- compute types (ctype: trace/interp_ew.h) ---- */
 static ctype ct_of(st_dtype dt) {
@@ -491,10 +494,12 @@ static st_status eval_reduce(st_node *n, st_buffer *out) {
 }
 
 /* ---- MATMUL: (B.., M, K) x (B.., K, N) -> (B.., M, N) ----
- * Floats go through the prelude's GEMM (st_interp_gemm_task: st_gemm_task, on its AVX2+FMA copy
- * where the CPU has one), the code JIT kernels run, so eager and fused matmuls agree bit for bit
- * (f32/f16/bf16 accumulate in float, f64 in double, k in order, fused multiply-adds).
- * Single-threaded here; the tasks are checked for interrupts between them. */
+ * Floats go through the prelude's GEMM on the library's widest copy for this CPU (base_gemm():
+ * AVX-512, AVX2+FMA or baseline), the very code JIT kernels call, so eager and fused matmuls agree
+ * bit for bit (f32/f16/bf16 accumulate in float, f64 in double, k in order, fused multiply-adds).
+ * The tasks of all batch entries are shared among the CPU pool's threads, less one per compiler
+ * running in the background (a task owns its outputs: the bits do not depend on which thread runs
+ * it); the interrupt flag is read between tasks. */
 static int gemm_dtype(st_dtype dt) {
     switch (dt) {
     case ST_F16: return ST_GEMM_F16;
@@ -504,38 +509,63 @@ static int gemm_dtype(st_dtype dt) {
     }
 }
 
-/* The baseline-ISA copy of the prelude's GEMM, for st_interp_gemm_task on a CPU without FMA
- * (trace/interp_gemm.c compiles the AVX2+FMA one). */
-void st_interp_gemm_task_base_(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws);
-void st_interp_gemm_task_base_(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws) {
-    st_gemm_task(g, t, mb, nb, ws);
+typedef struct mm_job {
+    const st_gemm_api *gemm;
+    st_gemm g;                 /* batch entry 0's product; entry bt's operands are offset by bt */
+    size_t es;
+    int64_t tasks, total, mb, nb;
+    char *ws;                  /* per thread: wsb bytes */
+    size_t wsb;
+    atomic_llong next;         /* the next of the total tasks to take */
+    atomic_int stop;           /* interrupted */
+} mm_job;
+
+static void mm_run(void *data) {
+    mm_job *j = data;
+    const st_pool_api *pool = dev_cpu_pool();
+    void *ws = j->ws + (size_t)pool->thread_num() * j->wsb;
+    const int64_t M = j->g.M, N = j->g.N, K = j->g.K;
+    for (;;) {
+        if (atomic_load_explicit(&j->stop, memory_order_relaxed)) return;
+        int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= j->total) return;
+        if (st_rt.interrupted) {   /* read only: the caller clears it (check_interrupt) */
+            atomic_store(&j->stop, 1);
+            return;
+        }
+        int64_t bt = i / j->tasks;
+        st_gemm g = j->g;
+        g.A = (const char *)g.A + (size_t)(bt * M * K) * j->es;
+        g.B = (const char *)g.B + (size_t)(bt * K * N) * j->es;
+        g.C = (char *)g.C + (size_t)(bt * M * N) * j->es;
+        j->gemm->task[g.dt](&g, i % j->tasks, j->mb, j->nb, ws);
+    }
 }
 
 static st_status matmul_float(st_node *n, st_buffer *out, int64_t batch, int64_t M, int64_t N, int64_t K) {
     const st_node *a = n->src[0], *b = n->src[1];
     int dt = gemm_dtype((st_dtype)n->dtype);
-    size_t es = st_dtypes[n->dtype].size;
     int64_t mb, nb;
-    int64_t tasks = st_gemm_plan(dt, M, N, 1, &mb, &nb);
-    if (!tasks) return ST_OK;
-    void *ws = st_malloc(st_gemm_ws_bytes(dt, mb, nb, K));
-    if (!ws) return ST_ERR_OOM;
-    st_status st = ST_OK;
-    int64_t work = 0;
-    for (int64_t bt = 0; bt < batch && !st; bt++) {
-        st_gemm g = {dt, M, N, K, (const char *)a->buf->data + (size_t)(bt * M * K) * es, K, 1,
-                     (const char *)b->buf->data + (size_t)(bt * K * N) * es, N, 1,
-                     (char *)out->data + (size_t)(bt * M * N) * es, N, NULL, 0, 0};
-        for (int64_t t = 0; t < tasks; t++) {
-            if ((work += mb * nb * (K + 1)) >= CHECK_EVERY * 16) {
-                work = 0;
-                if ((st = check_interrupt())) break;
-            }
-            st_interp_gemm_task(&g, t, mb, nb, ws);
-        }
-    }
-    st_free(ws);
-    return st;
+    /* one thread below ~1M multiply-adds (waking the team would cost more than it saves); a core
+     * left to each compiler running in the background: a team member that has to wait for a core
+     * holds up the whole product (the MLP example's interpreted steps: 7-9 ms on one thread,
+     * 15-20 ms on two beside the compiler) */
+    int nt = dev_cpu_threads() - st_rt.compiles_running;
+    if (nt < 1 || batch * M * N * K < ((int64_t)1 << 20)) nt = 1;
+    int64_t tasks = st_gemm_plan(dt, M, N, nt, &mb, &nb);
+    if (!tasks || batch <= 0) return ST_OK;
+    mm_job j = {.gemm = base_gemm(),
+                .g = {dt, M, N, K, a->buf->data, K, 1, b->buf->data, N, 1, out->data, N, NULL, 0, 0},
+                .es = st_dtypes[n->dtype].size, .tasks = tasks, .total = batch * tasks, .mb = mb, .nb = nb,
+                .wsb = (st_gemm_ws_bytes(dt, mb, nb, K) + 63) & ~(size_t)63};
+    if (nt > j.total) nt = (int)j.total;
+    if (!(j.ws = st_malloc(j.wsb * (size_t)nt))) return ST_ERR_OOM;
+    atomic_init(&j.next, 0);
+    atomic_init(&j.stop, 0);
+    if (nt > 1) dev_cpu_pool()->parallel(mm_run, &j, (unsigned)nt);
+    else mm_run(&j);
+    st_free(j.ws);
+    return atomic_load(&j.stop) ? check_interrupt() : ST_OK;
 }
 
 static st_status eval_matmul(st_node *n, st_buffer *out) {

@@ -1,0 +1,33 @@
+/*
+ * gemm.c — the baseline copy of the prelude's GEMM and the pick of a copy (base/gemm.h).
+ */
+#include "base/gemm.h"
+
+ST_GEMM_API_TABLE(gemm_baseline)
+
+const st_gemm_api *base_gemm_copy(int isa) {
+    switch (isa) {
+    case BASE_GEMM_BASELINE: return &gemm_baseline;
+    case BASE_GEMM_AVX2: return base_gemm_avx2_();
+    case BASE_GEMM_AVX512: return base_gemm_avx512_();
+    default: return NULL;
+    }
+}
+
+static int picked = -1;
+
+static int pick(void) {
+    if (picked < 0) {
+        int isa = BASE_GEMM_COPIES - 1;
+        while (isa > BASE_GEMM_BASELINE && !base_gemm_copy(isa)) isa--;
+        picked = isa;
+    }
+    return picked;
+}
+
+const st_gemm_api *base_gemm(void) { return base_gemm_copy(pick()); }
+
+const char *base_gemm_isa(void) {
+    static const char *const names[BASE_GEMM_COPIES] = {"baseline", "avx2", "avx512"};
+    return names[pick()];
+}
