@@ -6,8 +6,9 @@
  * by mistake, ST_CACHE_DIR=$HOME):
  *   <32 hex>-XXXXXX.so      a compiled batch: one unit of pruning, together with every .k naming it
  *   <32 hex>.k              an index line; removed with its .so, or when its .so is gone
- *   gemm-<32 hex>-<type>.o  a GEMM object (jit/cache.c), linked into kernels as they are compiled:
- *                           a unit of its own (no index names it)
+ *   gemm-<32 hex>-<type>.o  a GEMM object left by versions before 2026-11-30 (the GEMM is in the
+ *                           library now, base/gemm.h): no index names it, so it goes as an
+ *                           unindexed .so does, once older than JIT_STALE_S
  *   cuda/<32 hex>.cubin|ptx a GPU kernel: a unit of its own
  *   .tmp-XXXXXX, .<32 hex>-XXXXXX.tmp  temp files (base_write_atomic, the compiler's output):
  *                           removed when older than JIT_STALE_S (a live writer renames within it)
@@ -104,7 +105,6 @@ typedef struct prune_unit {
     uint64_t size;               /* with its index lines */
     int64_t when;
     int refs, in_use;
-    int unindexed;               /* a GEMM object: no index line ever names it */
 } prune_unit;
 
 typedef struct prune_index {
@@ -188,7 +188,6 @@ static st_status scan(prune_ctx *c, const char *sub, int (*in_use)(const char *n
             u->size = (uint64_t)st.st_size;
             u->when = recency(&st);
             u->in_use = !*sub && in_use && in_use(nm);
-            u->unindexed = !*sub && is_gemm_name(nm);
         } else if (!*sub && n == 34 && is_hex(nm, 32) && !strcmp(nm + 32, ".k")) {
             s = BASE_GROW(c->k, c->capk, c->nk + 1, 64);
             if (s != ST_OK) break;
@@ -292,7 +291,7 @@ st_status jit_prune_dir(const char *dir, uint64_t max, int (*in_use)(const char 
         prune_unit *u = &c.u[j];
         /* An object no index names: a duplicate from a racing process, once it cannot be one in
          * the middle of being indexed. */
-        if (!strchr(u->name, '/') && !u->unindexed && !u->refs && !u->in_use && c.now - u->when > JIT_STALE_S) {
+        if (!strchr(u->name, '/') && !u->refs && !u->in_use && c.now - u->when > JIT_STALE_S) {
             remove_rel(&c, u->name);
             u->size = 0;
             u->name[0] = '\0';

@@ -640,6 +640,22 @@ TEST(gemm_from_library) {
     CHECK(snap().compile_calls == s0.compile_calls + 1);
     for (int isa = 0; fn && isa < BASE_GEMM_COPIES; isa++)
         if (base_gemm_copy(isa)) check_mm(fn, 1, base_gemm_copy(isa));
+    /* a GEMM object an older version left (gemm-<ctx>-<type>.o) goes once stale, unless recent */
+    char old_o[700], new_o[700];
+    snprintf(old_o, sizeof old_o, "%s/gemm-0123456789abcdef0123456789abcdef-f32.o", cache_dir);
+    snprintf(new_o, sizeof new_o, "%s/gemm-0123456789abcdef0123456789abcdee-f64.o", cache_dir);
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(i ? new_o : old_o, "wb");
+        CHECK(f != NULL);
+        if (f) fclose(f);
+    }
+    time_t old = time(NULL) - 3 * 3600; /* older than any stale rule */
+    struct timespec ts[2] = {{old, 0}, {old, 0}};
+    CHECK(utimensat(AT_FDCWD, old_o, ts, 0) == 0);
+    CHECK(jit_cache_prune() == ST_OK);
+    CHECK(!file_exists(old_o));
+    CHECK(file_exists(new_o));
+    unlink(new_o);
 }
 
 /* At most one background compiler per CPU but one: a job that finds none free waits (not running),
