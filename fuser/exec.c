@@ -79,10 +79,29 @@ static void drop_temps(exec_state *e) {
  * materializes gets a buffer that outlives it, the others temporaries released after their last
  * reader in the plan group (fuse_inode.dies), and what is left at the end of each plan group (a
  * horizontal batch's members run one by one). */
+/* Node i of the plan group is a temporary broadcast of one element (interp_broadcast_elem) read
+ * only by elementwise nodes of the group, and not the last reader of its src: it is left
+ * unevaluated, and they read the element in place (a scalar operand of an optimizer's update,
+ * materialized, wrote and read the parameter's size again per scalar). */
+static bool lazy_broadcast(const st_region *r, const fuse_pgroup *pg, int i) {
+    st_node *n = r->nodes[pg->nodes[i].pos];
+    if (pg->nodes[i].keep || pg->nodes[i].dies || !interp_broadcast_elem(n)) return false;
+    for (int j = i + 1; j < pg->nnodes; j++) {
+        const st_node *x = r->nodes[pg->nodes[j].pos];
+        for (int k = 0; k < x->nsrc; k++)
+            if (x->src[k] == n && !st_op_is_elementwise((st_op)x->op)) return false;
+    }
+    return true;
+}
+
 static st_status run_interp_pgroup(exec_state *e, const st_region *r, const fuse_pgroup *pg) {
     st_status s = ST_OK;
     for (int i = 0; i < pg->nnodes && s == ST_OK; i++) {
         st_node *n = r->nodes[pg->nodes[i].pos];
+        if (lazy_broadcast(r, pg, i)) {
+            if (pg->nodes[i].last) drop_temps(e);
+            continue;
+        }
         st_buffer *b = st_buffer_new(st_node_nbytes(n));
         if (!b) {
             s = st_last_status();

@@ -31,6 +31,24 @@ static ctype ct_of(st_dtype dt) {
     }
 }
 
+/* Bytes of one compute value. */
+static size_t ct_size(ctype ct) {
+    static const size_t sz[] = {4, 8, 4, 8, 1};
+    return sz[ct];
+}
+
+/* dt's storage is exactly compute type ct's values (so a buffer of dt can be read as ct in place). */
+static bool in_place_as(st_dtype dt, ctype ct) {
+    switch (dt) {
+    case ST_F32: return ct == CT_F32;
+    case ST_F64: return ct == CT_F64;
+    case ST_I32: return ct == CT_I32;
+    case ST_I64: return ct == CT_I64;
+    case ST_BOOL: return ct == CT_U8;
+    default: return false;
+    }
+}
+
 #define CHUNK 1024
 typedef union chunk {
     float f[CHUNK];
@@ -189,6 +207,16 @@ static st_status bad_node(const st_node *n, const char *why) {
     return st_error(ST_ERR_INTERNAL, "interp: %s node: %s", st_ops[n->op].name, why);
 }
 
+const void *interp_broadcast_elem(const st_node *n) {
+    if (n->op != ST_OP_VIEW || n->arg.view.has_mask || n->numel < 1) return NULL;
+    for (int d = 0; d < n->ndim; d++)
+        if (n->arg.view.strides[d] != 0 && n->shape[d] != 1) return NULL;
+    const st_node *s = n->src[0];
+    const int64_t off = n->arg.view.offset;
+    if (!s->buf || s->dtype != n->dtype || off < 0 || off >= s->numel) return NULL;
+    return (const char *)s->buf->data + (size_t)off * st_dtypes[n->dtype].size;
+}
+
 static st_status eval_elementwise(st_node *n, st_buffer *out) {
     int ns = st_ops[n->op].nsrc;
     st_op op = (st_op)n->op;
@@ -200,20 +228,54 @@ static st_status eval_elementwise(st_node *n, st_buffer *out) {
     int have = op == ST_OP_CAST || (op == ST_OP_WHERE ? T->t3[op] != NULL
                                     : ns == 2 ? T->t2[op] != NULL : T->t1[op] != NULL);
     if (!have) return bad_node(n, "no elementwise function");
+    /* A source stored as its compute values (f32, f64, i32, i64, and bool read as u8) is read in
+     * place, and a result stored as computed is written in place: no chunk copies (the loops
+     * read and write each element at its own index, so an output over a source is fine). */
+    /* A source left unevaluated as a broadcast of one element (fuser/exec.c, run_interp_pgroup) is
+     * that element in every lane of a chunk, filled once. */
+    const void *srcp[3] = {NULL, NULL, NULL};
+    bool filled[3] = {false, false, false};
     chunk in[3], res, conv;
+    for (int k = 0; k < ns; k++) {
+        ctype want = (op == ST_OP_WHERE && k == 0) ? CT_U8 : ct;
+        const st_node *s = n->src[k];
+        if (!s->buf) {
+            const void *e = interp_broadcast_elem(s);
+            if (!e) return bad_node(n, "a src has no buffer");
+            static const size_t ctsz[] = {4, 8, 4, 8, 1};
+            load_as((st_dtype)s->dtype, e, 0, 1, want, &in[k]);
+            for (int64_t i = 1; i < CHUNK; i++) memcpy(in[k].b + i * ctsz[want], in[k].b, ctsz[want]);
+            filled[k] = true;
+        } else if (in_place_as((st_dtype)s->dtype, want)) {
+            srcp[k] = s->buf->data;
+        }
+    }
+    const size_t cs = ct_size(ct);
+    const bool out_direct = op != ST_OP_CAST && ct == oct && n->dtype != ST_BOOL &&
+                            in_place_as((st_dtype)n->dtype, oct);
     for (int64_t start = 0; start < n->numel; start += CHUNK) {
         int64_t m = n->numel - start < CHUNK ? n->numel - start : CHUNK;
         if (start && start % CHECK_EVERY == 0 && st_rt.interrupted) return check_interrupt();
+        const void *a[3];
         for (int k = 0; k < ns; k++) {
             ctype want = (op == ST_OP_WHERE && k == 0) ? CT_U8 : ct;
             const st_node *s = n->src[k];
-            load_as((st_dtype)s->dtype, s->buf->data, start, m, want, &in[k]);
+            if (filled[k]) {
+                a[k] = &in[k];
+            } else if (srcp[k]) {
+                a[k] = (const char *)srcp[k] + (size_t)start * ct_size(want);
+            } else {
+                load_as((st_dtype)s->dtype, s->buf->data, start, m, want, &in[k]);
+                a[k] = &in[k];
+            }
         }
-        const void *r = &res;
-        if (op == ST_OP_CAST) r = &in[0];
-        else if (op == ST_OP_WHERE) T->t3[op](ct, in[0].b, &in[1], &in[2], &res, m);
-        else if (ns == 2) T->t2[op](ct, &in[0], &in[1], &res, m);
-        else T->t1[op](ct, &in[0], &res, m);
+        void *o = out_direct ? (char *)out->data + (size_t)start * cs : (void *)&res;
+        const void *r = o;
+        if (op == ST_OP_CAST) r = a[0];
+        else if (op == ST_OP_WHERE) T->t3[op](ct, a[0], a[1], a[2], o, m);
+        else if (ns == 2) T->t2[op](ct, a[0], a[1], o, m);
+        else T->t1[op](ct, a[0], o, m);
+        if (out_direct) continue;
         if (ct != oct) {
             cvt_chunk(ct, oct, r, &conv, m);
             r = &conv;
@@ -287,6 +349,17 @@ static void copy_run(size_t es, void *dst, int64_t di, const void *src, int64_t 
         memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es, (size_t)len * es);
         return;
     }
+    if (st == 0 && len > 0) { /* a fill (the library's -O2 leaves a fill loop scalar): doubling copies */
+        char *d = (char *)dst + (size_t)di * es;
+        const size_t total = (size_t)len * es;
+        memcpy(d, (const char *)src + (size_t)si * es, es);
+        for (size_t done = es; done < total;) {
+            const size_t c = done < total - done ? done : total - done;
+            memcpy(d + done, d, c);
+            done += c;
+        }
+        return;
+    }
 #define COPY_RUN_(T)                                                                            \
     do {                                                                                        \
         T *d_ = (T *)dst + di;                                                                  \
@@ -306,20 +379,56 @@ static void copy_run(size_t es, void *dst, int64_t di, const void *src, int64_t 
  * each row's ends checked against src (its elements lie between them). Broadcasts (a scalar
  * times a tensor, a row max against its row) are views: element by element they were a quarter
  * of a first-seen expression's interpreted time. */
+/* rows x len elements: dst row r, column c (row stride len, from di) = src[si + r + c * st], in
+ * tiles of TILE_T columns, so each source cache line (consecutive r) is read once per tile
+ * instead of once per row. */
+#define TILE_T 16
+static void copy_tiles(size_t es, void *dst, int64_t di, const void *src, int64_t si, int64_t st, int64_t rows,
+                       int64_t len) {
+#define COPY_TILES_(T)                                                                          \
+    do {                                                                                        \
+        T *d_ = (T *)dst + di;                                                                  \
+        const T *s_ = (const T *)src + si;                                                      \
+        for (int64_t c0 = 0; c0 < len; c0 += TILE_T) {                                          \
+            const int64_t c1 = c0 + TILE_T < len ? c0 + TILE_T : len;                           \
+            for (int64_t r = 0; r < rows; r++)                                                  \
+                for (int64_t c = c0; c < c1; c++) d_[r * len + c] = s_[r + c * st];             \
+        }                                                                                       \
+    } while (0)
+    switch (es) {
+    case 1: COPY_TILES_(uint8_t); break;
+    case 2: COPY_TILES_(uint16_t); break;
+    case 4: COPY_TILES_(uint32_t); break;
+    default: COPY_TILES_(uint64_t); break;
+    }
+#undef COPY_TILES_
+}
+
 static st_status view_rows(st_node *n, const st_node *s, size_t es, st_buffer *out) {
     const st_view_arg *v = &n->arg.view;
     const int nd = n->ndim;
     const int64_t len = n->shape[nd - 1], st = v->strides[nd - 1];
+    /* a transposed matrix (the next-to-last dim contiguous in src): TILE_T rows at a time */
+    const bool tiled = nd >= 2 && st != 1 && v->strides[nd - 2] == 1 && n->shape[nd - 2] > 1;
     int64_t idx[ST_MAX_DIMS] = {0}, flat = v->offset;
-    for (int64_t i = 0; i < n->numel; i += len) {
+    for (int64_t i = 0; i < n->numel;) {
         if (i && i % CHECK_EVERY < len && st_rt.interrupted) return check_interrupt();
-        const int64_t last = flat + (len - 1) * st;
-        if (flat < 0 || flat >= s->numel || last < 0 || last >= s->numel)
+        int64_t rows = 1;
+        if (tiled) {
+            rows = n->shape[nd - 2] - idx[nd - 2];
+            if (rows > TILE_T) rows = TILE_T;
+        }
+        const int64_t last = flat + (rows - 1) + (len - 1) * st;   /* rows > 1 only when tiled */
+        if (flat < 0 || flat >= s->numel || last < 0 || last >= s->numel || flat + (len - 1) * st < 0 ||
+            flat + (len - 1) * st >= s->numel || flat + rows - 1 >= s->numel)
             return bad_node(n, "view reads outside its src");
-        copy_run(es, out->data, i, s->buf->data, flat, st, len);
+        if (rows > 1) copy_tiles(es, out->data, i, s->buf->data, flat, st, rows, len);
+        else copy_run(es, out->data, i, s->buf->data, flat, st, len);
+        if (rows > 1) idx[nd - 2] += rows - 1;
         idx[nd - 1] = len - 1;   /* on to the next row */
         flat = last;
         idx_next(nd, n->shape, idx, v->strides, &flat);
+        i += rows * len;
     }
     return ST_OK;
 }
@@ -331,6 +440,11 @@ static st_status eval_view(st_node *n, st_buffer *out) {
     size_t es = st_dtypes[n->dtype].size;
     int64_t idx[ST_MAX_DIMS] = {0}, flat = v->offset;
     int nd = n->ndim;
+    const void *one = interp_broadcast_elem(n);
+    if (one) { /* one element everywhere: one fill */
+        copy_run(es, out->data, 0, one, 0, 0, n->numel);
+        return ST_OK;
+    }
     if (!v->has_mask && nd > 0 && n->shape[nd - 1] > 0)
         return view_rows(n, s, es, out);
     for (int64_t i = 0; i < n->numel; i++) {
@@ -724,8 +838,9 @@ static st_status eval_setview(st_node *n, st_buffer *out) {
 st_status interp_eval_node(st_node *n, st_buffer *out) {
     if (!out || out->nbytes < st_node_nbytes(n) || (n->numel && !out->data))
         return bad_node(n, "output buffer too small");
-    for (int k = 0; k < n->nsrc; k++)
-        if (!n->src[k] || !n->src[k]->buf) return bad_node(n, "a src has no buffer");
+    for (int k = 0; k < n->nsrc; k++)   /* elementwise ops also read unevaluated broadcasts */
+        if (!n->src[k] || (!n->src[k]->buf && !(st_op_is_elementwise((st_op)n->op) && interp_broadcast_elem(n->src[k]))))
+            return bad_node(n, "a src has no buffer");
     switch (st_ops[n->op].kind) {
     case OPK_SOURCE:
         if (n->op == ST_OP_BUFFER) { /* never evaluated by the executors; a copy is harmless */

@@ -192,5 +192,9 @@ ST_INTERNAL st_status interp_execute(st_region *r);
  * node n into out (contiguous, n's shape and dtype), reading every src from src->buf (each src
  * must have a buffer, realized or temporary). */
 ST_INTERNAL st_status interp_eval_node(st_node *n, st_buffer *out);
+/* A VIEW that repeats one element of its materialized src everywhere (every stride 0 or size 1,
+ * no mask): that element's address, else NULL. interp_eval_node's elementwise ops read such a
+ * src in place when it has no buffer (the interpreter tier leaves it unevaluated). */
+ST_INTERNAL const void *interp_broadcast_elem(const st_node *n);
 
 #endif
