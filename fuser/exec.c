@@ -80,12 +80,17 @@ static void drop_temps(exec_state *e) {
  * reader in the plan group (fuse_inode.dies), and what is left at the end of each plan group (a
  * horizontal batch's members run one by one). */
 /* Node i of the plan group is a temporary broadcast of one element (interp_broadcast_elem) read
- * only by elementwise nodes of the group, and not the last reader of its src: it is left
- * unevaluated, and they read the element in place (a scalar operand of an optimizer's update,
- * materialized, wrote and read the parameter's size again per scalar). */
-static bool lazy_broadcast(const st_region *r, const fuse_pgroup *pg, int i) {
+ * only by elementwise nodes of the group: it is left unevaluated, and they read the element in
+ * place (a scalar operand of an optimizer's update, materialized, wrote and read the parameter's
+ * size again per scalar). Its src, when a temporary that dies here, lives on to the group's end;
+ * a temporary src that dies elsewhere keeps the broadcast evaluated. */
+static bool lazy_broadcast(const exec_state *e, const st_region *r, const fuse_pgroup *pg, int i) {
     st_node *n = r->nodes[pg->nodes[i].pos];
-    if (pg->nodes[i].keep || pg->nodes[i].dies || !interp_broadcast_elem(n)) return false;
+    if (pg->nodes[i].keep || !interp_broadcast_elem(n)) return false;
+    /* a temporary src that another node releases (its last reader) would go before the readers */
+    if (!(pg->nodes[i].dies & 1))
+        for (int t = 0; t < e->ntemps; t++)
+            if (e->temps[t] == n->src[0]) return false;
     for (int j = i + 1; j < pg->nnodes; j++) {
         const st_node *x = r->nodes[pg->nodes[j].pos];
         for (int k = 0; k < x->nsrc; k++)
@@ -98,7 +103,7 @@ static st_status run_interp_pgroup(exec_state *e, const st_region *r, const fuse
     st_status s = ST_OK;
     for (int i = 0; i < pg->nnodes && s == ST_OK; i++) {
         st_node *n = r->nodes[pg->nodes[i].pos];
-        if (lazy_broadcast(r, pg, i)) {
+        if (lazy_broadcast(e, r, pg, i)) {
             if (pg->nodes[i].last) drop_temps(e);
             continue;
         }
