@@ -401,10 +401,11 @@ void fuse_pcache_shutdown(void) {
     /* A background compile still running (ST_JIT_ASYNC) is waited for, bounded by
      * ST_COMPILE_TIMEOUT and an interrupt, so that its kernels reach the disk cache and the next
      * run of the program finds them; the kernels' installation does not matter any more. One still
-     * waiting for a compiler is dropped: the program's end does not wait for compiles it never
-     * needed (a one-time flush's). */
+     * waiting for a compiler (jit/cache.c: a one-time flush's, whose plan never ran again) is
+     * started and waited for too, one after the other: the end of a program is where the
+     * compilers no longer slow its work. */
     for (fuse_pentry *e = C.mru; e; e = e->lru_next) {
-        if (!e->job || !jit_async_running(e->job)) continue;
+        if (!e->job) continue;
         st_kernel_fn *fns = st_calloc((size_t)e->njob, sizeof *fns);
         st_status s;
         if (fns) (void)jit_async_poll(e->job, 1, fns, &s);
