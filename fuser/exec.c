@@ -78,7 +78,9 @@ static void drop_temps(exec_state *e) {
  * An interpreted group of an entry evaluates its node list in order: a node the group
  * materializes gets a buffer that outlives it, the others temporaries released after their last
  * reader in the plan group (fuse_inode.dies), and what is left at the end of each plan group (a
- * horizontal batch's members run one by one). */
+ * horizontal batch's members run one by one); a one-element broadcast only elementwise nodes
+ * read is not evaluated at all (lazy_broadcast). */
+
 /* Node i of the plan group is a temporary broadcast of one element (interp_broadcast_elem) read
  * only by elementwise nodes of the group: it is left unevaluated, and they read the element in
  * place (a scalar operand of an optimizer's update, materialized, wrote and read the parameter's
