@@ -242,9 +242,9 @@ static st_status eval_elementwise(st_node *n, st_buffer *out) {
         if (!s->buf) {
             const void *e = interp_broadcast_elem(s);
             if (!e) return bad_node(n, "a src has no buffer");
-            static const size_t ctsz[] = {4, 8, 4, 8, 1};
+            const size_t w = ct_size(want);
             load_as((st_dtype)s->dtype, e, 0, 1, want, &in[k]);
-            for (int64_t i = 1; i < CHUNK; i++) memcpy(in[k].b + i * ctsz[want], in[k].b, ctsz[want]);
+            for (int64_t i = 1; i < CHUNK; i++) memcpy(in[k].b + i * w, in[k].b, w);
             filled[k] = true;
         } else if (in_place_as((st_dtype)s->dtype, want)) {
             srcp[k] = s->buf->data;
@@ -679,7 +679,9 @@ static st_status matmul_float(st_node *n, st_buffer *out, int64_t batch, int64_t
     if (nt > 1) dev_cpu_pool()->parallel(mm_run, &j, (unsigned)nt);
     else mm_run(&j);
     st_free(j.ws);
-    return atomic_load(&j.stop) ? check_interrupt() : ST_OK;
+    if (!atomic_load(&j.stop)) return ST_OK;
+    st_rt.interrupted = 0;   /* the product is incomplete: an interrupt, whatever the flag says now */
+    return st_error(ST_ERR_INTERRUPT, "interrupted");
 }
 
 static st_status eval_matmul(st_node *n, st_buffer *out) {
@@ -838,9 +840,11 @@ static st_status eval_setview(st_node *n, st_buffer *out) {
 st_status interp_eval_node(st_node *n, st_buffer *out) {
     if (!out || out->nbytes < st_node_nbytes(n) || (n->numel && !out->data))
         return bad_node(n, "output buffer too small");
-    for (int k = 0; k < n->nsrc; k++)   /* elementwise ops also read unevaluated broadcasts */
-        if (!n->src[k] || (!n->src[k]->buf && !(st_op_is_elementwise((st_op)n->op) && interp_broadcast_elem(n->src[k]))))
+    for (int k = 0; k < n->nsrc; k++) {   /* elementwise ops also read unevaluated broadcasts */
+        const st_node *s = n->src[k];
+        if (!s || (!s->buf && !(st_op_is_elementwise((st_op)n->op) && interp_broadcast_elem(s))))
             return bad_node(n, "a src has no buffer");
+    }
     switch (st_ops[n->op].kind) {
     case OPK_SOURCE:
         if (n->op == ST_OP_BUFFER) { /* never evaluated by the executors; a copy is harmless */
