@@ -14,18 +14,34 @@ const st_gemm_api *base_gemm_copy(int isa) {
     }
 }
 
+/* The widest copy, found once: base_gemm is on every kernel launch (st_kargs.gemm). */
 static int picked = -1;
+static const st_gemm_api *picked_api;
 
 static int pick(void) {
     if (picked < 0) {
         int isa = BASE_GEMM_COPIES - 1;
         while (isa > BASE_GEMM_BASELINE && !base_gemm_copy(isa)) isa--;
+        picked_api = base_gemm_copy(isa);
         picked = isa;
     }
     return picked;
 }
 
-const st_gemm_api *base_gemm(void) { return base_gemm_copy(pick()); }
+const st_gemm_api *base_gemm(void) {
+    if (picked < 0) pick();
+    return picked_api;
+}
+
+bool base_cpu_avx512(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+#else
+    return false;
+#endif
+}
 
 const char *base_gemm_isa(void) {
     static const char *const names[BASE_GEMM_COPIES] = {"baseline", "avx2", "avx512"};

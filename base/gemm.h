@@ -24,6 +24,11 @@ ST_INTERNAL const st_gemm_api *base_gemm(void);
 /* Its name: "avx512", "avx2" or "baseline". */
 ST_INTERNAL const char *base_gemm_isa(void);
 
+/* The CPU runs the library's AVX-512 copies (this GEMM's, the interpreter's elementwise loops):
+ * AVX-512 F/VL/BW/DQ with AVX2, FMA and BMI2 (F16C goes with them on every such CPU, and clang's
+ * __builtin_cpu_supports does not know its name). */
+ST_INTERNAL bool base_cpu_avx512(void);
+
 /* The copies (gemm_avx2.c, gemm_avx512.c): NULL where the CPU lacks the instructions. */
 ST_INTERNAL const st_gemm_api *base_gemm_avx2_(void);
 ST_INTERNAL const st_gemm_api *base_gemm_avx512_(void);

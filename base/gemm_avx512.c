@@ -20,14 +20,7 @@ ST_GEMM_API_TABLE(gemm_avx512)
 #pragma GCC pop_options
 #include "base/gemm.h"
 
-const st_gemm_api *base_gemm_avx512_(void) {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                   __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                   __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2")
-               ? &gemm_avx512
-               : NULL;
-}
+const st_gemm_api *base_gemm_avx512_(void) { return base_cpu_avx512() ? &gemm_avx512 : NULL; }
 #else
 #include "base/gemm.h"
 const st_gemm_api *base_gemm_avx512_(void) { return NULL; }

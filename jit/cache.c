@@ -221,7 +221,6 @@ _Static_assert(offsetof(st_pool_api, parallel) == 0 && offsetof(st_pool_api, bar
                    sizeof(st_pool_api) == 4 * sizeof(void (*)(void)),
                "st_pool_api in device/cpu_pool.h changed: update jit_kargs_src in jit/cache.c");
 
-
 static st_status ensure_init(void) {
     if (J.ready) return ST_OK;
     st_status s = init_dir();
@@ -684,7 +683,8 @@ st_status jit_get_kernels(int n, const char *const *sources, const char *const *
  * starts at a later poll that finds one, after looking in the caches again: a kernel another job
  * compiled meanwhile (a second plan of the same step) is not compiled twice. A plan that keeps
  * running polls its job at every run, so it gets the next free compiler; a job whose plan never
- * runs again (a one-time flush) and found no compiler never starts. A compiler that has ended is
+ * runs again (a one-time flush) and found no compiler starts only at st_shutdown (fuser/plan_cache.c
+ * waits for every job, one after the other). A compiler that has ended is
  * reaped by whichever call comes next (jit_async_reap: every start, poll and flush), which loads
  * and indexes its kernels and frees its slot: a job whose plan never runs again does not hold one. */
 struct jit_async {

@@ -48,7 +48,7 @@ ST_INTERNAL void jit_async_free(jit_async *job);
 /* At most one compiler per CPU but one runs in the background: a job that finds none free waits
  * (its sources kept) and starts at a later poll that finds one, looking in the caches again first
  * (what another job compiled meanwhile is not compiled twice); a blocking poll starts it anyway.
- * jit_async_running: the job's compiler has started and has not been reaped. */
+ * jit_async_running (for tests): the job's compiler has started and has not been reaped. */
 ST_INTERNAL int jit_async_running(const jit_async *job);
 /* Reaps every background compiler that has ended (loads and indexes its kernels, frees its slot),
  * whoever's job it is; called by every start and poll, and by each flush (fuse_execute). */

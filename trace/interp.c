@@ -343,42 +343,6 @@ static st_status eval_source(st_node *n, st_buffer *out) {
 
 /* ---- VIEW: a strided, optionally masked read of src 0's contiguous layout ---- */
 
-/* len elements of es bytes from src[si + j * st] to dst[di + j] (st 0: a broadcast, 1: a copy). */
-static void copy_run(size_t es, void *dst, int64_t di, const void *src, int64_t si, int64_t st, int64_t len) {
-    if (st == 1) {
-        memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es, (size_t)len * es);
-        return;
-    }
-    if (st == 0 && len > 0) { /* a fill (the library's -O2 leaves a fill loop scalar): doubling copies */
-        char *d = (char *)dst + (size_t)di * es;
-        const size_t total = (size_t)len * es;
-        memcpy(d, (const char *)src + (size_t)si * es, es);
-        for (size_t done = es; done < total;) {
-            const size_t c = done < total - done ? done : total - done;
-            memcpy(d + done, d, c);
-            done += c;
-        }
-        return;
-    }
-#define COPY_RUN_(T)                                                                            \
-    do {                                                                                        \
-        T *d_ = (T *)dst + di;                                                                  \
-        const T *s_ = (const T *)src + si;                                                      \
-        for (int64_t j = 0; j < len; j++) d_[j] = s_[j * st];                                   \
-    } while (0)
-    switch (es) {
-    case 1: COPY_RUN_(uint8_t); break;
-    case 2: COPY_RUN_(uint16_t); break;
-    case 4: COPY_RUN_(uint32_t); break;
-    default: COPY_RUN_(uint64_t); break;
-    }
-#undef COPY_RUN_
-}
-
-/* An unmasked view, a row (its last dim) at a time: the same elements as the loop of eval_view,
- * each row's ends checked against src (its elements lie between them). Broadcasts (a scalar
- * times a tensor, a row max against its row) are views: element by element they were a quarter
- * of a first-seen expression's interpreted time. */
 /* rows x len elements: dst row r, column c (row stride len, from di) = src[si + r + c * st], in
  * tiles of TILE_T columns, so each source cache line (consecutive r) is read once per tile
  * instead of once per row. */
@@ -402,6 +366,26 @@ static void copy_tiles(size_t es, void *dst, int64_t di, const void *src, int64_
     default: COPY_TILES_(uint64_t); break;
     }
 #undef COPY_TILES_
+}
+
+/* len elements of es bytes from src[si + j * st] to dst[di + j] (st 0: a broadcast, 1: a copy). */
+static void copy_run(size_t es, void *dst, int64_t di, const void *src, int64_t si, int64_t st, int64_t len) {
+    if (st == 1) {
+        memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es, (size_t)len * es);
+        return;
+    }
+    if (st == 0 && len > 0) { /* a fill (the library's -O2 leaves a fill loop scalar): doubling copies */
+        char *d = (char *)dst + (size_t)di * es;
+        const size_t total = (size_t)len * es;
+        memcpy(d, (const char *)src + (size_t)si * es, es);
+        for (size_t done = es; done < total;) {
+            const size_t c = done < total - done ? done : total - done;
+            memcpy(d + done, d, c);
+            done += c;
+        }
+        return;
+    }
+    copy_tiles(es, dst, di, src, si, st, 1, len);
 }
 
 static st_status view_rows(st_node *n, const st_node *s, size_t es, st_buffer *out) {

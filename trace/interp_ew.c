@@ -20,14 +20,9 @@
 #include "trace/interp_ew_fns.h"
 #undef EW_TABLES
 #pragma GCC pop_options
+#include "base/gemm.h"   /* base_cpu_avx512 (after the pragma: the prelude above is the AVX-512 one) */
 
-const ew_tables *st_interp_ew_avx512(void) {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                   __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")
-               ? &ew_avx512
-               : NULL;
-}
+const ew_tables *st_interp_ew_avx512(void) { return base_cpu_avx512() ? &ew_avx512 : NULL; }
 #else
 const ew_tables *st_interp_ew_avx512(void) { return NULL; }
 #endif
