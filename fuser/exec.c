@@ -338,7 +338,8 @@ static bool async_ok(void) { return st_rt.jit_async && fuse_pcache_enabled() && 
  * few steps, whatever its size. `planned`: the call right after a miss planned it (not a run to
  * count; a region of jit_min work or more left groups interpreted only to compile them in the
  * background). With async_ok() the compiler runs in the background (finish_job swaps the kernels
- * in on a later run once it has ended); else this call waits for it. A compile that fails leaves
+ * in on a later run once it has ended; a planned entry's job gives its compiler up to one of an
+ * entry that runs again: jit/jit.h); else this call waits for it. A compile that fails leaves
  * the entry interpreting (the region still runs; a note under ST_DEBUG) and is not tried again
  * for it; an interrupted one fails the flush as an interrupt (st_rt.interrupted set again) and
  * may be tried again later. */
@@ -365,7 +366,7 @@ static void compile_if_hot(fuse_pentry *pe, bool planned) {
         idx[nj++] = g;
     }
     jit_async *job = NULL;
-    if (s == ST_OK) s = async ? jit_async_start(nj, (const char **)src, hint, fns, &job)
+    if (s == ST_OK) s = async ? jit_async_start(nj, (const char **)src, hint, !planned, fns, &job)
                               : jit_get_kernels(nj, (const char **)src, hint, fns);
     if (s == ST_OK) {
         for (int j = 0; j < nj; j++)

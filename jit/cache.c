@@ -686,14 +686,20 @@ st_status jit_get_kernels(int n, const char *const *sources, const char *const *
  * runs again (a one-time flush) and found no compiler starts only at st_shutdown (fuser/plan_cache.c
  * waits for every job, one after the other). A compiler that has ended is
  * reaped by whichever call comes next (jit_async_reap: every start, poll and flush), which loads
- * and indexes its kernels and frees its slot: a job whose plan never runs again does not hold one. */
+ * and indexes its kernels and frees its slot: a job whose plan never runs again does not hold one.
+ * Priority: a job started for a plan's first run (repeats 0: the plan may never run again) gives
+ * its compiler up to a job of a plan that runs again (repeats 1, or any non-blocking poll: its
+ * owner ran again) that finds none free; it is stopped, waits again with its sources, and starts
+ * like any waiting job. So a one-time flush (the first training step, which creates the
+ * optimizer's state) does not keep the steady step interpreted while it compiles. */
 struct jit_async {
     int n, m;         /* sources; of them missing from both caches (idx) */
     base_hash *keys;
     int *idx;
-    char **srcs;      /* n copies while the job waits for a compiler, else NULL */
+    char **srcs;      /* n copies until the job has ended (a waiting or stopped job starts from them) */
     char **hints;     /* n copies (NULL entries allowed): the batch's names in errors */
     int started, ended;
+    int repeats;      /* its plan runs again: it may take a compiler from a job whose plan may not */
     st_status status; /* once ended: the batch's load, and its error's text (err) */
     char *err;
     struct jit_async *next_running; /* the running list (started, not ended) */
@@ -715,6 +721,13 @@ static void unlink_running(jit_async *a) {
         }
 }
 
+static void free_srcs(jit_async *a) {
+    if (!a->srcs) return;
+    for (int i = 0; i < a->n; i++) st_free(a->srcs[i]);
+    st_free(a->srcs);
+    a->srcs = NULL;
+}
+
 /* Ends a started job whose compiler has ended (block: waits for it): loads and indexes its
  * kernels. 1 when it has ended. */
 static int async_end(jit_async *a, int block) {
@@ -730,6 +743,7 @@ static int async_end(jit_async *a, int block) {
     }
     a->ended = 1;
     unlink_running(a);
+    free_srcs(a);
     return 1;
 }
 
@@ -748,11 +762,8 @@ void jit_async_free(jit_async *a) {
         jit_compile_cancel(&a->job);
         unlink_running(a);
     }
-    for (int i = 0; i < a->n; i++) {
-        if (a->srcs) st_free(a->srcs[i]);
-        if (a->hints) st_free(a->hints[i]);
-    }
-    st_free(a->srcs);
+    free_srcs(a);
+    for (int i = 0; i < a->n && a->hints; i++) st_free(a->hints[i]);
     st_free(a->hints);
     st_free(a->err);
     st_free(a->keys);
@@ -760,10 +771,11 @@ void jit_async_free(jit_async *a) {
     st_free(a);
 }
 
-/* Starts the compiler on the job's m missing kernels. */
-static st_status async_begin(jit_async *a, const char *const *sources) {
+/* Starts the compiler on the job's m missing kernels (its sources: a->srcs). */
+static st_status async_begin(jit_async *a) {
     sbuf b = {0};
-    st_status s = batch_text(a->m, a->idx, a->keys, sources, (const char *const *)a->hints, &b, a->btag, a->what);
+    st_status s = batch_text(a->m, a->idx, a->keys, (const char *const *)a->srcs, (const char *const *)a->hints,
+                             &b, a->btag, a->what);
     if (s == ST_OK) s = jit_compile_start(J.dir, a->btag, a->what, b.s, b.n, &a->job);
     sbuf_free(&b);
     if (s == ST_OK) {
@@ -774,8 +786,26 @@ static st_status async_begin(jit_async *a, const char *const *sources) {
     return s;
 }
 
-st_status jit_async_start(int n, const char *const *sources, const char *const *kname_hint, st_kernel_fn *out,
-                          jit_async **job) {
+/* Is a compiler free for job a? When none is and a's plan runs again, a running job of a plan's
+ * first run is stopped (its compiler killed, its files removed) and waits again: its compiler is
+ * a's. The last such job started goes first (the least work lost). */
+static bool slot_for(jit_async *a) {
+    if (st_rt.compiles_running < jit_async_slots()) return true;
+    if (!a->repeats) return false;
+    jit_async *v = running_jobs;   /* the running list is newest first */
+    while (v && v->repeats) v = v->next_running;
+    if (!v) return false;
+    jit_compile_cancel(&v->job);
+    unlink_running(v);
+    v->started = 0;
+    if (st_rt.debug)
+        fprintf(stderr, "stitch: a compile for a plan's first run (%d kernel%s) stopped: its compiler goes to a "
+                        "plan that runs again; it waits for the next free one\n", v->m, v->m == 1 ? "" : "s");
+    return true;
+}
+
+st_status jit_async_start(int n, const char *const *sources, const char *const *kname_hint, int repeats,
+                          st_kernel_fn *out, jit_async **job) {
     *job = NULL;
     st_status s = check_sources("jit_async_start", n, sources, out);
     if (s != ST_OK || n == 0) return s;
@@ -784,6 +814,7 @@ st_status jit_async_start(int n, const char *const *sources, const char *const *
     jit_async *a = st_calloc(1, sizeof *a);
     if (!a) return st_last_status();
     a->n = n;
+    a->repeats = repeats != 0;
     a->keys = st_malloc((size_t)n * sizeof *a->keys);
     a->idx = st_malloc((size_t)n * sizeof *a->idx);
     a->hints = st_calloc((size_t)n, sizeof *a->hints);
@@ -796,15 +827,12 @@ st_status jit_async_start(int n, const char *const *sources, const char *const *
         jit_async_free(a);
         return ST_OK;
     }
+    if (!(a->srcs = st_calloc((size_t)n, sizeof *a->srcs))) s = st_last_status();
+    for (int i = 0; i < n && s == ST_OK; i++)
+        if (!(a->srcs[i] = st_strdup(sources[i]))) s = st_last_status();
     for (int i = 0; i < n && s == ST_OK; i++)
         if (kname_hint && kname_hint[i] && !(a->hints[i] = st_strdup(kname_hint[i]))) s = st_last_status();
-    if (s == ST_OK && st_rt.compiles_running < jit_async_slots()) {
-        s = async_begin(a, sources);
-    } else if (s == ST_OK) { /* no compiler free: the sources wait in the job */
-        if (!(a->srcs = st_calloc((size_t)n, sizeof *a->srcs))) s = st_last_status();
-        for (int i = 0; i < n && s == ST_OK; i++)
-            if (!(a->srcs[i] = st_strdup(sources[i]))) s = st_last_status();
-    }
+    if (s == ST_OK && slot_for(a)) s = async_begin(a);   /* else the job waits for a compiler */
     if (s != ST_OK) {
         jit_async_free(a);
         return s;
@@ -816,15 +844,15 @@ st_status jit_async_start(int n, const char *const *sources, const char *const *
 int jit_async_poll(jit_async *a, int block, st_kernel_fn *out, st_status *status) {
     st_status s;
     jit_async_reap();
-    if (!a->started) { /* waiting for a compiler (block: take one anyway) */
-        if (!block && st_rt.compiles_running >= jit_async_slots()) return 0;
+    if (!block) a->repeats = 1;   /* its owner ran again */
+    if (!a->started && !a->ended) { /* waiting for a compiler (block: take one anyway) */
+        if (!block && !slot_for(a)) return 0;
         a->m = find_cached(a->n, (const char *const *)a->srcs, a->keys, a->idx, out);
-        s = a->m ? async_begin(a, (const char *const *)a->srcs) : ST_OK;
-        for (int i = 0; i < a->n; i++) st_free(a->srcs[i]);
-        st_free(a->srcs);
-        a->srcs = NULL;
+        s = a->m ? async_begin(a) : ST_OK;
         if (s != ST_OK || a->m == 0) { /* failed to start, or every kernel compiled by another job */
             if (s == ST_OK) s = fill_compiled(a->n, a->keys, out);
+            a->ended = 1;
+            free_srcs(a);
             *status = s;
             return 1;
         }

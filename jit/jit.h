@@ -42,12 +42,15 @@ ST_INTERNAL st_status jit_get_kernels(int n, const char *const *sources,
  * files. The job is single-threaded: the compiler is a child process, polled. */
 typedef struct jit_async jit_async;
 ST_INTERNAL st_status jit_async_start(int n, const char *const *sources, const char *const *kname_hint,
-                                      st_kernel_fn *out, jit_async **job);
+                                      int repeats, st_kernel_fn *out, jit_async **job);
 ST_INTERNAL int jit_async_poll(jit_async *job, int block, st_kernel_fn *out, st_status *status);
 ST_INTERNAL void jit_async_free(jit_async *job);
 /* At most one compiler per CPU but one runs in the background: a job that finds none free waits
  * (its sources kept) and starts at a later poll that finds one, looking in the caches again first
  * (what another job compiled meanwhile is not compiled twice); a blocking poll starts it anyway.
+ * repeats 0: the job is for a plan's first run (it may never run again); such a job, while it
+ * compiles, gives its compiler up to a job whose plan runs again (repeats 1, or polled without
+ * block: its owner ran again) that finds none free, and waits again.
  * jit_async_running (for tests): the job's compiler has started and has not been reaped. */
 ST_INTERNAL int jit_async_running(const jit_async *job);
 /* Reaps every background compiler that has ended (loads and indexes its kernels, frees its slot),

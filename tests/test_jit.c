@@ -630,7 +630,7 @@ TEST(gemm_from_library) {
     jit_async *job = NULL;
     fn = NULL;
     s0 = snap();
-    CHECK(jit_async_start(1, src64, NULL, &fn, &job) == ST_OK && job != NULL);
+    CHECK(jit_async_start(1, src64, NULL, 1, &fn, &job) == ST_OK && job != NULL);
     st_status s = ST_ERR_INTERNAL;
     if (job) {
         CHECK(jit_async_poll(job, 1, &fn, &s) == 1);
@@ -682,13 +682,13 @@ TEST(async_slots_and_reap) {
         src[i] = text[i];
         fn[i] = NULL;
         job[i] = NULL;
-        CHECK(jit_async_start(1, &src[i], NULL, &fn[i], &job[i]) == ST_OK && job[i] != NULL);
+        CHECK(jit_async_start(1, &src[i], NULL, 1, &fn[i], &job[i]) == ST_OK && job[i] != NULL);
         if (job[i]) CHECK(jit_async_running(job[i]));
     }
     /* the first job's kernel again: no compiler free, so it waits */
     st_kernel_fn w = NULL;
     jit_async *wj = NULL;
-    CHECK(jit_async_start(1, &src[0], NULL, &w, &wj) == ST_OK && wj != NULL);
+    CHECK(jit_async_start(1, &src[0], NULL, 1, &w, &wj) == ST_OK && wj != NULL);
     if (!wj) return;
     CHECK(!jit_async_running(wj));
     for (int i = 1; i < slots; i++) { /* the others end and are taken by their owners */
@@ -709,6 +709,65 @@ TEST(async_slots_and_reap) {
               (unsigned long long)(snap().compile_calls - s0.compile_calls), slots);
     for (int i = 0; i < slots; i++) jit_async_free(job[i]);
     jit_async_free(wj);
+}
+
+/* A job for a plan's first run (repeats 0: it may never run again) gives its compiler up to one
+ * whose plan runs again (repeats 1) that finds none free: the newest such job stops (its compiler
+ * killed) and waits; it gets its kernel later all the same. A first-run job stops no one. The
+ * first-run jobs' compiler is slowed (a wrapper that sleeps 2 s on their sources) so that they are
+ * still running when the repeating job comes. */
+static void write_slow_cc(char *path, size_t cap) {
+    snprintf(path, cap, "%s/slowcc", cache_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "#!/bin/sh\ncase \"$1\" in --version) exec gcc --version;; esac\n"
+               "for a in \"$@\"; do case \"$a\" in *.c) grep -q slow-compile \"$a\" && sleep 2;; esac; done\n"
+               "exec gcc \"$@\"\n");
+    fclose(f);
+    chmod(path, 0755);
+}
+
+TEST(async_first_run_yields) {
+    char cc[512];
+    write_slow_cc(cc, sizeof cc);
+    jit_shutdown();
+    setenv("ST_CC", cc, 1);
+    const int slots = dev_cpu_threads() > 1 ? dev_cpu_threads() - 1 : 1;
+    enum { MAXS = 64 };
+    if (slots > MAXS) return;
+    char text[MAXS + 2][96];
+    const char *src[MAXS + 2];
+    st_kernel_fn fn[MAXS + 2];
+    jit_async *job[MAXS + 2];
+    for (int i = 0; i < slots + 2; i++) {
+        snprintf(text[i], sizeof text[i], "void KNAME(const st_kargs *a) { *a->err = %d; } /* %s */\n", 800 + i,
+                 i == slots ? "repeats" : "slow-compile");
+        src[i] = text[i];
+        fn[i] = NULL;
+        job[i] = NULL;
+    }
+    for (int i = 0; i < slots; i++) { /* every slot taken by a first run's job */
+        CHECK(jit_async_start(1, &src[i], NULL, 0, &fn[i], &job[i]) == ST_OK && job[i] != NULL);
+        if (job[i]) CHECK(jit_async_running(job[i]));
+    }
+    /* a plan that runs again: it starts at once, the newest first-run job waits */
+    CHECK(jit_async_start(1, &src[slots], NULL, 1, &fn[slots], &job[slots]) == ST_OK && job[slots] != NULL);
+    if (job[slots]) CHECK(jit_async_running(job[slots]));
+    if (job[slots - 1]) CHECK(!jit_async_running(job[slots - 1]));
+    for (int i = 0; i < slots - 1; i++)
+        if (job[i]) CHECK(jit_async_running(job[i]));
+    /* another first run stops no one */
+    CHECK(jit_async_start(1, &src[slots + 1], NULL, 0, &fn[slots + 1], &job[slots + 1]) == ST_OK &&
+          job[slots + 1] != NULL);
+    if (job[slots + 1]) CHECK(!jit_async_running(job[slots + 1]));
+    for (int i = 0; i < slots + 2; i++) { /* every job gets its kernel, the stopped one included */
+        st_status s = ST_ERR_INTERNAL;
+        if (job[i]) CHECK(jit_async_poll(job[i], 1, &fn[i], &s) == 1 && s == ST_OK);
+        CHECK(fn[i] != NULL);
+        if (fn[i]) CHECK_EQ_INT(run_err_kernel(fn[i]), 800 + i);
+        jit_async_free(job[i]);
+    }
+    check_normal_compile_after("void KNAME(const st_kargs *a) { (void)a; /* after slow cc */ }\n");
 }
 
 int main(void) {
@@ -743,6 +802,7 @@ int main(void) {
     RUN(script_ctrl_c);
     RUN(gemm_from_library);
     RUN(async_slots_and_reap);
+    RUN(async_first_run_yields);
 
     jit_shutdown();
     nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -137,5 +137,39 @@ print("compiled", st.stats().kernels_compiled, "worst", worst)
   check(n <= 1, "at most one warning, got " .. n .. ":\n" .. out)
 end)
 
+test("a one-time flush's compile gives the compiler up to a plan that runs again", function()
+  if st.eager() then print("SKIP " .. "a one-time flush's compile gives the compiler up to a plan that runs again" .. ": eager mode compiles nothing") return end
+  -- one background compiler (ST_THREADS=2), each compile slowed by 2 s: the one-time flush's
+  -- compile starts first; the step's second run takes its compiler, so the step's kernels are the
+  -- first to arrive and, when the step runs compiled, no other kernel has been compiled
+  local cc = os.tmpname()
+  local f = assert(io.open(cc, "w"))
+  f:write("#!/bin/sh\ncase \"$1\" in --version) exec gcc --version;; esac\nsleep 2\nexec gcc \"$@\"\n")
+  f:close()
+  os.execute("chmod +x " .. q(cc))
+  local steps = script([[
+local x = st.rand(300, 300)
+st.sync((x:cos() * 3):sum(1))   -- one-time: its compile starts at once
+local function f() return st.sync((x:exp() * 2 + x:sin()):sum(2)) end
+local interp_last, t0 = 1, st._now()
+while interp_last > 0 and st._now() - t0 < 120 do
+  local i0 = st.stats().interp_groups
+  f()
+  interp_last = st.stats().interp_groups - i0
+end
+print("compiled_when_step_ran", st.stats().kernels_compiled, "interp_last", interp_last)
+]])
+  local out, code = run("ST_DEVICE=cpu ST_JIT_ASYNC=1 ST_THREADS=2 ST_DEBUG=1 ST_CC=" .. q(cc) .. " ST_CACHE_DIR="
+    .. q(tempdir()) .. " " .. q(exe) .. " " .. q(steps))
+  os.remove(cc)
+  os.remove(steps)
+  eq(code, 0, "exit status:\n" .. out)
+  eq(field(out, "interp_last"), 0, "the step ran compiled within 120 s:\n" .. out)
+  check(out:find("plan's first run %(%d+ kernels?%) stopped"), "the one-time compile was stopped:\n" .. out)
+  local first = tonumber(out:match("compiled (%d+) kernels? in"))
+  check(first, "a compile ended:\n" .. out)
+  eq(field(out, "compiled_when_step_ran"), first, "the step's compile was the first to end:\n" .. out)
+end)
+
 os.remove(CHILD)
 H.done()
