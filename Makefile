@@ -91,7 +91,7 @@ $(BUILD)/obj/%.o: %.c | check-deps
 
 # The interpreter's AVX-512 copy of the elementwise loops (trace/interp_ew.h): sqrt vectorizes only
 # when it need not set errno, as in the JIT's kernels (jit/compile.c).
-$(BUILD)/obj/trace/interp_ew.o: CFLAGS += -fno-math-errno
+$(BUILD)/obj/trace/interp_ew.o $(BUILD)/obj/trace/interp_ew_avx2.o: CFLAGS += -fno-math-errno
 # The library's AVX2 and AVX-512 copies of the GEMM (base/gemm.h) at the JIT's -O3: GCC's -O2 leaves
 # most of the micro-kernel scalar (27 vs 69 GFLOP/s, AVX2).
 $(BUILD)/obj/base/gemm_avx2.o $(BUILD)/obj/base/gemm_avx512.o: CFLAGS += -O3

@@ -588,16 +588,21 @@ TEST(reductions_across_chunks) {
     }
 }
 
-/* The AVX-512 copy of the elementwise loops (interp_ew.c) against the baseline one, bit for bit, for
- * every op of every arity and compute type, on values with NaNs, infinities, signed zeros,
- * subnormals, huge and tiny magnitudes and integers near their limits (a NaN matches any NaN: the
- * payload an operation passes on depends on its operand order, which vectorizing may swap). */
+/* The AVX-512 and AVX2+FMA copies of the elementwise loops (interp_ew.c, interp_ew_avx2.c) against
+ * the baseline one, bit for bit, for every op of every arity and compute type, on values with
+ * NaNs, infinities, signed zeros, subnormals, huge and tiny magnitudes and integers near their
+ * limits (a NaN matches any NaN: the payload an operation passes on depends on its operand order,
+ * which vectorizing may swap). The baseline copy's fused multiply-adds are libm's fmaf. */
+static void check_ew_copy(const char *name, const ew_tables *v);
 TEST(elementwise_vector_copy_matches_baseline) {
-    const ew_tables *b = st_interp_ew_base(), *v = st_interp_ew_avx512();
-    if (!v) {
-        printf("(no AVX-512 on this CPU: the baseline copy only)\n");
-        return;
-    }
+    const ew_tables *v512 = st_interp_ew_avx512(), *v2 = st_interp_ew_avx2();
+    if (v512) check_ew_copy("AVX-512", v512);
+    else printf("(no AVX-512 on this CPU)\n");
+    if (v2) check_ew_copy("AVX2+FMA", v2);
+    else printf("(no AVX2 with FMA on this CPU)\n");
+}
+static void check_ew_copy(const char *name, const ew_tables *v) {
+    const ew_tables *b = st_interp_ew_base();
     enum { N = 999 };   /* odd: vector loops and their tails */
     static float fa[N], fb[N], fo1[N], fo2[N];
     static double da[N], db[N], do1[N], do2[N];
@@ -635,7 +640,7 @@ TEST(elementwise_vector_copy_matches_baseline) {
             for (int i = 0; i < N; i++) {
                 const int nan2 = ct == CT_F32 ? isnan(fo1[i]) && isnan(fo2[i]) : ct == CT_F64 && isnan(do1[i]) && isnan(do2[i]);
                 if (!nan2 && memcmp((char *)O1[ct] + i * es[ct], (char *)O2[ct] + i * es[ct], es[ct])) {
-                    CHECK_MSG(0, "%s, compute type %d, element %d: the AVX-512 copy differs", st_ops[op].name, ct, i);
+                    CHECK_MSG(0, "%s, compute type %d, element %d: the %s copy differs", st_ops[op].name, ct, i, name);
                     break;
                 }
             }

@@ -187,7 +187,8 @@ static inline void idx_next(int nd, const int64_t *shape, int64_t *idx, const in
 }
 
 /* ---- elementwise ops: trace/interp_ew_fns.h, this ISA's copy (ew_base) and, where the CPU has
- * AVX-512, interp_ew.c's (vectorized, the same operations: the same bits) ---- */
+ * AVX-512, interp_ew.c's (vectorized), else with AVX2 and FMA interp_ew_avx2.c's: the same
+ * operations, the same bits ---- */
 #define EW_TABLES ew_base
 #include "trace/interp_ew_fns.h"
 #undef EW_TABLES
@@ -198,6 +199,7 @@ static const ew_tables *ew_pick(void) {
     static const ew_tables *t;
     if (!t) {
         const ew_tables *v = st_interp_ew_avx512();
+        if (!v) v = st_interp_ew_avx2();
         t = v ? v : &ew_base;
     }
     return t;

@@ -13,7 +13,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
-#pragma GCC target("avx2,f16c,avx512f,avx512vl,avx512bw,avx512dq")
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq")
 #pragma GCC optimize("O3")
 #include "base/opmath.h"
 #define EW_TABLES ew_avx512

@@ -7,8 +7,11 @@
  * the loops of exp, tanh, sigmoid & co. (a few dozen operations each) scalar: it will not turn
  * their float compares into selects without masked vector operations (AVX2 alone did not
  * vectorize them either). interp_ew.c compiles the same loops for AVX-512, as the JIT's kernels
- * are on such a CPU. No FMA: every operation stays a separate IEEE one (-std=c11 contracts
- * nothing), so both copies, and the kernels, give the same bits (NaN payloads aside).
+ * are on such a CPU, and interp_ew_avx2.c for AVX2 with FMA (scalar loops mostly, but the
+ * prelude's fused multiply-adds are instructions there, not libm calls). Every operation stays the
+ * IEEE one the prelude writes: -std=c11 contracts nothing, and a fused multiply-add is written out
+ * (ST_FMAF, rounded once whoever computes it), so every copy, and the kernels, give the same bits
+ * (NaN payloads aside).
  */
 #ifndef ST_INTERP_EW_H
 #define ST_INTERP_EW_H
@@ -32,5 +35,7 @@ typedef struct ew_tables {
 ST_INTERNAL const ew_tables *st_interp_ew_base(void);
 /* The AVX-512 tables, or NULL where the CPU lacks AVX-512 F/VL/BW/DQ (or is not x86-64). */
 ST_INTERNAL const ew_tables *st_interp_ew_avx512(void);
+/* The AVX2+FMA tables, or NULL where the CPU lacks AVX2, FMA or F16C (or is not x86-64). */
+ST_INTERNAL const ew_tables *st_interp_ew_avx2(void);
 
 #endif
