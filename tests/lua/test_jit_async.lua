@@ -31,6 +31,15 @@ local function script(text)
   f:close()
   return path
 end
+-- An executable shell script (a stand-in for ST_CC) with the given text after its #! line.
+local function fake_cc(text)
+  local cc = os.tmpname()
+  local f = assert(io.open(cc, "w"))
+  f:write("#!/bin/sh\n" .. text)
+  f:close()
+  os.execute("chmod +x " .. q(cc))
+  return cc
+end
 local function field(out, name)
   local v = out:match("%f[%w_]" .. name .. "%s+(%-?[%d%.e%-+]+)")
   if not v then error("no '" .. name .. "' in the child's output:\n" .. out, 2) end
@@ -111,11 +120,7 @@ end)
 
 test("a compiler failing in the background: one warning, the values right", function()
   -- a "compiler" that answers --version and fails every compile
-  local cc = os.tmpname()
-  local f = assert(io.open(cc, "w"))
-  f:write("#!/bin/sh\nif [ \"$1\" = --version ]; then echo fakecc 1.0; exit 0; fi\necho 'fakecc: no' >&2\nexit 1\n")
-  f:close()
-  os.execute("chmod +x " .. q(cc))
+  local cc = fake_cc("if [ \"$1\" = --version ]; then echo fakecc 1.0; exit 0; fi\necho 'fakecc: no' >&2\nexit 1\n")
   local bounded = script([[
 local x = st.sync(st.rand(300, 300))
 local y0 = st.sync((x:exp() * 2 + x:sin()):sum())
@@ -142,11 +147,7 @@ test("a one-time flush's compile gives the compiler up to a plan that runs again
   -- one background compiler (ST_THREADS=2), each compile slowed by 2 s: the one-time flush's
   -- compile starts first; the step's second run takes its compiler, so the step's kernels are the
   -- first to arrive and, when the step runs compiled, no other kernel has been compiled
-  local cc = os.tmpname()
-  local f = assert(io.open(cc, "w"))
-  f:write("#!/bin/sh\ncase \"$1\" in --version) exec gcc --version;; esac\nsleep 2\nexec gcc \"$@\"\n")
-  f:close()
-  os.execute("chmod +x " .. q(cc))
+  local cc = fake_cc("case \"$1\" in --version) exec gcc --version;; esac\nsleep 2\nexec gcc \"$@\"\n")
   local steps = script([[
 local x = st.rand(300, 300)
 st.sync((x:cos() * 3):sum(1))   -- one-time: its compile starts at once
