@@ -179,7 +179,7 @@ ST_FN float st_exp_reduce_(float xc, int32_t *n) {
  * n read from the rounding constant's low bits (a NaN goes through as garbage, never through an
  * undefined conversion, and the last select returns it). Every float in [-104, 89] within 1.01
  * ulp (exhaustive check against double exp; the Taylor form before: 1.03); ~27 vector
- * operations per 16 lanes instead of ~50 (bench/NOTES.md, fifteenth pass). */
+ * operations per 16 lanes instead of ~50 (bench/NOTES.md, fifteenth pass: 1.36x the loop speed). */
 ST_FN float st_expf_(float x) {
     float xc = x > 89.0f ? 89.0f : x;
     xc = xc < -104.0f ? -104.0f : xc;
