@@ -33,6 +33,14 @@ const st_gemm_api *base_gemm(void) {
     return picked_api;
 }
 
+bool base_cpu_avx2(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
 bool base_cpu_avx512(void) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&

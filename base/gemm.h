@@ -24,6 +24,10 @@ ST_INTERNAL const st_gemm_api *base_gemm(void);
 /* Its name: "avx512", "avx2" or "baseline". */
 ST_INTERNAL const char *base_gemm_isa(void);
 
+/* The CPU runs the library's AVX2+FMA copies (this GEMM's, the interpreter's elementwise loops):
+ * AVX2 and FMA (F16C goes with them on every such CPU, and clang's __builtin_cpu_supports does not
+ * know its name). */
+ST_INTERNAL bool base_cpu_avx2(void);
 /* The CPU runs the library's AVX-512 copies (this GEMM's, the interpreter's elementwise loops):
  * AVX-512 F/VL/BW/DQ with AVX2, FMA and BMI2 (F16C goes with them on every such CPU, and clang's
  * __builtin_cpu_supports does not know its name). */

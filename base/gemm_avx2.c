@@ -30,11 +30,7 @@ ST_GEMM_API_TABLE(gemm_avx2)
 #endif
 #include "base/gemm.h"
 
-/* F16C is not asked: every CPU with AVX2 and FMA has it, and clang's __builtin_cpu_supports does
- * not know the name. */
-const st_gemm_api *base_gemm_avx2_(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &gemm_avx2 : NULL;
-}
+const st_gemm_api *base_gemm_avx2_(void) { return base_cpu_avx2() ? &gemm_avx2 : NULL; }
 #else
 #include "base/gemm.h"
 const st_gemm_api *base_gemm_avx2_(void) { return NULL; }

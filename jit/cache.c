@@ -845,14 +845,12 @@ int jit_async_poll(jit_async *a, int block, st_kernel_fn *out, st_status *status
     st_status s;
     jit_async_reap();
     if (!block) a->repeats = 1;   /* its owner ran again */
-    if (!a->started && !a->ended) { /* waiting for a compiler (block: take one anyway) */
+    if (!a->started) { /* waiting for a compiler, or stopped (block: take one anyway) */
         if (!block && !slot_for(a)) return 0;
         a->m = find_cached(a->n, (const char *const *)a->srcs, a->keys, a->idx, out);
         s = a->m ? async_begin(a) : ST_OK;
         if (s != ST_OK || a->m == 0) { /* failed to start, or every kernel compiled by another job */
             if (s == ST_OK) s = fill_compiled(a->n, a->keys, out);
-            a->ended = 1;
-            free_srcs(a);
             *status = s;
             return 1;
         }

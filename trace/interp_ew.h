@@ -35,7 +35,7 @@ typedef struct ew_tables {
 ST_INTERNAL const ew_tables *st_interp_ew_base(void);
 /* The AVX-512 tables, or NULL where the CPU lacks AVX-512 F/VL/BW/DQ (or is not x86-64). */
 ST_INTERNAL const ew_tables *st_interp_ew_avx512(void);
-/* The AVX2+FMA tables, or NULL where the CPU lacks AVX2, FMA or F16C (or is not x86-64). */
+/* The AVX2+FMA tables, or NULL where the CPU lacks AVX2 or FMA (base_cpu_avx2; or is not x86-64). */
 ST_INTERNAL const ew_tables *st_interp_ew_avx2(void);
 
 #endif

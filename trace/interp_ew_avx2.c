@@ -22,11 +22,9 @@
 #include "trace/interp_ew_fns.h"
 #undef EW_TABLES
 #pragma GCC pop_options
+#include "base/gemm.h"   /* base_cpu_avx2 (after the pragma: the prelude above is the AVX2 one) */
 
-const ew_tables *st_interp_ew_avx2(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")
-               ? &ew_avx2 : NULL;
-}
+const ew_tables *st_interp_ew_avx2(void) { return base_cpu_avx2() ? &ew_avx2 : NULL; }
 #else
 const ew_tables *st_interp_ew_avx2(void) { return NULL; }
 #endif
