@@ -353,6 +353,8 @@ typedef struct body_ctx {
     int split;              /* inside a full reduction's one row (KIR_LOOP_ROW): the loops over
                              * the row's elements run in parallel when v<split_work> is large */
     int split_work;
+    const uint8_t *wide;    /* per instruction, or NULL: a narrow load that the lane loop reads
+                             * from its widened copy v<i>_w[l_] (render_lanes, widen_narrow_loads) */
 } body_ctx;
 
 /* Index of the KI_ENDLOOP matching the KI_LOOP at i. */
@@ -429,6 +431,95 @@ void render_identity_literal(sbuf *b, int64_t op, kir_type t) {
 
 static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth);
 
+/* Narrow loads in a lane loop. The lane loop runs exactly RED_LANES iterations, so GCC's loop
+ * vectorizer picks one vector size whose lane count is RED_LANES for the narrowest type in it: a
+ * bool mask's 16 bytes put every float of the loop in 128-bit vectors, 4 lanes each (an attention
+ * softmax with a causal mask read from memory: 1.8x the time of the same loop in 512-bit vectors).
+ * So such loads are read first, per chunk, by a loop of their own (their index arithmetic and the
+ * load, widened: bool to uint32_t, f16/bf16 converted to float) into v<j>_w[RED_LANES], and the
+ * lane loop reads those. The same values, the same bits. A bool load is widened only when every
+ * reader in the loop takes it as a truth value (a where's or select's condition, a cast, a logical
+ * op), where uint32_t and uint8_t behave alike. Returns the marks (NULL: none, or on OOM). */
+static bool wide_reader_ok(const kir_ins *in, int j) {
+    switch ((kir_opcode)in->op) {
+    case KI_CVT: return true;
+    case KI_SEL: return in->a == j && in->b != j && in->c != j;
+    case KI_LAND: return true;
+    case KI_OP:
+        if (in->sop == ST_OP_WHERE) return in->a == j && in->b != j && in->c != j;
+        return in->sop == ST_OP_NOT || in->sop == ST_OP_AND || in->sop == ST_OP_OR;
+    default: return false;
+    }
+}
+static uint8_t *widen_narrow_loads(const body_ctx *c, int i, int e) {
+    const kir_kernel *k = c->k;
+    uint8_t *w = NULL;
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &k->ins[j];
+        if (!c->live[j] || in->op != KI_LOAD || st_dtypes[in->imm].size >= 4) continue;
+        if (in->type == KT_U8) {
+            bool ok = true;
+            for (int u = j + 1; u < e && ok; u++) {
+                const kir_ins *r = &k->ins[u];
+                if (!c->live[u]) continue;
+                unsigned m = kir_operand_mask(r);
+                const int32_t ops[4] = {r->a, r->b, r->c, r->d};
+                for (int q = 0; q < 4; q++)
+                    if ((m >> q & 1) && ops[q] == j && !wide_reader_ok(r, j)) ok = false;
+            }
+            if (!ok) continue;
+        } else if (in->type != KT_F32) {
+            continue;
+        }
+        if (!w && !(w = st_calloc((size_t)k->n, 1))) return NULL;
+        w[j] = 1;
+    }
+    return w;
+}
+static const char *wide_ctype(kir_type t) { return t == KT_U8 ? "uint32_t" : kir_type_cname[t]; }
+
+/* The widening loop of a chunk: for each lane, the index arithmetic the widened loads need
+ * (instructions of (i, e) they depend on) and the loads into v<j>_w[l_]. */
+static void render_widen_loop(sbuf *b, const body_ctx *c, int i, int e, int depth) {
+    const kir_kernel *k = c->k;
+    uint8_t *need = st_calloc((size_t)k->n, 1);
+    if (!need) return;   /* unreachable in practice; the caller checked c->wide */
+    for (int j = e - 1; j > i; j--) {
+        if (!c->wide[j] && !need[j]) continue;
+        need[j] = 1;
+        const kir_ins *in = &k->ins[j];
+        unsigned m = kir_operand_mask(in);
+        const int32_t ops[4] = {in->a, in->b, in->c, in->d};
+        for (int q = 0; q < 4; q++)
+            if ((m >> q & 1) && ops[q] > i && ops[q] < e) need[ops[q]] = 1;
+    }
+    for (int j = i + 1; j < e; j++)
+        if (c->wide[j]) {
+            render_indent(b, depth);
+            sbuf_printf(b, "%s v%d_w[%d];\n", wide_ctype((kir_type)k->ins[j].type), j, RED_LANES);
+        }
+    render_indent(b, depth);
+    sbuf_printf(b, "for (int l_ = 0; l_ < %d; l_++) {\n", RED_LANES);
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "const int64_t v%d = v%d_c + l_;\n", i, i);
+    for (int j = i + 1; j < e; j++) {
+        if (!need[j] || !c->live[j]) continue;   /* not live: hoisted above the loop */
+        const kir_ins *in = &k->ins[j];
+        if (in->op == KI_IPARAM || in->op == KI_FPARAM || in->op == KI_ICONST || in->op == KI_FCONST) continue;
+        if (c->wide[j]) {
+            render_indent(b, depth + 1);
+            sbuf_printf(b, "v%d_w[l_] = ", j);
+            render_value_expr(b, k, j);
+            sbuf_printf(b, ";\n");
+        } else {
+            render_value_line(b, k, j, depth + 1);
+        }
+    }
+    render_indent(b, depth);
+    sbuf_printf(b, "}\n");
+    st_free(need);
+}
+
 /* Prints, for every accumulator the loop [i, e] updates: RED_LANES lanes at identity, the chunk
  * loop `for (v<i>_c = c0; v<i>_c < c1; v<i>_c += RED_LANES)` with the body lane-wise, then the
  * fixed-order pairwise combine; the result of each accumulator is left in its lane 0. */
@@ -448,6 +539,12 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
     }
     render_indent(b, depth);
     sbuf_printf(b, "for (int64_t v%d_c = %s; v%d_c < %s; v%d_c += %d) {\n", i, c0, i, c1, i, RED_LANES);
+    uint8_t *wide = widen_narrow_loads(c, i, e);
+    const uint8_t *outer_wide = c->wide;
+    if (wide) {
+        c->wide = wide;
+        render_widen_loop(b, c, i, e, depth + 1);
+    }
     /* kept as a loop: the loop vectorizer if-converts max/min selects; fully unrolled first,
      * only the basic-block vectorizer would see it, and it leaves them as branches */
     render_indent(b, depth + 1);
@@ -455,6 +552,8 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
     render_indent(b, depth + 2);
     sbuf_printf(b, "const int64_t v%d = v%d_c + l_;\n", i, i);
     render_range(b, c, i + 1, e, depth + 2);
+    c->wide = outer_wide;
+    st_free(wide);
     render_indent(b, depth + 1);
     sbuf_printf(b, "}\n");
     render_indent(b, depth);
@@ -901,6 +1000,21 @@ static bool hoist_ok(const kir_ins *in) {
     }
 }
 
+/* May a load from buffer slot buf move before loop [i, e] (its index depending on nothing the
+ * loop defines, the load outside any IF of the body)? When the loop stores nothing to that slot:
+ * a reduce kernel may write a buffer and read it back (a row's copy of a costly value), never
+ * at an index that does not change in the loop, but the store would come between. The hoisted
+ * load is guarded by the trip count (a zero-trip loop reads nothing, and its index may be out of
+ * range); every iteration of a loop that runs reads the same element, so the value is the one
+ * the loop would have read. A row's sum read by each element of the row's output loop kept
+ * GCC from vectorizing that loop ("latch block not empty": the attention softmax's backward,
+ * 406 -> 121 us on one thread, bench/NOTES.md sixteenth pass). */
+static bool hoist_load_ok(const kir_kernel *k, int buf, int i, int e) {
+    for (int q = i + 1; q < e; q++)
+        if (k->ins[q].op == KI_STORE && k->ins[q].a == buf) return false;
+    return true;
+}
+
 /* Prints, before innermost loop [i, e], its live values that depend on nothing the loop defines
  * (a row's log(sum) in a row kernel's output loop: GCC does not move an inlined log, branches and
  * all, out of the loop, which then stays scalar). Returns the live set without them (the caller
@@ -908,9 +1022,13 @@ static bool hoist_ok(const kir_ins *in) {
 static uint8_t *hoist_invariants(sbuf *b, const body_ctx *c, int i, int e, int depth) {
     const kir_kernel *k = c->k;
     uint8_t *live = NULL;
+    int ifs = 0;
     for (int q = i + 1; q < e; q++) {
         const kir_ins *in = &k->ins[q];
-        if (!c->live[q] || !hoist_ok(in)) continue;
+        if (in->op == KI_IF) ifs++;
+        else if (in->op == KI_ENDIF) ifs--;
+        bool load = in->op == KI_LOAD && !ifs && hoist_load_ok(k, in->a, i, e);
+        if (!c->live[q] || !(hoist_ok(in) || load)) continue;
         unsigned m = kir_operand_mask(in);
         const int32_t ops[4] = {in->a, in->b, in->c, in->d};
         bool outside = true;
@@ -925,7 +1043,14 @@ static uint8_t *hoist_invariants(sbuf *b, const body_ctx *c, int i, int e, int d
             }
             memcpy(live, c->live, (size_t)k->n);
         }
-        render_value_line(b, k, q, depth);
+        if (load) {   /* read only if the loop runs, where every iteration reads it */
+            render_indent(b, depth);
+            sbuf_printf(b, "const %s v%d = v%d > 0 ? ", kir_type_cname[in->type], q, k->ins[i].a);
+            render_value_expr(b, k, q);
+            sbuf_printf(b, " : (%s)0;\n", kir_type_cname[in->type]);
+        } else {
+            render_value_line(b, k, q, depth);
+        }
         live[q] = 0;
     }
     return live;
@@ -937,6 +1062,11 @@ static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
     for (int i = from; i < to; i++) {
         const kir_ins *in = &k->ins[i];
         if (!c->live[i]) continue;
+        if (c->wide && c->wide[i]) {   /* read by the chunk's widening loop (render_lanes) */
+            render_indent(b, depth);
+            sbuf_printf(b, "const %s v%d = v%d_w[l_];\n", wide_ctype((kir_type)in->type), i, i);
+            continue;
+        }
         switch ((kir_opcode)in->op) {
         case KI_IPARAM: case KI_FPARAM: case KI_ICONST: case KI_FCONST:
             break;
@@ -1060,7 +1190,7 @@ static void render_hoisted(sbuf *b, const kir_kernel *k, const uint8_t *live) {
 
 static void render_body(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
     render_hoisted(b, k, live);
-    body_ctx c = {k, live, laned, 0, -1};
+    body_ctx c = {k, live, laned, 0, -1, NULL};
     render_range(b, &c, 0, k->n, 1);
 }
 
@@ -1074,7 +1204,7 @@ static void render_body(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8
  * reads exactly what the unfused matmul would have stored. */
 static void render_epilogue_body(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned,
                                  int depth) {
-    body_ctx c = {k, live, laned, 0, -1};
+    body_ctx c = {k, live, laned, 0, -1, NULL};
     render_indent(b, depth);
     sbuf_printf(b, "(void)e_acc; (void)e_i; (void)e_j; (void)e_z; (void)e_flat;\n");
     render_range(b, &c, 0, k->n, depth);
