@@ -457,6 +457,21 @@ static st_tensor *one_hot_pick(st_tensor *x) {
     st_release(io); st_release(idx); st_release(hit); st_release(zero);
     return y;
 }
+/* softmax(where(mask, x, -inf)) over rows of x (64, 100), the bool mask a buffer (loaded) */
+static st_tensor *masked_softmax(st_tensor *x, st_tensor *mask) {
+    st_tensor *ninf = st_scalar(-INFINITY, ST_F32), *m = st_where(mask, x, ninf), *y = st_softmax(m, 1);
+    st_release(ninf);
+    st_release(m);
+    return y;
+}
+/* x / s - sum(x / s) per row, s (64, 1) a buffer: a row value loaded by every element */
+static st_tensor *row_value_reads(st_tensor *x, st_tensor *s) {
+    const int ax = 1;
+    st_tensor *q = st_div(x, s), *t = st_sum(q, 1, &ax, 1), *y = st_sub(q, t);
+    st_release(q);
+    st_release(t);
+    return y;
+}
 static void child_sources_reshape(const char *path) {
     sources_child_start(path);
     st_tensor *x = input(ST_F32, 3, RS_X, 41), *w = input(ST_F32, 2, RS_W, 42), *b = input(ST_F32, 1, RS_B, 43);
@@ -484,6 +499,13 @@ static void child_sources_reshape(const char *path) {
     ok = ok && realized(rs_view_grad(x, pg, pb)) != NULL;
     fprintf(stderr, "\n-- one hot --\n");
     ok = ok && realized(one_hot_pick(lx)) != NULL;
+    const int64_t ss[2] = {64, 1};
+    st_tensor *cut = st_scalar(-0.2, ST_F32), *mask = realized(st_gt(lx, cut)), *rs = input(ST_F32, 2, ss, 52);
+    st_release(cut);
+    fprintf(stderr, "\n-- masked softmax --\n");
+    ok = ok && mask && realized(masked_softmax(lx, mask)) != NULL;
+    fprintf(stderr, "\n-- row value reads --\n");
+    ok = ok && realized(row_value_reads(lx, rs)) != NULL;
     _exit(ok ? 0 : 5);
 }
 
@@ -918,6 +940,22 @@ TEST(reshaped_reads_take_the_multi_index) {
         CHECK_MSG(erfs == 3, "the stored column sum evaluates erf %d times (3: once per rendering):\n%.*s", erfs,
                   (int)len, cs);
     }
+    /* a bool mask loaded in a lane loop is read through a widened per-chunk copy (render_c.c
+     * widen_narrow_loads): its 16 bytes put every float of the loop in 128-bit vectors */
+    const char *ms = section_kernel(s, "-- masked softmax --", "reduce; out:");
+    if (ms) {
+        divisions(ms, &len);
+        CHECK_MSG(count_in(ms, len, "_w[l_] = p") == 2 && count_in(ms, len, "const uint32_t v") == 2,
+                  "the masked softmax's two lane loops do not read the mask widened:\n%.*s", (int)len, ms);
+    }
+    /* a row value read by every element is loaded once per row, before the loops, under their
+     * trip count (render_c.c hoist_load_ok): in the output loop it kept GCC from vectorizing */
+    const char *rv = section_kernel(s, "-- row value reads --", "reduce; out:");
+    if (rv) {
+        divisions(rv, &len);
+        CHECK_MSG(count_in(rv, len, " > 0 ? p") >= 2,
+                  "the row value is not hoisted out of the sum's and the output's loops:\n%.*s", (int)len, rv);
+    }
     free(s);
 }
 
@@ -956,6 +994,31 @@ TEST(reshaped_reads_match_interpreter) {
     st_release(pg);
     st_release(pb);
     for (int i = 0; i < 3; i++) st_release(qkv[i]);
+}
+
+/* The widened mask loads and the hoisted row value give the interpreter's results. */
+TEST(widened_and_hoisted_loads_match_interpreter) {
+    const int64_t ls[2] = {64, 100}, ss[2] = {64, 1};
+    st_tensor *x = input(ST_F32, 2, ls, 51), *rs = input(ST_F32, 2, ss, 52), *r[2][2];
+    st_tensor *cut = st_scalar(-0.2, ST_F32), *mask = realized(st_gt(x, cut));
+    st_release(cut);
+    CHECK(mask != NULL);
+    for (int e = 0; e < 2; e++) {
+        st_set_eager(e);
+        r[e][0] = masked_softmax(x, mask);
+        r[e][1] = row_value_reads(x, rs);
+        CHECK(st_realize(2, r[e]) == ST_OK);
+    }
+    st_set_eager(0);
+    compare("masked softmax", r[0][0], r[1][0], 1e-6);
+    compare("row value reads", r[0][1], r[1][1], 1e-6);
+    for (int i = 0; i < 2; i++) {
+        st_release(r[0][i]);
+        st_release(r[1][i]);
+    }
+    st_release(x);
+    st_release(rs);
+    st_release(mask);
 }
 
 /* A column softmax whose output is also reduced by a variance in the same group: the sum phase
@@ -1021,6 +1084,7 @@ int main(void) {
     RUN(short_and_strided_rows_run_column_blocked);
     RUN(pointwise_loops_over_trailing_dims);
     RUN(reshaped_reads_match_interpreter);
+    RUN(widened_and_hoisted_loads_match_interpreter);
     RUN(reshaped_reads_take_the_multi_index);
     RUN(phase_store_keeps_a_cached_buffer);
     st_shutdown();
