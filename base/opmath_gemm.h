@@ -403,6 +403,12 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
                 for (int64_t i = 0; i < mr; i++)                                                 \
                     for (int64_t k = k0; k < kc; k++)                                            \
                         ap[k * ST_GEMM_MR + i] = (T)ST_GEMM_LD_##S(g->A, base + i * sam + k);    \
+            } else if (sam == 1 && mr == ST_GEMM_MR && sizeof(ST_GEMM_T_##S) == sizeof(T)) {     \
+                /* a panel's rows adjacent (A^T B): constant-size copies, vector moves; the loop \
+                 * below became a memmove call of mr elements per k (GCC's loop distribution) */ \
+                for (int64_t k = 0; k < kc; k++)                                                 \
+                    __builtin_memcpy(ap + k * ST_GEMM_MR, (const T *)g->A + base + k * sak,      \
+                                     ST_GEMM_MR * sizeof(T));                                    \
             } else {                                                                             \
                 for (int64_t k = 0; k < kc; k++)                                                 \
                     for (int64_t i = 0; i < mr; i++)                                             \
