@@ -14,6 +14,8 @@
  */
 #include "fuser/fuser.h"
 
+#define FUSE_PHASE_MAX 4   /* reductions sharing one loop over a row (lower_reduce) */
+
 #include <math.h>
 
 enum {  /* parameter keys */
@@ -879,8 +881,17 @@ static void seed_cached(lw *w, const lctx *ic) {
 }
 
 /* One reduction over row o: accumulator, inner loop, final value (memoized as r at index o and
- * stored right away when r is materialized, so later phases of the row can load it). */
-static void reduce_phase(lw *w, const rows *R, st_node *r) {
+ * stored right away when r is materialized, so later phases of the row can load it). A phase
+ * may reduce several independent reductions in one loop over the row (reduce_phases). */
+typedef struct red_acc {
+    st_node *r;
+    kir_type t, at;
+    int acc, acci;
+    bool count;
+} red_acc;
+
+/* The accumulator(s) of r, before its loop. */
+static void phase_open(lw *w, st_node *r, red_acc *A) {
     kir_builder *b = &w->b;
     st_node *in = r->src[0];
     st_op op = (st_op)r->op;
@@ -910,14 +921,18 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
         acc = kir_emit(b, KI_ACC, vt, 0, zero_of(w, vt), -1, -1, -1, 0, 0);
         acci = kir_emit(b, KI_ACC, KT_I64, 0, kir_iconst(b, KT_I64, -1), -1, -1, -1, 0, 0);
     }
-    row_loop_t RL;
-    lctx ic = row_loop(w, R, &RL);
-    int rr = RL.rr;
-    seed_cached(w, &ic);
+    *A = (red_acc){r, t, at, acc, acci, count};
+}
+
+/* r's update for the element at ic (inside the row loop; rr its index in the row). */
+static void phase_body(lw *w, lctx *ic, int rr, const red_acc *A) {
+    kir_builder *b = &w->b;
+    st_node *r = A->r, *in = r->src[0];
+    st_op op = (st_op)r->op;
     st_node *keep_in = cache_target(w, in);
-    int v = ev(w, in, &ic);
+    int v = ev(w, in, ic);
     if (v >= 0 && keep_in) { /* the row's copy of in: stored element by element (distinct indices) */
-        store(w, keep_in, ic.flat, v);
+        store(w, keep_in, ic->flat, v);
         w->cache_node[w->ncache] = in;
         w->cache_out[w->ncache++] = keep_in;
     }
@@ -931,23 +946,68 @@ static void reduce_phase(lw *w, const rows *R, st_node *r) {
     if (v >= 0 && free_buf && !stored_by_phase(w, src) && w->nstored < 8)
         for (int k = 0; k < w->G->nouts; k++)
             if (w->G->outs[k] == src && w->G->out_side[k] == FUSE_OUT_INPUT) {
-                store(w, w->G->outs[k], ic.flat, v);
+                store(w, w->G->outs[k], ic->flat, v);
                 w->stored[w->nstored++] = src;
                 break;
             }
     if (v >= 0) {
-        if (acci >= 0) kir_emit(b, KI_ARGUPD, KT_VOID, 0, acc, acci, v, rr, op, 0);
-        else if (count) kir_emit(b, KI_ACCUPD, KT_VOID, 0, acc, cvt(w, ev(w, in->src[0], &ic), at), -1, -1, op, 0);
-        else kir_emit(b, KI_ACCUPD, KT_VOID, 0, acc, cvt(w, v, at), -1, -1, op, 0);
+        if (A->acci >= 0) kir_emit(b, KI_ARGUPD, KT_VOID, 0, A->acc, A->acci, v, rr, op, 0);
+        else if (A->count) kir_emit(b, KI_ACCUPD, KT_VOID, 0, A->acc, cvt(w, ev(w, in->src[0], ic), A->at), -1, -1, op, 0);
+        else kir_emit(b, KI_ACCUPD, KT_VOID, 0, A->acc, cvt(w, v, A->at), -1, -1, op, 0);
     }
-    row_loop_end(w, &RL);
+}
+
+/* r's value after its loop: memoized at the row's index, stored when materialized. */
+static void phase_close(lw *w, const rows *R, const red_acc *A) {
+    kir_builder *b = &w->b;
+    st_node *r = A->r;
     /* an f16/bf16 reduction's value is rounded as its store would round it: later phases and
      * the epilogue read the register, the interpreter reads the stored value */
-    int val = acci >= 0 ? acci : round_storage(w, r, cvt(w, acc, t));
+    int val = A->acci >= 0 ? A->acci : round_storage(w, r, cvt(w, A->acc, A->t));
     if (val < 0) return;
     kir_memo_put(b, MEMO_NODE, (uint64_t)(uintptr_t)r, (uint64_t)R->o, val);
     kir_memo_put(b, MEMO_DONE, (uint64_t)(uintptr_t)r, 0, 1);
     if (w->p->mat[r->pos]) store(w, r, R->o, val);
+}
+
+/* Reductions reds[0..n) over the row in one loop: each keeps its own accumulator and the order
+ * of its own updates, so every value is what a loop of its own gives (the same bits); the row is
+ * read once for all of them (a column kernel walks the whole input once per loop: layernorm's
+ * weight and bias gradients read the output gradient twice). */
+static void reduce_phases(lw *w, const rows *R, st_node *const *reds, int n) {
+    red_acc A[FUSE_PHASE_MAX];
+    for (int k = 0; k < n; k++) phase_open(w, reds[k], &A[k]);
+    row_loop_t RL;
+    lctx ic = row_loop(w, R, &RL);
+    seed_cached(w, &ic);
+    for (int k = 0; k < n; k++) phase_body(w, &ic, RL.rr, &A[k]);
+    row_loop_end(w, &RL);
+    for (int k = 0; k < n; k++) phase_close(w, R, &A[k]);
+}
+
+/* Does evaluating r's input in this group read any of reds[0..n) (a reduction of the group,
+ * memoized at the row's index once its phase is done)? Walks the nodes the group evaluates
+ * inline (loaded ones are buffers); a walk too large to finish says yes. */
+static bool reads_reductions(lw *w, const st_node *r, st_node *const *reds, int n) {
+    enum { MAXW = 256 };
+    const st_node *stack[MAXW];
+    int top = 0, seen = 0;
+    uint32_t st = ++w->p->stamp_now;
+    stack[top++] = r->src[0];
+    while (top) {
+        const st_node *y = stack[--top];
+        if (++seen > MAXW) return true;
+        for (int k = 0; k < n; k++)
+            if (y == reds[k]) return true;
+        for (int k = 0; k < y->nsrc; k++) {
+            const st_node *s = y->src[k];
+            if (!fuse_in_region(s) || fuse_loads(w->p, s, w->g) || w->p->stamp[s->pos] == st) continue;
+            if (top == MAXW) return true;
+            w->p->stamp[s->pos] = st;
+            stack[top++] = s;
+        }
+    }
+    return false;
 }
 
 static int cmp_pos(const void *a, const void *b) {
@@ -1043,9 +1103,18 @@ static void lower_reduce(lw *w) {
         R.o = kir_ibin(b, KI_IADD, kir_ibin(b, KI_IMUL, outer_o, lsz), inner);
         R.kept[lastk] = inner;
     }
-    /* phases in region order: a reduction only depends on reductions before it */
+    /* phases in region order: a reduction only depends on reductions before it. On the CPU,
+     * consecutive reductions that read none of each other share one loop over the row (at most
+     * FUSE_PHASE_MAX of them); on a GPU each keeps its own loop (its block-wide combine) */
     qsort(G->reds, (size_t)G->nreds, sizeof *G->reds, cmp_pos);
-    for (int k = 0; k < G->nreds && !w->bad; k++) reduce_phase(w, &R, G->reds[k]);
+    bool share = dev_target_of(G->outs[0]->rdev) == DEV_TARGET_C;
+    for (int k = 0; k < G->nreds && !w->bad;) {
+        int n = 1;
+        while (share && k + n < G->nreds && n < FUSE_PHASE_MAX && !reads_reductions(w, G->reds[k + n], G->reds + k, n))
+            n++;
+        reduce_phases(w, &R, G->reds + k, n);
+        k += n;
+    }
     /* values over the rows' elements (they may read every reduction of the row) */
     bool any_in = false;
     for (int k = 0; k < G->nouts; k++) any_in |= G->out_side[k] == FUSE_OUT_INPUT && !stored_by_phase(w, G->outs[k]);
