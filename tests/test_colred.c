@@ -472,6 +472,15 @@ static st_tensor *row_value_reads(st_tensor *x, st_tensor *s) {
     st_release(t);
     return y;
 }
+/* sum(g * a) and sum(g) over dim 0 of (64, 100), realized together: layernorm's weight and
+ * bias gradients (*s2 the second) */
+static st_tensor *sibling_col_sums(st_tensor *g, st_tensor *a, st_tensor **s2) {
+    const int ax = 0;
+    st_tensor *ga = st_mul(g, a), *s1 = st_sum(ga, 1, &ax, 0);
+    *s2 = st_sum(g, 1, &ax, 0);
+    st_release(ga);
+    return s1;
+}
 static void child_sources_reshape(const char *path) {
     sources_child_start(path);
     st_tensor *x = input(ST_F32, 3, RS_X, 41), *w = input(ST_F32, 2, RS_W, 42), *b = input(ST_F32, 1, RS_B, 43);
@@ -506,6 +515,9 @@ static void child_sources_reshape(const char *path) {
     ok = ok && mask && realized(masked_softmax(lx, mask)) != NULL;
     fprintf(stderr, "\n-- row value reads --\n");
     ok = ok && realized(row_value_reads(lx, rs)) != NULL;
+    st_tensor *la = input(ST_F32, 2, ls, 53), *sb, *sw = sibling_col_sums(lx, la, &sb), *o4[2] = {sw, sb};
+    fprintf(stderr, "\n-- sibling col sums --\n");
+    ok = ok && st_realize(2, o4) == ST_OK;
     _exit(ok ? 0 : 5);
 }
 
@@ -948,6 +960,18 @@ TEST(reshaped_reads_take_the_multi_index) {
         CHECK_MSG(count_in(ms, len, "_w[l_] = p") == 2 && count_in(ms, len, "const uint32_t v") == 2,
                   "the masked softmax's two lane loops do not read the mask widened:\n%.*s", (int)len, ms);
     }
+    /* two sums over the same rows that read none of each other share one loop (lower.c
+     * reduce_phases): g is loaded once per element, not once per sum. The loop is printed three
+     * times (column-blocked; for few outputs, its lanes and its tail), each loading g and a once:
+     * 6 loads (9 with a loop per sum) */
+    const char *sc = section_kernel(s, "-- sibling col sums --", "reduce; out:");
+    if (sc) {
+        divisions(sc, &len);
+        int loads = 0;
+        for (const char *f = strstr(sc, " = p"); f && f < sc + len; f = strstr(f + 1, " = p")) loads++;
+        CHECK_MSG(loads == 6, "the sibling column sums load %d times (6: g and a once per rendering):\n%.*s", loads,
+                  (int)len, sc);
+    }
     /* a row value read by every element is loaded once per row, before the loops, under their
      * trip count (render_c.c hoist_load_ok): in the output loop it kept GCC from vectorizing */
     const char *rv = section_kernel(s, "-- row value reads --", "reduce; out:");
@@ -996,10 +1020,11 @@ TEST(reshaped_reads_match_interpreter) {
     for (int i = 0; i < 3; i++) st_release(qkv[i]);
 }
 
-/* The widened mask loads and the hoisted row value give the interpreter's results. */
-TEST(widened_and_hoisted_loads_match_interpreter) {
+/* The widened mask loads, the hoisted row value and the sums sharing a loop give the
+ * interpreter's results. */
+TEST(widened_hoisted_and_shared_loops_match_interpreter) {
     const int64_t ls[2] = {64, 100}, ss[2] = {64, 1};
-    st_tensor *x = input(ST_F32, 2, ls, 51), *rs = input(ST_F32, 2, ss, 52), *r[2][2];
+    st_tensor *x = input(ST_F32, 2, ls, 51), *rs = input(ST_F32, 2, ss, 52), *a = input(ST_F32, 2, ls, 53), *r[2][4];
     st_tensor *cut = st_scalar(-0.2, ST_F32), *mask = realized(st_gt(x, cut));
     st_release(cut);
     CHECK(mask != NULL);
@@ -1007,17 +1032,21 @@ TEST(widened_and_hoisted_loads_match_interpreter) {
         st_set_eager(e);
         r[e][0] = masked_softmax(x, mask);
         r[e][1] = row_value_reads(x, rs);
-        CHECK(st_realize(2, r[e]) == ST_OK);
+        r[e][2] = sibling_col_sums(x, a, &r[e][3]);
+        CHECK(st_realize(4, r[e]) == ST_OK);
     }
     st_set_eager(0);
     compare("masked softmax", r[0][0], r[1][0], 1e-6);
     compare("row value reads", r[0][1], r[1][1], 1e-6);
-    for (int i = 0; i < 2; i++) {
+    compare("sibling column sum of g * a", r[0][2], r[1][2], 0);   /* rows in order, in double */
+    compare("sibling column sum of g", r[0][3], r[1][3], 0);
+    for (int i = 0; i < 4; i++) {
         st_release(r[0][i]);
         st_release(r[1][i]);
     }
     st_release(x);
     st_release(rs);
+    st_release(a);
     st_release(mask);
 }
 
@@ -1084,7 +1113,7 @@ int main(void) {
     RUN(short_and_strided_rows_run_column_blocked);
     RUN(pointwise_loops_over_trailing_dims);
     RUN(reshaped_reads_match_interpreter);
-    RUN(widened_and_hoisted_loads_match_interpreter);
+    RUN(widened_hoisted_and_shared_loops_match_interpreter);
     RUN(reshaped_reads_take_the_multi_index);
     RUN(phase_store_keeps_a_cached_buffer);
     st_shutdown();
