@@ -175,11 +175,64 @@ local function norm_dims(x, normalized_shape, fname)
   return dims
 end
 
--- layer_norm(x, normalized_shape, weight, bias, eps = 1e-5): biased variance, like PyTorch.
+-- LayerNorm's training form as one op with its own backward (as BatchNorm's, below): y = (x -
+-- mean) * rstd * weight + bias with mean and rstd computed outside. With xhat = (x - mean) * rstd,
+-- gw = g * weight and the means over the normalized dims,
+--   gx = (gw - mean(gw) - xhat * mean(gw * xhat)) * rstd,
+-- and the weight and bias gradients sum g * xhat and g over the leading dims. xhat is built twice,
+-- once for the input gradient and once for the weight gradient, so that each kernel computes its
+-- own from x and the row statistics: through the composed ops' gradient one xhat was read by the
+-- row kernel and by the weight gradient's column kernel, so the row kernel stored it (a write and
+-- a read of x's size), and the gradient chained through the mean and the variance (bench/NOTES.md
+-- sixteenth pass).
+local LayerNormFn
+local function layer_norm_fn()
+  if LayerNormFn then return LayerNormFn end
+  LayerNormFn = st.autograd.Function("layer_norm")
+  function LayerNormFn.forward(ctx, x, mean, rstd, weight, bias, dims)
+    ctx:save_for_backward(x, mean, rstd, weight)
+    ctx.dims = dims
+    local y = (x - mean) * rstd
+    if weight then y = y * weight end
+    if bias then y = y + bias end
+    return y
+  end
+  function LayerNormFn.backward(ctx, g)
+    local x, mean, rstd, weight = table.unpack(ctx.saved_tensors, 1, 4)
+    local dims, need = ctx.dims, ctx.needs_input_grad
+    local lead = {}
+    for d = 1, dims[1] - 1 do lead[d] = d end
+    local function over_lead(t) return #lead > 0 and t:sum(lead) or t end
+    local gx, gw, gb
+    if need[1] then
+      local xhat = (x - mean) * rstd
+      local gxw = weight and g * weight or g
+      gx = (gxw - gxw:mean(dims, true) - xhat * (gxw * xhat):mean(dims, true)) * rstd
+    end
+    if weight and need[4] then gw = over_lead(g * ((x - mean) * rstd)) end
+    if need[5] then gb = over_lead(g) end
+    return gx, nil, nil, gw, gb
+  end
+  return LayerNormFn
+end
+
+-- layer_norm(x, normalized_shape, weight, bias, eps = 1e-5): biased variance, like PyTorch. When a
+-- gradient is wanted, one op with its own backward (layer_norm_fn); else the composed ops.
 function F.layer_norm(x, normalized_shape, weight, bias, eps)
   local dims = norm_dims(x, normalized_shape, "layer_norm")
+  eps = eps or 1e-5
+  local grad = st.is_grad_enabled() and (x.requires_grad or (weight and weight.requires_grad)
+    or (bias and bias.requires_grad))
+  if grad then
+    local mean, rstd = no_grad(function()
+      local m = x:mean(dims, true)
+      local xc = x - m
+      return m, ((xc * xc):mean(dims, true) + eps):rsqrt()
+    end)
+    return layer_norm_fn().apply(x, mean, rstd, weight, bias, dims)
+  end
   local xc = x - x:mean(dims, true)
-  local y = xc * ((xc * xc):mean(dims, true) + (eps or 1e-5)):rsqrt()
+  local y = xc * ((xc * xc):mean(dims, true) + eps):rsqrt()
   if weight then y = y * weight end
   if bias then y = y + bias end
   return y
