@@ -197,6 +197,69 @@ test("BatchNorm's own backward: the composed gradient's values, fewer kernels in
   st.set_jit_min(-1)
 end)
 
+test("LayerNorm's own backward: the composed gradient's values, no normalized copy stored", function()
+  -- F.layer_norm with a gradient is one op whose backward rebuilds xhat from x and the row
+  -- statistics in each kernel that reads it (nn_functional.lua layer_norm_fn); the gradients are
+  -- the composed expression's, in f64, over one and two normalized dims, with and without affine
+  local rnd = lcg(91)
+  local xt = nested({3, 2, 4, 5}, rnd)
+  local r = st.tensor(nested({3, 2, 4, 5}, rnd), "f64")
+  for _, case in ipairs({{{5}, {5}}, {{4, 5}, {4, 5}}, {{5}, nil}}) do
+    local ns, ws = case[1], case[2]
+    local dims = #ns == 1 and {4} or {3, 4}
+    local w = ws and (st.tensor(nested(ws, rnd), "f64") + 1):requires_grad_() or nil
+    local b = ws and st.tensor(nested(ws, rnd), "f64"):requires_grad_() or nil
+    local x = st.tensor(xt, "f64"):requires_grad_()
+    local loss = (F.layer_norm(x, ns, w, b, 1e-3) * r):sum()
+    loss:backward()
+    local x2 = st.tensor(xt, "f64"):requires_grad_()
+    local w2 = w and w:detach():requires_grad_() or nil
+    local b2 = b and b:detach():requires_grad_() or nil
+    local mean = x2:mean(dims, true)
+    local var = ((x2 - mean) * (x2 - mean)):mean(dims, true)
+    local y = (x2 - mean) / (var + 1e-3):sqrt()
+    if w2 then y = y * w2 + b2 end
+    check((y * r):sum(), loss, 1e-12, "loss")
+    ;(y * r):sum():backward()
+    check(x.grad, x2.grad, 1e-10, "dx")
+    if w2 then
+      check(w.grad, w2.grad, 1e-10, "dweight")
+      check(b.grad, b2.grad, 1e-10, "dbias")
+    end
+  end
+  -- without a gradient: the composed forward, the same values
+  local x = st.tensor(xt, "f64")
+  check(F.layer_norm(x, {5}), st.no_grad(function() return F.layer_norm(x:requires_grad_(), {5}) end), 1e-15, "no grad")
+  if st.device() ~= "cpu" then return end
+  -- a training step of (512, 256) f32 in one flush: 2 kernels (the row kernel with the forward
+  -- and the input gradient; the weight and bias gradients' column kernel), and no buffer of x's
+  -- size beyond y and dx (the composed gradient stored xhat for the column kernel: 3.0x x's bytes)
+  st.set_jit_min(0)
+  local R, C = 512, 256
+  local xs = st.randn(R, C):requires_grad_()
+  local ws, bs, dy = (st.randn(C) + 1):requires_grad_(), st.randn(C):requires_grad_(), st.randn(R, C)
+  st.sync(xs, ws, bs, dy)
+  local grow
+  for i = 1, 2 do
+    collectgarbage()
+    local s0 = st.stats()
+    assert(i == 2 or s0.bytes_peak < s0.bytes_in_use + 2 * R * C * 4, "an earlier peak hides this step's")
+    local y = F.layer_norm(xs, {C}, ws, bs)
+    y:backward(dy)
+    st.sync(y, xs.grad, ws.grad, bs.grad)
+    local s1 = st.stats()
+    local k = s1.kernels_launched - s0.kernels_launched
+    if i == 1 then grow = (s1.bytes_peak - s0.bytes_in_use) / (R * C * 4) end   -- the process's high-water mark
+    if i == 2 then   -- the plan cached
+      print(string.format("  layer_norm (512, 256) training step: %d kernels, peak %.2fx the input's bytes above what was in use", k, grow))
+      assert(k <= 2, "more kernels than expected: " .. k)
+      assert(grow < 2.5, "more memory than y and dx: " .. grow)
+    end
+    y, xs.grad, ws.grad, bs.grad = nil, nil, nil, nil
+  end
+  st.set_jit_min(-1)
+end)
+
 test("GroupNorm and InstanceNorm: identities with layer_norm and per-channel statistics", function()
   local x = st.tensor(nested({2, 4, 3, 2}, lcg(5)), "f64")
   -- one group: layer_norm over (C, H, W)
