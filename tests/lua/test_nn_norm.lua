@@ -138,6 +138,27 @@ test("BatchNorm2d: gradients as finite differences; training step fuses", functi
   st.set_jit_min(-1)
 end)
 
+-- The composed normalization of xt (f64) over dims, weight and bias (w, b: nil without affine)
+-- seen in wshape: its loss sum(y * r) against `loss` and its gradients against x's, w's and b's,
+-- which a backward of `loss` filled. Returns its mean and biased variance.
+local function check_composed_norm(xt, dims, eps, w, b, wshape, r, loss, x)
+  local x2 = st.tensor(xt, "f64"):requires_grad_()
+  local w2 = w and w:detach():requires_grad_() or nil
+  local b2 = b and b:detach():requires_grad_() or nil
+  local mean = x2:mean(dims, true)
+  local var = ((x2 - mean) * (x2 - mean)):mean(dims, true)
+  local y = (x2 - mean) / (var + eps):sqrt()
+  if w2 then y = y * w2:reshape(wshape) + b2:reshape(wshape) end
+  check((y * r):sum(), loss, 1e-12, "loss")
+  ;(y * r):sum():backward()
+  check(x.grad, x2.grad, 1e-10, "dx")
+  if w2 then
+    check(w.grad, w2.grad, 1e-10, "dweight")
+    check(b.grad, b2.grad, 1e-10, "dbias")
+  end
+  return mean, var
+end
+
 test("BatchNorm's own backward: the composed gradient's values, fewer kernels in a residual block", function()
   -- F.batch_norm's training form is one op whose backward takes two sums of one pass over g and x
   -- (nn_functional.lua batch_norm_fn); the gradients are the composed expression's, through the
@@ -152,20 +173,7 @@ test("BatchNorm's own backward: the composed gradient's values, fewer kernels in
     local rm, rv = st.zeros(4, "f64"), st.ones(4, "f64")
     local loss = (F.batch_norm(x, rm, rv, w, b, {training = true}) * r):sum()
     loss:backward()
-    local x2 = st.tensor(xt, "f64"):requires_grad_()
-    local w2 = affine and w:detach():requires_grad_() or nil
-    local b2 = affine and b:detach():requires_grad_() or nil
-    local mean = x2:mean({1, 3, 4}, true)
-    local var = ((x2 - mean) * (x2 - mean)):mean({1, 3, 4}, true)
-    local y = (x2 - mean) / (var + 1e-5):sqrt()
-    if affine then y = y * w2:reshape(1, 4, 1, 1) + b2:reshape(1, 4, 1, 1) end
-    check((y * r):sum(), loss, 1e-12, "loss")
-    ;(y * r):sum():backward()
-    check(x.grad, x2.grad, 1e-10, "dx")
-    if affine then
-      check(w.grad, w2.grad, 1e-10, "dweight")
-      check(b.grad, b2.grad, 1e-10, "dbias")
-    end
+    local mean, var = check_composed_norm(xt, {1, 3, 4}, 1e-5, w, b, {1, 4, 1, 1}, r, loss, x)
     -- the running statistics as before (the batch's mean, its unbiased variance)
     local n = 3 * 2 * 5
     check(rm, mean:detach():reshape(4) * 0.1, 1e-12, "running_mean")
@@ -212,20 +220,7 @@ test("LayerNorm's own backward: the composed gradient's values, no normalized co
     local x = st.tensor(xt, "f64"):requires_grad_()
     local loss = (F.layer_norm(x, ns, w, b, 1e-3) * r):sum()
     loss:backward()
-    local x2 = st.tensor(xt, "f64"):requires_grad_()
-    local w2 = w and w:detach():requires_grad_() or nil
-    local b2 = b and b:detach():requires_grad_() or nil
-    local mean = x2:mean(dims, true)
-    local var = ((x2 - mean) * (x2 - mean)):mean(dims, true)
-    local y = (x2 - mean) / (var + 1e-3):sqrt()
-    if w2 then y = y * w2 + b2 end
-    check((y * r):sum(), loss, 1e-12, "loss")
-    ;(y * r):sum():backward()
-    check(x.grad, x2.grad, 1e-10, "dx")
-    if w2 then
-      check(w.grad, w2.grad, 1e-10, "dweight")
-      check(b.grad, b2.grad, 1e-10, "dbias")
-    end
+    check_composed_norm(xt, dims, 1e-3, w, b, ws, r, loss, x)
   end
   -- without a gradient: the composed forward, the same values
   local x = st.tensor(xt, "f64")
