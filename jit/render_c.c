@@ -483,7 +483,10 @@ static const char *wide_ctype(kir_type t) { return t == KT_U8 ? "uint32_t" : kir
 static void render_widen_loop(sbuf *b, const body_ctx *c, int i, int e, int depth) {
     const kir_kernel *k = c->k;
     uint8_t *need = st_calloc((size_t)k->n, 1);
-    if (!need) return;   /* unreachable in practice; the caller checked c->wide */
+    if (!need) {   /* the lane loop would read copies never written: the rendering fails */
+        b->oom = 1;
+        return;
+    }
     for (int j = e - 1; j > i; j--) {
         if (!c->wide[j] && !need[j]) continue;
         need[j] = 1;
