@@ -186,6 +186,13 @@ end
 -- a read of x's size), and the gradient chained through the mean and the variance (bench/NOTES.md
 -- sixteenth pass).
 local LayerNormFn
+-- t summed over the dims before dims[1] (a normalization's leading dims: a weight's gradient)
+local function sum_lead(t, dims)
+  if dims[1] == 1 then return t end
+  local lead = {}
+  for d = 1, dims[1] - 1 do lead[d] = d end
+  return t:sum(lead)
+end
 local function layer_norm_fn()
   if LayerNormFn then return LayerNormFn end
   LayerNormFn = st.autograd.Function("layer_norm")
@@ -200,20 +207,27 @@ local function layer_norm_fn()
   function LayerNormFn.backward(ctx, g)
     local x, mean, rstd, weight = table.unpack(ctx.saved_tensors, 1, 4)
     local dims, need = ctx.dims, ctx.needs_input_grad
-    local lead = {}
-    for d = 1, dims[1] - 1 do lead[d] = d end
-    local function over_lead(t) return #lead > 0 and t:sum(lead) or t end
     local gx, gw, gb
     if need[1] then
       local xhat = (x - mean) * rstd
       local gxw = weight and g * weight or g
       gx = (gxw - gxw:mean(dims, true) - xhat * (gxw * xhat):mean(dims, true)) * rstd
     end
-    if weight and need[4] then gw = over_lead(g * ((x - mean) * rstd)) end
-    if need[5] then gb = over_lead(g) end
+    if weight and need[4] then gw = sum_lead(g * ((x - mean) * rstd), dims) end
+    if need[5] then gb = sum_lead(g, dims) end
     return gx, nil, nil, gw, gb
   end
   return LayerNormFn
+end
+
+-- Does an op of these tensors (nil ones skipped) record a gradient?
+local function wants_grad(...)
+  if not st.is_grad_enabled() then return false end
+  for i = 1, select("#", ...) do
+    local t = select(i, ...)
+    if t and t.requires_grad then return true end
+  end
+  return false
 end
 
 -- layer_norm(x, normalized_shape, weight, bias, eps = 1e-5): biased variance, like PyTorch. When a
@@ -221,9 +235,7 @@ end
 function F.layer_norm(x, normalized_shape, weight, bias, eps)
   local dims = norm_dims(x, normalized_shape, "layer_norm")
   eps = eps or 1e-5
-  local grad = st.is_grad_enabled() and (x.requires_grad or (weight and weight.requires_grad)
-    or (bias and bias.requires_grad))
-  if grad then
+  if wants_grad(x, weight, bias) then
     local mean, rstd = no_grad(function()
       local m = x:mean(dims, true)
       local xc = x - m
@@ -245,10 +257,45 @@ local function finfo_eps(dtype)
   return 1.1920928955078125e-07
 end
 
--- rms_norm(x, normalized_shape, weight, eps = machine epsilon of x's dtype, as PyTorch).
+-- RMSNorm's training form, as LayerNorm's (layer_norm_fn): y = x * rstd * weight with rstd
+-- computed outside; with xhat = x * rstd and gw = g * weight, gx = (gw - xhat * mean(gw * xhat))
+-- * rstd, and the weight's gradient sums g * xhat over the leading dims, xhat built once per kernel.
+local RMSNormFn
+local function rms_norm_fn()
+  if RMSNormFn then return RMSNormFn end
+  RMSNormFn = st.autograd.Function("rms_norm")
+  function RMSNormFn.forward(ctx, x, rstd, weight, dims)
+    ctx:save_for_backward(x, rstd, weight)
+    ctx.dims = dims
+    local y = x * rstd
+    if weight then y = y * weight end
+    return y
+  end
+  function RMSNormFn.backward(ctx, g)
+    local x, rstd, weight = table.unpack(ctx.saved_tensors, 1, 3)
+    local dims, need = ctx.dims, ctx.needs_input_grad
+    local gx, gw
+    if need[1] then
+      local xhat = x * rstd
+      local gxw = weight and g * weight or g
+      gx = (gxw - xhat * (gxw * xhat):mean(dims, true)) * rstd
+    end
+    if weight and need[3] then gw = sum_lead(g * (x * rstd), dims) end
+    return gx, nil, gw
+  end
+  return RMSNormFn
+end
+
+-- rms_norm(x, normalized_shape, weight, eps = machine epsilon of x's dtype, as PyTorch). When a
+-- gradient is wanted, one op with its own backward (rms_norm_fn); else the composed ops.
 function F.rms_norm(x, normalized_shape, weight, eps)
   local dims = norm_dims(x, normalized_shape, "rms_norm")
-  local y = x * ((x * x):mean(dims, true) + (eps or finfo_eps(x:dtype()))):rsqrt()
+  eps = eps or finfo_eps(x:dtype())
+  if wants_grad(x, weight) then
+    local rstd = no_grad(function() return ((x * x):mean(dims, true) + eps):rsqrt() end)
+    return rms_norm_fn().apply(x, rstd, weight, dims)
+  end
+  local y = x * ((x * x):mean(dims, true) + eps):rsqrt()
   if weight then y = y * weight end
   return y
 end

@@ -255,6 +255,50 @@ test("LayerNorm's own backward: the composed gradient's values, no normalized co
   st.set_jit_min(-1)
 end)
 
+test("RMSNorm's own backward: the composed gradient's values, no normalized copy stored", function()
+  -- F.rms_norm with a gradient is one op as layer_norm's (nn_functional.lua rms_norm_fn)
+  local rnd = lcg(93)
+  local xt = nested({3, 2, 4, 5}, rnd)
+  local r = st.tensor(nested({3, 2, 4, 5}, rnd), "f64")
+  for _, case in ipairs({{{5}, {5}}, {{4, 5}, {4, 5}}, {{5}, nil}}) do
+    local ns, ws = case[1], case[2]
+    local dims = #ns == 1 and {4} or {3, 4}
+    local w = ws and (st.tensor(nested(ws, rnd), "f64") + 1):requires_grad_() or nil
+    local x = st.tensor(xt, "f64"):requires_grad_()
+    local loss = (F.rms_norm(x, ns, w, 1e-3) * r):sum()
+    loss:backward()
+    local x2 = st.tensor(xt, "f64"):requires_grad_()
+    local w2 = w and w:detach():requires_grad_() or nil
+    local y = x2 * ((x2 * x2):mean(dims, true) + 1e-3):rsqrt()
+    if w2 then y = y * w2 end
+    check((y * r):sum(), loss, 1e-12, "loss")
+    ;(y * r):sum():backward()
+    check(x.grad, x2.grad, 1e-10, "dx")
+    if w2 then check(w.grad, w2.grad, 1e-10, "dweight") end
+  end
+  if st.device() ~= "cpu" then return end
+  -- a (1024, 512) f32 training step: 2 kernels, nothing of x's size beyond y and dx at the peak
+  -- (the composed gradient stored x * rstd for the weight gradient's column kernel: 3.0x); larger
+  -- than layer_norm's step above, whose peak would hide this one's
+  st.set_jit_min(0)
+  local R, C = 1024, 512
+  local xs, ws = st.randn(R, C):requires_grad_(), (st.randn(C) + 1):requires_grad_()
+  local dy = st.randn(R, C)
+  st.sync(xs, ws, dy)
+  collectgarbage()
+  local s0 = st.stats()
+  assert(s0.bytes_peak < s0.bytes_in_use + 2 * R * C * 4, "an earlier peak hides this step's")
+  local y = F.rms_norm(xs, {C}, ws)
+  y:backward(dy)
+  st.sync(y, xs.grad, ws.grad)
+  local s1 = st.stats()
+  local k, grow = s1.kernels_launched - s0.kernels_launched, (s1.bytes_peak - s0.bytes_in_use) / (R * C * 4)
+  print(string.format("  rms_norm (1024, 512) training step: %d kernels, peak %.2fx the input's bytes above what was in use", k, grow))
+  assert(k <= 2, "more kernels than expected: " .. k)
+  assert(grow < 2.5, "more memory than y and dx: " .. grow)
+  st.set_jit_min(-1)
+end)
+
 test("GroupNorm and InstanceNorm: identities with layer_norm and per-channel statistics", function()
   local x = st.tensor(nested({2, 4, 3, 2}, lcg(5)), "f64")
   -- one group: layer_norm over (C, H, W)
