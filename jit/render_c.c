@@ -795,7 +795,7 @@ static bool col_updates(const body_ctx *c, int p, int from, int to) {
  * recomputed where read, not kept in arrays: read back from an array, GCC sees no affine index and
  * stores through a scatter. rc[p]: p is such arithmetic (or feeds one). */
 static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int pre, int from,
-                      int to, int depth) {
+                      int to, int depth, int rows2) {
     const kir_kernel *k = c->k;
     uint8_t *live = st_malloc((size_t)k->n * 3);
     if (!live) {
@@ -814,7 +814,7 @@ static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, con
         for (int j = 0; j < 4; j++)
             if ((m >> j & 1) && ops[j] > i && ops[j] < from && rc[ops[j]]) need[ops[j]] = 1;
     }
-    for (int q = from; q < to; q++) {
+    for (int q = from; q < to && rows2 < 0; q++) {
         const kir_ins *in = &k->ins[q];
         if (!live[q] || xp[q] || !col_invariant_op((kir_opcode)in->op) ||
             !col_operands_from(k, in, i, pre, from, hoisted))
@@ -838,7 +838,19 @@ static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, con
         render_indent(b, depth + 1);
         sbuf_printf(b, "%s%s v%d = v%d_a[v%d_l];\n", upd ? "" : "const ", kir_type_cname[k->ins[p].type], p, p, i);
     }
-    render_range(b, c, from, to, depth + 1);
+    if (rows2 >= 0) { /* two rows of the inner loop v<rows2>, in order, the accumulators held */
+        for (int r = 0; r < 2; r++) {
+            render_indent(b, depth + 1);
+            sbuf_printf(b, "{\n");
+            render_indent(b, depth + 2);
+            sbuf_printf(b, "const int64_t v%d = v%d_u + %d;\n", rows2, rows2, r);
+            render_range(b, c, from, to, depth + 2);
+            render_indent(b, depth + 1);
+            sbuf_printf(b, "}\n");
+        }
+    } else {
+        render_range(b, c, from, to, depth + 1);
+    }
     for (int p = i + 1; p < e; p++) {
         bool mine = p >= from && p < to;
         if (xp[p] == 1 && (mine || (p < from && col_used(c, p, from, to) && col_updates(c, p, from, to)))) {
@@ -849,6 +861,32 @@ static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, con
     render_indent(b, depth);
     sbuf_printf(b, "}\n");
     st_free(live);
+}
+
+/* May inner loop j (ending at e2; a straight body) of the column-blocked loop at i run two rows
+ * per step of the outputs' loop? Its body updates accumulators, defines nothing later pieces read
+ * (only accumulators cross, loaded before and stored after the two rows), computes nothing
+ * costly (exp, erf...: the loop is then bound by its arithmetic, not by the accumulators' loads
+ * and stores, and the body would be printed twice for nothing), and every value of it that would
+ * be printed once before the outputs' loop is plain index arithmetic (the two rows compute theirs
+ * inside it: no division there, which GCC would leave per output). */
+static bool col_rows2_ok(const body_ctx *c, int i, const uint8_t *xp, int j, int e2) {
+    const kir_kernel *k = c->k;
+    uint8_t *hoisted = st_calloc((size_t)k->n, 1);   /* col_piece's choice, as it makes it */
+    bool ok = hoisted != NULL, any_acc = false;
+    for (int q = j + 1; q < e2 && ok; q++) {
+        const kir_ins *in = &k->ins[q];
+        if (!c->live[q]) continue;
+        kir_opcode o = (kir_opcode)in->op;
+        ok = !xp[q] && !(o == KI_OP && st_ops[in->sop].cost == COST_HIGH);   /* compute-bound: no gain */
+        any_acc |= o == KI_ACCUPD;
+        if (col_invariant_op(o) && col_operands_from(k, in, i, j, j + 1, hoisted)) {
+            hoisted[q] = 1;
+            ok = ok && (o == KI_IADD || o == KI_ISUB || o == KI_IMUL);
+        }
+    }
+    st_free(hoisted);
+    return ok && any_acc;
 }
 
 /* Prints the KIR_LOOP_COLS loop [i, e] column-blocked (see above); small loops as written. A
@@ -925,22 +963,40 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool 
         if (k->ins[j].op == KI_LOOP) { /* an inner loop: rows outer, the block's outputs inner */
             int e2 = render_loop_end(k, j);
             if (c->live[j]) {
-                render_indent(b, depth + 2);
-                sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
                 int q = col_nested(c, i, j, e2);
                 if (q >= 0) { /* the nested loop: its index arithmetic, then its body per output */
+                    render_indent(b, depth + 2);
+                    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
                     for (int r = j + 1; r < q; r++)
                         if (c->live[r]) render_value_line(b, k, r, depth + 3);
                     render_indent(b, depth + 3);
                     sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", q, q, k->ins[q].a, q);
-                    col_piece(b, c, i, e, xp, rc, j, q + 1, e2 - 1, depth + 4);
+                    col_piece(b, c, i, e, xp, rc, j, q + 1, e2 - 1, depth + 4, -1);
                     render_indent(b, depth + 3);
                     sbuf_printf(b, "}\n");
+                    render_indent(b, depth + 2);
+                    sbuf_printf(b, "}\n");
+                } else if (col_rows2_ok(c, i, xp, j, e2)) {
+                    /* two rows at a time: each output's accumulators are loaded and stored once per
+                     * two rows (the same adds in the same order), then the odd last row */
+                    render_indent(b, depth + 2);
+                    sbuf_printf(b, "for (int64_t v%d_u = 0; v%d_u + 1 < v%d; v%d_u += 2) {\n", j, j, k->ins[j].a, j);
+                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3, j);
+                    render_indent(b, depth + 2);
+                    sbuf_printf(b, "}\n");
+                    render_indent(b, depth + 2);
+                    sbuf_printf(b, "for (int64_t v%d = v%d - v%d %% 2; v%d < v%d; v%d++) {\n", j, k->ins[j].a,
+                                k->ins[j].a, j, k->ins[j].a, j);
+                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3, -1);
+                    render_indent(b, depth + 2);
+                    sbuf_printf(b, "}\n");
                 } else {
-                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3);
+                    render_indent(b, depth + 2);
+                    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
+                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3, -1);
+                    render_indent(b, depth + 2);
+                    sbuf_printf(b, "}\n");
                 }
-                render_indent(b, depth + 2);
-                sbuf_printf(b, "}\n");
             }
             j = e2 + 1;
         } else { /* straight code up to the next inner loop */
@@ -951,7 +1007,7 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool 
                 kir_opcode o = (kir_opcode)k->ins[q].op;
                 any |= c->live[q] && o != KI_IPARAM && o != KI_FPARAM && o != KI_ICONST && o != KI_FCONST;
             }
-            if (any) col_piece(b, c, i, e, xp, rc, j, j, to, depth + 2);
+            if (any) col_piece(b, c, i, e, xp, rc, j, j, to, depth + 2, -1);
             j = to;
         }
     }
