@@ -138,24 +138,23 @@ test("BatchNorm2d: gradients as finite differences; training step fuses", functi
   st.set_jit_min(-1)
 end)
 
--- The composed normalization of xt (f64) over dims, weight and bias (w, b: nil without affine)
--- seen in wshape: its loss sum(y * r) against `loss` and its gradients against x's, w's and b's,
--- which a backward of `loss` filled. Returns its mean and biased variance.
-local function check_composed_norm(xt, dims, eps, w, b, wshape, r, loss, x)
+-- The composed normalization of xt (f64) over dims (rms: no centering), weight and bias (nil:
+-- none) seen in wshape: its loss sum(y * r) against `loss` and its gradients against x's, w's and
+-- b's, which a backward of `loss` filled. Returns its mean and biased variance.
+local function check_composed_norm(xt, dims, eps, w, b, wshape, r, loss, x, rms)
   local x2 = st.tensor(xt, "f64"):requires_grad_()
   local w2 = w and w:detach():requires_grad_() or nil
   local b2 = b and b:detach():requires_grad_() or nil
-  local mean = x2:mean(dims, true)
+  local mean = rms and 0 or x2:mean(dims, true)
   local var = ((x2 - mean) * (x2 - mean)):mean(dims, true)
   local y = (x2 - mean) / (var + eps):sqrt()
-  if w2 then y = y * w2:reshape(wshape) + b2:reshape(wshape) end
+  if w2 then y = y * w2:reshape(wshape) end
+  if b2 then y = y + b2:reshape(wshape) end
   check((y * r):sum(), loss, 1e-12, "loss")
   ;(y * r):sum():backward()
   check(x.grad, x2.grad, 1e-10, "dx")
-  if w2 then
-    check(w.grad, w2.grad, 1e-10, "dweight")
-    check(b.grad, b2.grad, 1e-10, "dbias")
-  end
+  if w2 then check(w.grad, w2.grad, 1e-10, "dweight") end
+  if b2 then check(b.grad, b2.grad, 1e-10, "dbias") end
   return mean, var
 end
 
@@ -205,98 +204,71 @@ test("BatchNorm's own backward: the composed gradient's values, fewer kernels in
   st.set_jit_min(-1)
 end)
 
-test("LayerNorm's own backward: the composed gradient's values, no normalized copy stored", function()
-  -- F.layer_norm with a gradient is one op whose backward rebuilds xhat from x and the row
-  -- statistics in each kernel that reads it (nn_functional.lua layer_norm_fn); the gradients are
-  -- the composed expression's, in f64, over one and two normalized dims, with and without affine
-  local rnd = lcg(91)
-  local xt = nested({3, 2, 4, 5}, rnd)
-  local r = st.tensor(nested({3, 2, 4, 5}, rnd), "f64")
-  for _, case in ipairs({{{5}, {5}}, {{4, 5}, {4, 5}}, {{5}, nil}}) do
-    local ns, ws = case[1], case[2]
-    local dims = #ns == 1 and {4} or {3, 4}
-    local w = ws and (st.tensor(nested(ws, rnd), "f64") + 1):requires_grad_() or nil
-    local b = ws and st.tensor(nested(ws, rnd), "f64"):requires_grad_() or nil
-    local x = st.tensor(xt, "f64"):requires_grad_()
-    local loss = (F.layer_norm(x, ns, w, b, 1e-3) * r):sum()
-    loss:backward()
-    check_composed_norm(xt, dims, 1e-3, w, b, ws, r, loss, x)
-  end
-  -- without a gradient: the composed forward, the same values
-  local x = st.tensor(xt, "f64")
-  check(F.layer_norm(x, {5}), st.no_grad(function() return F.layer_norm(x:requires_grad_(), {5}) end), 1e-15, "no grad")
+-- A training step of a normalization over the last dim of (R, C) f32 on the CPU, forward and
+-- backward in one flush: at most 2 kernels once its plan is cached, and at its first run a peak
+-- of memory below 2.5x x's bytes above what was in use (y and dx are 2x). fn(x, w, b) normalizes
+-- (b nil without `bias`). The step must be the largest of the process so far: bytes_peak is a
+-- high-water mark.
+local function norm_step_memory(name, R, C, bias, fn)
   if st.device() ~= "cpu" then return end
-  -- a training step of (512, 256) f32 in one flush: 2 kernels (the row kernel with the forward
-  -- and the input gradient; the weight and bias gradients' column kernel), and no buffer of x's
-  -- size beyond y and dx (the composed gradient stored xhat for the column kernel: 3.0x x's bytes)
   st.set_jit_min(0)
-  local R, C = 512, 256
-  local xs = st.randn(R, C):requires_grad_()
-  local ws, bs, dy = (st.randn(C) + 1):requires_grad_(), st.randn(C):requires_grad_(), st.randn(R, C)
-  st.sync(xs, ws, bs, dy)
+  local xs, ws = st.randn(R, C):requires_grad_(), (st.randn(C) + 1):requires_grad_()
+  local bs, dy = bias and st.randn(C):requires_grad_() or nil, st.randn(R, C)
+  st.sync(xs, ws, dy, bs or dy)
   local grow
   for i = 1, 2 do
     collectgarbage()
     local s0 = st.stats()
     assert(i == 2 or s0.bytes_peak < s0.bytes_in_use + 2 * R * C * 4, "an earlier peak hides this step's")
-    local y = F.layer_norm(xs, {C}, ws, bs)
+    local y = fn(xs, ws, bs)
     y:backward(dy)
-    st.sync(y, xs.grad, ws.grad, bs.grad)
+    st.sync(y, xs.grad, ws.grad, bs and bs.grad or y)   -- one flush
     local s1 = st.stats()
     local k = s1.kernels_launched - s0.kernels_launched
-    if i == 1 then grow = (s1.bytes_peak - s0.bytes_in_use) / (R * C * 4) end   -- the process's high-water mark
-    if i == 2 then   -- the plan cached
-      print(string.format("  layer_norm (512, 256) training step: %d kernels, peak %.2fx the input's bytes above what was in use", k, grow))
+    if i == 1 then grow = (s1.bytes_peak - s0.bytes_in_use) / (R * C * 4) end
+    if i == 2 then
+      print(string.format("  %s (%d, %d) training step: %d kernels, peak %.2fx the input's bytes above what was in use",
+        name, R, C, k, grow))
       assert(k <= 2, "more kernels than expected: " .. k)
       assert(grow < 2.5, "more memory than y and dx: " .. grow)
     end
-    y, xs.grad, ws.grad, bs.grad = nil, nil, nil, nil
+    y, xs.grad, ws.grad = nil, nil, nil
+    if bs then bs.grad = nil end
   end
   st.set_jit_min(-1)
-end)
+end
 
-test("RMSNorm's own backward: the composed gradient's values, no normalized copy stored", function()
-  -- F.rms_norm with a gradient is one op as layer_norm's (nn_functional.lua rms_norm_fn)
-  local rnd = lcg(93)
-  local xt = nested({3, 2, 4, 5}, rnd)
-  local r = st.tensor(nested({3, 2, 4, 5}, rnd), "f64")
-  for _, case in ipairs({{{5}, {5}}, {{4, 5}, {4, 5}}, {{5}, nil}}) do
-    local ns, ws = case[1], case[2]
-    local dims = #ns == 1 and {4} or {3, 4}
-    local w = ws and (st.tensor(nested(ws, rnd), "f64") + 1):requires_grad_() or nil
-    local x = st.tensor(xt, "f64"):requires_grad_()
-    local loss = (F.rms_norm(x, ns, w, 1e-3) * r):sum()
-    loss:backward()
-    local x2 = st.tensor(xt, "f64"):requires_grad_()
-    local w2 = w and w:detach():requires_grad_() or nil
-    local y = x2 * ((x2 * x2):mean(dims, true) + 1e-3):rsqrt()
-    if w2 then y = y * w2 end
-    check((y * r):sum(), loss, 1e-12, "loss")
-    ;(y * r):sum():backward()
-    check(x.grad, x2.grad, 1e-10, "dx")
-    if w2 then check(w.grad, w2.grad, 1e-10, "dweight") end
+test("LayerNorm's and RMSNorm's own backward: the composed gradients, no normalized copy stored", function()
+  -- F.layer_norm and F.rms_norm with a gradient are one op each whose backward rebuilds xhat from
+  -- x and the row statistics in each kernel that reads it (nn_functional.lua layer_norm_fn,
+  -- rms_norm_fn); the gradients are the composed expression's, in f64, over one and two
+  -- normalized dims, with and without affine
+  for _, rms in ipairs({false, true}) do
+    local rnd = lcg(91)
+    local xt = nested({3, 2, 4, 5}, rnd)
+    local r = st.tensor(nested({3, 2, 4, 5}, rnd), "f64")
+    for _, case in ipairs({{{5}, {5}}, {{4, 5}, {4, 5}}, {{5}, nil}}) do
+      local ns, ws = case[1], case[2]
+      local w = ws and (st.tensor(nested(ws, rnd), "f64") + 1):requires_grad_() or nil
+      local b = ws and not rms and st.tensor(nested(ws, rnd), "f64"):requires_grad_() or nil
+      local x = st.tensor(xt, "f64"):requires_grad_()
+      local y = rms and F.rms_norm(x, ns, w, 1e-3) or F.layer_norm(x, ns, w, b, 1e-3)
+      local loss = (y * r):sum()
+      loss:backward()
+      check_composed_norm(xt, #ns == 1 and {4} or {3, 4}, 1e-3, w, b, ws, r, loss, x, rms)
+    end
   end
-  if st.device() ~= "cpu" then return end
-  -- a (1024, 512) f32 training step: 2 kernels, nothing of x's size beyond y and dx at the peak
-  -- (the composed gradient stored x * rstd for the weight gradient's column kernel: 3.0x); larger
-  -- than layer_norm's step above, whose peak would hide this one's
-  st.set_jit_min(0)
-  local R, C = 1024, 512
-  local xs, ws = st.randn(R, C):requires_grad_(), (st.randn(C) + 1):requires_grad_()
-  local dy = st.randn(R, C)
-  st.sync(xs, ws, dy)
-  collectgarbage()
-  local s0 = st.stats()
-  assert(s0.bytes_peak < s0.bytes_in_use + 2 * R * C * 4, "an earlier peak hides this step's")
-  local y = F.rms_norm(xs, {C}, ws)
-  y:backward(dy)
-  st.sync(y, xs.grad, ws.grad)
-  local s1 = st.stats()
-  local k, grow = s1.kernels_launched - s0.kernels_launched, (s1.bytes_peak - s0.bytes_in_use) / (R * C * 4)
-  print(string.format("  rms_norm (1024, 512) training step: %d kernels, peak %.2fx the input's bytes above what was in use", k, grow))
-  assert(k <= 2, "more kernels than expected: " .. k)
-  assert(grow < 2.5, "more memory than y and dx: " .. grow)
-  st.set_jit_min(-1)
+  -- without a gradient: the composed forwards, the same values
+  local x = st.tensor(nested({3, 5}, lcg(5)), "f64")
+  check(F.layer_norm(x, {5}), st.no_grad(function() return F.layer_norm(x:requires_grad_(), {5}) end), 1e-15, "no grad")
+  x = x:detach()
+  check(F.rms_norm(x, {5}), st.no_grad(function() return F.rms_norm(x:requires_grad_(), {5}) end), 1e-15, "no grad")
+  -- a training step in one flush: 2 kernels (the row kernel with the forward and the input
+  -- gradient; the weight (and bias) gradients' column kernel), and no buffer of x's size beyond y
+  -- and dx (the composed gradients stored xhat for the column kernel: 3.0x x's bytes); rms_norm's
+  -- step larger than layer_norm's, whose peak would hide it
+  norm_step_memory("layer_norm", 512, 256, true, function(xs, w, b) return F.layer_norm(xs, {256}, w, b) end)
+  norm_step_memory("rms_norm", 1024, 512, false, function(xs, w) return F.rms_norm(xs, {512}, w) end)
 end)
 
 test("GroupNorm and InstanceNorm: identities with layer_norm and per-channel statistics", function()
