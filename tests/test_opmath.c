@@ -495,10 +495,19 @@ TEST(kernels_same_bits) {
 }
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = strtol(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--exp-every-float")) exp_every_float = 1;
-        else if (!strcmp(argv[i], "--erf-every-float")) erf_every_float = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--scale") && i + 1 < argc) {
+            scale = strtol(argv[++i], NULL, 0);
+        } else if (!strcmp(argv[i], "--exp-every-float")) {
+            exp_every_float = 1;
+        } else if (!strcmp(argv[i], "--erf-every-float")) {
+            erf_every_float = 1;
+        } else {   /* nothing ignored: a typo would run the default checks and look like a pass */
+            fprintf(stderr, "test_opmath: unknown option '%s' (options: --scale N, --exp-every-float, "
+                            "--erf-every-float)\n", argv[i]);
+            return 2;
+        }
+    }
     if (scale < 1) scale = 1;
     RUN(unary_special);
     RUN(pow_special);
