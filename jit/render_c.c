@@ -720,6 +720,13 @@ static bool col_operands_from(const kir_kernel *k, const kir_ins *in, int i, int
     return true;
 }
 
+/* Is `in` (of a piece whose loop indices are [pre, from)) printed once before the outputs' loop:
+ * an invariant op whose operands come from before the loop at i, from [pre, from) or from values
+ * already so printed (`hoisted`)? col_piece prints them; col_rows2_ok asks what it would. */
+static bool col_hoistable(const kir_kernel *k, const kir_ins *in, int i, int pre, int from, const uint8_t *hoisted) {
+    return col_invariant_op((kir_opcode)in->op) && col_operands_from(k, in, i, pre, from, hoisted);
+}
+
 /* The loop nested in inner loop j (ending at e2) of a column-blocked loop at i, or -1 when j's
  * body is straight code; -2 when it is neither (see col_loop_ok). */
 static int col_nested(const body_ctx *c, int i, int j, int e2) {
@@ -816,9 +823,7 @@ static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, con
     }
     for (int q = from; q < to && rows2 < 0; q++) {
         const kir_ins *in = &k->ins[q];
-        if (!live[q] || xp[q] || !col_invariant_op((kir_opcode)in->op) ||
-            !col_operands_from(k, in, i, pre, from, hoisted))
-            continue;
+        if (!live[q] || xp[q] || !col_hoistable(k, in, i, pre, from, hoisted)) continue;
         render_value_line(b, k, q, depth);
         live[q] = 0;   /* printed: not again inside */
         hoisted[q] = 1;
@@ -872,7 +877,7 @@ static void col_piece(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, con
  * inside it: no division there, which GCC would leave per output). */
 static bool col_rows2_ok(const body_ctx *c, int i, const uint8_t *xp, int j, int e2) {
     const kir_kernel *k = c->k;
-    uint8_t *hoisted = st_calloc((size_t)k->n, 1);   /* col_piece's choice, as it makes it */
+    uint8_t *hoisted = st_calloc((size_t)k->n, 1);   /* col_piece's choice (col_hoistable), as it makes it */
     bool ok = hoisted != NULL, any_acc = false;
     for (int q = j + 1; q < e2 && ok; q++) {
         const kir_ins *in = &k->ins[q];
@@ -880,7 +885,7 @@ static bool col_rows2_ok(const body_ctx *c, int i, const uint8_t *xp, int j, int
         kir_opcode o = (kir_opcode)in->op;
         ok = !xp[q] && !(o == KI_OP && st_ops[in->sop].cost == COST_HIGH);   /* compute-bound: no gain */
         any_acc |= o == KI_ACCUPD;
-        if (col_invariant_op(o) && col_operands_from(k, in, i, j, j + 1, hoisted)) {
+        if (col_hoistable(k, in, i, j, j + 1, hoisted)) {
             hoisted[q] = 1;
             ok = ok && (o == KI_IADD || o == KI_ISUB || o == KI_IMUL);
         }
@@ -963,10 +968,21 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool 
         if (k->ins[j].op == KI_LOOP) { /* an inner loop: rows outer, the block's outputs inner */
             int e2 = render_loop_end(k, j);
             if (c->live[j]) {
-                int q = col_nested(c, i, j, e2);
-                if (q >= 0) { /* the nested loop: its index arithmetic, then its body per output */
+                int q = col_nested(c, i, j, e2), n = k->ins[j].a;
+                char start[48] = "0";
+                if (q < 0 && col_rows2_ok(c, i, xp, j, e2)) {
+                    /* two rows at a time: each output's accumulators are loaded and stored once per
+                     * two rows (the same adds in the same order); the loop below takes the odd last row */
                     render_indent(b, depth + 2);
-                    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
+                    sbuf_printf(b, "for (int64_t v%d_u = 0; v%d_u + 1 < v%d; v%d_u += 2) {\n", j, j, n, j);
+                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3, j);
+                    render_indent(b, depth + 2);
+                    sbuf_printf(b, "}\n");
+                    snprintf(start, sizeof start, "v%d - v%d %% 2", n, n);
+                }
+                render_indent(b, depth + 2);
+                sbuf_printf(b, "for (int64_t v%d = %s; v%d < v%d; v%d++) {\n", j, start, j, n, j);
+                if (q >= 0) { /* the nested loop: its index arithmetic, then its body per output */
                     for (int r = j + 1; r < q; r++)
                         if (c->live[r]) render_value_line(b, k, r, depth + 3);
                     render_indent(b, depth + 3);
@@ -974,29 +990,11 @@ static void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool 
                     col_piece(b, c, i, e, xp, rc, j, q + 1, e2 - 1, depth + 4, -1);
                     render_indent(b, depth + 3);
                     sbuf_printf(b, "}\n");
-                    render_indent(b, depth + 2);
-                    sbuf_printf(b, "}\n");
-                } else if (col_rows2_ok(c, i, xp, j, e2)) {
-                    /* two rows at a time: each output's accumulators are loaded and stored once per
-                     * two rows (the same adds in the same order), then the odd last row */
-                    render_indent(b, depth + 2);
-                    sbuf_printf(b, "for (int64_t v%d_u = 0; v%d_u + 1 < v%d; v%d_u += 2) {\n", j, j, k->ins[j].a, j);
-                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3, j);
-                    render_indent(b, depth + 2);
-                    sbuf_printf(b, "}\n");
-                    render_indent(b, depth + 2);
-                    sbuf_printf(b, "for (int64_t v%d = v%d - v%d %% 2; v%d < v%d; v%d++) {\n", j, k->ins[j].a,
-                                k->ins[j].a, j, k->ins[j].a, j);
-                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3, -1);
-                    render_indent(b, depth + 2);
-                    sbuf_printf(b, "}\n");
                 } else {
-                    render_indent(b, depth + 2);
-                    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", j, j, k->ins[j].a, j);
                     col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3, -1);
-                    render_indent(b, depth + 2);
-                    sbuf_printf(b, "}\n");
                 }
+                render_indent(b, depth + 2);
+                sbuf_printf(b, "}\n");
             }
             j = e2 + 1;
         } else { /* straight code up to the next inner loop */
