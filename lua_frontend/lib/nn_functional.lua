@@ -175,6 +175,21 @@ local function norm_dims(x, normalized_shape, fname)
   return dims
 end
 
+-- (x - mean) * rstd, then the weight and bias (nil: none) seen in shape cs (nil: as they are).
+local function normalize(x, mean, rstd, weight, bias, cs)
+  local y = (x - mean) * rstd
+  if weight then y = y * (cs and weight:reshape(cs) or weight) end
+  if bias then y = y + (cs and bias:reshape(cs) or bias) end
+  return y
+end
+
+-- x * rstd, then the weight (nil: none): RMSNorm's normalization.
+local function rms_scale(x, rstd, weight)
+  local y = x * rstd
+  if weight then y = y * weight end
+  return y
+end
+
 -- LayerNorm's training form as one op with its own backward (as BatchNorm's, below): y = (x -
 -- mean) * rstd * weight + bias with mean and rstd computed outside. With xhat = (x - mean) * rstd,
 -- gw = g * weight and the means over the normalized dims,
@@ -199,10 +214,7 @@ local function layer_norm_fn()
   function LayerNormFn.forward(ctx, x, mean, rstd, weight, bias, dims)
     ctx:save_for_backward(x, mean, rstd, weight)
     ctx.dims = dims
-    local y = (x - mean) * rstd
-    if weight then y = y * weight end
-    if bias then y = y + bias end
-    return y
+    return normalize(x, mean, rstd, weight, bias)
   end
   function LayerNormFn.backward(ctx, g)
     local x, mean, rstd, weight = table.unpack(ctx.saved_tensors, 1, 4)
@@ -235,19 +247,13 @@ end
 function F.layer_norm(x, normalized_shape, weight, bias, eps)
   local dims = norm_dims(x, normalized_shape, "layer_norm")
   eps = eps or 1e-5
-  if wants_grad(x, weight, bias) then
-    local mean, rstd = no_grad(function()
-      local m = x:mean(dims, true)
-      local xc = x - m
-      return m, ((xc * xc):mean(dims, true) + eps):rsqrt()
-    end)
-    return layer_norm_fn().apply(x, mean, rstd, weight, bias, dims)
-  end
-  local xc = x - x:mean(dims, true)
-  local y = xc * ((xc * xc):mean(dims, true) + eps):rsqrt()
-  if weight then y = y * weight end
-  if bias then y = y + bias end
-  return y
+  local mean, rstd = no_grad(function()
+    local m = x:mean(dims, true)
+    local xc = x - m
+    return m, ((xc * xc):mean(dims, true) + eps):rsqrt()
+  end)
+  if wants_grad(x, weight, bias) then return layer_norm_fn().apply(x, mean, rstd, weight, bias, dims) end
+  return normalize(x, mean, rstd, weight, bias)
 end
 
 local function finfo_eps(dtype)
@@ -267,9 +273,7 @@ local function rms_norm_fn()
   function RMSNormFn.forward(ctx, x, rstd, weight, dims)
     ctx:save_for_backward(x, rstd, weight)
     ctx.dims = dims
-    local y = x * rstd
-    if weight then y = y * weight end
-    return y
+    return rms_scale(x, rstd, weight)
   end
   function RMSNormFn.backward(ctx, g)
     local x, rstd, weight = table.unpack(ctx.saved_tensors, 1, 3)
@@ -291,13 +295,9 @@ end
 function F.rms_norm(x, normalized_shape, weight, eps)
   local dims = norm_dims(x, normalized_shape, "rms_norm")
   eps = eps or finfo_eps(x:dtype())
-  if wants_grad(x, weight) then
-    local rstd = no_grad(function() return ((x * x):mean(dims, true) + eps):rsqrt() end)
-    return rms_norm_fn().apply(x, rstd, weight, dims)
-  end
-  local y = x * ((x * x):mean(dims, true) + eps):rsqrt()
-  if weight then y = y * weight end
-  return y
+  local rstd = no_grad(function() return ((x * x):mean(dims, true) + eps):rsqrt() end)
+  if wants_grad(x, weight) then return rms_norm_fn().apply(x, rstd, weight, dims) end
+  return rms_scale(x, rstd, weight)
 end
 
 -- The shape (1, C, 1, ...) of a per-channel vector broadcast along dim 2 of x, and the dims other
@@ -309,14 +309,6 @@ local function channel_shape(x, c)
     if i ~= 2 then dims[#dims + 1] = i end
   end
   return s, dims
-end
-
--- (x - mean) * rstd, then the per-channel weight and bias (cs: the channel shape) if given.
-local function normalize(x, mean, rstd, weight, bias, cs)
-  local y = (x - mean) * rstd
-  if weight then y = y * weight:reshape(cs) end
-  if bias then y = y + bias:reshape(cs) end
-  return y
 end
 
 -- BatchNorm's batch-statistics form as one op with its own backward (st.autograd.Function):
