@@ -223,6 +223,7 @@ static inline int st_gemm_gtpack_b_f32_f_(const float *B, const int64_t *co, int
  * st_gemm_segrow_f32_f_ copies one k row (src: B + that row's offset) into d[0, NR). */
 #if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(__clang__)
 typedef float st_v16f_ __attribute__((vector_size(64)));
+#define ST_VFMA_(a, b, c) __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)0xffff, 4)
 static inline int st_gemm_segs_f32_f_(const int64_t *co, int64_t nr, int *seg) {
     int ns = 0, longest = 1;
     for (int j = 0; j < nr;) {   /* left to right */
@@ -538,7 +539,49 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
         st_gemm_block_##S##_(g, i0, i1, j0, j1, wsa);                                            \
     }
 
+/* The float micro-kernel of AVX-512 GCC builds: the same sums (k in order, fma(a, b, 0) or
+ * fma(a, b, c) first) with the 8 x 32 accumulators as 16 vector variables, and `first` a constant in
+ * each of two copies. Written as arrays of floats, GCC kept acc in memory outside the k loop: 16
+ * vector stores and reloads on every call (~20% of a k = 32 product, bench/NOTES.md seventeenth
+ * pass); the k loop runs at least once (kc >= 1), so no path skips it. */
+#if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(__clang__)
+static inline __attribute__((always_inline)) void st_gemm_ukr1_f_(int64_t kc, const float *restrict ap,
+                                                                  const float *restrict bp, float *restrict c,
+                                                                  int64_t ldc, const int first) {
+    const st_v16f_ z = {0};
+    st_v16f_ a0[ST_GEMM_MR], a1[ST_GEMM_MR];
+    for (int i = 0; i < ST_GEMM_MR; i++) {
+        if (first) {
+            a0[i] = a1[i] = z;
+        } else {
+            __builtin_memcpy(&a0[i], c + i * ldc, 64);
+            __builtin_memcpy(&a1[i], c + i * ldc + 16, 64);
+        }
+    }
+    int64_t k = 0;
+    do {
+        st_v16f_ b0, b1;
+        __builtin_memcpy(&b0, bp + k * ST_GEMM_NRF, 64);
+        __builtin_memcpy(&b1, bp + k * ST_GEMM_NRF + 16, 64);
+        for (int i = 0; i < ST_GEMM_MR; i++) {
+            const st_v16f_ ai = ap[k * ST_GEMM_MR + i] - z;   /* x - (+0) is x, a zero's sign too */
+            a0[i] = ST_VFMA_(ai, b0, a0[i]);
+            a1[i] = ST_VFMA_(ai, b1, a1[i]);
+        }
+    } while (++k < kc);
+    for (int i = 0; i < ST_GEMM_MR; i++) {
+        __builtin_memcpy(c + i * ldc, &a0[i], 64);
+        __builtin_memcpy(c + i * ldc + 16, &a1[i], 64);
+    }
+}
+static inline void st_gemm_ukr_f_(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c,
+                                  int64_t ldc, int first) {
+    if (first) st_gemm_ukr1_f_(kc, ap, bp, c, ldc, 1);
+    else st_gemm_ukr1_f_(kc, ap, bp, c, ldc, 0);
+}
+#else
 ST_GEMM_UKR_(float, f, ST_GEMM_NRF)
+#endif
 ST_GEMM_UKR_(double, d, ST_GEMM_NRD)
 ST_GEMM_PACK_(float, f32, f, ST_GEMM_NRF)
 ST_GEMM_PACK_(float, f16, f, ST_GEMM_NRF)
@@ -572,7 +615,6 @@ ST_GEMM_NAIVE_(double, f64, f64, f64, double, f64)
  * multiply-adds (bench/NOTES.md, eleventh pass); whole rows: 7-wide rows were packed, 14-wide ones
  * filled half the accumulators (thirteenth pass). */
 #if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(__clang__)
-#define ST_VFMA_(a, b, c) __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)0xffff, 4)
 /* C's piece of a row: lanes m0 of the first vector, m1 of the second; packed (cmp) or at lanes
  * 0-15 and 16-31 */
 static inline st_v16f_ st_gemm_dld_(const float *c, unsigned short m, int cmp) {
