@@ -539,50 +539,48 @@ static inline int64_t st_gemm_tpack_b_f32_f_(const float *B, int64_t base, int64
         st_gemm_block_##S##_(g, i0, i1, j0, j1, wsa);                                            \
     }
 
-/* The float micro-kernel of AVX-512 GCC builds: the same sums (k in order, fma(a, b, 0) or
- * fma(a, b, c) first) with the 8 x 32 accumulators as 16 vector variables, and `first` a constant in
- * each of two copies. Written as arrays of floats, GCC kept acc in memory outside the k loop: 16
- * vector stores and reloads on every call (~20% of a k = 32 product, bench/NOTES.md seventeenth
- * pass); the k loop runs at least once (kc >= 1), so no path skips it. */
+/* The micro-kernels of AVX-512 GCC builds: the same sums (k in order, fma(a, b, 0) or fma(a, b, c)
+ * first) with the MR x NR accumulators as vector variables (NR / VL vectors of VL lanes per row),
+ * and `first` a constant in each of two copies. Written as arrays of scalars, GCC kept acc in
+ * memory outside the k loop: MR * NR / VL vector stores and reloads on every call (~20% of a
+ * k = 32 product, bench/NOTES.md seventeenth pass); the k loop runs at least once (kc >= 1), so no
+ * path skips it. */
 #if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(__clang__)
-static inline __attribute__((always_inline)) void st_gemm_ukr1_f_(int64_t kc, const float *restrict ap,
-                                                                  const float *restrict bp, float *restrict c,
-                                                                  int64_t ldc, const int first) {
-    const st_v16f_ z = {0};
-    st_v16f_ a0[ST_GEMM_MR], a1[ST_GEMM_MR];
-    for (int i = 0; i < ST_GEMM_MR; i++) {
-        if (first) {
-            a0[i] = a1[i] = z;
-        } else {
-            __builtin_memcpy(&a0[i], c + i * ldc, 64);
-            __builtin_memcpy(&a1[i], c + i * ldc + 16, 64);
-        }
+typedef double st_v8d_ __attribute__((vector_size(64)));
+#define ST_VFMAD_(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, (unsigned char)0xff, 4)
+#define ST_GEMM_VUKR_(T, U, NR, V, VL, FMA)                                                      \
+    static inline __attribute__((always_inline)) void st_gemm_ukr1_##U##_(                       \
+        int64_t kc, const T *restrict ap, const T *restrict bp, T *restrict c, int64_t ldc, const int first) { \
+        const V z = {0};                                                                         \
+        V acc[ST_GEMM_MR][NR / VL];                                                              \
+        for (int i = 0; i < ST_GEMM_MR; i++)                                                     \
+            for (int v = 0; v < NR / VL; v++) {                                                  \
+                if (first) acc[i][v] = z;                                                        \
+                else __builtin_memcpy(&acc[i][v], c + i * ldc + v * VL, sizeof(V));              \
+            }                                                                                    \
+        int64_t k = 0;                                                                           \
+        do {                                                                                     \
+            V b[NR / VL];                                                                        \
+            for (int v = 0; v < NR / VL; v++) __builtin_memcpy(&b[v], bp + k * NR + v * VL, sizeof(V)); \
+            for (int i = 0; i < ST_GEMM_MR; i++) {                                               \
+                const V ai = ap[k * ST_GEMM_MR + i] - z;   /* x - (+0) is x, a zero's sign too */ \
+                for (int v = 0; v < NR / VL; v++) acc[i][v] = FMA(ai, b[v], acc[i][v]);          \
+            }                                                                                    \
+        } while (++k < kc);                                                                      \
+        for (int i = 0; i < ST_GEMM_MR; i++)                                                     \
+            for (int v = 0; v < NR / VL; v++) __builtin_memcpy(c + i * ldc + v * VL, &acc[i][v], sizeof(V)); \
+    }                                                                                            \
+    static inline void st_gemm_ukr_##U##_(int64_t kc, const T *restrict ap, const T *restrict bp, \
+                                          T *restrict c, int64_t ldc, int first) {              \
+        if (first) st_gemm_ukr1_##U##_(kc, ap, bp, c, ldc, 1);                                   \
+        else st_gemm_ukr1_##U##_(kc, ap, bp, c, ldc, 0);                                         \
     }
-    int64_t k = 0;
-    do {
-        st_v16f_ b0, b1;
-        __builtin_memcpy(&b0, bp + k * ST_GEMM_NRF, 64);
-        __builtin_memcpy(&b1, bp + k * ST_GEMM_NRF + 16, 64);
-        for (int i = 0; i < ST_GEMM_MR; i++) {
-            const st_v16f_ ai = ap[k * ST_GEMM_MR + i] - z;   /* x - (+0) is x, a zero's sign too */
-            a0[i] = ST_VFMA_(ai, b0, a0[i]);
-            a1[i] = ST_VFMA_(ai, b1, a1[i]);
-        }
-    } while (++k < kc);
-    for (int i = 0; i < ST_GEMM_MR; i++) {
-        __builtin_memcpy(c + i * ldc, &a0[i], 64);
-        __builtin_memcpy(c + i * ldc + 16, &a1[i], 64);
-    }
-}
-static inline void st_gemm_ukr_f_(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c,
-                                  int64_t ldc, int first) {
-    if (first) st_gemm_ukr1_f_(kc, ap, bp, c, ldc, 1);
-    else st_gemm_ukr1_f_(kc, ap, bp, c, ldc, 0);
-}
+ST_GEMM_VUKR_(float, f, ST_GEMM_NRF, st_v16f_, 16, ST_VFMA_)
+ST_GEMM_VUKR_(double, d, ST_GEMM_NRD, st_v8d_, 8, ST_VFMAD_)
 #else
 ST_GEMM_UKR_(float, f, ST_GEMM_NRF)
-#endif
 ST_GEMM_UKR_(double, d, ST_GEMM_NRD)
+#endif
 ST_GEMM_PACK_(float, f32, f, ST_GEMM_NRF)
 ST_GEMM_PACK_(float, f16, f, ST_GEMM_NRF)
 ST_GEMM_PACK_(float, bf16, f, ST_GEMM_NRF)

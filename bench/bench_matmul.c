@@ -7,7 +7,8 @@
  * Run: bench_matmul [RESULTS_FILE] [--quick]   (bench/run.sh does). Shapes, M x K x N:
  *   1024^3; 128x784x256 with B transposed (x @ W^T of a Linear layer); 256x128x784 with A
  *   transposed (g^T @ x, a weight gradient); 128x256x128 plain; batched attention products
- *   16 x (128x64 @ 64x128, B transposed: Q @ K^T) and 16 x (128x128 @ 128x64: P @ V).
+ *   16 x (128x64 @ 64x128, B transposed: Q @ K^T) and 16 x (128x128 @ 128x64: P @ V), and the
+ *   transformer-block step's: 64 x (64x32 @ 32x64, B transposed) and 64 x (64x64 @ 64x32).
  * BENCH_PY=python: the python for the numpy/torch twins (a venv with PyPI's torch; default: the
  * first python3 with numpy; BENCH_PY=none: none). BENCH_BLAS=libfoo.so: also time that library's cblas_sgemm on the
  * same shapes and layouts (dlopen'ed, so nothing links against it; threads: OPENBLAS_NUM_THREADS
@@ -44,6 +45,10 @@ static const mm_case cases[] = {
     {"h128", 128, 256, 128, 0, 0, 0},
     {"qkt", 128, 64, 128, 0, 1, 16},   /* attention scores Q @ K^T, 16 (batch x heads) of 128 x 64 */
     {"pv", 128, 128, 64, 0, 0, 16},    /* attention output P @ V */
+    /* the transformer-block step's (bench_fusion.lua: batch 16 x 4 heads, 64 tokens, head dim 32):
+     * k = 32 and 64, where the micro-kernel's start and store weigh the most */
+    {"qkt64", 64, 32, 64, 0, 1, 64},
+    {"pv64", 64, 64, 32, 0, 0, 64},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
