@@ -257,21 +257,30 @@ ST_FN float st_log1pf_(float x) {
  * erf, as before the fmas (1,561,245 results changed); 1.25x the speed of the multiply-add form
  * (4M floats, one thread: 5.0 -> 4.0 ms; bench/NOTES.md sixteenth pass). Both branches are
  * computed and one selected, so the loop vectorizes. ---- */
-ST_FN float st_erff_(float x) {
-    float a = fabsf(x), z = a * a;
+/* The two polynomials, shared with st_gelu_gradf_: erf(x)/x in z = x^2 (below 0.921875) and
+ * erfc(x) exp(x^2) in s (above). */
+ST_FN float st_erff_p_(float z) {
     float p = 8.392699158578376e-05f;
     p = ST_FMAF(p, z, -0.0008148509043693769f); p = ST_FMAF(p, z, 0.0052015923650271245f);
     p = ST_FMAF(p, z, -0.02685964792204701f); p = ST_FMAF(p, z, 0.11283700542255143f);
     p = ST_FMAF(p, z, -0.37612634110642257f); p = ST_FMAF(p, z, 1.128379166683384f);
-    float ac = a < 0.921875f ? 0.921875f : (a > 4.0f ? 4.0f : a);  /* erf(4) == 1.0f */
+    return p;
+}
+ST_FN float st_erff_r_(float ac) {
     float s = ST_FMAF(ac, 0.64974619289340101f, -1.5989847715736041f); /* (ac - 2.4609375) / 1.5390625: [0.92, 4] -> [-1, 1] */
-    float r = 2.195700904576714e-05f;                                /* erfc(x) exp(x^2) as a polynomial in s */
+    float r = 2.195700904576714e-05f;
     r = ST_FMAF(r, s, -5.6746328610966544e-05f); r = ST_FMAF(r, s, 7.735262756290023e-05f);
     r = ST_FMAF(r, s, -0.0001964618869058404f); r = ST_FMAF(r, s, 0.0005607225298515234f);
     r = ST_FMAF(r, s, -0.0013295082169347214f); r = ST_FMAF(r, s, 0.0030245319895566246f);
     r = ST_FMAF(r, s, -0.006773163328874492f); r = ST_FMAF(r, s, 0.01467433200872615f);
     r = ST_FMAF(r, s, -0.03061823435425792f); r = ST_FMAF(r, s, 0.06134659060319638f);
     r = ST_FMAF(r, s, -0.11748100608515555f); r = ST_FMAF(r, s, 0.21374909276497697f);
+    return r;
+}
+ST_FN float st_erff_(float x) {
+    float a = fabsf(x), p = st_erff_p_(a * a);
+    float ac = a < 0.921875f ? 0.921875f : (a > 4.0f ? 4.0f : a);  /* erf(4) == 1.0f */
+    float r = st_erff_r_(ac);
     float big = ST_FMAF(-st_expf_(-(ac * ac)), r, 1.0f);
     return a < 0.921875f ? x * p : copysignf(big, x);
 }
@@ -924,6 +933,23 @@ ST_FN float st_siluf_(float x) { return x * st_sigmoidf_(x); }
 ST_FN double st_silud_(double x) { return x * st_sigmoidd_(x); }
 ST_FN float st_geluf_(float x) { return 0.5f * x * (1.0f + st_erff_(x * 0.707106781186547524f)); }
 ST_FN double st_gelud_(double x) { return 0.5 * x * (1.0 + st_erfd_(x * 0.707106781186547524)); }
+/* d/dx gelu(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi): with t = x / sqrt(2),
+ * 0.5 (1 + erf(t)) + x exp(-t^2) / sqrt(2 pi), the exp shared with erf's large branch (one exp
+ * instead of two: the GELU's backward, ~1.5x; bench/NOTES.md seventeenth pass). The x phi(x) term
+ * is 0 where exp(-t^2) is (|x| > ~14, infinities included: 1 at +inf, 0 at -inf, not inf * 0). */
+ST_FN float st_gelu_gradf_(float x) {
+    float t = x * 0.707106781186547524f, a = fabsf(t), p = st_erff_p_(a * a);
+    float ac = a < 0.921875f ? 0.921875f : (a > 4.0f ? 4.0f : a);
+    float r = st_erff_r_(ac), e = st_expf_(-(a * a));   /* exp(-ac^2) where the large branch is taken */
+    float ef = a < 0.921875f ? t * p : copysignf(ST_FMAF(-e, r, 1.0f), t);
+    float xp = e == 0.0f ? 0.0f : x * e * 0.398942280401432678f;
+    return 0.5f * (1.0f + ef) + xp;
+}
+ST_FN double st_gelu_gradd_(double x) {
+    double e = st_expd_(-0.5 * (x * x));
+    double xp = e == 0.0 ? 0.0 : x * e * 0.398942280401432678;
+    return 0.5 * (1.0 + st_erfd_(x * 0.707106781186547524)) + xp;
+}
 ST_FN float st_gelu_tanhf_(float x) {
     return 0.5f * x * (1.0f + st_tanhf_(0.797884560802865356f * (x + 0.044715f * x * x * x)));
 }
@@ -946,6 +972,7 @@ ST_FN double st_div_d_(double a, double b) { return a / b; }
 #define om_erf(x) ST_GF(st_erff_, st_erfd_, x)
 #define om_gelu(x) ST_GF(st_geluf_, st_gelud_, x)
 #define om_gelu_tanh(x) ST_GF(st_gelu_tanhf_, st_gelu_tanhd_, x)
+#define om_gelu_grad(x) ST_GF(st_gelu_gradf_, st_gelu_gradd_, x)
 #define om_silu(x) ST_GF(st_siluf_, st_silud_, x)
 #define om_floor(x) ST_G1(st_floor, x)
 #define om_ceil(x) ST_G1(st_ceil, x)

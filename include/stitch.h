@@ -130,7 +130,7 @@ ST_API st_tensor *st_randint(int64_t lo, int64_t hi, st_dtype dt, int ndim, cons
 
 /* ---- elementwise (broadcasting, type promotion) ---- */
 #define ST_UNARY_API(X) X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(tanh) \
-    X(sigmoid) X(relu) X(gelu) X(gelu_tanh) X(silu) X(floor) X(ceil) X(round) X(sign)       \
+    X(sigmoid) X(relu) X(gelu) X(gelu_tanh) X(gelu_grad) X(silu) X(floor) X(ceil) X(round) X(sign)       \
     X(reciprocal) X(logical_not) X(log1p) X(expm1) X(erf) X(square)
 #define ST_BINARY_API(X) X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(fmod)      \
     X(remainder) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or)

@@ -440,10 +440,11 @@ static void grad_sigmoid(grad_ctx *c) { c->d[0] = K(st_mul(c->g, K(st_mul(OUT(),
 static void grad_relu(grad_ctx *c) {
     c->d[0] = K(st_where(K(st_gt(X(), scal(c->A, 0))), c->g, scal(c->A, 0)));
 }
-static void grad_gelu(grad_ctx *c) { /* Phi(x) + x phi(x) */
-    st_tensor *cdf = K(st_mul_s(K(st_add_s(K(st_erf(K(st_mul_s(X(), 0.70710678118654752440)))), 1)), 0.5));
-    st_tensor *pdf = K(st_mul_s(K(st_exp(K(st_mul_s(K(st_mul(X(), X())), -0.5)))), 0.39894228040143267794));
-    c->d[0] = K(st_mul(c->g, K(st_add(cdf, K(st_mul(X(), pdf))))));
+static void grad_gelu(grad_ctx *c) { c->d[0] = K(st_mul(c->g, K(st_gelu_grad(X())))); } /* Phi(x) + x phi(x) */
+static void grad_gelu_grad(grad_ctx *c) { /* d/dx (Phi(x) + x phi(x)) = phi(x) (2 - x^2) */
+    st_tensor *x2 = K(st_mul(X(), X()));
+    st_tensor *pdf = K(st_mul_s(K(st_exp(K(st_mul_s(x2, -0.5)))), 0.39894228040143267794));
+    c->d[0] = K(st_mul(c->g, K(st_mul(pdf, K(st_rsub_s(x2, 2))))));
 }
 static void grad_gelu_tanh(grad_ctx *c) { /* 0.5(1+t) + 0.5 x (1-t^2) k (1 + 3c x^2), t = tanh(k (x + c x^3)) */
     const double k = 0.79788456080286535588, cc = 0.044715;

@@ -202,6 +202,39 @@ TEST(erf_f32_every_float) {
     report(&a);
 }
 
+/* gelu_grad f32 (GELU's backward, Phi(x) + x phi(x)) on every 128th float of [-16, 16] and the
+ * edges: its erf takes the exp it shares with the x phi(x) term, and must give st_erff_'s bits
+ * (the shared exp is the same float wherever erf's large branch uses it); the whole result within
+ * an absolute 2^-22 of the double formula (the result is O(1) and crosses 0 near x = -0.75, so
+ * relative ulps say nothing there). */
+TEST(gelu_grad_f32) {
+    const long double c = 0.398942280401432678L;
+    double worst = 0, worst_x = 0;
+    long n = 0, bad = 0;
+    for (int sg = 0; sg < 2; sg++)
+        for (uint32_t u = 0; u <= 0x41800000u; u += 128) {   /* |x| <= 16 */
+            float x = fbits(u | (sg ? 0x80000000u : 0));
+            float t = x * 0.707106781186547524f, e = st_expf_(-(t * t));
+            float want = 0.5f * (1.0f + st_erff_(t)) + (e == 0.0f ? 0.0f : x * e * 0.398942280401432678f);
+            float got = st_gelu_gradf_(x);
+            if (memcmp(&got, &want, sizeof got)) {
+                if (bad++ < 5) fprintf(stderr, "  gelu_grad(%.9g) = %.9g, erf composed: %.9g\n", x, got, want);
+            }
+            long double r = 0.5L * (1 + erfl((long double)x / sqrtl(2.0L))) + x * expl(-0.5L * x * x) * c;
+            double d = fabs((double)((long double)got - r));
+            if (d > worst) worst = d, worst_x = x;
+            n++;
+        }
+    const float edge[] = {INFINITY, -INFINITY, 0.0f, -0.0f, 100.0f, -100.0f};
+    const float edge_want[] = {1.0f, 0.0f, 0.5f, 0.5f, 1.0f, 0.0f};
+    for (int i = 0; i < 6; i++) CHECK_MSG(st_gelu_gradf_(edge[i]) == edge_want[i], "gelu_grad(%g) = %g, want %g", edge[i], st_gelu_gradf_(edge[i]), edge_want[i]);
+    CHECK(isnan(st_gelu_gradf_(NAN)) && isnan(st_gelu_gradd_(NAN)));
+    CHECK(st_gelu_gradd_(INFINITY) == 1.0 && st_gelu_gradd_(-INFINITY) == 0.0);
+    printf("  gelu_grad f32: %ld inputs, %ld differ from erf composed, max abs error %.3g at %.9g\n", n, bad, worst, worst_x);
+    CHECK_MSG(bad == 0, "%ld results differ from 0.5 (1 + st_erff_(t)) + x phi(x)", bad);
+    CHECK_MSG(worst <= 0x1p-22, "max abs error %.3g at %.9g", worst, worst_x);
+}
+
 /* pow: x over all magnitudes with y keeping the result near the finite range; x near 1 with
  * big y; negative x with integer y; integer powers; random bit patterns for both. */
 static void pow_pair(int f64, long i, double *x, double *y) {
@@ -443,7 +476,7 @@ TEST(kernels_same_bits) {
     static const struct { const char *name; st_tensor *(*fn)(st_tensor *); } ops[] = {
         {"sin", st_sin}, {"cos", st_cos}, {"exp", st_exp}, {"log", st_log}, {"tanh", st_tanh},
         {"expm1", st_expm1}, {"log1p", st_log1p}, {"erf", st_erf}, {"sigmoid", st_sigmoid}, {"gelu", st_gelu},
-        {"gelu_tanh", st_gelu_tanh}, {"silu", st_silu},
+        {"gelu_tanh", st_gelu_tanh}, {"silu", st_silu}, {"gelu_grad", st_gelu_grad},
     };
     for (int tier = 0; tier < 2; tier++) {
         st_set_eager(tier == 0);
@@ -459,13 +492,15 @@ TEST(kernels_same_bits) {
                         wd[i] = !strcmp(nm, "sin") ? om_sin(x) : !strcmp(nm, "cos") ? om_cos(x) : !strcmp(nm, "exp") ? om_exp(x)
                               : !strcmp(nm, "log") ? om_log(x) : !strcmp(nm, "tanh") ? om_tanh(x) : !strcmp(nm, "expm1") ? om_expm1(x)
                               : !strcmp(nm, "log1p") ? om_log1p(x) : !strcmp(nm, "erf") ? om_erf(x) : !strcmp(nm, "sigmoid") ? om_sigmoid(x)
-                              : !strcmp(nm, "gelu") ? om_gelu(x) : !strcmp(nm, "gelu_tanh") ? om_gelu_tanh(x) : om_silu(x);
+                              : !strcmp(nm, "gelu") ? om_gelu(x) : !strcmp(nm, "gelu_tanh") ? om_gelu_tanh(x)
+                              : !strcmp(nm, "gelu_grad") ? om_gelu_grad(x) : om_silu(x);
                     } else {
                         float x = xf[i];
                         wf[i] = !strcmp(nm, "sin") ? om_sin(x) : !strcmp(nm, "cos") ? om_cos(x) : !strcmp(nm, "exp") ? om_exp(x)
                               : !strcmp(nm, "log") ? om_log(x) : !strcmp(nm, "tanh") ? om_tanh(x) : !strcmp(nm, "expm1") ? om_expm1(x)
                               : !strcmp(nm, "log1p") ? om_log1p(x) : !strcmp(nm, "erf") ? om_erf(x) : !strcmp(nm, "sigmoid") ? om_sigmoid(x)
-                              : !strcmp(nm, "gelu") ? om_gelu(x) : !strcmp(nm, "gelu_tanh") ? om_gelu_tanh(x) : om_silu(x);
+                              : !strcmp(nm, "gelu") ? om_gelu(x) : !strcmp(nm, "gelu_tanh") ? om_gelu_tanh(x)
+                              : !strcmp(nm, "gelu_grad") ? om_gelu_grad(x) : om_silu(x);
                     }
                 }
                 st_tensor *a = st_from_data(dt, 1, shape, d ? (const void *)xd : (const void *)xf);
@@ -515,6 +550,7 @@ int main(int argc, char **argv) {
     RUN(sincos_f32_sweep);
     if (exp_every_float) RUN(exp_f32_every_float);   /* about a minute: on request */
     if (erf_every_float) RUN(erf_f32_every_float);   /* about 35 s: on request */
+    RUN(gelu_grad_f32);
     RUN(pow_accuracy);
     RUN(where_selects_exact_bits);
     RUN(rand_normal);

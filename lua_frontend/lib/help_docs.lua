@@ -87,6 +87,7 @@ D.Tensor = {
   sin = "x:sin() -- sine", cos = "x:cos() -- cosine", tanh = "x:tanh() -- hyperbolic tangent",
   sigmoid = "x:sigmoid() -- 1 / (1 + e^-x)", relu = "x:relu() -- max(x, 0); NaN stays NaN",
   gelu = "x:gelu() -- x Phi(x) (the erf form)", gelu_tanh = "x:gelu_tanh() -- GELU, tanh approximation",
+  gelu_grad = "x:gelu_grad() -- d/dx gelu(x): Phi(x) + x phi(x) (GELU's backward)",
   silu = "x:silu() -- x sigmoid(x)", floor = "x:floor() -- round down; integers unchanged",
   ceil = "x:ceil() -- round up; integers unchanged", round = "x:round() -- round half to even; integers unchanged",
   sign = "x:sign() -- -1, 0 or 1 (NaN stays NaN)", reciprocal = "x:reciprocal() -- 1 / x",

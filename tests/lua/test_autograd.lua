@@ -354,6 +354,23 @@ end)
 -- through it (it is detached: runtime/ops.c softmax_impl), so the backward is
 -- y * (g - sum(g * y)) and g - softmax * sum(g) with nothing of the max's own rule (a compare
 -- against the max, a second reduction, a scatter): 12 nodes instead of the 24 it recorded before.
+-- GELU's backward is one gelu_grad op (its erf and its x phi(x) share one exp): the f32 gradient is
+-- gelu_grad(x) times the incoming gradient, bit for bit (the composed rule's erf and exp round
+-- differently); gelu_grad's own gradient is phi(x) (2 - x^2) (f64, against the formula).
+test("gelu_backward_is_gelu_grad", function()
+  local x = (st.randn({4096}) * 3):requires_grad_()
+  x:gelu():sum():backward()
+  local diff = (x.grad - x:detach():gelu_grad()):abs():max():item()
+  if diff ~= 0 then error("gelu's f32 gradient differs from gelu_grad by " .. diff) end
+  local xd = st.tensor({-3, -1.5, -0.5, 0, 0.25, 1, 2.5}, "f64"):requires_grad_()
+  xd:gelu_grad():sum():backward()
+  local got = xd.grad:tolist()
+  for i, v in ipairs(xd:tolist()) do
+    local want = math.exp(-0.5 * v * v) / math.sqrt(2 * math.pi) * (2 - v * v)
+    if math.abs(got[i] - want) > 1e-15 then error("gelu_grad' at " .. v .. ": " .. got[i] .. ", want " .. want) end
+  end
+end)
+
 test("softmax_backward_skips_the_max", function()
   local x = st.tensor(H.nested({4, 8}, H.lcg(3)), "f64"):requires_grad_()
   local g = st.tensor(H.nested({4, 8}, H.lcg(4)), "f64")

@@ -99,7 +99,7 @@ test("unary_binary_methods", function()
   check(st.where(x:gt(3), x, 0), {0, 4, 9})
   check(st.where(x:gt(3), 1, -1), {-1, 1, 1})
   for _, name in ipairs{"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-      "gelu", "gelu_tanh", "silu", "floor", "ceil", "round", "sign", "reciprocal", "logical_not", "log1p",
+      "gelu", "gelu_tanh", "gelu_grad", "silu", "floor", "ceil", "round", "sign", "reciprocal", "logical_not", "log1p",
       "expm1", "square", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "fmod", "remainder", "eq",
       "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"} do
     assert(type(st[name]) == "function", "st." .. name)
