@@ -47,6 +47,8 @@ typedef struct exec_state {
     int nset, capset;
     st_node **temps;        /* temporaries of the interpreter tier's current group */
     int ntemps, captemps;
+    int donated;            /* outputs given a dead input's buffer (donated_buffer) */
+    int nset_done;          /* set[0 .. nset_done): given by groups that completed */
 } exec_state;
 
 static st_status push_node(st_node ***arr, int *n, int *cap, st_node *x) {
@@ -148,15 +150,55 @@ static st_node *bound_node(const st_region *r, const fuse_pkey *k, int32_t bind)
     return bind >= 0 ? r->nodes[bind] : k->ext[-1 - bind];
 }
 
+/* The buffer that output x (region position pos) of group j of pe takes over from the input its
+ * kernel names for it (kir_find_donors: that input's element is dead once x's is written), or
+ * NULL: a CPU kernel; the input a realized tensor read from outside the region (an optimizer's
+ * old parameter or moment, the gradient it consumes), of x's byte size, held by nothing but the
+ * one node of this flush that reads it (no handle, no autograd record, no other reader: refcnt 1,
+ * and its buffer by it alone), and read by no later group (a cheap node inlined into two groups
+ * would read it twice). Saves the new buffer and the reads that writing a fresh one costs (a write
+ * to memory first reads each cache line). */
+static st_buffer *donated_buffer(const st_region *r, const fuse_pkey *k, const fuse_pentry *pe, int j,
+                                 const fuse_pgroup *pg, int32_t pos, const st_node *x) {
+    const kir_kernel *K = &pg->L.k;
+    if (!pg->fn || !dev_host_memory(pg->dev)) return NULL;
+    int so = -1;
+    for (int s = 0; s < K->nbufs && so < 0; s++)
+        if (K->buf_out[s] && pg->bind[s] == pos) so = s;
+    if (so < 0 || !K->donor[so]) return NULL;
+    const int32_t bind = pg->bind[K->donor[so] - 1];
+    if (bind >= 0) return NULL;
+    st_node *in = bound_node(r, k, bind);
+    if (in->op != ST_OP_BUFFER || in->refcnt != 1 || !in->buf || in->buf->refcnt != 1 ||
+        in->buf->device != pg->dev || in->buf->nbytes != st_node_nbytes(x))
+        return NULL;
+    for (int j2 = j + 1; j2 < pe->ngroups; j2++) {
+        const fuse_pgroup *q = &pe->groups[j2];
+        if (q->interp) {
+            for (int i = 0; i < q->nnodes; i++) {
+                const st_node *n = r->nodes[q->nodes[i].pos];
+                for (int s = 0; s < n->nsrc; s++)
+                    if (n->src[s] == in) return NULL;
+            }
+        } else {
+            for (int s = 0; s < q->L.k.nbufs; s++)
+                if (q->bind[s] == bind) return NULL;
+        }
+    }
+    return st_buffer_retain(in->buf);
+}
+
 /* Gives the group's outputs their buffers (on the group's device) and collects the buffer
  * pointers of every slot; a slot bound to another device's buffer is an error, never a launch. */
-static st_status bind_buffers(exec_state *e, const st_region *r, const fuse_pkey *k, const fuse_pgroup *pg,
-                              void **bufs, size_t *bytes) {
+static st_status bind_buffers(exec_state *e, const st_region *r, const fuse_pkey *k, const fuse_pentry *pe,
+                              int j, const fuse_pgroup *pg, void **bufs, size_t *bytes) {
     const fuse_launch *L = &pg->L;
     for (int i = 0; i < pg->nouts; i++) {
         st_node *x = r->nodes[pg->outs[i]];
-        st_buffer *b = (L->inplace && pg->outs[i] == pg->anchor) ? st_buffer_retain(x->src[0]->buf)
-                                                                  : st_buffer_new_on(pg->dev, st_node_nbytes(x));
+        st_buffer *b = NULL;
+        if (L->inplace && pg->outs[i] == pg->anchor) b = st_buffer_retain(x->src[0]->buf);
+        else if ((b = donated_buffer(r, k, pe, j, pg, pg->outs[i], x))) e->donated++;
+        else b = st_buffer_new_on(pg->dev, st_node_nbytes(x));
         st_status s = give_buffer(e, x, b);
         if (s != ST_OK) return s;
     }
@@ -176,13 +218,14 @@ static st_status bind_buffers(exec_state *e, const st_region *r, const fuse_pkey
     return ST_OK;
 }
 
-static void debug_kernel_line(const st_region *r, const fuse_pgroup *pg, size_t bytes, double t0) {
+static void debug_kernel_line(const st_region *r, const fuse_pgroup *pg, size_t bytes, double t0, int donated) {
     if (!(st_rt.debug & 2)) return;
     const st_node *o = r->nodes[pg->anchor >= 0 ? pg->anchor : pg->outs[0]];
-    char sh[128];
-    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  %s%s\n", pg->L.name, kind_names[pg->kind],
+    char sh[128], don[48] = "";
+    if (donated) snprintf(don, sizeof don, " (%d of its inputs' buffers reused)", donated);
+    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  %s%s%s\n", pg->L.name, kind_names[pg->kind],
             st_shape_str(o->ndim, o->shape, sh, sizeof sh), bytes, (st_now_ms() - t0) * 1e3,
-            dev_target_of(pg->dev) == DEV_TARGET_CUDA ? "cuda" : "jit", pg->L.inplace ? " (in place)" : "");
+            dev_target_of(pg->dev) == DEV_TARGET_CUDA ? "cuda" : "jit", pg->L.inplace ? " (in place)" : "", don);
 }
 
 void fuse_index_error(char *buf, size_t cap, const char *op, const char *kernel) {
@@ -191,10 +234,12 @@ void fuse_index_error(char *buf, size_t cap, const char *op, const char *kernel)
 
 /* One compiled group of a plan-cache entry: a CPU kernel, or a CUDA launch (compiled by NVRTC
  * through the cubin cache, launched on the device's stream). */
-static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *k, const fuse_pgroup *pg) {
+static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *k, const fuse_pentry *pe, int j) {
+    const fuse_pgroup *pg = &pe->groups[j];
     void *bufs[KIR_MAX_BUFS];
     size_t bytes;
-    st_status s = bind_buffers(e, r, k, pg, bufs, &bytes);
+    const int donated0 = e->donated;
+    st_status s = bind_buffers(e, r, k, pe, j, pg, bufs, &bytes);
     if (s != ST_OK) return s;
     double t0 = st_now_ms();
     int err = 0;
@@ -209,7 +254,7 @@ static st_status run_pgroup(exec_state *e, const st_region *r, const fuse_pkey *
         memcpy(&c.fn, &pg->fn, sizeof pg->fn);
         if ((s = o->launch(ord, &c, &err)) != ST_OK) return s;
     }
-    debug_kernel_line(r, pg, bytes, t0);
+    debug_kernel_line(r, pg, bytes, t0, e->donated - donated0);
     if (err) {
         char what[160];
         fuse_index_error(what, sizeof what, op, pg->L.name);
@@ -287,12 +332,13 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
             s = st_error(ST_ERR_INTERRUPT, "interrupted");
             break;
         }
+        e->nset_done = e->nset;
         if (pg->interp) {
             double t0 = st_now_ms();
             s = run_interp_pgroup(e, r, pg);
             debug_interp_line(r, pg, t0);
         } else {
-            s = run_pgroup(e, r, k, pg);
+            s = run_pgroup(e, r, k, pe, j);
         }
         st_stats_g.kernels_launched++;
         if (s == ST_OK && last) release_dead(r, byl, j0, j);
@@ -578,9 +624,18 @@ done:
     jit_nvrtc_check_flush();   /* CI check mode: this flush's CUDA kernels (never left for exit) */
     if (s != ST_OK) {
         drop_temps(&e);
+        /* A donated buffer's old value is gone, so the groups that completed are kept: their
+         * values are realized (a retry reads them, never the overwritten input); the rest is
+         * dropped as always. Without a donation nothing was overwritten: everything is dropped
+         * and a retry recomputes it from the inputs. */
         for (int i = 0; i < e.nset; i++) {
-            st_buffer_release(e.set[i]->buf);
-            e.set[i]->buf = NULL;
+            st_node *x = e.set[i];
+            if (e.donated && i < e.nset_done && x->buf) {
+                st_node_realize(x, x->buf);
+                continue;
+            }
+            st_buffer_release(x->buf);
+            x->buf = NULL;
         }
     }
     if (e.launch)

@@ -329,5 +329,6 @@ st_status fuse_lower_horizontal(fuse_plan *p, int g, fuse_launch *out) {
     }
     snprintf(out->k.comment, sizeof out->k.comment, "horizontal; %d %smembers, %d outputs", B->nmembers,
              out->k.kind == KK_REDUCE ? "pointwise and reduce " : "pointwise ", B->nouts);
+    kir_find_donors(&out->k);   /* over the whole batch: a member reading another's input rules it out */
     return ST_OK;
 }

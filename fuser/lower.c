@@ -1361,6 +1361,7 @@ st_status fuse_lower(fuse_plan *p, int g, fuse_launch *out) {
         snprintf(out->name, sizeof out->name, "k%d", g);
         fuse_group_nodes(p, g, name_op, out->name);
         shape_comment(G, &out->k);
+        kir_find_donors(&out->k);
     } else {
         fuse_launch_free(out);
     }

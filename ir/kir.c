@@ -264,6 +264,83 @@ st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map
 }
 
 /* Which of a, b, c, d are value operands (bits 0..3). */
+/* Inputs (bits: slot) that value id depends on, through its operands and accumulator updates. */
+typedef struct kir_slots { uint64_t w[KIR_MAX_BUFS / 64]; } kir_slots;
+
+void kir_find_donors(kir_kernel *k) {
+    memset(k->donor, 0, sizeof k->donor);
+    if (!(k->kind == KK_POINTWISE || k->kind == KK_REDUCE || (k->kind == KK_MATMUL && k->mm.epi))) return;
+    int store_at[KIR_MAX_BUFS], nstore[KIR_MAX_BUFS], nload[KIR_MAX_BUFS], first_load[KIR_MAX_BUFS];
+    uint8_t taken[KIR_MAX_BUFS];
+    for (int s = 0; s < k->nbufs; s++) store_at[s] = first_load[s] = -1, nstore[s] = nload[s] = 0, taken[s] = 0;
+    for (int i = 0; i < k->n; i++) {
+        const kir_ins *in = &k->ins[i];
+        if (in->op == KI_STORE) nstore[in->a]++, store_at[in->a] = i;
+        else if (in->op == KI_LOAD && !nload[in->a]++) first_load[in->a] = i;
+        else if (in->op == KI_SETERR) return;   /* a kernel that can fail half way writes no input's buffer */
+    }
+    if (k->kind == KK_MATMUL) {   /* the GEMM reads its operands anywhere */
+        if (k->mm.a_buf >= 0) taken[k->mm.a_buf] = 1;
+        if (k->mm.b_buf >= 0) taken[k->mm.b_buf] = 1;
+    }
+    /* an input may go to an output it reads only at the output's store index, before the store */
+    bool cand[KIR_MAX_BUFS];
+    int nout = 0, outs[KIR_MAX_BUFS];
+    for (int o = 0; o < k->nbufs; o++)
+        if (k->buf_out[o] && nstore[o] == 1 && !nload[o]) outs[nout++] = o;
+    for (int s = 0; s < k->nbufs; s++) cand[s] = !k->buf_out[s] && !taken[s] && nload[s] > 0;
+    if (!nout) return;
+    kir_slots *dep = st_calloc((size_t)k->n, sizeof *dep);
+    if (!dep) { st_clear_error(); return; }   /* no donors: only a missed saving */
+    for (int i = 0; i < k->n; i++) {
+        const kir_ins *in = &k->ins[i];
+        unsigned m = kir_operand_mask(in);
+        const int ops[4] = {in->a, in->b, in->c, in->d};
+        for (int q = 0; q < 4; q++)
+            if ((m >> q & 1u) && ops[q] >= 0 && ops[q] < i)
+                for (int w = 0; w < KIR_MAX_BUFS / 64; w++) dep[i].w[w] |= dep[ops[q]].w[w];
+        if (in->op == KI_LOAD) dep[i].w[in->a / 64] |= 1ull << (in->a % 64);
+        if ((in->op == KI_ACCUPD || in->op == KI_ARGUPD) && in->a >= 0 && in->a < i)
+            for (int w = 0; w < KIR_MAX_BUFS / 64; w++) dep[in->a].w[w] |= dep[i].w[w];
+    }
+    /* Each output takes one input, preferring one its value depends on and, among those, the one
+     * fewest outputs depend on (an optimizer's m' takes m, v' v, p' p, and a value computed from
+     * all of them what is left); outputs with fewer inputs choose first, then those computed
+     * earlier (p' before a value of p'). */
+    int64_t ndep[KIR_MAX_BUFS];
+    int users[KIR_MAX_BUFS] = {0};
+    for (int a = 0; a < nout; a++) {
+        const kir_slots *d = &dep[store_at[outs[a]]];
+        ndep[a] = 0;
+        for (int s = 0; s < k->nbufs; s++)
+            if (d->w[s / 64] >> (s % 64) & 1u) ndep[a]++, users[s]++;
+    }
+    for (int a = 0; a < nout; a++) ndep[a] = ndep[a] * k->n + k->ins[store_at[outs[a]]].c;   /* then the earlier value */
+    for (int a = 1; a < nout; a++)
+        for (int b = a; b > 0 && ndep[b] < ndep[b - 1]; b--) {
+            int64_t t = ndep[b]; ndep[b] = ndep[b - 1]; ndep[b - 1] = t;
+            int u = outs[b]; outs[b] = outs[b - 1]; outs[b - 1] = u;
+        }
+    for (int a = 0; a < nout; a++) {
+        const int o = outs[a], st = store_at[o], idx = k->ins[st].b;
+        const kir_slots *d = &dep[st];
+        int best = -1, best_key = 0;
+        for (int s = 0; s < k->nbufs; s++) {
+            if (!cand[s] || k->buf_dtype[s] != k->buf_dtype[o] || first_load[s] > st) continue;
+            bool ok = true;
+            for (int i = first_load[s]; i < k->n && ok; i++) {
+                const kir_ins *in = &k->ins[i];
+                if (in->op == KI_LOAD && in->a == s) ok = in->b == idx && i < st;
+            }
+            if (!ok) continue;
+            const int key = ((d->w[s / 64] >> (s % 64) & 1u) ? 0 : 1 << 16) + users[s];
+            if (best < 0 || key < best_key) best = s, best_key = key;
+        }
+        if (best >= 0) k->donor[o] = (int16_t)(best + 1), cand[best] = false;
+    }
+    st_free(dep);
+}
+
 unsigned kir_operand_mask(const kir_ins *in) {
     switch ((kir_opcode)in->op) {
     case KI_IPARAM: case KI_FPARAM: case KI_ICONST: case KI_FCONST: case KI_ENDLOOP: case KI_ENDIF:

@@ -133,6 +133,9 @@ typedef struct kir_kernel {
      * part writes, so the parts may run in any order or at once. 0: an ordinary kernel. */
     int nparts;
     int part_start[KIR_MAX_PARTS];
+    /* donor[o]: 1 + the input slot whose buffer output slot o may take over at launch (0: none;
+     * kir_find_donors). The kernel is correct whether or not the two are one buffer. */
+    int16_t donor[KIR_MAX_BUFS];
 } kir_kernel;
 
 /* ---- the builder: appends instructions with hash-consing (identical pure instructions in an
@@ -171,6 +174,16 @@ ST_INTERNAL void kir_memo_put(kir_builder *b, uint64_t k0, uint64_t k1, uint64_t
  * (slots the caller has already declared in dst). Kinds must agree; matmul kernels cannot be
  * appended. ST_ERR_INTERNAL past KIR_MAX_PARTS parts, ST_ERR_OOM. */
 ST_INTERNAL st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map);
+
+/* Finds k->donor: for each output slot stored exactly once (one KI_STORE, at index value i), an
+ * input slot of its storage dtype that the kernel reads only at that same index value and only
+ * before that store (KI_LOAD ids below the store's), that is not a matmul operand, and that no
+ * other output takes: an element of the input is dead once the output's element is written, so
+ * the launch may give the output the input's buffer when nothing else holds it (fuser/exec.c).
+ * Pointwise, reduce and matmul-epilogue kernels without a runtime error check (KI_SETERR) only (the
+ * others keep 0). The C renderer does not
+ * declare such a pair restrict; only CPU launches share the buffers (CUDA kernels keep theirs). */
+ST_INTERNAL void kir_find_donors(kir_kernel *k);
 
 /* Which of a, b, c, d of an instruction are value operands (bits 0..3). */
 ST_INTERNAL unsigned kir_operand_mask(const kir_ins *in);

@@ -159,16 +159,25 @@ void render_store_expr(sbuf *b, int dt, int v) {
     else sbuf_printf(b, "v%d", v);
 }
 
-/* Pointwise, reduce and matmul-epilogue kernels write only fresh buffers that they do not read,
- * so every pointer is restrict: without it GCC must check each pair of pointers for overlap at run time and gives
- * up vectorizing past 10 checks (an Adam update has 7 buffers). Scatter and SETVIEW kernels may
- * write into their input's buffer: no restrict there. */
+/* Pointwise, reduce and matmul-epilogue kernels write buffers that no other pointer of theirs
+ * reaches, so their pointers are restrict: without it GCC must check each pair of pointers for
+ * overlap at run time and gives up vectorizing past 10 checks (an Adam update has 7 buffers).
+ * The exceptions are the pairs of kir_find_donors, an output and the input whose buffer it may take
+ * over (one buffer, read and written at each element's own index: GCC's check lets that through
+ * vectorized, and the innermost loops' ivdep says so). Scatter and SETVIEW kernels may write into
+ * their input's buffer: no restrict there. */
 static void render_buffers(sbuf *b, const kir_kernel *k) {
-    const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE || (k->kind == KK_MATMUL && k->mm.epi)
-                    ? "restrict " : "";
+    const bool any = k->kind == KK_POINTWISE || k->kind == KK_REDUCE || (k->kind == KK_MATMUL && k->mm.epi);
+    uint8_t shared[KIR_MAX_BUFS] = {0};
+    for (int s = 0; s < k->nbufs; s++)
+        if (k->donor[s]) {
+            shared[s] = shared[k->donor[s] - 1] = 1;
+            sbuf_printf(b, "    /* p%d may be p%d's buffer (kir_find_donors) */\n", s, k->donor[s] - 1);
+        }
     for (int s = 0; s < k->nbufs; s++) {
         const char *ct = storage_ctype(k->buf_dtype[s]);
         const char *q = k->buf_out[s] ? "" : "const ";
+        const char *r = any && !shared[s] ? "restrict " : "";
         sbuf_printf(b, "    %s%s *%sp%d = (%s%s *)a->bufs[%d];\n", q, ct, r, s, q, ct, s);
     }
 }

@@ -162,6 +162,7 @@ static st_status flush_region(int nt, st_node *const *targets) {
         }
     } else {
         for (int i = 0; i < r.n; i++) { /* executors clean up; this is belt and braces */
+            if (r.nodes[i]->op == ST_OP_BUFFER) continue;   /* kept by the executor (fuser/exec.c) */
             st_buffer_release(r.nodes[i]->buf);
             r.nodes[i]->buf = NULL;
         }
