@@ -49,6 +49,8 @@ typedef struct exec_state {
     int ntemps, captemps;
     int donated;            /* outputs given a dead input's buffer (donated_buffer) */
     int nset_done;          /* set[0 .. nset_done): given by groups that completed */
+    uint8_t *mat;           /* run_entry: per region position, written by a group of the plan */
+    uint8_t *reach;         /* donated_buffer's scratch (region positions) */
 } exec_state;
 
 static st_status push_node(st_node ***arr, int *n, int *cap, st_node *x) {
@@ -150,18 +152,38 @@ static st_node *bound_node(const st_region *r, const fuse_pkey *k, int32_t bind)
     return bind >= 0 ? r->nodes[bind] : k->ext[-1 - bind];
 }
 
+/* Whether a node of region r that something outside the region holds (a handle, a later lazy
+ * node) reads `in`, directly or through nodes that the flush leaves unrealized: evaluated later,
+ * it would read `in` again. Realized at the end are the nodes a group of the plan writes that are
+ * targets or held outside (the others may be released at their last reader, release_dead). */
+static bool kept_reader(exec_state *e, const st_region *r, const st_node *in) {
+    for (int i = 0; i < r->n; i++) {
+        const st_node *n = r->nodes[i];
+        const bool kept = fuse_kept(n);
+        uint8_t reads = 0;
+        for (int s = 0; s < n->nsrc && !reads; s++) {
+            const st_node *src = n->src[s];
+            reads = src == in || (src->op != ST_OP_BUFFER && e->reach[src->pos]);
+        }
+        e->reach[i] = reads && !(e->mat[i] && (kept || (n->flags & NODE_TARGET)));
+        if (e->reach[i] && kept) return true;
+    }
+    return false;
+}
+
 /* The buffer that output x (region position pos) of group j of pe takes over from the input its
  * kernel names for it (kir_find_donors: that input's element is dead once x's is written), or
  * NULL: a CPU kernel; the input a realized tensor read from outside the region (an optimizer's
  * old parameter or moment, the gradient it consumes), of x's byte size, held by nothing but the
  * one node of this flush that reads it (no handle, no autograd record, no other reader: refcnt 1,
- * and its buffer by it alone), and read by no later group (a cheap node inlined into two groups
- * would read it twice). Saves the new buffer and the reads that writing a fresh one costs (a write
- * to memory first reads each cache line). */
-static st_buffer *donated_buffer(const st_region *r, const fuse_pkey *k, const fuse_pentry *pe, int j,
-                                 const fuse_pgroup *pg, int32_t pos, const st_node *x) {
+ * and its buffer by it alone), read by no later group (a cheap node inlined into two groups would
+ * read it twice), and by no expression that outlives the flush unevaluated (kept_reader: `t = p *
+ * 0.9` still held by a handle). Saves the new buffer and the reads that writing a fresh one costs
+ * (a write to memory first reads each cache line). */
+static st_buffer *donated_buffer(exec_state *e, const st_region *r, const fuse_pkey *k, const fuse_pentry *pe,
+                                 int j, const fuse_pgroup *pg, int32_t pos, const st_node *x) {
     const kir_kernel *K = &pg->L.k;
-    if (!pg->fn || !dev_host_memory(pg->dev)) return NULL;
+    if (!pg->fn || !dev_host_memory(pg->dev) || !e->mat) return NULL;
     int so = -1;
     for (int s = 0; s < K->nbufs && so < 0; s++)
         if (K->buf_out[s] && pg->bind[s] == pos) so = s;
@@ -185,6 +207,7 @@ static st_buffer *donated_buffer(const st_region *r, const fuse_pkey *k, const f
                 if (q->bind[s] == bind) return NULL;
         }
     }
+    if (kept_reader(e, r, in)) return NULL;
     return st_buffer_retain(in->buf);
 }
 
@@ -197,7 +220,7 @@ static st_status bind_buffers(exec_state *e, const st_region *r, const fuse_pkey
         st_node *x = r->nodes[pg->outs[i]];
         st_buffer *b = NULL;
         if (L->inplace && pg->outs[i] == pg->anchor) b = st_buffer_retain(x->src[0]->buf);
-        else if ((b = donated_buffer(r, k, pe, j, pg, pg->outs[i], x))) e->donated++;
+        else if ((b = donated_buffer(e, r, k, pe, j, pg, pg->outs[i], x))) e->donated++;
         else b = st_buffer_new_on(pg->dev, st_node_nbytes(x));
         st_status s = give_buffer(e, x, b);
         if (s != ST_OK) return s;
@@ -324,6 +347,15 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
         for (int i = 0; i < r->n; i++)
             if (last[i] >= 0) byl[j0[last[i] + 1]++] = i;
     }
+    /* donated_buffer's region flags: the positions the plan writes, and its scratch */
+    e->mat = st_calloc((size_t)r->n * 2 + 1, 1);
+    if (e->mat) {
+        e->reach = e->mat + r->n;
+        for (int j = 0; j < pe->ngroups; j++)
+            for (int i = 0; i < pe->groups[j].nouts; i++) e->mat[pe->groups[j].outs[i]] = 1;
+    } else {
+        st_clear_error();   /* no donations: only a missed saving */
+    }
     st_status s = ST_OK;
     for (int j = 0; j < pe->ngroups && s == ST_OK; j++) {
         const fuse_pgroup *pg = &pe->groups[j];
@@ -344,6 +376,8 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
         if (s == ST_OK && last) release_dead(r, byl, j0, j);
     }
     st_free(last);
+    st_free(e->mat);
+    e->mat = e->reach = NULL;
     return s;
 }
 

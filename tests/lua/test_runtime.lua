@@ -194,6 +194,20 @@ test("outputs_take_dead_inputs_buffers_only_where_safe", function()
   p:copy_(p - g * 0.1); collectgarbage(); st.sync(p)
   st.set_jit_min(-1)
   eq(st.stats().bytes_peak - held, 0, "p - g * 0.1 written into p's own buffer")
+  -- an expression of the old p that outlives the flush unevaluated keeps p's old buffer
+  st.set_jit_min(0)
+  local old = p:tolist()
+  local t
+  do
+    local c = p * 0.5
+    t = c + 1
+    p:copy_(c - g)
+  end
+  collectgarbage()
+  st.sync(p)
+  st.set_jit_min(-1)
+  local tv = t:tolist()
+  for i = 1, 256, 37 do H.check_near(tv[i], (function() local r = {} for j = 1, 256 do r[j] = old[i][j] * 0.5 + 1 end return r end)(), 1e-6, "t row " .. i) end
 end)
 
 H.done()
