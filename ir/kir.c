@@ -267,17 +267,39 @@ st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map
 /* Inputs (bits: slot) that value id depends on, through its operands and accumulator updates. */
 typedef struct kir_slots { uint64_t w[KIR_MAX_BUFS / 64]; } kir_slots;
 
+/* Whether value id varies with loop variable v (the KI_LOOP's id), through its operands. */
+static bool varies_with(const kir_kernel *k, int id, int v, int depth) {
+    if (id == v) return true;
+    if (id < v || depth > 64) return false;   /* defined before the loop: invariant in it */
+    const kir_ins *in = &k->ins[id];
+    const unsigned m = kir_operand_mask(in);
+    const int ops[4] = {in->a, in->b, in->c, in->d};
+    for (int q = 0; q < 4; q++)
+        if ((m >> q & 1u) && ops[q] >= 0 && varies_with(k, ops[q], v, depth + 1)) return true;
+    return false;
+}
+
 void kir_find_donors(kir_kernel *k) {
     memset(k->donor, 0, sizeof k->donor);
     if (!(k->kind == KK_POINTWISE || k->kind == KK_REDUCE || (k->kind == KK_MATMUL && k->mm.epi))) return;
-    int store_at[KIR_MAX_BUFS], nstore[KIR_MAX_BUFS], nload[KIR_MAX_BUFS], first_load[KIR_MAX_BUFS];
+    int store_at[KIR_MAX_BUFS], store_loop[KIR_MAX_BUFS], nstore[KIR_MAX_BUFS], nload[KIR_MAX_BUFS],
+        first_load[KIR_MAX_BUFS], loops[64], depth = 0;
     uint8_t taken[KIR_MAX_BUFS];
     for (int s = 0; s < k->nbufs; s++) store_at[s] = first_load[s] = -1, nstore[s] = nload[s] = 0, taken[s] = 0;
     for (int i = 0; i < k->n; i++) {
         const kir_ins *in = &k->ins[i];
-        if (in->op == KI_STORE) nstore[in->a]++, store_at[in->a] = i;
-        else if (in->op == KI_LOAD && !nload[in->a]++) first_load[in->a] = i;
-        else if (in->op == KI_SETERR) return;   /* a kernel that can fail half way writes no input's buffer */
+        if (in->op == KI_LOOP) {
+            if (depth == 64) return;
+            loops[depth++] = i;
+        } else if (in->op == KI_ENDLOOP) {
+            depth--;
+        } else if (in->op == KI_STORE) {
+            nstore[in->a]++, store_at[in->a] = i, store_loop[in->a] = depth ? loops[depth - 1] : -1;
+        } else if (in->op == KI_LOAD && !nload[in->a]++) {
+            first_load[in->a] = i;
+        } else if (in->op == KI_SETERR) {
+            return;   /* a kernel that can fail half way writes no input's buffer */
+        }
     }
     if (k->kind == KK_MATMUL) {   /* the GEMM reads its operands anywhere */
         if (k->mm.a_buf >= 0) taken[k->mm.a_buf] = 1;
@@ -286,8 +308,12 @@ void kir_find_donors(kir_kernel *k) {
     /* an input may go to an output it reads only at the output's store index, before the store */
     bool cand[KIR_MAX_BUFS];
     int nout = 0, outs[KIR_MAX_BUFS];
+    /* an output stored once, at an index that changes with every iteration of the store's loop
+     * (else a later iteration would read an element its input has lost) */
     for (int o = 0; o < k->nbufs; o++)
-        if (k->buf_out[o] && nstore[o] == 1 && !nload[o]) outs[nout++] = o;
+        if (k->buf_out[o] && nstore[o] == 1 && !nload[o] &&
+            (store_loop[o] < 0 || varies_with(k, k->ins[store_at[o]].b, store_loop[o], 0)))
+            outs[nout++] = o;
     for (int s = 0; s < k->nbufs; s++) cand[s] = !k->buf_out[s] && !taken[s] && nload[s] > 0;
     if (!nout) return;
     kir_slots *dep = st_calloc((size_t)k->n, sizeof *dep);

@@ -175,7 +175,8 @@ ST_INTERNAL void kir_memo_put(kir_builder *b, uint64_t k0, uint64_t k1, uint64_t
  * appended. ST_ERR_INTERNAL past KIR_MAX_PARTS parts, ST_ERR_OOM. */
 ST_INTERNAL st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map);
 
-/* Finds k->donor: for each output slot stored exactly once (one KI_STORE, at index value i), an
+/* Finds k->donor: for each output slot stored exactly once (one KI_STORE, at index value i, which
+ * changes with every iteration of the store's innermost loop), an
  * input slot of its storage dtype that the kernel reads only at that same index value and only
  * before that store (KI_LOAD ids below the store's), that is not a matmul operand, and that no
  * other output takes: an element of the input is dead once the output's element is written, so
