@@ -28,7 +28,8 @@
  * suite's setting) waits for the compiler and is deterministic.
  *
  * Invariant: on failure every buffer this call gave to a node is released and the node's buf
- * reset to NULL; temporaries never outlive their group.
+ * reset to NULL, except after an output took a dead input's buffer (donated_buffer): then the
+ * values of the groups that completed are realized; temporaries never outlive their group.
  */
 #include "fuser/fuser.h"
 #include "jit/render.h"
@@ -359,12 +360,12 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
     st_status s = ST_OK;
     for (int j = 0; j < pe->ngroups && s == ST_OK; j++) {
         const fuse_pgroup *pg = &pe->groups[j];
+        e->nset_done = e->nset;   /* groups 0 .. j-1 completed (an interrupt here keeps them) */
         if (st_rt.interrupted) {
             st_rt.interrupted = 0;
             s = st_error(ST_ERR_INTERRUPT, "interrupted");
             break;
         }
-        e->nset_done = e->nset;
         if (pg->interp) {
             double t0 = st_now_ms();
             s = run_interp_pgroup(e, r, pg);

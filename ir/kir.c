@@ -267,16 +267,20 @@ st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map
 /* Inputs (bits: slot) that value id depends on, through its operands and accumulator updates. */
 typedef struct kir_slots { uint64_t w[KIR_MAX_BUFS / 64]; } kir_slots;
 
-/* Whether value id varies with loop variable v (the KI_LOOP's id), through its operands. */
-static bool varies_with(const kir_kernel *k, int id, int v, int depth) {
+/* Whether value id varies with loop variable v (the KI_LOOP's id), through its operands; memo[i]
+ * (zeroed for each v): 1 no, 2 yes. */
+static bool varies_with(const kir_kernel *k, int id, int v, uint8_t *memo) {
     if (id == v) return true;
-    if (id < v || depth > 64) return false;   /* defined before the loop: invariant in it */
+    if (id < v) return false;   /* defined before the loop: invariant in it */
+    if (memo[id]) return memo[id] == 2;
     const kir_ins *in = &k->ins[id];
     const unsigned m = kir_operand_mask(in);
     const int ops[4] = {in->a, in->b, in->c, in->d};
-    for (int q = 0; q < 4; q++)
-        if ((m >> q & 1u) && ops[q] >= 0 && varies_with(k, ops[q], v, depth + 1)) return true;
-    return false;
+    bool yes = false;
+    for (int q = 0; q < 4 && !yes; q++)
+        yes = (m >> q & 1u) && ops[q] >= 0 && ops[q] < id && varies_with(k, ops[q], v, memo);
+    memo[id] = yes ? 2 : 1;
+    return yes;
 }
 
 void kir_find_donors(kir_kernel *k) {
@@ -308,12 +312,16 @@ void kir_find_donors(kir_kernel *k) {
     /* an input may go to an output it reads only at the output's store index, before the store */
     bool cand[KIR_MAX_BUFS];
     int nout = 0, outs[KIR_MAX_BUFS];
+    uint8_t *memo = st_malloc((size_t)k->n + 1);
+    if (!memo) { st_clear_error(); return; }   /* no donors: only a missed saving */
     /* an output stored once, at an index that changes with every iteration of the store's loop
      * (else a later iteration would read an element its input has lost) */
-    for (int o = 0; o < k->nbufs; o++)
-        if (k->buf_out[o] && nstore[o] == 1 && !nload[o] &&
-            (store_loop[o] < 0 || varies_with(k, k->ins[store_at[o]].b, store_loop[o], 0)))
-            outs[nout++] = o;
+    for (int o = 0; o < k->nbufs; o++) {
+        if (!k->buf_out[o] || nstore[o] != 1 || nload[o]) continue;
+        if (store_loop[o] >= 0) memset(memo, 0, (size_t)k->n);
+        if (store_loop[o] < 0 || varies_with(k, k->ins[store_at[o]].b, store_loop[o], memo)) outs[nout++] = o;
+    }
+    st_free(memo);
     for (int s = 0; s < k->nbufs; s++) cand[s] = !k->buf_out[s] && !taken[s] && nload[s] > 0;
     if (!nout) return;
     kir_slots *dep = st_calloc((size_t)k->n, sizeof *dep);

@@ -155,35 +155,58 @@ end)
 
 -- A kernel may write an output into the buffer of an input nothing else holds, read only at the
 -- output's own index (fuser/exec.c donated_buffer): an update in place uses no new memory, and
--- inputs read anywhere else (transposed, flipped, rolled, by a reduction and again) keep theirs:
--- every case against the reference interpreter, with the inputs dropped before the flush.
+-- inputs read anywhere else keep theirs. Each input is read through one node (else the runtime
+-- refuses before the kernel's own rule matters): transposed, flipped, shifted, read by a reduction
+-- and again, read at two indices for two outputs (refused); a pointwise update, a column sum's
+-- update (a column-blocked reduce kernel), a matmul epilogue, two updates batched into one kernel
+-- (taken: the flush's peak stays under its outputs' bytes). Every case against the reference
+-- interpreter, its inputs dropped before the flush.
 test("outputs_take_dead_inputs_buffers_only_where_safe", function()
   local cases = {
-    update = function(x, y) return {x * 0.5 + y * 0.25} end,
-    transposed = function(x, y) return {x:t() + y} end,
-    flipped_and_plain = function(x, y) return {x * 2, x:flip(1) + y} end,
-    rolled = function(x, y) return {x:roll(3, 2) * y} end,
-    reduced_then_read = function(x, y) return {x - x:mean(2, true) + y} end,
-    two_outputs = function(x, y) return {x + y, x - y, (x * y):exp()} end,
+    {"update", {{64, 64}, {64, 64}}, function(x, y) return {x * 0.5 + y * 0.25} end, true},
+    {"transposed", {{64, 64}, {64, 64}}, function(x, y) return {x:t() + y} end},
+    {"flipped", {{64, 64}, {64, 64}}, function(x, y) return {x:flip(1) + y} end},
+    {"shifted", {{64, 64}, {64, 64}}, function(x, y) return {x:pad({0, 0, 1, 0}):narrow(1, 1, 64) * y} end},
+    {"reduced_then_read", {{64, 64}, {64, 64}},
+      function(x, y) local c = x * 1; return {c - c:mean(2, true) + y} end},
+    {"two_indices", {{64, 64}, {64, 64}},
+      function(x, y) local c = x * 1; return {c + y, c:flip(1) * 2} end},
+    {"column_sum_update", {{64}, {32, 64}}, function(p, g) return {p - g:sum(1) * 0.1} end, true},
+    {"matmul_epilogue", {{64, 64}, {64, 64}, {64, 64}},
+      function(w, a, b) return {w - a:t():matmul(b) * 0.01} end, true},
+    {"two_updates_batched", {{4096}, {4096}, {2048}, {2048}},
+      function(p, g, q, h) return {p - g * 0.1, q - h * 0.1} end, true},
   }
-  for name, f in pairs(cases) do
+  for _, c in ipairs(cases) do
+    local name, shapes, f, takes = c[1], c[2], c[3], c[4]
     local function run(eager)
       st.eager(eager)
       st.manual_seed(7)
-      local x, y = st.sync(st.randn({64, 64})), st.sync(st.randn({64, 64}))
-      local outs = f(x, y)
-      x, y = nil, nil
+      local ins = {}
+      for i, sh in ipairs(shapes) do ins[i] = st.sync(st.randn(sh)) end
+      local outs = f(table.unpack(ins))
+      ins = nil
       collectgarbage()
+      local bytes = 0
+      for _, o in ipairs(outs) do bytes = bytes + 4 * o:numel() end
+      st.reset_stats()
+      local base = st.stats().bytes_in_use
       st.sync(outs)
+      local extra = st.stats().bytes_peak - base
       local r = {}
       for i, o in ipairs(outs) do r[i] = o:tolist() end
       st.eager(false)
-      return r
+      return r, extra, bytes
     end
     st.set_jit_min(0)
-    local want, got = run(true), run(false)
+    local want = run(true)
+    run(false)   -- compiled
+    local got, extra, bytes = run(false)
     st.set_jit_min(-1)
     for i = 1, #want do H.check_near(got[i], want[i], 1e-6, name .. " output " .. i) end
+    if takes then
+      assert(extra < bytes, name .. ": the flush allocated " .. extra .. " bytes for " .. bytes .. " of outputs")
+    end
   end
   -- the update's flush adds no buffer of its own
   st.set_jit_min(0)
