@@ -50,8 +50,9 @@ typedef struct exec_state {
     int ntemps, captemps;
     int donated;            /* outputs given a dead input's buffer (donated_buffer) */
     int nset_done;          /* set[0 .. nset_done): given by groups that completed */
-    uint8_t *mat;           /* run_entry: per region position, written by a group of the plan */
-    uint8_t *reach;         /* donated_buffer's scratch (region positions) */
+    uint8_t *mat;           /* donated_buffer: per region position, written by a group of the plan
+                             * (made at its first need in a run_entry, freed at its end) */
+    uint8_t *reach;         /* kept_reader's scratch (region positions) */
 } exec_state;
 
 static st_status push_node(st_node ***arr, int *n, int *cap, st_node *x) {
@@ -184,11 +185,20 @@ static bool kept_reader(exec_state *e, const st_region *r, const st_node *in) {
 static st_buffer *donated_buffer(exec_state *e, const st_region *r, const fuse_pkey *k, const fuse_pentry *pe,
                                  int j, const fuse_pgroup *pg, int32_t pos, const st_node *x) {
     const kir_kernel *K = &pg->L.k;
-    if (!pg->fn || !dev_host_memory(pg->dev) || !e->mat) return NULL;
+    if (!pg->fn || !dev_host_memory(pg->dev)) return NULL;
     int so = -1;
     for (int s = 0; s < K->nbufs && so < 0; s++)
         if (K->buf_out[s] && pg->bind[s] == pos) so = s;
     if (so < 0 || !K->donor[so]) return NULL;
+    if (!e->mat) {   /* the positions the plan writes, and kept_reader's scratch: at the first need */
+        if (!(e->mat = st_calloc((size_t)r->n * 2 + 1, 1))) {
+            st_clear_error();   /* no donation: only a missed saving */
+            return NULL;
+        }
+        e->reach = e->mat + r->n;
+        for (int g = 0; g < pe->ngroups; g++)
+            for (int i = 0; i < pe->groups[g].nouts; i++) e->mat[pe->groups[g].outs[i]] = 1;
+    }
     const int32_t bind = pg->bind[K->donor[so] - 1];
     if (bind >= 0) return NULL;
     st_node *in = bound_node(r, k, bind);
@@ -347,15 +357,6 @@ static st_status run_entry(exec_state *e, st_region *r, const fuse_pkey *k, fuse
         for (int j = 0; j < pe->ngroups; j++) j0[j + 2] += j0[j + 1];
         for (int i = 0; i < r->n; i++)
             if (last[i] >= 0) byl[j0[last[i] + 1]++] = i;
-    }
-    /* donated_buffer's region flags: the positions the plan writes, and its scratch */
-    e->mat = st_calloc((size_t)r->n * 2 + 1, 1);
-    if (e->mat) {
-        e->reach = e->mat + r->n;
-        for (int j = 0; j < pe->ngroups; j++)
-            for (int i = 0; i < pe->groups[j].nouts; i++) e->mat[pe->groups[j].outs[i]] = 1;
-    } else {
-        st_clear_error();   /* no donations: only a missed saving */
     }
     st_status s = ST_OK;
     for (int j = 0; j < pe->ngroups && s == ST_OK; j++) {

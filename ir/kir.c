@@ -286,10 +286,12 @@ static bool varies_with(const kir_kernel *k, int id, int v, uint8_t *memo) {
 void kir_find_donors(kir_kernel *k) {
     memset(k->donor, 0, sizeof k->donor);
     if (!(k->kind == KK_POINTWISE || k->kind == KK_REDUCE || (k->kind == KK_MATMUL && k->mm.epi))) return;
+    /* per slot: its one store (instruction, innermost loop); its loads' one index value (-2: more
+     * than one) and the last of them */
     int store_at[KIR_MAX_BUFS], store_loop[KIR_MAX_BUFS], nstore[KIR_MAX_BUFS], nload[KIR_MAX_BUFS],
-        first_load[KIR_MAX_BUFS], loops[64], depth = 0;
+        load_idx[KIR_MAX_BUFS], last_load[KIR_MAX_BUFS], loops[64], depth = 0;
     uint8_t taken[KIR_MAX_BUFS];
-    for (int s = 0; s < k->nbufs; s++) store_at[s] = first_load[s] = -1, nstore[s] = nload[s] = 0, taken[s] = 0;
+    for (int s = 0; s < k->nbufs; s++) store_at[s] = last_load[s] = -1, nstore[s] = nload[s] = 0, taken[s] = 0;
     for (int i = 0; i < k->n; i++) {
         const kir_ins *in = &k->ins[i];
         if (in->op == KI_LOOP) {
@@ -299,8 +301,9 @@ void kir_find_donors(kir_kernel *k) {
             depth--;
         } else if (in->op == KI_STORE) {
             nstore[in->a]++, store_at[in->a] = i, store_loop[in->a] = depth ? loops[depth - 1] : -1;
-        } else if (in->op == KI_LOAD && !nload[in->a]++) {
-            first_load[in->a] = i;
+        } else if (in->op == KI_LOAD) {
+            load_idx[in->a] = !nload[in->a]++ || load_idx[in->a] == in->b ? in->b : -2;
+            last_load[in->a] = i;
         } else if (in->op == KI_SETERR) {
             return;   /* a kernel that can fail half way writes no input's buffer */
         }
@@ -309,8 +312,6 @@ void kir_find_donors(kir_kernel *k) {
         if (k->mm.a_buf >= 0) taken[k->mm.a_buf] = 1;
         if (k->mm.b_buf >= 0) taken[k->mm.b_buf] = 1;
     }
-    /* an input may go to an output it reads only at the output's store index, before the store */
-    bool cand[KIR_MAX_BUFS];
     int nout = 0, outs[KIR_MAX_BUFS];
     uint8_t *memo = st_malloc((size_t)k->n + 1);
     if (!memo) { st_clear_error(); return; }   /* no donors: only a missed saving */
@@ -322,8 +323,9 @@ void kir_find_donors(kir_kernel *k) {
         if (store_loop[o] < 0 || varies_with(k, k->ins[store_at[o]].b, store_loop[o], memo)) outs[nout++] = o;
     }
     st_free(memo);
-    for (int s = 0; s < k->nbufs; s++) cand[s] = !k->buf_out[s] && !taken[s] && nload[s] > 0;
     if (!nout) return;
+    bool cand[KIR_MAX_BUFS];   /* inputs not yet given to an output */
+    for (int s = 0; s < k->nbufs; s++) cand[s] = !k->buf_out[s] && !taken[s] && nload[s] > 0;
     kir_slots *dep = st_calloc((size_t)k->n, sizeof *dep);
     if (!dep) { st_clear_error(); return; }   /* no donors: only a missed saving */
     for (int i = 0; i < k->n; i++) {
@@ -360,13 +362,8 @@ void kir_find_donors(kir_kernel *k) {
         const kir_slots *d = &dep[st];
         int best = -1, best_key = 0;
         for (int s = 0; s < k->nbufs; s++) {
-            if (!cand[s] || k->buf_dtype[s] != k->buf_dtype[o] || first_load[s] > st) continue;
-            bool ok = true;
-            for (int i = first_load[s]; i < k->n && ok; i++) {
-                const kir_ins *in = &k->ins[i];
-                if (in->op == KI_LOAD && in->a == s) ok = in->b == idx && i < st;
-            }
-            if (!ok) continue;
+            /* an input read only at the output's store index, and only before the store */
+            if (!cand[s] || k->buf_dtype[s] != k->buf_dtype[o] || load_idx[s] != idx || last_load[s] > st) continue;
             const int key = ((d->w[s / 64] >> (s % 64) & 1u) ? 0 : 1 << 16) + users[s];
             if (best < 0 || key < best_key) best = s, best_key = key;
         }
