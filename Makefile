@@ -97,8 +97,9 @@ $(BUILD)/obj/trace/interp_ew.o $(BUILD)/obj/trace/interp_ew_avx2.o: CFLAGS += -f
 $(BUILD)/obj/base/gemm_avx2.o $(BUILD)/obj/base/gemm_avx512.o: CFLAGS += -O3
 
 # The prelude is compiled into the runtime (interpreter) and embedded as text for the JIT: its two
-# files joined (base/opmath.h includes base/opmath_gemm.h unless ST_PRELUDE_JOINED says so).
-PRELUDE := base/opmath.h base/opmath_gemm.h
+# files joined (base/opmath.h includes base/opmath_gemm.h and base/opmath_attn.h unless
+# ST_PRELUDE_JOINED says so).
+PRELUDE := base/opmath.h base/opmath_gemm.h base/opmath_attn.h
 $(BUILD)/gen/prelude.h: $(PRELUDE)
 	@mkdir -p $(dir $@)
 	{ echo '#define ST_PRELUDE_JOINED'; cat $(PRELUDE); } > $@

@@ -1138,10 +1138,12 @@ ST_FN uint32_t st_cvt_tf32_(float x) {
 #endif
 #endif
 
-/* The CPU GEMM is the prelude's second file (base/opmath_gemm.h, after everything above): C units
- * get it through this include; the JIT's prelude text is the two files joined (Makefile:
+/* The CPU GEMM is the prelude's second file (base/opmath_gemm.h, after everything above) and its
+ * attention the third (base/opmath_attn.h): C units
+ * get them through these includes; the JIT's prelude text is the three files joined (Makefile:
  * gen/prelude.h), which defines ST_PRELUDE_JOINED so that the include is not needed. */
 #ifndef ST_PRELUDE_JOINED
 #include "base/opmath_gemm.h"
+#include "base/opmath_attn.h"
 #endif
 #endif

@@ -801,9 +801,11 @@ __attribute__((noinline, unused)) static int st_gemm_directa_f32_(const st_gemm 
 typedef void (*st_gemm_task_fn)(const st_gemm *g, int64_t t, int64_t mb, int64_t nb, void *ws);
 typedef void (*st_gemm_tile_fn)(const st_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, void *ws,
                                 void *tile);
+struct st_attn;   /* base/opmath_attn.h: the library's attention rides in the same table */
 typedef struct st_gemm_api {
     st_gemm_task_fn task[4];
     st_gemm_tile_fn tile[4];
+    void (*attn[2])(const struct st_attn *g, int64_t t, void *ws);   /* index ST_ATTN_F32, _F64 */
 } st_gemm_api;
 #ifdef ST_GEMM_EXTERN
 static const st_gemm_api *st_gemm_api_;
@@ -879,7 +881,8 @@ ST_GEMM_TILE_(double, f64, f64, f64, double, ST_GEMM_DIRECT_none, static)
     ST_GEMM_API_TILE_(f64, double)                                                               \
     static const st_gemm_api NAME = {{st_gemm_task_f32, st_gemm_task_f16, st_gemm_task_bf16, st_gemm_task_f64}, \
                                      {st_gemm_tile_api_f32_, st_gemm_tile_api_f16_, st_gemm_tile_api_bf16_,    \
-                                      st_gemm_tile_api_f64_}};
+                                      st_gemm_tile_api_f64_},                                   \
+                                     {st_attn_task_f32, st_attn_task_f64}};
 #endif
 
 /* Mixed operands (see the GEMM's head comment): C f32 (float sums) or f64 (double sums). */

@@ -118,6 +118,11 @@ fuse_cost fuse_cost_group(fuse_plan *p, int g) {
     const st_node *a = G->anchor;
     if (G->kind == FG_REDUCE) c.work = a->src[0]->numel;
     else if (G->kind == FG_MATMUL) c.work = a->numel * a->src[0]->shape[a->src[0]->ndim - 1];
+    else if (G->kind == FG_ATTN) {   /* Lk (E + Ev) multiply-adds per query row */
+        int64_t rows = 1;
+        for (int d = 0; d < a->ndim - 1; d++) rows *= a->shape[d];
+        c.work = rows * a->src[1]->shape[a->ndim - 2] * (a->src[0]->shape[a->ndim - 1] + a->shape[a->ndim - 1]);
+    }
     else if (G->kind == FG_POINTWISE) c.work = st_shape_numel(G->ndim, G->shape);
     else c.work = (a ? a : G->outs[0])->numel;
     return c;

@@ -143,8 +143,7 @@ static st_status run_interp_pgroup(exec_state *e, const st_region *r, const fuse
 }
 
 /* ---- JIT tier ---- */
-static const char *const kind_names[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add",
-                                                      "setview", "horizontal"};
+#define kind_names fuse_kind_names
 
 /* The device group g runs on (its outputs' resolved device). */
 static int group_dev(const exec_state *e, int g) { return e->plan.groups[g].outs[0]->rdev; }

@@ -28,9 +28,12 @@ ST_INTERNAL st_status fuse_execute(st_region *r);
 
 typedef enum fuse_group_kind {
     FG_POINTWISE, FG_REDUCE, FG_MATMUL, FG_SCATTER, FG_SETVIEW,
+    FG_ATTN,                  /* an attention (ST_OP_ATTN): its own kernel, operands read in place */
     FG_HORIZONTAL,            /* independent groups launched as one kernel (horizontal.c) */
     FG_KIND_COUNT
 } fuse_group_kind;
+/* "pointwise", "reduce", ... (debug lines, graphs) */
+ST_INTERNAL extern const char *const fuse_kind_names[FG_KIND_COUNT];
 
 /* Where a reduce group computes an output: after the reduction (epilogue, at output index) or
  * inside the reduction loop (a value of the reduction's input shape, stored as it is visited). */
@@ -138,6 +141,10 @@ ST_INTERNAL void fuse_mm_operand_split(st_node *src, st_node **base, int64_t *st
  * matmul's, when fuse_mm_cast_ok: *base then has the source's dtype and the GEMM converts each
  * element as it loads it (base/opmath.h ST_GEMM_MIXED). */
 ST_INTERNAL bool fuse_mm_cast_ok(st_dtype to, st_dtype from);
+/* An attention operand (ST_OP_ATTN's q, k, v) as a strided base: the chain of views only (no
+ * CAST), every dim one stride; the kernel reads the base in place. */
+ST_INTERNAL void fuse_attn_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset,
+                                   st_node **offview);
 
 /* partition.c: builds the plan (groups, materialization, order). A node that would be evaluated
  * deeper than FUSE_MAX_DEPTH levels into its group's expressions is stored by another group

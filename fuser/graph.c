@@ -25,8 +25,7 @@
 
 enum { GRAPH_MAX_FILES = 100 };
 
-static const char *const kind_names[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add",
-                                                      "setview"};
+#define kind_names fuse_kind_names
 
 /* ST_GRAPH state: read once (fuse_graph_set_auto overrides it). */
 static struct {

@@ -20,7 +20,7 @@
 
 enum {  /* parameter keys */
     P_NUMEL = 1, P_SIZE, P_CSTR, P_NRED, P_VOFF, P_VSTR, P_LO, P_HI, P_CONST, P_IOTA0, P_IOTA1,
-    P_SEED, P_ROFF, P_RLO, P_RHI, P_MM, P_VQ, P_RDIV, P_RMOD, P_RMUL,
+    P_SEED, P_ROFF, P_RLO, P_RHI, P_MM, P_VQ, P_RDIV, P_RMOD, P_RMUL, P_ASCALE,
 };
 enum { MEMO_NODE = 1, MEMO_DONE };
 #define MAX_CLASSES 128
@@ -522,6 +522,7 @@ bool fuse_user_scalar(const kir_ins *in, const st_region *r, int64_t *iv, double
     case P_ROFF: *iv = (int64_t)n->arg.rng.offset; return true;
     case P_RLO: *iv = n->arg.rng.lo; return true;
     case P_RHI: *iv = n->arg.rng.hi; return true;
+    case P_ASCALE: *fv = n->arg.attn.scale; return true;   /* an attention's scale */
     default: return false;
     }
 }
@@ -1310,6 +1311,52 @@ static void lower_matmul(lw *w) {
     if (k->epi) lower_mm_epilogue(w, mm);
 }
 
+/* An attention group (kir_attn): its three operands as strided bases read in place, like a
+ * matmul's (sizes, strides and offsets in P_MM slots, an offset a view of the region gives in its
+ * P_VOFF), the scale a user scalar (P_ASCALE, refreshed on a plan cache hit). */
+static void lower_attn(lw *w) {
+    st_node *at = w->G->anchor;
+    kir_attn *k = &w->L->k.at;
+    int nb = at->ndim - 2;
+    if (nb < 0 || (at->dtype != ST_F32 && at->dtype != ST_F64)) {
+        fail(w, "attention of fewer than 2 dims or not f32/f64");
+        return;
+    }
+    st_node *base[3], *ov[3];
+    int64_t str[3][ST_MAX_DIMS], off[3];
+    for (int i = 0; i < 3; i++) {
+        fuse_attn_operand(at->src[i], &base[i], str[i], &off[i], &ov[i]);
+        if (base[i]->dtype != at->dtype) {
+            fail(w, "attention operand of another dtype");
+            return;
+        }
+    }
+    k->dtype = at->dtype;
+    k->nbatch = nb;
+    k->causal = at->arg.attn.causal;
+    k->q_buf = buf_slot(w, base[0], 0);
+    k->k_buf = buf_slot(w, base[1], 0);
+    k->v_buf = buf_slot(w, base[2], 0);
+    k->o_buf = buf_slot(w, at, 1);
+    int key = 0;
+    k->p_lq = mm_param(w, &key, at->shape[nb]);
+    k->p_lk = mm_param(w, &key, at->src[1]->shape[nb]);
+    k->p_e = mm_param(w, &key, at->src[0]->shape[nb + 1]);
+    k->p_ev = mm_param(w, &key, at->shape[nb + 1]);
+    k->p_bsize = w->L->k.nints;
+    for (int d = 0; d < nb; d++) mm_param(w, &key, at->shape[d]);
+    for (int i = 0; i < 3; i++) {
+        k->p_str[i] = w->L->k.nints;
+        for (int d = 0; d < nb + 2; d++) mm_param(w, &key, str[i][d]);
+    }
+    for (int i = 0; i < 3; i++) k->p_off[i] = mm_offset(w, &key, ov[i], off[i]);
+    int id = fparam(w, P_ASCALE, at->pos, at->arg.attn.scale);
+    k->p_scale = id < 0 ? 0 : (int)w->b.k->ins[id].imm;
+    int64_t nrows = 1;
+    for (int d = 0; d <= nb; d++) nrows *= at->shape[d];
+    w->L->work = nrows * at->src[1]->shape[nb] * (at->src[0]->shape[nb + 1] + at->shape[nb + 1]);
+}
+
 /* "k3_add_exp_sum": the group's ops, in order, without views and leaves. */
 static st_status name_op(st_node *n, void *ud) {
     char *name = ud;
@@ -1323,7 +1370,7 @@ static st_status name_op(st_node *n, void *ud) {
 }
 
 static void shape_comment(fuse_group *G, kir_kernel *k) {
-    static const char *kinds[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add", "setview"};
+    const char *const *kinds = fuse_kind_names;
     const st_node *o = G->anchor ? G->anchor : G->outs[0];
     int n = snprintf(k->comment, sizeof k->comment, "%s; out: (", kinds[G->kind]);
     for (int d = 0; d < o->ndim && n < 120; d++)
@@ -1335,7 +1382,7 @@ static void shape_comment(fuse_group *G, kir_kernel *k) {
 st_status fuse_lower(fuse_plan *p, int g, fuse_launch *out) {
     memset(out, 0, sizeof *out);
     fuse_group *G = &p->groups[g];
-    static const kir_kind kk[FG_KIND_COUNT] = {KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW};
+    static const kir_kind kk[FG_KIND_COUNT] = {KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW, KK_ATTN};
     lw *w = st_calloc(1, sizeof *w);
     if (!w) return st_last_status();
     w->p = p;
@@ -1350,6 +1397,7 @@ st_status fuse_lower(fuse_plan *p, int g, fuse_launch *out) {
         case FG_MATMUL: lower_matmul(w); break;
         case FG_SCATTER: lower_scatter(w); break;
         case FG_SETVIEW: lower_setview(w); break;
+        case FG_ATTN: lower_attn(w); break;
         default: fail(w, "group kind"); break;
         }
         if (w->b.failed && !w->bad) fail(w, "out of memory");

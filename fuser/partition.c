@@ -36,9 +36,13 @@
  */
 #include "fuser/fuser.h"
 
+const char *const fuse_kind_names[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add",
+                                                    "setview", "attention", "horizontal"};
+
 static bool is_anchor(const st_node *n) {
     st_op_kind k = st_ops[n->op].kind;
-    return k == OPK_REDUCE || k == OPK_MATMUL || n->op == ST_OP_SCATTER_ADD || n->op == ST_OP_SETVIEW;
+    return k == OPK_REDUCE || k == OPK_MATMUL || k == OPK_ATTN || n->op == ST_OP_SCATTER_ADD ||
+           n->op == ST_OP_SETVIEW;
 }
 static bool is_free_kind(const st_node *n) {
     return n->op == ST_OP_VIEW || (st_ops[n->op].kind == OPK_SOURCE && n->op != ST_OP_BUFFER);
@@ -77,14 +81,15 @@ static bool mm_cast_foldable(const st_node *n) {
 /* The chain of views and one CAST under a matmul operand folded into single strides per dim:
  * flat views anywhere, one strided view (seen through flat views keeping src's shape). The rule
  * without FUSE_MM_IMPLICIT (and for integer matmuls). */
-static void mm_operand_strided(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview) {
+static void mm_operand_strided(st_node *src, bool casts, st_node **base, int64_t *strides, int64_t *offset,
+                               st_node **offview) {
     st_node *n = src, *ov = NULL;
     int64_t off = 0;
     st_contig_strides(src->ndim, src->shape, strides);
     bool ident = true; /* the mapping is contiguous over n's shape, which equals src's */
     bool cast = false; /* one CAST folded (two in a row round twice: the inner one is stored) */
     for (;;) {
-        if (!cast && mm_cast_foldable(n)) {
+        if (casts && !cast && mm_cast_foldable(n)) {
             cast = true;
             n = n->src[0];
             continue;
@@ -160,15 +165,15 @@ static bool mm_subs_through(int nd, mm_subs *subs, const st_node *v) {
 }
 
 /* Are the sub-dims a GEMM operand (batch dims one stride, the row and column dims up to
- * KIR_MM_SUB)? Then fills strides and sp. */
-static bool mm_subs_fit(int nd, const mm_subs *subs, int64_t *strides, fuse_mm_split *sp) {
+ * max_sub: KIR_MM_SUB, or 1 for attention's operands)? Then fills strides and sp. */
+static bool mm_subs_fit(int nd, const mm_subs *subs, int max_sub, int64_t *strides, fuse_mm_split *sp) {
     memset(sp, 0, sizeof *sp);
     for (int d = 0; d < nd; d++) {
         int m = d - (nd - 2);   /* 0: the row dim, 1: the column dim, < 0: a batch dim */
         const mm_subs *u = &subs[d];
         strides[d] = u->n == 1 ? u->stride[0] : 0;
         if (u->n <= 1) continue;
-        if (m < 0 || u->n > KIR_MM_SUB) return false;
+        if (m < 0 || u->n > max_sub) return false;
         sp->sub[m] = u->n;
         memcpy(sp->size[m], u->size, (size_t)u->n * sizeof u->size[0]);
         memcpy(sp->stride[m], u->stride, (size_t)u->n * sizeof u->stride[0]);
@@ -176,14 +181,17 @@ static bool mm_subs_fit(int nd, const mm_subs *subs, int64_t *strides, fuse_mm_s
     return true;
 }
 
-void fuse_mm_operand_split(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview,
-                           fuse_mm_split *split) {
+/* The operand walk of a matmul (attn false: one CAST may fold, split dims allowed) or of an
+ * attention (attn true: views only, every dim one stride). */
+static void operand_walk(st_node *src, bool attn, st_node **base, int64_t *strides, int64_t *offset,
+                         st_node **offview, fuse_mm_split *split) {
+    const int max_sub = attn ? 1 : KIR_MM_SUB;
     fuse_mm_split sp;
     memset(&sp, 0, sizeof sp);
     st_node *n = src, *ov = NULL;
     int64_t off = 0;
     if (!fuse_on(FUSE_MM_IMPLICIT) || !st_is_float(src->dtype)) {
-        mm_operand_strided(src, &n, strides, &off, &ov);
+        mm_operand_strided(src, !attn, &n, strides, &off, &ov);
     } else {
         /* Any chain of views (and one CAST) whose composition gives each dim a run of strides: a
          * strided view reshaped, transposed, reshaped again (a convolution's columns, their
@@ -198,11 +206,11 @@ void fuse_mm_operand_split(st_node *src, st_node **base, int64_t *strides, int64
             subs[d].size[0] = src->shape[d];
             subs[d].stride[0] = cs[d];
         }
-        mm_subs_fit(nd, subs, strides, &sp);   /* src itself: contiguous */
+        mm_subs_fit(nd, subs, max_sub, strides, &sp);   /* src itself: contiguous */
         bool cast = false;
         st_node *c = src, *lastv = NULL;   /* lastv: the innermost strided view passed */
         for (;;) {
-            if (!cast && mm_cast_foldable(c)) {
+            if (!attn && !cast && mm_cast_foldable(c)) {
                 cast = true;
             } else if (c->op != ST_OP_VIEW || (c->flags & NODE_TARGET) || c->arg.view.has_mask) {
                 break;
@@ -214,7 +222,7 @@ void fuse_mm_operand_split(st_node *src, st_node **base, int64_t *strides, int64
             c = c->src[0];
             int64_t str2[ST_MAX_DIMS];
             fuse_mm_split sp2;
-            if (mm_subs_fit(nd, subs, str2, &sp2)) {   /* the GEMM can read c: the base so far */
+            if (mm_subs_fit(nd, subs, max_sub, str2, &sp2)) {   /* the GEMM can read c: the base so far */
                 memcpy(strides, str2, (size_t)nd * sizeof str2[0]);
                 sp = sp2;
                 n = c;
@@ -237,8 +245,23 @@ void fuse_mm_operand_split(st_node *src, st_node **base, int64_t *strides, int64
     if (split) *split = sp;
 }
 
+void fuse_mm_operand_split(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview,
+                           fuse_mm_split *split) {
+    operand_walk(src, false, base, strides, offset, offview, split);
+}
+
 void fuse_mm_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview) {
     fuse_mm_operand_split(src, base, strides, offset, offview, NULL);
+}
+
+void fuse_attn_operand(st_node *src, st_node **base, int64_t *strides, int64_t *offset, st_node **offview) {
+    operand_walk(src, true, base, strides, offset, offview, NULL);
+}
+
+/* An anchor's operand as a strided base (a matmul's two, an attention's three). */
+static void anchor_operand(st_node *x, int i, st_node **base, int64_t *strides, int64_t *offset) {
+    if (x->op == ST_OP_ATTN) fuse_attn_operand(x->src[i], base, strides, offset, NULL);
+    else fuse_mm_operand(x->src[i], base, strides, offset, NULL);
 }
 
 /* ---- groups ---- */
@@ -863,20 +886,22 @@ static int place(fuse_plan *p, st_node *x) {
             if (keep && add_out(p, s, x, FUSE_OUT_MAIN)) return -1;
         } else {
             fuse_group_kind k = x->op == ST_OP_MATMUL ? FG_MATMUL
+                              : x->op == ST_OP_ATTN ? FG_ATTN
                               : x->op == ST_OP_SCATTER_ADD ? FG_SCATTER
                               : x->op == ST_OP_SETVIEW ? FG_SETVIEW : FG_REDUCE;
             int g = new_group(p, k, x, x);
             if (g < 0 || add_out(p, g, x, FUSE_OUT_MAIN) || (red && add_red(p, g, x))) return -1;
         }
-        if (x->op == ST_OP_MATMUL) {
-            for (int i = 0; i < 2; i++) {
+        if (x->op == ST_OP_MATMUL || x->op == ST_OP_ATTN) {
+            for (int i = 0; i < x->nsrc; i++) {
                 st_node *base;
                 int64_t str[ST_MAX_DIMS], off;
-                fuse_mm_operand(x->src[i], &base, str, &off, NULL);
+                anchor_operand(x, i, &base, str, &off);
                 if (fuse_in_region(base)) p->need[base->pos] = 1;
             }
         }
-    } else if (!keep && s >= 0 && (p->groups[s].kind != FG_MATMUL || mm_has_epilogue(&p->groups[s])) &&
+    } else if (!keep && s >= 0 && p->groups[s].kind != FG_ATTN &&
+               (p->groups[s].kind != FG_MATMUL || mm_has_epilogue(&p->groups[s])) &&
                may_join_consumer(p, s) && eval_depth(p, x, s) <= FUSE_MAX_DEPTH && work_fits(p, x, s)) {
         x->tag = s; /* inlined (a matmul's operands are kept: `need`, set when it was placed) */
     } else if (cut) {
@@ -1171,13 +1196,11 @@ static int store_kept_rows(fuse_plan *p) {
  * their kind, anchor and outputs, and the edges between them (a planning bug's evidence); with
  * ST_DEBUG & 2 also every region node (op, group, materialized, sources). */
 static void debug_cycle(const fuse_plan *p, const uint8_t *done, int ne, const int *eu, const int *eh) {
-    static const char *const kinds[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add",
-                                                     "setview", "horizontal"};
     if (!st_rt.debug) return;
     for (int g = 0; g < p->ngroups; g++) {
         if (done[g]) continue;
         const fuse_group *G = &p->groups[g];
-        fprintf(stderr, "stitch: cycle: group %d %s anchor %s#%d outs", g, kinds[G->kind],
+        fprintf(stderr, "stitch: cycle: group %d %s anchor %s#%d outs", g, fuse_kind_names[G->kind],
                 G->anchor ? st_ops[G->anchor->op].name : "-", G->anchor ? G->anchor->pos : -1);
         for (int i = 0; i < G->nouts; i++) fprintf(stderr, " %s#%d", st_ops[G->outs[i]->op].name, G->outs[i]->pos);
         fputc('\n', stderr);

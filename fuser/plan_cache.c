@@ -90,6 +90,18 @@ static bool put_args(fuse_pkey *k, const st_node *x) {
         }
         return put(k, off, sizeof off);
     }
+    case ST_OP_ATTN: { /* the operand offsets as a matmul's, and causal (the scale is a P_ASCALE
+                        * parameter, refreshed on a hit) */
+        int64_t off[4];
+        for (int i = 0; i < 3; i++) {
+            st_node *base, *ov;
+            int64_t str[ST_MAX_DIMS];
+            fuse_attn_operand(x->src[i], &base, str, &off[i], &ov);
+            if (ov && fuse_in_region(ov)) off[i] = -1;
+        }
+        off[3] = a->attn.causal;
+        return put(k, off, sizeof off);
+    }
     case ST_OP_IOTA: return put_i64(k, a->iota.axis * 2 + fuse_iota_integral(x));
     case ST_OP_GATHER: case ST_OP_SCATTER_ADD: return put_i64(k, a->axis.dim);
     case ST_OP_VIEW: case ST_OP_SETVIEW: {

@@ -239,7 +239,8 @@ int kir_ibin(kir_builder *b, kir_opcode op, int x, int y) {
 
 st_status kir_append(kir_kernel *dst, const kir_kernel *src, const int *slot_map) {
     /* a pointwise part may join a reduce kernel (a CPU horizontal batch, fuser/horizontal.c) */
-    if ((dst->kind != src->kind && !(dst->kind == KK_REDUCE && src->kind == KK_POINTWISE)) || src->kind == KK_MATMUL)
+    if ((dst->kind != src->kind && !(dst->kind == KK_REDUCE && src->kind == KK_POINTWISE)) || src->kind == KK_MATMUL ||
+        src->kind == KK_ATTN)
         return st_error(ST_ERR_INTERNAL, "kir_append: kernel kinds %d and %d cannot be concatenated", dst->kind,
                         src->kind);
     if (dst->nparts >= KIR_MAX_PARTS)

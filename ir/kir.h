@@ -87,7 +87,7 @@ enum { KIR_MM_FLAT = 0, KIR_MM_ROW = 1, KIR_MM_COL = 2, KIR_MM_BATCH = 3 };
  * serially (the enclosing loop has the threads); the CPU lowering only emits it. */
 enum { KIR_LOOP_SERIAL = 0, KIR_LOOP_PAR = 1, KIR_LOOP_ROW = 2, KIR_LOOP_COLS = 3, KIR_LOOP_BLOCK = 4 };
 
-typedef enum kir_kind { KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW, KK_COUNT } kir_kind;
+typedef enum kir_kind { KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW, KK_ATTN, KK_COUNT } kir_kind;
 
 /* The matmul template: out (B.., M, N) = A (B.., M, K) @ B (B.., K, N). Every int below is a slot
  * of a->ints; per operand: batch strides (nbatch of them), row/col strides, offset. An operand's
@@ -115,6 +115,24 @@ typedef struct kir_matmul {
                                 * is then -1 (the epilogue stores what the group writes) */
 } kir_matmul;
 
+/* The attention template (ST_OP_ATTN): out (B.., Lq, Ev) = softmax(q k^T * scale) v with q (B..,
+ * Lq, E), k (B.., Lk, E), v (B.., Lk, Ev), each operand a strided view of its buffer. Every int
+ * below is a slot of a->ints (per operand: nbatch batch strides, then row and column strides,
+ * then its offset); scale is a slot of a->flts; causal is baked (query i sees keys j <= i). No
+ * instruction list: the C kernel calls the library's attention (base/opmath_attn.h), the CUDA
+ * kernel is rendered whole (jit/render_cuda.c). */
+typedef struct kir_attn {
+    int dtype;                       /* ST_F32 or ST_F64: the storage of all four */
+    int nbatch;
+    int q_buf, k_buf, v_buf, o_buf;  /* buffer slots */
+    int p_lq, p_lk, p_e, p_ev;       /* size slots */
+    int p_bsize;                     /* first of nbatch batch size slots */
+    int p_str[3];                    /* q, k, v: first of nbatch + 2 stride slots (batch.., row, col) */
+    int p_off[3];
+    int p_scale;                     /* a->flts slot */
+    int causal;
+} kir_attn;
+
 #define KIR_MAX_BUFS 256   /* buffer slots of one kernel (a horizontal AdamW step: ~7 per parameter) */
 #define KIR_MAX_PARTS 64   /* members of one horizontal kernel */
 
@@ -127,6 +145,7 @@ typedef struct kir_kernel {
     uint8_t buf_out[KIR_MAX_BUFS];     /* written by the kernel */
     int nints, nflts;
     kir_matmul mm;
+    kir_attn at;                       /* KK_ATTN */
     char comment[160];                 /* "out: (B, T, C)"-style shape comment */
     /* A horizontal kernel (nparts >= 2): the concatenation of nparts independent kernels, part p
      * being instructions [part_start[p], part_start[p+1] or n). No part reads a buffer another

@@ -1328,6 +1328,50 @@ static void render_matmul_float_epi(sbuf *b, const kir_kernel *k, const uint8_t 
     sbuf_printf(b, "    }\n");
 }
 
+/* An attention kernel (kir_attn): the library's attention (st_attn_task_<S>, base/opmath_attn.h)
+ * over the tasks of every batch entry (a batch entry's block of query rows each), batch offsets
+ * as a matmul's; per thread its scratch (NULL when malloc fails: the task then recomputes its
+ * scores, the same bits). */
+static void render_attn(sbuf *b, const kir_kernel *k) {
+    const kir_attn *m = &k->at;
+    const char *st = m->dtype == ST_F64 ? "double" : "float", *sfx = m->dtype == ST_F64 ? "f64" : "f32";
+    const char *dt = m->dtype == ST_F64 ? "ST_ATTN_F64" : "ST_ATTN_F32";
+    static const char *const op[3] = {"Q", "K", "V"};
+    int nb = m->nbatch, buf[3] = {m->q_buf, m->k_buf, m->v_buf};
+    for (int i = 0; i < 3; i++)
+        sbuf_printf(b, "    const %s *%s = (const %s *)a->bufs[%d];\n", st, op[i], st, buf[i]);
+    sbuf_printf(b, "    %s *O = (%s *)a->bufs[%d];\n", st, st, m->o_buf);
+    sbuf_printf(b, "    const int64_t Lq = a->ints[%d], Lk = a->ints[%d], E = a->ints[%d], Ev = a->ints[%d];\n",
+                m->p_lq, m->p_lk, m->p_e, m->p_ev);
+    sbuf_printf(b, "    int64_t NB = 1;\n");
+    for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= a->ints[%d];\n", m->p_bsize + d);
+    sbuf_printf(b, "    const int par = a->nthreads > 1 && NB * Lq * Lk * (E + Ev) > %d;\n", MM_PAR_WORK);
+    sbuf_printf(b, "    const int nt = par ? a->nthreads : 1;\n");
+    sbuf_printf(b, "    const st_attn g0 = {%s, %d, Lq, Lk, E, Ev, NULL, NULL, NULL, a->ints[%d], a->ints[%d], "
+                "a->ints[%d], a->ints[%d], a->ints[%d], a->ints[%d], NULL, a->flts[%d], st_attn_plan(NB, Lq, nt)};\n",
+                dt, m->causal, m->p_str[0] + nb, m->p_str[0] + nb + 1, m->p_str[1] + nb, m->p_str[1] + nb + 1,
+                m->p_str[2] + nb, m->p_str[2] + nb + 1, m->p_scale);
+    sbuf_printf(b, "    const int64_t T = st_attn_tasks(&g0);\n");
+    sbuf_printf(b, "    const size_t wsz = st_attn_ws_bytes(%s, Lk, E, Ev);\n", dt);
+    sbuf_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n    {\n");
+    sbuf_printf(b, "        void *ws = malloc(wsz);\n");
+    sbuf_printf(b, "        #pragma omp for schedule(static)\n");
+    sbuf_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
+    sbuf_printf(b, "            int64_t qo = a->ints[%d], ko = a->ints[%d], vo = a->ints[%d], r = t / T;\n",
+                m->p_off[0], m->p_off[1], m->p_off[2]);
+    for (int d = nb - 1; d >= 0; d--) {
+        sbuf_printf(b, "            { const int64_t i = r %% a->ints[%d]; r /= a->ints[%d];\n", m->p_bsize + d,
+                    m->p_bsize + d);
+        sbuf_printf(b, "              qo += i * a->ints[%d]; ko += i * a->ints[%d]; vo += i * a->ints[%d]; }\n",
+                    m->p_str[0] + d, m->p_str[1] + d, m->p_str[2] + d);
+    }
+    sbuf_printf(b, "            (void)r;\n");
+    sbuf_printf(b, "            st_attn g = g0;\n");
+    sbuf_printf(b, "            g.Q = Q + qo; g.K = K + ko; g.V = V + vo; g.O = O + t / T * Lq * Ev;\n");
+    sbuf_printf(b, "            st_attn_task_%s(&g, t %% T, ws);\n", sfx);
+    sbuf_printf(b, "        }\n        free(ws);\n    }\n");
+}
+
 /* Integer matmuls: render_matmul_int's row loop, the epilogue where it stores. */
 static void render_matmul_int_epi(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
     const kir_matmul *m = &k->mm;
@@ -1368,6 +1412,8 @@ char *render_c(const kir_kernel *k) {
     sbuf_printf(&b, "// stitch kernel: %s\nvoid KNAME(const st_kargs *a) {\n    ST_POOL_USE(a);\n", k->comment);
     if (k->kind == KK_MATMUL) {
         render_matmul(&b, k, live, live + (k->n ? k->n : 1));
+    } else if (k->kind == KK_ATTN) {
+        render_attn(&b, k);
     } else {
         render_buffers(&b, k);
         render_body(&b, k, live, live + (k->n ? k->n : 1));

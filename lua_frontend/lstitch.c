@@ -418,6 +418,18 @@ static int lt_matmul(lua_State *L) {
     return lt_box_finish(L, box, r, "matmul");
 }
 
+/* st._attention(q, k, v, scale, causal): st_attention (scale nil: 1/sqrt(E)); the checked entry is
+ * F.scaled_dot_product_attention (lib/nn_functional.lua). */
+static int lt_attention(lua_State *L) {
+    st_tensor *q = lt_check(L, 1), *k = lt_check(L, 2), *v = lt_check(L, 3);
+    double scale = lua_isnoneornil(L, 4) ? NAN : luaL_checknumber(L, 4);
+    int causal = lua_toboolean(L, 5);
+    lt_box *box = lt_push_box(L);
+    st_tensor *r;
+    LT_TRY(L, r, st_attention(q, k, v, scale, causal));
+    return lt_box_finish(L, box, r, "_attention");
+}
+
 /* st.einsum(spec, a, b, ...) or st.einsum(spec, {a, b, ...}) */
 static int lt_einsum(lua_State *L) {
     const char *spec = luaL_checkstring(L, 1);
@@ -798,7 +810,7 @@ static const luaL_Reg lt_functions[] = {
     {"rand", lt_rand}, {"randn", lt_randn}, {"full", lt_full}, {"arange", lt_arange},
     {"linspace", lt_linspace}, {"eye", lt_eye}, {"randint", lt_randint}, {"manual_seed", lt_manual_seed},
     {"get_rng_state", lt_get_rng_state}, {"set_rng_state", lt_set_rng_state},
-    {"where", lt_where}, {"einsum", lt_einsum},
+    {"where", lt_where}, {"einsum", lt_einsum}, {"_attention", lt_attention},
     {"is_tensor", lt_is_tensor}, {"sync", lt_sync}, {"synchronize", lt_synchronize}, {"graph", lt_graph},
     {"stats", lt_stats},
     {"reset_stats", lt_reset_stats},

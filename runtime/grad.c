@@ -10,6 +10,8 @@
  */
 #include "runtime/autograd.h"
 
+#include <math.h>
+
 /* ---- the grad_arena: the temporaries of one rule, released together; the first failure's message is
  * kept (later calls receive NULL arguments and would overwrite it) ---- */
 
@@ -558,6 +560,32 @@ static void grad_setview(grad_ctx *c) {
         st_tensor *gi = K(st_tensor_from_node(st_ag_detached_read(c->g, (st_dtype)c->g->dtype)));
         c->d[1] = gi ? K(st_tensor_view(gi, s1->ndim, s1->shape, va->strides, va->offset)) : NULL;
     }
+}
+/* Attention (flash-style): the scores are not kept, so they are computed again from q and k (one
+ * more q k^T product than the composed form, whose autograd keeps P): with P = softmax(S),
+ * S = q k^T * scale (keys after the query masked to -inf when causal),
+ *   dv = P^T g, dP = g v^T, dS = P * (dP - sum(dP * P)), dq = dS k * scale, dk = dS^T q * scale. */
+static void grad_attention(grad_ctx *c) {
+    st_node *s2 = c->ag->src[2];
+    st_tensor *v = wrap(c->A, s2);
+    double scale = c->ag->arg.attn.scale;
+    int nd = c->s0->ndim;
+    int64_t Lq = c->s0->shape[nd - 2], Lk = c->s1->shape[nd - 2];
+    st_tensor *s = K(st_mul_s(K(st_matmul(X(), transposed(c->A, c->s1, Y()))), scale));
+    if (c->ag->arg.attn.causal) {
+        int64_t rs[2] = {Lq, 1}, cs[2] = {1, Lk};
+        st_tensor *ri = K(st_reshape(K(st_arange(0, (double)Lq, 1, ST_I64)), 2, rs));
+        st_tensor *ci = K(st_reshape(K(st_arange(0, (double)Lk, 1, ST_I64)), 2, cs));
+        s = K(st_where(K(st_ge(ri, ci)), s, scal(c->A, -INFINITY)));
+    }
+    st_tensor *p = K(st_softmax(s, -1));
+    if (s2->ag) c->d[2] = K(st_matmul(K(st_transpose(p, -2, -1)), c->g));
+    if (!c->s0->ag && !c->s1->ag) return;
+    st_tensor *dp = K(st_matmul(c->g, transposed(c->A, s2, v)));
+    int last = nd - 1;
+    st_tensor *ds = K(st_mul(p, K(st_sub(dp, K(st_sum(K(st_mul(dp, p)), 1, &last, 1))))));
+    if (c->s0->ag) c->d[0] = K(st_mul_s(K(st_matmul(ds, Y())), scale));
+    if (c->s1->ag) c->d[1] = K(st_mul_s(K(st_matmul(K(st_transpose(ds, -2, -1)), X())), scale));
 }
 #undef X
 #undef Y

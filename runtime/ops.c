@@ -506,3 +506,59 @@ st_tensor *st_matmul(st_tensor *a, st_tensor *b) {
     }
     return r;
 }
+
+/* ---- attention ---- */
+st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, double scale, int causal) {
+    if (!check_arg("attention", q) || !check_arg("attention", k) || !check_arg("attention", v)) return NULL;
+    char x[160], y[160], z[160];
+#define SHAPES st_shape_str(q->ndim, q->shape, x, sizeof x), st_shape_str(k->ndim, k->shape, y, sizeof y), \
+               st_shape_str(v->ndim, v->shape, z, sizeof z)
+    if (q->ndim < 2 || k->ndim < 2 || v->ndim < 2) {
+        st_error(ST_ERR_SHAPE, "attention: q, k, v need at least 2 dims (..., L, E), got %s, %s, %s", SHAPES);
+        return NULL;
+    }
+    st_dtype dt = st_promote_types(st_promote_types((st_dtype)q->dtype, (st_dtype)k->dtype), (st_dtype)v->dtype);
+    if (!st_is_float(dt)) {
+        st_error(ST_ERR_DTYPE, "attention: float operands expected, got %s, %s, %s", st_dtypes[q->dtype].name,
+                 st_dtypes[k->dtype].name, st_dtypes[v->dtype].name);
+        return NULL;
+    }
+    int64_t Lq = q->shape[q->ndim - 2], D = q->shape[q->ndim - 1], Lk = k->shape[k->ndim - 2];
+    int64_t Dv = v->shape[v->ndim - 1];
+    if (k->shape[k->ndim - 1] != D || v->shape[v->ndim - 2] != Lk) {
+        st_error(ST_ERR_SHAPE, "attention: q %s, k %s, v %s: q and k need the same last dim and k and v the "
+                 "same second-to-last (..., Lq, E), (..., Lk, E), (..., Lk, Ev)", SHAPES);
+        return NULL;
+    }
+    int nb, nb2;
+    int64_t batch[ST_MAX_DIMS], batch2[ST_MAX_DIMS];
+    if (st_broadcast_shapes("attention", q->ndim - 2, q->shape, k->ndim - 2, k->shape, &nb, batch) != ST_OK ||
+        st_broadcast_shapes("attention", nb, batch, v->ndim - 2, v->shape, &nb2, batch2) != ST_OK) {
+        st_error(ST_ERR_SHAPE, "attention: the batch dims of q %s, k %s, v %s cannot be broadcast", SHAPES);
+        return NULL;
+    }
+#undef SHAPES
+    if (isnan(scale)) scale = D > 0 ? 1.0 / sqrt((double)D) : 1.0;
+    st_dtype ct = dt == ST_F64 ? ST_F64 : ST_F32;   /* f16/bf16 compute in f32, as softmax does */
+    int64_t sq[ST_MAX_DIMS], sk[ST_MAX_DIMS], sv[ST_MAX_DIMS], so[ST_MAX_DIMS];
+    memcpy(sq, batch2, (size_t)nb2 * sizeof *sq); sq[nb2] = Lq; sq[nb2 + 1] = D;
+    memcpy(sk, batch2, (size_t)nb2 * sizeof *sk); sk[nb2] = Lk; sk[nb2 + 1] = D;
+    memcpy(sv, batch2, (size_t)nb2 * sizeof *sv); sv[nb2] = Lk; sv[nb2 + 1] = Dv;
+    memcpy(so, batch2, (size_t)nb2 * sizeof *so); so[nb2] = Lq; so[nb2 + 1] = Dv;
+    st_node *srcs[3] = {NULL, NULL, NULL};
+    st_tensor *r = NULL;
+    st_node_arg arg;
+    memset(&arg, 0, sizeof arg);
+    arg.attn.scale = scale;
+    arg.attn.causal = causal != 0;
+    if ((srcs[0] = st_tensor_read(q, ct, nb2 + 2, sq)) && (srcs[1] = st_tensor_read(k, ct, nb2 + 2, sk)) &&
+        (srcs[2] = st_tensor_read(v, ct, nb2 + 2, sv)))
+        r = st_tensor_from_node(st_node_new(ST_OP_ATTN, ct, nb2 + 2, so, 3, srcs, &arg));
+    for (int i = 0; i < 3; i++) st_node_release(srcs[i]);
+    if (r && ct != dt) {
+        st_tensor *c = st_cast(r, dt);
+        st_release(r);
+        r = c;
+    }
+    return r;
+}

@@ -718,6 +718,82 @@ done:
     return st;
 }
 
+/* ---- ATTN: softmax(q k^T * scale) v over the last two dims (base/opmath_attn.h) ----
+ * The library's attention (base_gemm()->attn), the code JIT attention kernels call: the same bits.
+ * Tasks (a batch entry's block of query rows) are shared among the pool's threads as a matmul's;
+ * the interrupt flag is read between tasks. */
+typedef struct attn_job {
+    const st_gemm_api *gemm;
+    st_attn g;                 /* batch entry 0's; entry bt's operands are offset by bt */
+    size_t es;
+    int64_t tasks, total;
+    char *ws;                  /* per thread: wsb bytes */
+    size_t wsb;
+    atomic_llong next;
+    atomic_int stop;
+} attn_job;
+
+static void attn_run(void *data) {
+    attn_job *j = data;
+    void *ws = j->ws + (size_t)dev_cpu_pool()->thread_num() * j->wsb;
+    const st_attn *g0 = &j->g;
+    for (;;) {
+        if (atomic_load_explicit(&j->stop, memory_order_relaxed)) return;
+        int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= j->total) return;
+        if (st_rt.interrupted) {
+            atomic_store(&j->stop, 1);
+            return;
+        }
+        int64_t bt = i / j->tasks;
+        st_attn g = *g0;
+        g.Q = (const char *)g.Q + (size_t)(bt * g.Lq * g.D) * j->es;
+        g.K = (const char *)g.K + (size_t)(bt * g.Lk * g.D) * j->es;
+        g.V = (const char *)g.V + (size_t)(bt * g.Lk * g.Dv) * j->es;
+        g.O = (char *)g.O + (size_t)(bt * g.Lq * g.Dv) * j->es;
+        j->gemm->attn[g.dt](&g, i % j->tasks, ws);
+    }
+}
+
+static st_status eval_attention(st_node *n, st_buffer *out) {
+    const st_node *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    int nd = n->ndim;
+    if (nd < 2 || q->ndim != nd || k->ndim != nd || v->ndim != nd) return bad_node(n, "operands need rank >= 2");
+    int64_t Lq = q->shape[nd - 2], D = q->shape[nd - 1], Lk = k->shape[nd - 2], Dv = v->shape[nd - 1];
+    if (k->shape[nd - 1] != D || v->shape[nd - 2] != Lk || n->shape[nd - 2] != Lq || n->shape[nd - 1] != Dv)
+        return bad_node(n, "operand dims disagree");
+    int64_t batch = 1;
+    for (int d = 0; d < nd - 2; d++) {
+        if (q->shape[d] != n->shape[d] || k->shape[d] != n->shape[d] || v->shape[d] != n->shape[d])
+            return bad_node(n, "batch dims disagree");
+        batch *= n->shape[d];
+    }
+    if ((n->dtype != ST_F32 && n->dtype != ST_F64) || q->dtype != n->dtype || k->dtype != n->dtype ||
+        v->dtype != n->dtype)
+        return bad_node(n, "operands must all be f32 or all f64");
+    if (!n->numel) return ST_OK;
+    int dt = n->dtype == ST_F64 ? ST_ATTN_F64 : ST_ATTN_F32;
+    int nt = dev_cpu_threads() - st_rt.compiles_running;
+    if (nt < 1 || batch * Lq * Lk * (D + Dv) < ((int64_t)1 << 20)) nt = 1;
+    attn_job j = {.gemm = base_gemm(),
+                  .g = {dt, n->arg.attn.causal, Lq, Lk, D, Dv, q->buf->data, k->buf->data, v->buf->data,
+                        D, 1, D, 1, Dv, 1, out->data, n->arg.attn.scale, st_attn_plan(batch, Lq, nt)},
+                  .es = st_dtypes[n->dtype].size,
+                  .wsb = (st_attn_ws_bytes(dt, Lk, D, Dv) + 63) & ~(size_t)63};
+    j.tasks = st_attn_tasks(&j.g);
+    j.total = batch * j.tasks;
+    if (nt > j.total) nt = (int)j.total;
+    if (!(j.ws = st_malloc(j.wsb * (size_t)nt))) return ST_ERR_OOM;
+    atomic_init(&j.next, 0);
+    atomic_init(&j.stop, 0);
+    if (nt > 1) dev_cpu_pool()->parallel(attn_run, &j, (unsigned)nt);
+    else attn_run(&j);
+    st_free(j.ws);
+    if (!atomic_load(&j.stop)) return ST_OK;
+    st_rt.interrupted = 0;
+    return st_error(ST_ERR_INTERRUPT, "interrupted");
+}
+
 /* ---- GATHER / SCATTER_ADD along arg.axis.dim ---- */
 static st_status eval_gather(st_node *n, st_buffer *out) {
     const st_node *data = n->src[0], *ix = n->src[1];
@@ -847,6 +923,7 @@ st_status interp_eval_node(st_node *n, st_buffer *out) {
     case OPK_MATMUL: return eval_matmul(n, out);
     case OPK_GATHER: return n->op == ST_OP_GATHER ? eval_gather(n, out) : eval_scatter_add(n, out);
     case OPK_WRITE: return eval_setview(n, out);
+    case OPK_ATTN: return eval_attention(n, out);
     default: return bad_node(n, "unknown op kind");
     }
 }

@@ -39,6 +39,7 @@
 #define DEF_OPK_MOVEMENT(NAME, FN)
 #define DEF_OPK_REDUCE(NAME, FN)
 #define DEF_OPK_MATMUL(NAME, FN)
+#define DEF_OPK_ATTN(NAME, FN)
 #define DEF_OPK_GATHER(NAME, FN)
 #define DEF_OPK_WRITE(NAME, FN)
 #define DEF_OPK_UNARY(NAME, FN)                                                                 \
@@ -72,18 +73,21 @@
 #define T1_OPK_MOVEMENT T_OTHER
 #define T1_OPK_REDUCE T_OTHER
 #define T1_OPK_MATMUL T_OTHER
+#define T1_OPK_ATTN T_OTHER
 #define T1_OPK_GATHER T_OTHER
 #define T1_OPK_WRITE T_OTHER
 #define T2_OPK_SOURCE T_OTHER
 #define T2_OPK_MOVEMENT T_OTHER
 #define T2_OPK_REDUCE T_OTHER
 #define T2_OPK_MATMUL T_OTHER
+#define T2_OPK_ATTN T_OTHER
 #define T2_OPK_GATHER T_OTHER
 #define T2_OPK_WRITE T_OTHER
 #define T3_OPK_SOURCE T_OTHER
 #define T3_OPK_MOVEMENT T_OTHER
 #define T3_OPK_REDUCE T_OTHER
 #define T3_OPK_MATMUL T_OTHER
+#define T3_OPK_ATTN T_OTHER
 #define T3_OPK_GATHER T_OTHER
 #define T3_OPK_WRITE T_OTHER
 

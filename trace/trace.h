@@ -17,7 +17,7 @@
 
 typedef enum st_op_kind {
     OPK_SOURCE, OPK_MOVEMENT, OPK_UNARY, OPK_BINARY, OPK_TERNARY, OPK_REDUCE, OPK_MATMUL,
-    OPK_GATHER, OPK_WRITE, OPK_COUNT
+    OPK_GATHER, OPK_WRITE, OPK_ATTN, OPK_COUNT
 } st_op_kind;
 
 /* The result dtype rule of an elementwise op (ops.def's DTYPE column; applied in runtime/ops.c). */
@@ -70,6 +70,8 @@ typedef union st_node_arg {
     struct { uint32_t axes; } red;                       /* REDUCE: bit d set = dim d of src 0 reduced */
     struct { int dim; } axis;                            /* GATHER, SCATTER_ADD */
     st_view_arg view;                                    /* VIEW, SETVIEW */
+    struct { double scale; int causal; } attn;           /* ATTN: softmax(q k^T * scale) v; causal:
+                                                          * query i sees keys j <= i */
 } st_node_arg;
 
 enum {

@@ -1,0 +1,150 @@
+/*
+ * opmath_attn.h — the prelude's CPU attention, the third part of base/opmath.h (after
+ * opmath_gemm.h): O = softmax(Q K^T * scale) V for one batch entry, one block of query rows per
+ * task, the score matrix never stored. The interpreter and every JIT attention kernel run the
+ * library's copy of it (st_gemm_api.attn, base/gemm.c), so they agree bit for bit.
+ */
+#ifndef ST_OPMATH_ATTN_H
+#define ST_OPMATH_ATTN_H
+#ifndef __CUDACC__
+/* ---- attention: O (Lq x Dv) = softmax(Q (Lq x D) K^T (D x Lk) * scale) V (Lk x Dv) ----
+ * Row i, in the compute type T (float for f32, double for f64), each step rounded as written:
+ *   s_j = sum_d q_id k_jd        d in increasing order, fma, from 0 (the GEMM's sums of Q K^T)
+ *   s_j = s_j * scale            (scale rounded to T)
+ *   m = max_j s_j                (a NaN wins)
+ *   e_j = exp(s_j - m)           (the prelude's exp: om_exp's function)
+ *   l = sum_j e_j                in double, 16 partial sums (lane j % 16), combined pairwise
+ *   p_j = e_j / (T)l
+ *   o_ie = sum_j p_j v_je        j in increasing order, fma, from 0 (the GEMM's sums of P V)
+ * over the keys row i sees: all Lk, or with `causal` the keys j <= i (PyTorch's is_causal: the
+ * mask's top-left corner is (0, 0)). A row that sees no key (Lk = 0) is 0. Every row is computed
+ * the same way whatever the task split, the thread, or the instruction set of the copy (fma and
+ * the exp are exact functions of their inputs), so results do not depend on them.
+ * Memory: per task, K^T and V packed contiguously (D x Lk and Lk x Dv: the keys the task's rows
+ * see) and a row of Lk scores: O(Lk) per thread, never Lq x Lk (the row always fits: on the CPU
+ * there is no second, blocked path). Work per row: Lk (D + Dv) multiply-adds, vectorized over the
+ * keys (the scores) and over Dv (the output row). */
+typedef struct st_attn {
+    int dt;                         /* ST_ATTN_F32 or ST_ATTN_F64: the storage type of all four */
+    int causal;
+    int64_t Lq, Lk, D, Dv;
+    const void *Q, *K, *V;          /* element [0][0] of this batch entry; strides in elements */
+    int64_t sqi, sqd, skj, skd, svj, sve;
+    void *O;                        /* row-major (Lq x Dv) */
+    double scale;
+    int64_t rb;                     /* query rows per task (st_attn_plan) */
+} st_attn;
+enum { ST_ATTN_F32, ST_ATTN_F64 };
+
+static inline int64_t st_attn_tasks(const st_attn *g) { return g->rb > 0 ? (g->Lq + g->rb - 1) / g->rb : 0; }
+/* Rows per task: 64, halved (to 8) while the batch's tasks would not give each of nthreads 4. */
+static inline int64_t st_attn_plan(int64_t batch, int64_t Lq, int nthreads) {
+    int64_t rb = 64;
+    while (rb > 8 && batch * ((Lq + rb - 1) / rb) < 4 * (int64_t)nthreads) rb /= 2;
+    return rb;
+}
+/* Scratch per thread: K^T, V, the score row, 64-byte aligned. */
+static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv) {
+    return (size_t)(D * Lk + Lk * Dv + Lk + 16) * (dt == ST_ATTN_F64 ? sizeof(double) : sizeof(float)) + 64;
+}
+
+#ifndef ST_GEMM_EXTERN
+/* The row sum l of e_j = exp(s_j - m) over j < n as the head comment says (lanes j % 16 when
+ * n >= 32, then the tail serially); E, an expression of the index JX, gives e_j (and may store it). */
+#define ST_ATTN_SUM_(JX, E)                                                                      \
+    double l = 0;                                                                                \
+    int64_t j = 0;                                                                               \
+    if (n >= 32) {                                                                               \
+        double lane[16];                                                                         \
+        for (int c = 0; c < 16; c++) lane[c] = 0;                                                \
+        for (; j + 16 <= n; j += 16)                                                             \
+            for (int c = 0; c < 16; c++) {                                                       \
+                const int64_t JX = j + c;                                                        \
+                lane[c] += (double)(E);                                                          \
+            }                                                                                    \
+        for (int w = 8; w > 0; w >>= 1)                                                          \
+            for (int c = 0; c < w; c++) lane[c] += lane[c + w];                                  \
+        l = lane[0];                                                                             \
+    }                                                                                            \
+    for (; j < n; j++) {                                                                         \
+        const int64_t JX = j;                                                                    \
+        l += (double)(E);                                                                        \
+    }
+/* One task: rows [t rb, (t + 1) rb). With scratch, K^T and V are packed and each row's scores
+ * kept; without (ws NULL: the allocation failed), every score is computed again where it is
+ * needed, from the same products in the same order: the same bits, three times the q k work. */
+#define ST_ATTN_TASK_(T, S, EXP)                                                                 \
+    static inline T st_attn_score_##S##_(const st_attn *g, const T *Q, const T *K, int64_t i, int64_t j) { \
+        T acc = 0;                                                                               \
+        for (int64_t d = 0; d < g->D; d++)                                                       \
+            acc = ST_GEMM_FMA_##T(Q[i * g->sqi + d * g->sqd], K[j * g->skj + d * g->skd], acc);   \
+        return acc;                                                                              \
+    }                                                                                            \
+    static inline void st_attn_task_##S(const st_attn *g, int64_t t, void *ws) {                        \
+        const T *Q = (const T *)g->Q, *K = (const T *)g->K, *V = (const T *)g->V;               \
+        T *O = (T *)g->O;                                                                        \
+        const int64_t Lk = g->Lk, D = g->D, Dv = g->Dv;                                          \
+        const int64_t i0 = t * g->rb, i1 = i0 + g->rb < g->Lq ? i0 + g->rb : g->Lq;              \
+        const int64_t nk = g->causal ? (i1 < Lk ? i1 : Lk) : Lk;                                 \
+        const T sc = (T)g->scale;                                                                \
+        if (!ws) {                                                                               \
+            for (int64_t i = i0; i < i1; i++) {                                                  \
+                const int64_t n = g->causal ? (i + 1 < nk ? i + 1 : nk) : nk;                     \
+                T *orow = O + i * Dv;                                                            \
+                for (int64_t e = 0; e < Dv; e++) orow[e] = 0;                                    \
+                if (n == 0) continue;                                                            \
+                T m = st_attn_score_##S##_(g, Q, K, i, 0) * sc;                                  \
+                for (int64_t k = 0; k < n; k++) {                                                \
+                    const T x = st_attn_score_##S##_(g, Q, K, i, k) * sc;                        \
+                    m = (m != m || m > x) ? m : x;                                               \
+                }                                                                                \
+                ST_ATTN_SUM_(jx, EXP(st_attn_score_##S##_(g, Q, K, i, jx) * sc - m))             \
+                const T lt = (T)l;                                                               \
+                for (int64_t k = 0; k < n; k++) {                                                \
+                    const T p = EXP(st_attn_score_##S##_(g, Q, K, i, k) * sc - m) / lt;           \
+                    for (int64_t e = 0; e < Dv; e++)                                             \
+                        orow[e] = ST_GEMM_FMA_##T(p, V[k * g->svj + e * g->sve], orow[e]);        \
+                }                                                                                \
+            }                                                                                    \
+            return;                                                                              \
+        }                                                                                        \
+        T *kt = (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), *vp = kt + D * nk, *s = vp + nk * Dv; \
+        for (int64_t j = 0; j < nk; j++)                                                         \
+            for (int64_t d = 0; d < D; d++) kt[d * nk + j] = K[j * g->skj + d * g->skd];          \
+        for (int64_t j = 0; j < nk; j++)                                                         \
+            for (int64_t e = 0; e < Dv; e++) vp[j * Dv + e] = V[j * g->svj + e * g->sve];         \
+        for (int64_t i = i0; i < i1; i++) {                                                      \
+            const int64_t n = g->causal ? (i + 1 < nk ? i + 1 : nk) : nk;                         \
+            T *restrict orow = O + i * Dv;                                                       \
+            for (int64_t e = 0; e < Dv; e++) orow[e] = 0;                                        \
+            if (n == 0) continue;                                                                \
+            T *restrict sr = s;                                                                  \
+            for (int64_t k = 0; k < n; k++) sr[k] = 0;                                           \
+            for (int64_t d = 0; d < D; d++) {                                                    \
+                const T q = Q[i * g->sqi + d * g->sqd];                                          \
+                const T *restrict kr = kt + d * nk;                                              \
+                for (int64_t k = 0; k < n; k++) sr[k] = ST_GEMM_FMA_##T(q, kr[k], sr[k]);        \
+            }                                                                                    \
+            T m = sr[0] * sc;                                                                    \
+            for (int64_t k = 0; k < n; k++) {                                                    \
+                const T x = sr[k] * sc;                                                          \
+                sr[k] = x;                                                                       \
+                m = (m != m || m > x) ? m : x;                                                   \
+            }                                                                                    \
+            ST_ATTN_SUM_(jx, (sr[jx] = EXP(sr[jx] - m)))                                        \
+            const T lt = (T)l;                                                                   \
+            for (int64_t k = 0; k < n; k++) {                                                    \
+                const T p = sr[k] / lt;                                                          \
+                const T *restrict vr = vp + k * Dv;                                              \
+                for (int64_t e = 0; e < Dv; e++) orow[e] = ST_GEMM_FMA_##T(p, vr[e], orow[e]);    \
+            }                                                                                    \
+        }                                                                                        \
+    }
+ST_ATTN_TASK_(float, f32, st_expf_)
+ST_ATTN_TASK_(double, f64, st_expd_)
+#else
+static inline void st_attn_task_f32(const st_attn *g, int64_t t, void *ws) { st_gemm_api_->attn[ST_ATTN_F32](g, t, ws); }
+static inline void st_attn_task_f64(const st_attn *g, int64_t t, void *ws) { st_gemm_api_->attn[ST_ATTN_F64](g, t, ws); }
+#endif
+#endif /* !__CUDACC__ */
+#endif
