@@ -55,8 +55,12 @@ ST_INTERNAL char *render_c(const kir_kernel *k);
  *   CL_MATMUL  tiled GEMM: grid (ceil(N/tile), ceil(M/tile), batch), 256 threads;
  *   CL_SINGLE  one block: phases separated by block barriers (scatter, multi-loop kernels);
  *   CL_HORIZONTAL  a horizontal kernel (k->nparts >= 2): consecutive ranges of blocks run the
- *              parts, each part's range sized from its own loop count (part_count). */
-typedef enum cuda_launch_mode { CL_FLAT, CL_ROWS, CL_MATMUL, CL_SINGLE, CL_HORIZONTAL, CL_COLS, CL_GRID } cuda_launch_mode;
+ *              parts, each part's range sized from its own loop count (part_count);
+ *   CL_ATTN    an attention (KK_ATTN): a warp per query row (grid-stride over batch x rows), keys
+ *              in chunks of 32 with an online softmax (flash-style: any number of keys). */
+typedef enum cuda_launch_mode {
+    CL_FLAT, CL_ROWS, CL_MATMUL, CL_SINGLE, CL_HORIZONTAL, CL_COLS, CL_GRID, CL_ATTN
+} cuda_launch_mode;
 typedef struct cuda_launch_desc {
     int mode;          /* cuda_launch_mode */
     int count_id;      /* IR value id (kir) of the outer loop count: elements (CL_FLAT) or rows (CL_ROWS,

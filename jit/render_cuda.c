@@ -340,6 +340,11 @@ static void plan(const cu_ctx *c, cuda_launch_desc *d, int *outer) {
         d->block = CU_BLOCK;
         return;
     }
+    if (k->kind == KK_ATTN) {
+        d->mode = CL_ATTN;
+        d->block = CU_BLOCK;
+        return;
+    }
     if (k->nparts >= 2) {
         d->mode = CL_HORIZONTAL;
         d->block = CU_BLOCK;
@@ -932,9 +937,80 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
     sbuf_printf(b, "    }\n");
 }
 
+/* An attention (kir_attn, CL_ATTN): a warp per query row. The keys the row sees go by in chunks
+ * of 32, a key per lane: its score (the lane's dot product, fma in d order), then the online
+ * softmax (the running max m and sum l rescaled by exp(m_old - m_new) when the max grows, the
+ * output accumulators too), then each key's p times its v row added by every lane for its output
+ * columns (lane + 32 t, ATT_EV per lane; wider rows take several passes over the keys). No
+ * shared memory, no bound on the number of keys. Not the CPU's bits (its exact two-pass softmax
+ * and double sum): the same values within rounding. */
+#define ATT_EV 4
+static void render_attn(sbuf *b, const cu_ctx *c) {
+    const kir_attn *m = &c->k->at;
+    const char *T = m->dtype == ST_F64 ? "double" : "float", *fma = m->dtype == ST_F64 ? "fma" : "fmaf";
+    int nb = m->nbatch;
+    sbuf_printf(b, "    const %s *Q = p%d, *K = p%d, *V = p%d;\n    %s *O = p%d;\n", T, m->q_buf, m->k_buf, m->v_buf,
+                T, m->o_buf);
+    sbuf_printf(b, "    const int64_t Lq = i%d, Lk = i%d, E = i%d, Ev = i%d;\n", m->p_lq, m->p_lk, m->p_e, m->p_ev);
+    sbuf_printf(b, "    const int64_t sqi = i%d, sqd = i%d, skj = i%d, skd = i%d, svj = i%d, sve = i%d;\n",
+                m->p_str[0] + nb, m->p_str[0] + nb + 1, m->p_str[1] + nb, m->p_str[1] + nb + 1, m->p_str[2] + nb,
+                m->p_str[2] + nb + 1);
+    sbuf_printf(b, "    const %s sc = (%s)f%d;\n    (void)err; (void)rt;\n", T, T, m->p_scale);
+    sbuf_printf(b, "    int64_t NB = 1;\n");
+    for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
+    sbuf_printf(b, "    const int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;\n");
+    sbuf_printf(b, "    for (int64_t row = (int64_t)blockIdx.x * wpb + (threadIdx.x >> 5); row < NB * Lq;\n");
+    sbuf_printf(b, "         row += (int64_t)gridDim.x * wpb) {\n");
+    sbuf_printf(b, "        const int64_t i = row %% Lq;\n");
+    sbuf_printf(b, "        int64_t r = row / Lq, qo = i%d, ko = i%d, vo = i%d;\n", m->p_off[0], m->p_off[1], m->p_off[2]);
+    for (int d = nb - 1; d >= 0; d--)
+        sbuf_printf(b, "        { const int64_t x = r %% i%d; r /= i%d; qo += x * i%d; ko += x * i%d; vo += x * i%d; }\n",
+                    m->p_bsize + d, m->p_bsize + d, m->p_str[0] + d, m->p_str[1] + d, m->p_str[2] + d);
+    sbuf_printf(b, "        (void)r;\n");
+    sbuf_printf(b, "        const int64_t n = %s;\n", m->causal ? "i + 1 < Lk ? i + 1 : Lk" : "Lk");
+    sbuf_printf(b, "        %s *orow = O + row * Ev;\n", T);
+    sbuf_printf(b, "        for (int64_t e0 = 0; e0 < Ev; e0 += %d) {\n", 32 * ATT_EV);
+    sbuf_printf(b, "            %s mx = -INFINITY, l = 0, acc[%d];\n", T, ATT_EV);
+    sbuf_printf(b, "            for (int t = 0; t < %d; t++) acc[t] = 0;\n", ATT_EV);
+    sbuf_printf(b, "            for (int64_t j0 = 0; j0 < n; j0 += 32) {\n");
+    sbuf_printf(b, "                const int64_t j = j0 + lane;\n");
+    sbuf_printf(b, "                %s s = -INFINITY;\n", T);
+    sbuf_printf(b, "                if (j < n) {\n");
+    sbuf_printf(b, "                    %s d_ = 0;\n", T);
+    sbuf_printf(b, "                    for (int64_t d = 0; d < E; d++) d_ = %s(Q[qo + i * sqi + d * sqd], K[ko + j * skj + d * skd], d_);\n", fma);
+    sbuf_printf(b, "                    s = d_ * sc;\n");
+    sbuf_printf(b, "                }\n");
+    sbuf_printf(b, "                %s cm = s;\n", T);
+    sbuf_printf(b, "                for (int o_ = 16; o_ > 0; o_ >>= 1) { const %s y = st_shfl_xor_(cm, o_); cm = (cm != cm || cm > y) ? cm : y; }\n", T);
+    sbuf_printf(b, "                const %s mn = (mx != mx || mx > cm) ? mx : cm;\n", T);
+    sbuf_printf(b, "                const %s alpha = mx == -INFINITY ? (%s)0 : om_exp(mx - mn);\n", T, T);
+    sbuf_printf(b, "                const %s p = j < n ? om_exp(s - mn) : (%s)0;\n", T, T);
+    sbuf_printf(b, "                %s ps = p;\n", T);
+    sbuf_printf(b, "                for (int o_ = 16; o_ > 0; o_ >>= 1) ps += st_shfl_xor_(ps, o_);\n");
+    sbuf_printf(b, "                l = l * alpha + ps;\n");
+    sbuf_printf(b, "                for (int t = 0; t < %d; t++) acc[t] *= alpha;\n", ATT_EV);
+    sbuf_printf(b, "                const int nj = n - j0 < 32 ? (int)(n - j0) : 32;\n");
+    sbuf_printf(b, "                for (int jj = 0; jj < nj; jj++) {\n");
+    sbuf_printf(b, "                    const %s pj = __shfl_sync(ST_FULL_MASK, p, jj);\n", T);
+    sbuf_printf(b, "                    for (int t = 0; t < %d; t++) {\n", ATT_EV);
+    sbuf_printf(b, "                        const int64_t e = e0 + lane + 32 * t;\n");
+    sbuf_printf(b, "                        if (e < Ev) acc[t] = %s(pj, V[vo + (j0 + jj) * svj + e * sve], acc[t]);\n", fma);
+    sbuf_printf(b, "                    }\n");
+    sbuf_printf(b, "                }\n");
+    sbuf_printf(b, "                mx = mn;\n");
+    sbuf_printf(b, "            }\n");
+    sbuf_printf(b, "            for (int t = 0; t < %d; t++) {\n", ATT_EV);
+    sbuf_printf(b, "                const int64_t e = e0 + lane + 32 * t;\n");
+    sbuf_printf(b, "                if (e < Ev) orow[e] = n > 0 ? acc[t] / l : (%s)0;\n", T);
+    sbuf_printf(b, "            }\n");
+    sbuf_printf(b, "        }\n");
+    sbuf_printf(b, "    }\n");
+}
+
 /* ---- the function ---- */
 static void render_signature(sbuf *b, const kir_kernel *k, const cuda_launch_desc *d) {
-    static const char *modes[] = {"flat", "rows", "matmul", "single block", "horizontal", "columns", "grid"};
+    static const char *modes[] = {"flat", "rows", "matmul", "single block", "horizontal", "columns", "grid",
+                                  "attention"};
     const char *r = k->kind == KK_POINTWISE || k->kind == KK_REDUCE ? "__restrict__ " : "";
     sbuf_printf(b, "// stitch kernel: %s; launch: %s\n", k->comment, modes[d->mode]);
     sbuf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) KNAME(", d->block);
@@ -967,6 +1043,7 @@ char *render_cuda_sm(const kir_kernel *k, int sm, cuda_launch_desc *d) {
         if (!k->mm.epi && cuda_mma_eligible(k, sm)) render_matmul_mma(&b, k, cuda_mm_store_plain);
         else render_matmul(&b, &c);
         break;
+    case CL_ATTN: render_attn(&b, &c); break;
     case CL_FLAT: hoisted(&b, &c); render_flat(&b, &c, outer); break;
     case CL_ROWS: hoisted(&b, &c); render_rows(&b, &c, outer); break;
     case CL_COLS: hoisted(&b, &c); render_cols(&b, &c, outer); break;
@@ -1050,6 +1127,14 @@ void cuda_launch_dims(const kir_kernel *k, const cuda_launch_desc *d, const int6
         grid[0] = clamp_blocks((N + T - 1) / T, INT32_MAX);
         grid[1] = clamp_blocks((M + T - 1) / T, 65535);
         grid[2] = clamp_blocks(NB, 65535);
+        break;
+    }
+    case CL_ATTN: {   /* a warp per query row */
+        const kir_attn *m = &k->at;
+        int64_t rows = ints[m->p_lq];
+        for (int i = 0; i < m->nbatch; i++) rows *= ints[m->p_bsize + i];
+        int64_t wpb = bs / 32 > 0 ? bs / 32 : 1;
+        grid[0] = clamp_blocks(rows / wpb + (rows % wpb != 0), sm * CU_THREADS_PER_SM / bs);
         break;
     }
     case CL_HORIZONTAL: {
