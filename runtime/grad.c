@@ -563,8 +563,9 @@ static void grad_setview(grad_ctx *c) {
 }
 /* Attention (flash-style): the scores are not kept, so they are computed again from q and k (one
  * more q k^T product than the composed form, whose autograd keeps P): with P = softmax(S),
- * S = q k^T * scale (keys after the query masked to -inf when causal),
- *   dv = P^T g, dP = g v^T, dS = P * (dP - sum(dP * P)), dq = dS k * scale, dk = dS^T q * scale. */
+ * S = q k^T * scale (keys after the query masked to -inf when causal), G = (P * (dP - sum(dP * P)))
+ * * scale, dP = g v^T: dv = P^T g, dq = G k, dk = G^T q. The composed form's operations in its
+ * order (softmax's backward, then the scale's): the same gradients, bit for bit, on the CPU. */
 static void grad_attention(grad_ctx *c) {
     st_node *s2 = c->ag->src[2];
     st_tensor *v = wrap(c->A, s2);
@@ -583,9 +584,9 @@ static void grad_attention(grad_ctx *c) {
     if (!c->s0->ag && !c->s1->ag) return;
     st_tensor *dp = K(st_matmul(c->g, transposed(c->A, s2, v)));
     int last = nd - 1;
-    st_tensor *ds = K(st_mul(p, K(st_sub(dp, K(st_sum(K(st_mul(dp, p)), 1, &last, 1))))));
-    if (c->s0->ag) c->d[0] = K(st_mul_s(K(st_matmul(ds, Y())), scale));
-    if (c->s1->ag) c->d[1] = K(st_mul_s(K(st_matmul(K(st_transpose(ds, -2, -1)), X())), scale));
+    st_tensor *ds = K(st_mul_s(K(st_mul(p, K(st_sub(dp, K(st_sum(K(st_mul(dp, p)), 1, &last, 1)))))), scale));
+    if (c->s0->ag) c->d[0] = K(st_matmul(ds, Y()));
+    if (c->s1->ag) c->d[1] = K(st_matmul(K(st_transpose(ds, -2, -1)), X()));
 }
 #undef X
 #undef Y

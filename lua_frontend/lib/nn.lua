@@ -1131,6 +1131,15 @@ function MultiheadAttention:forward(q, k, v, opts)
       :reshape(n, len, h, d):transpose(2, 3)                          -- (N, H, len, d)
   end
   local qh, kh, vh = proj(q, 1, l), proj(k, 2, s), proj(v, 3, s)
+  if opts.need_weights == false and opts.attn_mask == nil and opts.key_padding_mask == nil and
+     not (self.training and self.dropout > 0) and FLOAT_DTYPES[qh:dtype()] then
+    -- no weights asked for, nothing but causality masked: the attention op (one kernel, the
+    -- scores never stored; F.scaled_dot_product_attention's fast path)
+    local out = st._attention(qh, kh, vh, 1 / math.sqrt(d), opts.is_causal == true)
+    out = self.out_proj(out:transpose(2, 3):reshape(n, l, e))
+    if not self.batch_first then out = out:transpose(1, 2) end
+    return out, nil
+  end
   local scores = qh:matmul(kh:transpose(3, 4)) * (1 / math.sqrt(d)) -- (N, H, L, S)
   local am = opts.attn_mask
   if opts.is_causal and not am then

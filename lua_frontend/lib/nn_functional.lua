@@ -13,6 +13,11 @@ local function shape_str(t)
 end
 
 -- Runs fn(...) with grad mode off (plain call while the autograd API is missing).
+local function is_float(t)
+  local dt = t:dtype()
+  return dt == "f32" or dt == "f64" or dt == "f16" or dt == "bf16"
+end
+
 local function no_grad(fn, ...)
   if st.no_grad then return st.no_grad(fn, ...) end
   return fn(...)
@@ -423,7 +428,10 @@ end
 -- scaled_dot_product_attention(q, k, v, {attn_mask, dropout_p = 0, is_causal = false, scale}):
 -- softmax(q k^T * scale + mask) v over the last two dims, scale 1/sqrt(q's last dim) by default.
 -- attn_mask: a bool tensor (true: may attend) or a float one added to the scores; is_causal: query
--- i attends to keys j <= i (with more keys than queries, PyTorch's top-left alignment).
+-- i attends to keys j <= i (with more keys than queries, PyTorch's top-left alignment). Float
+-- operands without attn_mask or dropout are one attention op (st._attention: one kernel, the
+-- scores never stored, recomputed by the backward; docs/fusion.md); the others the composition
+-- below (matmul, where or add, softmax, dropout, matmul).
 function F.scaled_dot_product_attention(q, k, v, opts)
   opts = check_opts(opts, {"attn_mask", "dropout_p", "is_causal", "scale"}, "scaled_dot_product_attention")
   for what, t in pairs({q = q, k = k, v = v}) do
@@ -440,9 +448,15 @@ function F.scaled_dot_product_attention(q, k, v, opts)
     error("scaled_dot_product_attention: attn_mask and is_causal together (PyTorch refuses it too)", 2)
   end
   local scale = opts.scale or 1 / math.sqrt(d)
+  if type(scale) ~= "number" then
+    error("scaled_dot_product_attention: scale must be a number, got " .. tostring(scale), 2)
+  end
   local p = opts.dropout_p or 0
   if type(p) ~= "number" or p < 0 or p > 1 then
     error("scaled_dot_product_attention: dropout_p must be in [0, 1], got " .. tostring(p), 2)
+  end
+  if opts.attn_mask == nil and p == 0 and is_float(q) and is_float(k) and is_float(v) then
+    return st._attention(q, k, v, scale, opts.is_causal == true)
   end
   local scores = q:matmul(k:transpose(-2, -1)) * scale
   local mask = opts.attn_mask

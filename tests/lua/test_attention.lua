@@ -1,0 +1,148 @@
+-- test_attention.lua — issue 14, item 3: the attention op (st._attention, F.scaled_dot_product_attention
+-- without a mask or dropout, nn.MultiheadAttention with need_weights = false): one kernel, the
+-- scores never stored, against the composed form (matmul, where, softmax, matmul) and its autograd.
+-- On the CPU the fused op's f32 forward without causality gives the composed form's bits (the same
+-- sums in the same order: base/opmath_attn.h; a causal row sums fewer terms, so f64 may differ in
+-- the last bit); elsewhere, and on a GPU (the simulated one in make test), the same values within
+-- rounding.
+local H = dofile((arg[0]:match("(.*/)") or "./") .. "harness.lua")
+local nn, F = st.nn, st.nn.functional
+local test, eq = H.test, H.eq
+local cpu = st.device() == "cpu"
+
+local function composed(q, k, v, scale, causal)
+  local s = q:matmul(k:transpose(-2, -1)) * scale
+  if causal then
+    local lq, lk = q:size(-2), k:size(-2)
+    s = st.where(st.arange(lq):reshape(lq, 1):ge(st.arange(lk):reshape(1, lk)), s, -math.huge)
+  end
+  return s:softmax(-1):matmul(v)
+end
+
+-- max |a - b| / (1 + max |b|)
+local function rel(a, b)
+  local d = (a:double() - b:double()):abs():max():item()
+  return d / (1 + b:double():abs():max():item())
+end
+-- within rounding; exact: the same bits
+local function same(a, b, what, exact)
+  local tol = exact and 0 or (a:dtype() == "f64" and 1e-13 or 2e-6)
+  local e = rel(a, b)
+  if e > tol then error(string.format("%s: relative difference %.3g > %.3g", what, e, tol), 2) end
+end
+
+local function randn(shape, dt) return st.randn(shape):to(dt) end
+
+test("attention: the composed form's values (shapes, causal, long and short rows, views, dtypes)", function()
+  st.manual_seed(3)
+  -- (B, H, Lq, E, Lk, Ev): rows shorter and longer than 32 keys, Lq > Lk and Lq < Lk (causal)
+  local shapes = {{2, 3, 5, 4, 6, 7}, {1, 2, 40, 8, 70, 16}, {2, 2, 33, 16, 17, 5}, {1, 1, 1, 3, 1, 2}}
+  for _, dt in ipairs({"f32", "f64"}) do
+    for _, s in ipairs(shapes) do
+      local B, Hh, Lq, E, Lk, Ev = table.unpack(s)
+      local q, k, v = randn({B, Hh, Lq, E}, dt), randn({B, Hh, Lk, E}, dt), randn({B, Hh, Lk, Ev}, dt)
+      for _, causal in ipairs({false, true}) do
+        local a = st._attention(q, k, v, nil, causal)
+        eq(table.concat(a:shape(), "x"), table.concat({B, Hh, Lq, Ev}, "x"), "shape")
+        eq(a:dtype(), dt, "dtype")
+        same(a, composed(q, k, v, 1 / math.sqrt(E), causal), string.format("%s %s causal %s", dt,
+          table.concat(s, "x"), tostring(causal)), cpu and dt == "f32" and not causal)
+      end
+    end
+  end
+  -- q, k, v as permuted views of one projection (the transformer's layout): read in place
+  local x = st.randn({2, 16, 3 * 4 * 8})
+  local qkv = x:reshape(2, 16, 3, 4, 8):permute(3, 1, 4, 2, 5)
+  local q, k, v = qkv:select(1, 1), qkv:select(1, 2), qkv:select(1, 3)
+  same(st._attention(q, k, v, 0.3, true), composed(q, k, v, 0.3, true), "views")
+  -- batch dims broadcast (one k, v for every head), a 2-D call, f16 computed in f32
+  local qb, kb, vb = st.randn({3, 5, 8}), st.randn({1, 7, 8}), st.randn({1, 7, 4})
+  same(st._attention(qb, kb, vb), composed(qb, kb:expand(3, 7, 8), vb:expand(3, 7, 4), 1 / math.sqrt(8), false),
+    "broadcast batch")
+  same(st._attention(qb[1], kb[1], vb[1], nil, true), composed(qb[1], kb[1], vb[1], 1 / math.sqrt(8), true), "2-D")
+  local h = st._attention(qb:half(), kb:half(), vb:half())
+  eq(h:dtype(), "f16", "f16 result")
+  same(h, composed(qb:half():float(), kb:half():float(), vb:half():float(), 1 / math.sqrt(8), false):half(), "f16")
+  -- no keys: 0; no queries: empty
+  local z = st._attention(st.randn({2, 3, 4}), st.randn({2, 0, 4}), st.randn({2, 0, 5}))
+  eq(z:abs():sum():item(), 0, "no keys gives 0")
+  eq(st._attention(st.randn({2, 0, 4}), st.randn({2, 3, 4}), st.randn({2, 3, 5})):numel(), 0, "no queries")
+end)
+
+test("attention: F.scaled_dot_product_attention and MultiheadAttention use it, with the same results", function()
+  st.manual_seed(5)
+  local q, k, v = st.sync(st.randn({2, 2, 9, 8}), st.randn({2, 2, 9, 8}), st.randn({2, 2, 9, 8}))
+  local s0 = st.stats().kernels_launched
+  local y = st.sync(F.scaled_dot_product_attention(q, k, v, {is_causal = true, scale = 0.2}))
+  eq(st.stats().kernels_launched - s0, 1, "F.scaled_dot_product_attention's kernels")
+  same(y, composed(q, k, v, 0.2, true), "sdpa")
+  -- a mask keeps the composed form
+  local keep = st.ones(9, 9, "bool")
+  same(F.scaled_dot_product_attention(q, k, v, {attn_mask = keep}), composed(q, k, v, 1 / math.sqrt(8), false),
+    "sdpa with a mask")
+  local mha = nn.MultiheadAttention(8, 2, {batch_first = true})
+  local x = st.randn({3, 6, 8})
+  local fast = mha(x, x, x, {need_weights = false, is_causal = true})
+  local slow = mha(x, x, x, {is_causal = true})
+  same(fast, slow, "MultiheadAttention without weights")
+  H.raises(function() return F.scaled_dot_product_attention(q, k, v, {scale = "big"}) end, "scale must be a number")
+end)
+
+test("attention: the gradients of the composed form (recomputed scores), causal or not", function()
+  st.manual_seed(7)
+  for _, causal in ipairs({false, true}) do
+    for _, dt in ipairs({"f64", "f32"}) do
+      local q0, k0, v0 = randn({2, 3, 6, 5}, dt), randn({2, 3, 7, 5}, dt), randn({2, 3, 7, 4}, dt)
+      local r = randn({2, 3, 6, 4}, dt)
+      local a = {q0:clone():requires_grad_(), k0:clone():requires_grad_(), v0:clone():requires_grad_()}
+      local b = {q0:clone():requires_grad_(), k0:clone():requires_grad_(), v0:clone():requires_grad_()}
+      ;(st._attention(a[1], a[2], a[3], 0.4, causal) * r):sum():backward()
+      ;(composed(b[1], b[2], b[3], 0.4, causal) * r):sum():backward()
+      for i = 1, 3 do same(a[i].grad, b[i].grad, dt .. " gradient " .. i .. (causal and " causal" or "")) end
+    end
+  end
+  -- only v requires grad: dq and dk are not computed
+  local q, k = st.randn({4, 5}), st.randn({6, 5})
+  local v = st.randn({6, 3}):requires_grad_()
+  st._attention(q, k, v):sum():backward()
+  local vr = v:detach():clone():requires_grad_()
+  composed(q, k, vr, 1 / math.sqrt(5), false):sum():backward()
+  same(v.grad, vr.grad, "v only")
+end)
+
+test("attention: one kernel, no (Lq, Lk) buffer, the scale refreshed on a plan cache hit", function()
+  st.manual_seed(9)
+  local B, L, E = 2, 512, 16
+  local q, k, v = st.sync(st.randn({B, L, E}), st.randn({B, L, E}), st.randn({B, L, E}))
+  for i, scale in ipairs({0.5, 0.125, 0.5}) do
+    st.reset_stats()
+    local s0 = st.stats()
+    local y = st.sync(st._attention(q, k, v, scale, true))
+    local s1 = st.stats()
+    eq(s1.kernels_launched - s0.kernels_launched, 1, "kernels")
+    if cpu and i == 1 then   -- the scores would be B * L * L floats (2 MB); the output is 64 KB
+      local grow = s1.bytes_peak - s0.bytes_in_use
+      if grow > 4 * B * L * E * 4 then error("peak grew " .. grow .. " bytes over what was in use") end
+    end
+    same(y, composed(q, k, v, scale, true), "scale " .. scale)
+  end
+  -- the interpreter (eager mode) runs the library's attention too: the fused kernel's bits
+  if cpu then
+    local fused = st.sync(st._attention(q, k, v, 0.3))
+    local was = st.eager(true)
+    local eager = st._attention(q, k, v, 0.3)
+    st.eager(was)
+    eq(rel(eager, fused), 0, "interpreter and kernel")
+  end
+end)
+
+test("attention: errors name the shapes and dtypes", function()
+  local q, k, v = st.randn({2, 3, 4}), st.randn({2, 5, 4}), st.randn({2, 5, 6})
+  H.raises(function() return st._attention(q, v, v) end, "attention: q (2, 3, 4), k (2, 5, 6), v (2, 5, 6)")
+  H.raises(function() return st._attention(q, k, st.randn({2, 4, 6})) end, "the same second-to-last")
+  H.raises(function() return st._attention(st.randn({4}), k, v) end, "at least 2 dims")
+  H.raises(function() return st._attention(q, st.randn({3, 5, 4}), v) end, "cannot be broadcast")
+  H.raises(function() return st._attention(q:long(), k:long(), v:long()) end, "float operands expected")
+end)
+
+H.done()
