@@ -43,9 +43,13 @@ static inline int64_t st_attn_plan(int64_t batch, int64_t Lq, int nthreads) {
     while (rb > 8 && batch * ((Lq + rb - 1) / rb) < 4 * (int64_t)nthreads) rb /= 2;
     return rb;
 }
-/* Scratch per thread: K^T, V, the score row, 64-byte aligned. */
+#define ST_ATTN_R 8   /* query rows computed together (their outputs' sums are independent chains) */
+/* Scratch per thread: K^T and V (keys and output columns padded to 16), ST_ATTN_R rows of scores
+ * and of q, 64-byte aligned. */
 static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv) {
-    return (size_t)(D * Lk + Lk * Dv + Lk + 16) * (dt == ST_ATTN_F64 ? sizeof(double) : sizeof(float)) + 64;
+    const int64_t lkp = (Lk + 15) / 16 * 16, dvp = (Dv + 15) / 16 * 16;
+    return (size_t)(D * lkp + Lk * dvp + ST_ATTN_R * (lkp + D)) * (dt == ST_ATTN_F64 ? sizeof(double) : sizeof(float)) +
+           64;
 }
 
 #ifndef ST_GEMM_EXTERN
@@ -108,35 +112,75 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
             }                                                                                    \
             return;                                                                              \
         }                                                                                        \
-        T *kt = (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), *vp = kt + D * nk, *s = vp + nk * Dv; \
+        const int64_t nkp = (nk + 15) & ~(int64_t)15, dvp = (Dv + 15) & ~(int64_t)15;                \
+        T *kt = (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), *vp = kt + D * nkp, *s = vp + nk * dvp; \
+        T *qp = s + ST_ATTN_R * nkp;                                                             \
+        for (int64_t j = 0; j < nkp; j++)                                                        \
+            for (int64_t d = 0; d < D; d++) kt[d * nkp + j] = j < nk ? K[j * g->skj + d * g->skd] : (T)0; \
         for (int64_t j = 0; j < nk; j++)                                                         \
-            for (int64_t d = 0; d < D; d++) kt[d * nk + j] = K[j * g->skj + d * g->skd];          \
-        for (int64_t j = 0; j < nk; j++)                                                         \
-            for (int64_t e = 0; e < Dv; e++) vp[j * Dv + e] = V[j * g->svj + e * g->sve];         \
-        for (int64_t i = i0; i < i1; i++) {                                                      \
-            const int64_t n = g->causal ? (i + 1 < nk ? i + 1 : nk) : nk;                         \
-            T *restrict orow = O + i * Dv;                                                       \
-            for (int64_t e = 0; e < Dv; e++) orow[e] = 0;                                        \
-            if (n == 0) continue;                                                                \
-            T *restrict sr = s;                                                                  \
-            for (int64_t k = 0; k < n; k++) sr[k] = 0;                                           \
-            for (int64_t d = 0; d < D; d++) {                                                    \
-                const T q = Q[i * g->sqi + d * g->sqd];                                          \
-                const T *restrict kr = kt + d * nk;                                              \
-                for (int64_t k = 0; k < n; k++) sr[k] = ST_GEMM_FMA_##T(q, kr[k], sr[k]);        \
+            for (int64_t e = 0; e < dvp; e++) vp[j * dvp + e] = e < Dv ? V[j * g->svj + e * g->sve] : (T)0; \
+        for (int64_t ib = i0; ib < i1; ib += ST_ATTN_R) {                                        \
+            const int nr = i1 - ib < ST_ATTN_R ? (int)(i1 - ib) : ST_ATTN_R;                     \
+            int64_t nn[ST_ATTN_R];                                                                \
+            for (int r = 0; r < ST_ATTN_R; r++)                                                  \
+                nn[r] = r >= nr ? 0 : g->causal ? (ib + r + 1 < nk ? ib + r + 1 : nk) : nk;        \
+            const int64_t nhi = nn[nr - 1], nlo = nn[0];   /* the rows' most and fewest keys */    \
+            for (int r = 0; r < ST_ATTN_R; r++)                                                  \
+                for (int64_t d = 0; d < D; d++) qp[r * D + d] = r < nr ? Q[(ib + r) * g->sqi + d * g->sqd] : (T)0; \
+            /* scores, 16 keys x ST_ATTN_R rows at a time (accumulators in registers) */          \
+            for (int64_t k0 = 0; k0 < nhi; k0 += 16) {                                           \
+                T acc[ST_ATTN_R][16];                                                            \
+                for (int r = 0; r < ST_ATTN_R; r++)                                              \
+                    for (int c = 0; c < 16; c++) acc[r][c] = 0;                                  \
+                for (int64_t d = 0; d < D; d++) {                                                \
+                    const T *kv = kt + d * nkp + k0;                                             \
+                    _Pragma("GCC unroll 8") for (int r = 0; r < ST_ATTN_R; r++) {                 \
+                        const T q = qp[r * D + d];                                               \
+                        for (int c = 0; c < 16; c++) acc[r][c] = ST_GEMM_FMA_##T(q, kv[c], acc[r][c]); \
+                    }                                                                            \
+                }                                                                                \
+                for (int r = 0; r < ST_ATTN_R; r++)                                              \
+                    for (int c = 0; c < 16; c++) s[r * nkp + k0 + c] = acc[r][c] * sc;            \
             }                                                                                    \
-            T m = sr[0] * sc;                                                                    \
-            for (int64_t k = 0; k < n; k++) {                                                    \
-                const T x = sr[k] * sc;                                                          \
-                sr[k] = x;                                                                       \
-                m = (m != m || m > x) ? m : x;                                                   \
+            /* each row's softmax over its keys: s becomes p; rows past nr are 0 */              \
+            for (int r = 0; r < ST_ATTN_R; r++) {                                                \
+                T *restrict sr = s + r * nkp;                                                    \
+                if (r >= nr) {                                                                   \
+                    for (int64_t k = 0; k < nhi; k++) sr[k] = 0;                                 \
+                    continue;                                                                    \
+                }                                                                                \
+                const int64_t n_ = nn[r];                                                         \
+                if (n_ == 0) continue;                                                           \
+                T m = sr[0];                                                                     \
+                for (int64_t k = 0; k < n_; k++) m = (m != m || m > sr[k]) ? m : sr[k];          \
+                {                                                                                \
+                    const int64_t n = n_;                                                        \
+                    ST_ATTN_SUM_(jx, (sr[jx] = EXP(sr[jx] - m)))                                \
+                    const T lt = (T)l;                                                           \
+                    for (int64_t k = 0; k < n; k++) sr[k] = sr[k] / lt;                          \
+                }                                                                                \
             }                                                                                    \
-            ST_ATTN_SUM_(jx, (sr[jx] = EXP(sr[jx] - m)))                                        \
-            const T lt = (T)l;                                                                   \
-            for (int64_t k = 0; k < n; k++) {                                                    \
-                const T p = sr[k] / lt;                                                          \
-                const T *restrict vr = vp + k * Dv;                                              \
-                for (int64_t e = 0; e < Dv; e++) orow[e] = ST_GEMM_FMA_##T(p, vr[e], orow[e]);    \
+            /* p v, 16 output columns x ST_ATTN_R rows at a time: the keys every row sees, then  \
+             * each row's own last ones (causal), k in order for every output */                 \
+            for (int64_t e0 = 0; e0 < Dv; e0 += 16) {                                            \
+                T acc[ST_ATTN_R][16];                                                            \
+                for (int r = 0; r < ST_ATTN_R; r++)                                              \
+                    for (int c = 0; c < 16; c++) acc[r][c] = 0;                                  \
+                for (int64_t k = 0; k < nlo; k++) {                                              \
+                    const T *vr = vp + k * dvp + e0;                                             \
+                    _Pragma("GCC unroll 8") for (int r = 0; r < ST_ATTN_R; r++) {                 \
+                        const T p = s[r * nkp + k];                                              \
+                        for (int c = 0; c < 16; c++) acc[r][c] = ST_GEMM_FMA_##T(p, vr[c], acc[r][c]); \
+                    }                                                                            \
+                }                                                                                \
+                for (int r = 0; r < nr; r++)                                                     \
+                    for (int64_t k = nlo; k < nn[r]; k++) {                                       \
+                        const T p = s[r * nkp + k], *vr = vp + k * dvp + e0;                     \
+                        for (int c = 0; c < 16; c++) acc[r][c] = ST_GEMM_FMA_##T(p, vr[c], acc[r][c]); \
+                    }                                                                            \
+                const int ne = Dv - e0 < 16 ? (int)(Dv - e0) : 16;                               \
+                for (int r = 0; r < nr; r++)                                                     \
+                    for (int c = 0; c < ne; c++) O[(ib + r) * Dv + e0 + c] = acc[r][c];           \
             }                                                                                    \
         }                                                                                        \
     }

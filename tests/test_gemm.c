@@ -11,7 +11,8 @@
  *    BIT-identical, for every float dtype, odd shapes, K = 0, transposed operands, sliced operands
  *    (offsets), broadcast batch dims, and sizes past every block (M > MC, N > NC, K > KC, threads);
  *  - both are within rounding of a double-precision reference;
- *  - the sums use fused multiply-adds (one rounding per step), in both tiers.
+ *  - the sums use fused multiply-adds (one rounding per step), in both tiers;
+ *  - the library's attention: every copy, with or without scratch, any task split, the same bits.
  * Every tensor a test makes is released before it returns.
  */
 #include "test.h"
@@ -545,6 +546,75 @@ TEST(sums_use_fma) {
     }
 }
 
+
+/* ---- the library's attention (base/opmath_attn.h) ----
+ * Every copy (baseline, AVX2+FMA, AVX-512), with scratch or without (ws NULL: the scores
+ * recomputed), and any rows per task give the same bits; they are within rounding of a double
+ * reference; causal rows see keys j <= i only. Odd sizes (past the 16-key and 16-column chunks, a
+ * partial block of 8 rows, rows of fewer and more than 32 keys), strided (transposed) operands. */
+static void attn_ref(int causal, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, const float *Q, const float *K,
+                     const float *Vt, double scale, double *out) {
+    for (int64_t i = 0; i < Lq; i++) {
+        int64_t n = causal ? (i + 1 < Lk ? i + 1 : Lk) : Lk;
+        double m = -INFINITY, l = 0, s[80];
+        for (int64_t j = 0; j < n; j++) {
+            double a = 0;
+            for (int64_t d = 0; d < D; d++) a += (double)Q[i * D + d] * K[j * D + d];
+            s[j] = a * scale;
+            m = s[j] > m ? s[j] : m;
+        }
+        for (int64_t j = 0; j < n; j++) l += exp(s[j] - m);
+        for (int64_t e = 0; e < Dv; e++) {
+            double o = 0;
+            for (int64_t j = 0; j < n; j++) o += exp(s[j] - m) / l * Vt[e * Lk + j];
+            out[i * Dv + e] = n ? o : 0;
+        }
+    }
+}
+
+TEST(attention_copies_scratch_and_rows_agree) {
+    static const int64_t cases[][4] = {{13, 70, 9, 21}, {8, 16, 16, 16}, {3, 5, 4, 3}, {40, 33, 7, 40}, {1, 0, 3, 2}};
+    for (int ci = 0; ci < 5; ci++) {
+        const int64_t Lq = cases[ci][0], Lk = cases[ci][1], D = cases[ci][2], Dv = cases[ci][3];
+        float *Q = malloc((size_t)(Lq * D) * 4), *K = malloc((size_t)(Lk * D + 1) * 4);
+        float *Vt = malloc((size_t)(Lk * Dv + 1) * 4), *O = malloc((size_t)(Lq * Dv) * 4);
+        float *O0 = malloc((size_t)(Lq * Dv) * 4);
+        double *R = malloc((size_t)(Lq * Dv) * sizeof *R);
+        for (int64_t i = 0; i < Lq * D; i++) Q[i] = rnd() * 2;
+        for (int64_t i = 0; i < Lk * D; i++) K[i] = rnd() * 2;
+        for (int64_t i = 0; i < Lk * Dv; i++) Vt[i] = rnd();
+        for (int causal = 0; causal < 2; causal++) {
+            attn_ref(causal, Lq, Lk, D, Dv, Q, K, Vt, 0.35, R);
+            int first = 1;
+            for (int isa = 0; isa < BASE_GEMM_COPIES; isa++) {
+                const st_gemm_api *api = base_gemm_copy(isa);
+                if (!api) continue;
+                for (int scratch = 0; scratch < 2; scratch++) {
+                    for (int64_t rb = 1; rb <= 64; rb *= 4) {
+                        /* v read transposed: column e of v is row e of Vt */
+                        st_attn g = {ST_ATTN_F32, causal, Lq, Lk, D, Dv, Q, K, Vt, D, 1, D, 1, 1, Lk, O, 0.35, rb};
+                        void *ws = scratch ? malloc(st_attn_ws_bytes(ST_ATTN_F32, Lk, D, Dv)) : NULL;
+                        for (int64_t i = 0; i < Lq * Dv; i++) O[i] = NAN;
+                        for (int64_t t = 0; t < st_attn_tasks(&g); t++) api->attn[ST_ATTN_F32](&g, t, ws);
+                        free(ws);
+                        if (first) {
+                            memcpy(O0, O, (size_t)(Lq * Dv) * 4);
+                            first = 0;
+                            for (int64_t i = 0; i < Lq * Dv; i++)
+                                CHECK_MSG(fabs(O[i] - R[i]) <= 1e-5 * (1 + fabs(R[i])), "case %d causal %d: %g vs %g",
+                                          ci, causal, (double)O[i], R[i]);
+                        } else {
+                            CHECK_MSG(!memcmp(O, O0, (size_t)(Lq * Dv) * 4), "case %d causal %d copy %d scratch %d rows %lld",
+                                      ci, causal, isa, scratch, (long long)rb);
+                        }
+                    }
+                }
+            }
+        }
+        free(Q); free(K); free(Vt); free(O); free(O0); free(R);
+    }
+}
+
 int main(void) {
     RUN(prelude_blocked_equals_unblocked);
     RUN(prelude_split_dims);
@@ -555,6 +625,7 @@ int main(void) {
     RUN(jit_equals_interp_batched);
     RUN(f32_accumulates_in_float);
     RUN(sums_use_fma);
+    RUN(attention_copies_scratch_and_rows_agree);
     st_shutdown();
     TEST_MAIN_END();
 }
