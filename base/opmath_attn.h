@@ -37,9 +37,10 @@ typedef struct st_attn {
 enum { ST_ATTN_F32, ST_ATTN_F64 };
 
 static inline int64_t st_attn_tasks(const st_attn *g) { return g->rb > 0 ? (g->Lq + g->rb - 1) / g->rb : 0; }
-/* Rows per task: 64, halved (to 8) while the batch's tasks would not give each of nthreads 4. */
+/* Rows per task: as many as give every thread 4 tasks, up to 512 (a task packs K and V once for
+ * its rows: more rows, fewer packings), at least 8. */
 static inline int64_t st_attn_plan(int64_t batch, int64_t Lq, int nthreads) {
-    int64_t rb = 64;
+    int64_t rb = 512;
     while (rb > 8 && batch * ((Lq + rb - 1) / rb) < 4 * (int64_t)nthreads) rb /= 2;
     return rb;
 }
@@ -74,6 +75,33 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
         const int64_t JX = j;                                                                    \
         l += (double)(E);                                                                        \
     }
+/* The max of x[0..n) (n >= 1), a NaN winning: 16 lanes (k % 16), then the tail; the same value as
+ * a serial scan's (the max of any grouping), vectorizable. */
+#define ST_ATTN_MAX_DEF_(T, S)                                                                   \
+    static inline T st_attn_max_##S##_(const T *x, int64_t n) {                                  \
+        T m = x[0];                                                                              \
+        int64_t k = 0;                                                                           \
+        if (n >= 32) {                                                                           \
+            T lane[16];                                                                          \
+            for (int c = 0; c < 16; c++) lane[c] = x[c];                                         \
+            for (; k + 16 <= n; k += 16)                                                         \
+                for (int c = 0; c < 16; c++) {                                                   \
+                    const T y = x[k + c];                                                        \
+                    lane[c] = (lane[c] != lane[c] || lane[c] > y) ? lane[c] : y;                 \
+                }                                                                                \
+            for (int w = 8; w > 0; w >>= 1)                                                      \
+                for (int c = 0; c < w; c++)                                                      \
+                    lane[c] = (lane[c] != lane[c] || lane[c] > lane[c + w]) ? lane[c] : lane[c + w]; \
+            m = lane[0];                                                                         \
+        }                                                                                        \
+        for (; k < n; k++) m = (m != m || m > x[k]) ? m : x[k];                                  \
+        return m;                                                                                \
+    }
+#define ST_ATTN_MAX_(T, x, n) ST_ATTN_MAX_F_##T(x, n)
+#define ST_ATTN_MAX_F_float st_attn_max_f32_
+#define ST_ATTN_MAX_F_double st_attn_max_f64_
+ST_ATTN_MAX_DEF_(float, f32)
+ST_ATTN_MAX_DEF_(double, f64)
 /* One task: rows [t rb, (t + 1) rb). With scratch, K^T and V are packed and each row's scores
  * kept; without (ws NULL: the allocation failed), every score is computed again where it is
  * needed, from the same products in the same order: the same bits, three times the q k work. */
@@ -151,8 +179,7 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
                 }                                                                                \
                 const int64_t n_ = nn[r];                                                         \
                 if (n_ == 0) continue;                                                           \
-                T m = sr[0];                                                                     \
-                for (int64_t k = 0; k < n_; k++) m = (m != m || m > sr[k]) ? m : sr[k];          \
+                T m = ST_ATTN_MAX_(T, sr, n_);                                                   \
                 {                                                                                \
                     const int64_t n = n_;                                                        \
                     ST_ATTN_SUM_(jx, (sr[jx] = EXP(sr[jx] - m)))                                \

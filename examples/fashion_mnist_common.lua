@@ -41,16 +41,12 @@ function M.load(shape)
 end
 
 -- Accuracy of model on a dataset: the count of correct predictions stays a tensor until one :item().
--- With flip true (images only), each image's logits are the mean of the model's on the image and on
--- its left-right mirror (test-time augmentation).
-function M.evaluate(model, data, batch, flip)
+function M.evaluate(model, data, batch)
   local guard <close> = st.no_grad()
   model:eval()
   local correct = st.zeros({}, "i64")
   for xb, yb in st.data.DataLoader(data, { batch_size = batch }):iter() do
-    local logits = model(xb)
-    if flip then logits = logits + model(xb:flip(4)) end
-    correct = correct + logits:argmax(2):eq(yb):sum()
+    correct = correct + model(xb):argmax(2):eq(yb):sum()
     st.sync(correct)
   end
   return correct:item() / data.x:size(1)
@@ -58,8 +54,7 @@ end
 
 -- Trains model for opts.epochs over loader (n_train images) with cross-entropy: per step the gradients, opt:step
 -- (the update, the loss and the running sum in one flush), sched:step(); inputs(xb) may transform
--- a batch (nil: as is). opts.smoothing (optional): the loss's label smoothing; opts.tta (optional,
--- 0 or 1): the test accuracy with flipped images too (M.evaluate). Per epoch a progress bar, then the mean loss, the test accuracy (test,
+-- a batch (nil: as is). Per epoch a progress bar, then the mean loss, the test accuracy (test,
 -- batches of eval_batch), images/s and times; at the end the line `test accuracy: 0.XXXX`.
 function M.train(model, opt, sched, loader, n_train, test, opts, eval_batch, inputs)
   local F = st.nn.functional
@@ -72,7 +67,7 @@ function M.train(model, opt, sched, loader, n_train, test, opts, eval_batch, inp
     local t0 = st._now()
     for xb, yb in loader:iter() do
       opt:zero_grad()
-      local loss = F.cross_entropy(model(inputs and inputs(xb) or xb), yb, { label_smoothing = opts.smoothing or 0 })
+      local loss = F.cross_entropy(model(inputs and inputs(xb) or xb), yb)
       loss:backward()
       loss_sum = loss_sum + loss:detach()
       -- the update, the loss and the running sum in one flush (BatchNorm's running statistics,
@@ -83,7 +78,7 @@ function M.train(model, opt, sched, loader, n_train, test, opts, eval_batch, inp
     end
     local dt = st._now() - t0
     bar:close()
-    acc = M.evaluate(model, test, eval_batch, (opts.tta or 0) ~= 0)
+    acc = M.evaluate(model, test, eval_batch)
     print(string.format("epoch %d: train loss %.4f, test accuracy %.4f, %.0f images/s (%.1f s; %.1f min in all)",
       epoch, loss_sum:item() / #loader, acc, n_train / dt, dt, (st._now() - t_all) / 60))
   end

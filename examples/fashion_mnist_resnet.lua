@@ -14,7 +14,7 @@
 -- the last line is exactly `test accuracy: 0.XXXX`. Needs the Debian package dataset-fashion-mnist
 -- (or $FASHION_MNIST_DIR pointing at the four .gz files).
 local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/fashion_mnist_common.lua")
-local opts = common.options({ epochs = 10, batch = 128, lr = 0.1, width = 16, seed = 1, smoothing = 0, tta = 0 }, "fashion_mnist_resnet.lua")
+local opts = common.options({ epochs = 10, batch = 128, lr = 0.1, width = 16, seed = 1 }, "fashion_mnist_resnet.lua")
 local nn, F = st.nn, st.nn.functional
 st.manual_seed(opts.seed)
 math.randomseed(opts.seed)
