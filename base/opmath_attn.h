@@ -21,9 +21,12 @@
  * the same way whatever the task split, the thread, or the instruction set of the copy (fma and
  * the exp are exact functions of their inputs), so results do not depend on them.
  * Memory: per task, K^T and V packed contiguously (D x Lk and Lk x Dv: the keys the task's rows
- * see) and a row of Lk scores: O(Lk) per thread, never Lq x Lk (the row always fits: on the CPU
- * there is no second, blocked path). Work per row: Lk (D + Dv) multiply-adds, vectorized over the
- * keys (the scores) and over Dv (the output row). */
+ * see) and 8 rows of Lk scores: O(Lk (D + Dv)) per thread, never Lq x Lk (a row always fits: on
+ * the CPU there is no second, blocked path). Work per row: Lk (D + Dv) multiply-adds, vectorized
+ * over 16 keys (the scores) and 16 output columns, 8 rows at a time.
+ * Every rounding step is its own statement: no compiler may contract a * b - c into one fused
+ * operation (clang's default -ffp-contract=on does so within one expression), which would make
+ * the two paths below differ. */
 typedef struct st_attn {
     int dt;                         /* ST_ATTN_F32 or ST_ATTN_F64: the storage type of all four */
     int causal;
@@ -110,7 +113,13 @@ ST_ATTN_MAX_DEF_(double, f64)
         T acc = 0;                                                                               \
         for (int64_t d = 0; d < g->D; d++)                                                       \
             acc = ST_GEMM_FMA_##T(Q[i * g->sqi + d * g->sqd], K[j * g->skj + d * g->skd], acc);   \
-        return acc;                                                                              \
+        const T x = acc * (T)g->scale;                                                           \
+        return x;                                                                                \
+    }                                                                                            \
+    static inline T st_attn_exp_##S##_(const st_attn *g, const T *Q, const T *K, int64_t i, int64_t j, T m) { \
+        const T x = st_attn_score_##S##_(g, Q, K, i, j);                                         \
+        const T y = x - m;                                                                       \
+        return EXP(y);                                                                           \
     }                                                                                            \
     static inline void st_attn_task_##S(const st_attn *g, int64_t t, void *ws) {                        \
         const T *Q = (const T *)g->Q, *K = (const T *)g->K, *V = (const T *)g->V;               \
@@ -125,15 +134,15 @@ ST_ATTN_MAX_DEF_(double, f64)
                 T *orow = O + i * Dv;                                                            \
                 for (int64_t e = 0; e < Dv; e++) orow[e] = 0;                                    \
                 if (n == 0) continue;                                                            \
-                T m = st_attn_score_##S##_(g, Q, K, i, 0) * sc;                                  \
+                T m = st_attn_score_##S##_(g, Q, K, i, 0);                                       \
                 for (int64_t k = 0; k < n; k++) {                                                \
-                    const T x = st_attn_score_##S##_(g, Q, K, i, k) * sc;                        \
+                    const T x = st_attn_score_##S##_(g, Q, K, i, k);                             \
                     m = (m != m || m > x) ? m : x;                                               \
                 }                                                                                \
-                ST_ATTN_SUM_(jx, EXP(st_attn_score_##S##_(g, Q, K, i, jx) * sc - m))             \
+                ST_ATTN_SUM_(jx, st_attn_exp_##S##_(g, Q, K, i, jx, m))                          \
                 const T lt = (T)l;                                                               \
                 for (int64_t k = 0; k < n; k++) {                                                \
-                    const T p = EXP(st_attn_score_##S##_(g, Q, K, i, k) * sc - m) / lt;           \
+                    const T p = st_attn_exp_##S##_(g, Q, K, i, k, m) / lt;                       \
                     for (int64_t e = 0; e < Dv; e++)                                             \
                         orow[e] = ST_GEMM_FMA_##T(p, V[k * g->svj + e * g->sve], orow[e]);        \
                 }                                                                                \

@@ -1355,7 +1355,8 @@ static void render_attn(sbuf *b, const kir_kernel *k) {
     sbuf_printf(b, "    const size_t wsz = st_attn_ws_bytes(%s, Lk, E, Ev);\n", dt);
     sbuf_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n    {\n");
     sbuf_printf(b, "        void *ws = malloc(wsz);\n");
-    sbuf_printf(b, "        #pragma omp for schedule(static)\n");
+    /* tasks dealt round-robin: a causal row block's cost grows with its rows */
+    sbuf_printf(b, "        #pragma omp for schedule(static, 1)\n");
     sbuf_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
     sbuf_printf(b, "            int64_t qo = a->ints[%d], ko = a->ints[%d], vo = a->ints[%d], r = t / T;\n",
                 m->p_off[0], m->p_off[1], m->p_off[2]);

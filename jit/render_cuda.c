@@ -984,7 +984,9 @@ static void render_attn(sbuf *b, const cu_ctx *c) {
     sbuf_printf(b, "                for (int o_ = 16; o_ > 0; o_ >>= 1) { const %s y = st_shfl_xor_(cm, o_); cm = (cm != cm || cm > y) ? cm : y; }\n", T);
     sbuf_printf(b, "                const %s mn = (mx != mx || mx > cm) ? mx : cm;\n", T);
     sbuf_printf(b, "                const %s alpha = mx == -INFINITY ? (%s)0 : om_exp(mx - mn);\n", T, T);
-    sbuf_printf(b, "                const %s p = j < n ? om_exp(s - mn) : (%s)0;\n", T, T);
+    /* mn still -inf (every score so far -inf): weight 0, not exp(-inf - -inf) = NaN, so a later
+     * finite key still gives the CPU's answer */
+    sbuf_printf(b, "                const %s p = j < n && mn != -INFINITY ? om_exp(s - mn) : (%s)0;\n", T, T);
     sbuf_printf(b, "                %s ps = p;\n", T);
     sbuf_printf(b, "                for (int o_ = 16; o_ > 0; o_ >>= 1) ps += st_shfl_xor_(ps, o_);\n");
     sbuf_printf(b, "                l = l * alpha + ps;\n");

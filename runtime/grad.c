@@ -564,8 +564,9 @@ static void grad_setview(grad_ctx *c) {
 /* Attention (flash-style): the scores are not kept, so they are computed again from q and k (one
  * more q k^T product than the composed form, whose autograd keeps P): with P = softmax(S),
  * S = q k^T * scale (keys after the query masked to -inf when causal), G = (P * (dP - sum(dP * P)))
- * * scale, dP = g v^T: dv = P^T g, dq = G k, dk = G^T q. The composed form's operations in its
- * order (softmax's backward, then the scale's): the same gradients, bit for bit, on the CPU. */
+ * * scale, dP = g v^T: dv = P^T g, dq = G k, dk = G^T q: the composed form's gradients within
+ * rounding (its softmax's backward goes through exp, sum and div rules: dq and dk differ in the
+ * last bits; dv, from the same P, is the same). */
 static void grad_attention(grad_ctx *c) {
     st_node *s2 = c->ag->src[2];
     st_tensor *v = wrap(c->A, s2);

@@ -538,7 +538,7 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, double scale, 
         return NULL;
     }
 #undef SHAPES
-    if (isnan(scale)) scale = D > 0 ? 1.0 / sqrt((double)D) : 1.0;
+    if (isnan(scale)) scale = 1.0 / sqrt((double)D);   /* E = 0: inf (PyTorch's too) */
     st_dtype ct = dt == ST_F64 ? ST_F64 : ST_F32;   /* f16/bf16 compute in f32, as softmax does */
     int64_t sq[ST_MAX_DIMS], sk[ST_MAX_DIMS], sv[ST_MAX_DIMS], so[ST_MAX_DIMS];
     memcpy(sq, batch2, (size_t)nb2 * sizeof *sq); sq[nb2] = Lq; sq[nb2 + 1] = D;

@@ -551,9 +551,10 @@ TEST(sums_use_fma) {
  * Every copy (baseline, AVX2+FMA, AVX-512), with scratch or without (ws NULL: the scores
  * recomputed), and any rows per task give the same bits; they are within rounding of a double
  * reference; causal rows see keys j <= i only. Odd sizes (past the 16-key and 16-column chunks, a
- * partial block of 8 rows, rows of fewer and more than 32 keys), strided (transposed) operands. */
+ * partial block of 8 rows, rows of fewer and more than 32 keys), f32 and f64, q and k read
+ * transposed (column-major), v row-major. */
 static void attn_ref(int causal, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, const float *Q, const float *K,
-                     const float *Vt, double scale, double *out) {
+                     const float *V, double scale, double *out) {
     for (int64_t i = 0; i < Lq; i++) {
         int64_t n = causal ? (i + 1 < Lk ? i + 1 : Lk) : Lk;
         double m = -INFINITY, l = 0, s[80];
@@ -566,7 +567,7 @@ static void attn_ref(int causal, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, 
         for (int64_t j = 0; j < n; j++) l += exp(s[j] - m);
         for (int64_t e = 0; e < Dv; e++) {
             double o = 0;
-            for (int64_t j = 0; j < n; j++) o += exp(s[j] - m) / l * Vt[e * Lk + j];
+            for (int64_t j = 0; j < n; j++) o += exp(s[j] - m) / l * V[j * Dv + e];
             out[i * Dv + e] = n ? o : 0;
         }
     }
@@ -574,44 +575,67 @@ static void attn_ref(int causal, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, 
 
 TEST(attention_copies_scratch_and_rows_agree) {
     static const int64_t cases[][4] = {{13, 70, 9, 21}, {8, 16, 16, 16}, {3, 5, 4, 3}, {40, 33, 7, 40}, {1, 0, 3, 2}};
-    for (int ci = 0; ci < 5; ci++) {
-        const int64_t Lq = cases[ci][0], Lk = cases[ci][1], D = cases[ci][2], Dv = cases[ci][3];
-        float *Q = malloc((size_t)(Lq * D) * 4), *K = malloc((size_t)(Lk * D + 1) * 4);
-        float *Vt = malloc((size_t)(Lk * Dv + 1) * 4), *O = malloc((size_t)(Lq * Dv) * 4);
-        float *O0 = malloc((size_t)(Lq * Dv) * 4);
-        double *R = malloc((size_t)(Lq * Dv) * sizeof *R);
-        for (int64_t i = 0; i < Lq * D; i++) Q[i] = rnd() * 2;
-        for (int64_t i = 0; i < Lk * D; i++) K[i] = rnd() * 2;
-        for (int64_t i = 0; i < Lk * Dv; i++) Vt[i] = rnd();
-        for (int causal = 0; causal < 2; causal++) {
-            attn_ref(causal, Lq, Lk, D, Dv, Q, K, Vt, 0.35, R);
-            int first = 1;
-            for (int isa = 0; isa < BASE_GEMM_COPIES; isa++) {
-                const st_gemm_api *api = base_gemm_copy(isa);
-                if (!api) continue;
-                for (int scratch = 0; scratch < 2; scratch++) {
-                    for (int64_t rb = 1; rb <= 64; rb *= 4) {
-                        /* v read transposed: column e of v is row e of Vt */
-                        st_attn g = {ST_ATTN_F32, causal, Lq, Lk, D, Dv, Q, K, Vt, D, 1, D, 1, 1, Lk, O, 0.35, rb};
-                        void *ws = scratch ? malloc(st_attn_ws_bytes(ST_ATTN_F32, Lk, D, Dv)) : NULL;
-                        for (int64_t i = 0; i < Lq * Dv; i++) O[i] = NAN;
-                        for (int64_t t = 0; t < st_attn_tasks(&g); t++) api->attn[ST_ATTN_F32](&g, t, ws);
-                        free(ws);
-                        if (first) {
-                            memcpy(O0, O, (size_t)(Lq * Dv) * 4);
-                            first = 0;
-                            for (int64_t i = 0; i < Lq * Dv; i++)
-                                CHECK_MSG(fabs(O[i] - R[i]) <= 1e-5 * (1 + fabs(R[i])), "case %d causal %d: %g vs %g",
-                                          ci, causal, (double)O[i], R[i]);
-                        } else {
-                            CHECK_MSG(!memcmp(O, O0, (size_t)(Lq * Dv) * 4), "case %d causal %d copy %d scratch %d rows %lld",
-                                      ci, causal, isa, scratch, (long long)rb);
+    for (int dt = 0; dt < 2; dt++) {   /* ST_ATTN_F32, ST_ATTN_F64 */
+        const size_t es = dt ? 8 : 4;
+        for (int ci = 0; ci < 5; ci++) {
+            const int64_t Lq = cases[ci][0], Lk = cases[ci][1], D = cases[ci][2], Dv = cases[ci][3];
+            /* q and k stored transposed (column-major), v row-major: every operand strided its own way */
+            float *Qf = malloc((size_t)(Lq * D) * 4), *Kf = malloc((size_t)(Lk * D + 1) * 4);
+            float *Vf = malloc((size_t)(Lk * Dv + 1) * 4);
+            char *Q = malloc((size_t)(Lq * D) * es), *K = malloc((size_t)(Lk * D + 1) * es);
+            char *V = malloc((size_t)(Lk * Dv + 1) * es), *O = malloc((size_t)(Lq * Dv) * es);
+            char *O0 = malloc((size_t)(Lq * Dv) * es);
+            double *R = malloc((size_t)(Lq * Dv) * sizeof *R);
+            for (int64_t i = 0; i < Lq * D; i++) Qf[i] = rnd() * 2;
+            for (int64_t i = 0; i < Lk * D; i++) Kf[i] = rnd() * 2;
+            for (int64_t i = 0; i < Lk * Dv; i++) Vf[i] = rnd();
+            /* element (i, d) of q at d * Lq + i; (j, d) of k at d * Lk + j; (j, e) of v at e * Lk + j */
+            for (int64_t i = 0; i < Lq; i++)
+                for (int64_t d = 0; d < D; d++) {
+                    if (dt) ((double *)Q)[d * Lq + i] = Qf[i * D + d];
+                    else ((float *)Q)[d * Lq + i] = Qf[i * D + d];
+                }
+            for (int64_t j = 0; j < Lk; j++)
+                for (int64_t d = 0; d < D; d++) {
+                    if (dt) ((double *)K)[d * Lk + j] = Kf[j * D + d];
+                    else ((float *)K)[d * Lk + j] = Kf[j * D + d];
+                }
+            for (int64_t i = 0; i < Lk * Dv; i++) {
+                if (dt) ((double *)V)[i] = Vf[i];
+                else ((float *)V)[i] = Vf[i];
+            }
+            for (int causal = 0; causal < 2; causal++) {
+                attn_ref(causal, Lq, Lk, D, Dv, Qf, Kf, Vf, 0.35, R);
+                int first = 1;
+                for (int isa = 0; isa < BASE_GEMM_COPIES; isa++) {
+                    const st_gemm_api *api = base_gemm_copy(isa);
+                    if (!api) continue;
+                    for (int scratch = 0; scratch < 2; scratch++) {
+                        for (int64_t rb = 1; rb <= 64; rb *= 4) {
+                            st_attn g = {dt, causal, Lq, Lk, D, Dv, Q, K, V, 1, Lq, 1, Lk, Dv, 1, O, 0.35, rb};
+                            void *ws = scratch ? malloc(st_attn_ws_bytes(dt, Lk, D, Dv)) : NULL;
+                            memset(O, 0xff, (size_t)(Lq * Dv) * es);   /* NaN everywhere */
+                            for (int64_t t = 0; t < st_attn_tasks(&g); t++) api->attn[dt](&g, t, ws);
+                            free(ws);
+                            if (first) {
+                                memcpy(O0, O, (size_t)(Lq * Dv) * es);
+                                first = 0;
+                                for (int64_t i = 0; i < Lq * Dv; i++) {
+                                    double o = dt ? ((double *)O)[i] : ((float *)O)[i];
+                                    CHECK_MSG(fabs(o - R[i]) <= (dt ? 1e-12 : 1e-5) * (1 + fabs(R[i])),
+                                              "dt %d case %d causal %d: %g vs %g", dt, ci, causal, o, R[i]);
+                                }
+                            } else {
+                                CHECK_MSG(!memcmp(O, O0, (size_t)(Lq * Dv) * es),
+                                          "dt %d case %d causal %d copy %d scratch %d rows %lld", dt, ci, causal, isa,
+                                          scratch, (long long)rb);
+                            }
                         }
                     }
                 }
             }
+            free(Qf); free(Kf); free(Vf); free(Q); free(K); free(V); free(O); free(O0); free(R);
         }
-        free(Q); free(K); free(Vt); free(O); free(O0); free(R);
     }
 }
 

@@ -735,7 +735,7 @@ typedef struct attn_job {
 
 static void attn_run(void *data) {
     attn_job *j = data;
-    void *ws = j->ws + (size_t)dev_cpu_pool()->thread_num() * j->wsb;
+    void *ws = j->ws ? j->ws + (size_t)dev_cpu_pool()->thread_num() * j->wsb : NULL;
     const st_attn *g0 = &j->g;
     for (;;) {
         if (atomic_load_explicit(&j->stop, memory_order_relaxed)) return;
@@ -783,7 +783,10 @@ static st_status eval_attention(st_node *n, st_buffer *out) {
     j.tasks = st_attn_tasks(&j.g);
     j.total = batch * j.tasks;
     if (nt > j.total) nt = (int)j.total;
-    if (!(j.ws = st_malloc(j.wsb * (size_t)nt))) return ST_ERR_OOM;
+    if (!(j.ws = st_malloc(j.wsb * (size_t)nt))) {   /* each score recomputed where needed: same bits */
+        st_clear_error();
+        nt = 1;
+    }
     atomic_init(&j.next, 0);
     atomic_init(&j.stop, 0);
     if (nt > 1) dev_cpu_pool()->parallel(attn_run, &j, (unsigned)nt);

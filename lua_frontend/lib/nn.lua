@@ -1135,7 +1135,7 @@ function MultiheadAttention:forward(q, k, v, opts)
      not (self.training and self.dropout > 0) and FLOAT_DTYPES[qh:dtype()] then
     -- no weights asked for, nothing but causality masked: the attention op (one kernel, the
     -- scores never stored; F.scaled_dot_product_attention's fast path)
-    local out = st._attention(qh, kh, vh, 1 / math.sqrt(d), opts.is_causal == true)
+    local out = st._attention(qh, kh, vh, 1 / math.sqrt(d), not not opts.is_causal)
     out = self.out_proj(out:transpose(2, 3):reshape(n, l, e))
     if not self.batch_first then out = out:transpose(1, 2) end
     return out, nil

@@ -8,16 +8,16 @@
 local st = ...
 local F = {}
 
-local function shape_str(t)
-  return "(" .. table.concat(t:shape(), ", ") .. ")"
-end
-
--- Runs fn(...) with grad mode off (plain call while the autograd API is missing).
 local function is_float(t)
   local dt = t:dtype()
   return dt == "f32" or dt == "f64" or dt == "f16" or dt == "bf16"
 end
 
+local function shape_str(t)
+  return "(" .. table.concat(t:shape(), ", ") .. ")"
+end
+
+-- Runs fn(...) with grad mode off (plain call while the autograd API is missing).
 local function no_grad(fn, ...)
   if st.no_grad then return st.no_grad(fn, ...) end
   return fn(...)
@@ -448,15 +448,15 @@ function F.scaled_dot_product_attention(q, k, v, opts)
     error("scaled_dot_product_attention: attn_mask and is_causal together (PyTorch refuses it too)", 2)
   end
   local scale = opts.scale or 1 / math.sqrt(d)
-  if type(scale) ~= "number" then
-    error("scaled_dot_product_attention: scale must be a number, got " .. tostring(scale), 2)
+  if type(scale) ~= "number" or scale ~= scale then
+    error("scaled_dot_product_attention: scale must be a number (not NaN), got " .. tostring(scale), 2)
   end
   local p = opts.dropout_p or 0
   if type(p) ~= "number" or p < 0 or p > 1 then
     error("scaled_dot_product_attention: dropout_p must be in [0, 1], got " .. tostring(p), 2)
   end
   if opts.attn_mask == nil and p == 0 and is_float(q) and is_float(k) and is_float(v) then
-    return st._attention(q, k, v, scale, opts.is_causal == true)
+    return st._attention(q, k, v, scale, not not opts.is_causal)
   end
   local scores = q:matmul(k:transpose(-2, -1)) * scale
   local mask = opts.attn_mask

@@ -63,6 +63,13 @@ test("attention: the composed form's values (shapes, causal, long and short rows
   local h = st._attention(qb:half(), kb:half(), vb:half())
   eq(h:dtype(), "f16", "f16 result")
   same(h, composed(qb:half():float(), kb:half():float(), vb:half():float(), 1 / math.sqrt(8), false):half(), "f16")
+  -- a row whose first 32 keys score -inf and later ones not (the GPU's online softmax must not
+  -- take exp(-inf - -inf)); every key -inf: NaN, as the composed form
+  local kinf = st.cat({st.full({1, 32, 2}, -math.huge), st.randn({1, 8, 2})}, 2)
+  local vinf = st.randn({1, 40, 3})
+  same(st._attention(st.ones(1, 2, 2), kinf, vinf, 1), composed(st.ones(1, 2, 2), kinf, vinf, 1, false), "-inf scores first")
+  local allinf = st._attention(st.ones(1, 2, 2), st.full({1, 3, 2}, -math.huge), st.randn({1, 3, 3}), 1)
+  eq(allinf:isnan():all():item(), true, "every score -inf gives NaN")
   -- no keys: 0; no queries: empty
   local z = st._attention(st.randn({2, 3, 4}), st.randn({2, 0, 4}), st.randn({2, 0, 5}))
   eq(z:abs():sum():item(), 0, "no keys gives 0")
@@ -80,10 +87,16 @@ test("attention: F.scaled_dot_product_attention and MultiheadAttention use it, w
   local keep = st.ones(9, 9, "bool")
   same(F.scaled_dot_product_attention(q, k, v, {attn_mask = keep}), composed(q, k, v, 1 / math.sqrt(8), false),
     "sdpa with a mask")
+  -- is_causal as any true value (1 too), as the composed form reads it
+  same(F.scaled_dot_product_attention(q, k, v, {is_causal = 1}), composed(q, k, v, 1 / math.sqrt(8), true), "is_causal = 1")
   local mha = nn.MultiheadAttention(8, 2, {batch_first = true})
   local x = st.randn({3, 6, 8})
+  local calls, op = 0, st._attention
+  st._attention = function(...) calls = calls + 1; return op(...) end
   local fast = mha(x, x, x, {need_weights = false, is_causal = true})
   local slow = mha(x, x, x, {is_causal = true})
+  st._attention = op
+  eq(calls, 1, "MultiheadAttention without weights takes the attention op (and with weights not)")
   same(fast, slow, "MultiheadAttention without weights")
   H.raises(function() return F.scaled_dot_product_attention(q, k, v, {scale = "big"}) end, "scale must be a number")
 end)
@@ -101,6 +114,16 @@ test("attention: the gradients of the composed form (recomputed scores), causal 
       for i = 1, 3 do same(a[i].grad, b[i].grad, dt .. " gradient " .. i .. (causal and " causal" or "")) end
     end
   end
+  -- batch dims broadcast (one k and v for every head): their gradients summed back
+  local qb = st.randn({2, 3, 4, 5}):requires_grad_()
+  local kb, vb = st.randn({2, 1, 6, 5}):requires_grad_(), st.randn({1, 6, 4}):requires_grad_()
+  local qr, kr, vr0 = qb:detach():clone():requires_grad_(), kb:detach():clone():requires_grad_(), vb:detach():clone():requires_grad_()
+  st._attention(qb, kb, vb, nil, true):sum():backward()
+  composed(qr, kr:expand(2, 3, 6, 5), vr0:expand(2, 3, 6, 4), 1 / math.sqrt(5), true):sum():backward()
+  eq(table.concat(kb.grad:shape(), "x"), "2x1x6x5", "broadcast k's gradient shape")
+  same(qb.grad, qr.grad, "broadcast: dq")
+  same(kb.grad, kr.grad, "broadcast: dk")
+  same(vb.grad, vr0.grad, "broadcast: dv")
   -- only v requires grad: dq and dk are not computed
   local q, k = st.randn({4, 5}), st.randn({6, 5})
   local v = st.randn({6, 3}):requires_grad_()
@@ -120,6 +143,7 @@ test("attention: one kernel, no (Lq, Lk) buffer, the scale refreshed on a plan c
     local y = st.sync(st._attention(q, k, v, scale, true))
     local s1 = st.stats()
     eq(s1.kernels_launched - s0.kernels_launched, 1, "kernels")
+    if i > 1 then eq(s1.plan_cache_hits - s0.plan_cache_hits, 1, "a new scale reuses the plan") end
     if cpu and i == 1 then   -- the scores would be B * L * L floats (2 MB); the output is 64 KB
       local grow = s1.bytes_peak - s0.bytes_in_use
       if grow > 4 * B * L * E * 4 then error("peak grew " .. grow .. " bytes over what was in use") end
