@@ -152,18 +152,35 @@ ST_ATTN_MAX_DEF_(double, f64)
         const int64_t nkp = (nk + 15) & ~(int64_t)15, dvp = (Dv + 15) & ~(int64_t)15;                \
         T *kt = (T *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), *vp = kt + D * nkp, *s = vp + nk * dvp; \
         T *qp = s + ST_ATTN_R * nkp;                                                             \
-        for (int64_t j = 0; j < nkp; j++)                                                        \
-            for (int64_t d = 0; d < D; d++) kt[d * nkp + j] = j < nk ? K[j * g->skj + d * g->skd] : (T)0; \
-        for (int64_t j = 0; j < nk; j++)                                                         \
-            for (int64_t e = 0; e < dvp; e++) vp[j * dvp + e] = e < Dv ? V[j * g->svj + e * g->sve] : (T)0; \
+        const int64_t skd = g->skd, sve = g->sve, sqd = g->sqd;                                  \
+        for (int64_t j = 0; j < nkp; j++) {                                                      \
+            const T *kr = K + (j < nk ? j : 0) * g->skj;                                         \
+            for (int64_t d = 0; d < D; d++) kt[d * nkp + j] = j < nk ? kr[d * skd] : (T)0;       \
+        }                                                                                        \
+        for (int64_t j = 0; j < nk; j++) {                                                       \
+            const T *vr = V + j * g->svj;                                                        \
+            T *vo = vp + j * dvp;                                                                \
+            if (sve == 1)                                                                        \
+                for (int64_t e = 0; e < Dv; e++) vo[e] = vr[e];                                  \
+            else                                                                                 \
+                for (int64_t e = 0; e < Dv; e++) vo[e] = vr[e * sve];                            \
+            for (int64_t e = Dv; e < dvp; e++) vo[e] = 0;                                        \
+        }                                                                                        \
         for (int64_t ib = i0; ib < i1; ib += ST_ATTN_R) {                                        \
             const int nr = i1 - ib < ST_ATTN_R ? (int)(i1 - ib) : ST_ATTN_R;                     \
             int64_t nn[ST_ATTN_R];                                                                \
             for (int r = 0; r < ST_ATTN_R; r++)                                                  \
                 nn[r] = r >= nr ? 0 : g->causal ? (ib + r + 1 < nk ? ib + r + 1 : nk) : nk;        \
             const int64_t nhi = nn[nr - 1], nlo = nn[0];   /* the rows' most and fewest keys */    \
-            for (int r = 0; r < ST_ATTN_R; r++)                                                  \
-                for (int64_t d = 0; d < D; d++) qp[r * D + d] = r < nr ? Q[(ib + r) * g->sqi + d * g->sqd] : (T)0; \
+            for (int r = 0; r < ST_ATTN_R; r++) {                                                \
+                const T *qr = Q + (r < nr ? ib + r : ib) * g->sqi;                              \
+                if (r >= nr)                                                                     \
+                    for (int64_t d = 0; d < D; d++) qp[r * D + d] = 0;                           \
+                else if (sqd == 1)                                                               \
+                    for (int64_t d = 0; d < D; d++) qp[r * D + d] = qr[d];                       \
+                else                                                                             \
+                    for (int64_t d = 0; d < D; d++) qp[r * D + d] = qr[d * sqd];                 \
+            }                                                                                    \
             /* scores, 16 keys x ST_ATTN_R rows at a time (accumulators in registers) */          \
             for (int64_t k0 = 0; k0 < nhi; k0 += 16) {                                           \
                 T acc[ST_ATTN_R][16];                                                            \

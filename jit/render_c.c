@@ -1355,9 +1355,11 @@ static void render_attn(sbuf *b, const kir_kernel *k) {
     sbuf_printf(b, "    const size_t wsz = st_attn_ws_bytes(%s, Lk, E, Ev);\n", dt);
     sbuf_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n    {\n");
     sbuf_printf(b, "        void *ws = malloc(wsz);\n");
-    /* tasks dealt round-robin: a causal row block's cost grows with its rows */
-    sbuf_printf(b, "        #pragma omp for schedule(static, 1)\n");
+    /* a batch entry's row blocks in the order 0, T-1, 1, T-2, ...: a causal block's cost grows
+     * with its rows, so each thread's contiguous share holds cheap and dear ones alike */
+    sbuf_printf(b, "        #pragma omp for schedule(static)\n");
     sbuf_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
+    sbuf_printf(b, "            const int64_t u = t %% T, blk = u %% 2 ? T - 1 - u / 2 : u / 2;\n");
     sbuf_printf(b, "            int64_t qo = a->ints[%d], ko = a->ints[%d], vo = a->ints[%d], r = t / T;\n",
                 m->p_off[0], m->p_off[1], m->p_off[2]);
     for (int d = nb - 1; d >= 0; d--) {
@@ -1369,7 +1371,7 @@ static void render_attn(sbuf *b, const kir_kernel *k) {
     sbuf_printf(b, "            (void)r;\n");
     sbuf_printf(b, "            st_attn g = g0;\n");
     sbuf_printf(b, "            g.Q = Q + qo; g.K = K + ko; g.V = V + vo; g.O = O + t / T * Lq * Ev;\n");
-    sbuf_printf(b, "            st_attn_task_%s(&g, t %% T, ws);\n", sfx);
+    sbuf_printf(b, "            st_attn_task_%s(&g, blk, ws);\n", sfx);
     sbuf_printf(b, "        }\n        free(ws);\n    }\n");
 }
 
