@@ -203,6 +203,11 @@ TEST(st_matmul) {
     EXPECT_NULL_T(st_matmul(NULL, T));
     EXPECT_NULL_T(st_matmul(T, NULL));
 }
+TEST(st_attention) {
+    EXPECT_NULL_T(st_attention(NULL, T, T, NAN, 0));
+    EXPECT_NULL_T(st_attention(T, NULL, T, 1.0, 1));
+    EXPECT_NULL_T(st_attention(T, T, NULL, NAN, 0));
+}
 TEST(st_einsum) {
     st_tensor *ops[2] = {T, NULL};
     EXPECT_NULL_T(st_einsum(NULL, 1, ops));
@@ -438,7 +443,7 @@ static const api_case cases[] = {
     CASE(st_pow_s) CASE(st_where) CASE(st_clamp) CASE(st_cast)
     CASE(st_sum) CASE(st_mean) CASE(st_prod) CASE(st_max) CASE(st_min) CASE(st_logsumexp) CASE(st_var)
     CASE(st_std) CASE(st_argmax) CASE(st_argmin) CASE(st_softmax) CASE(st_log_softmax)
-    CASE(st_matmul) CASE(st_einsum)
+    CASE(st_matmul) CASE(st_attention) CASE(st_einsum)
     CASE(st_reshape) CASE(st_view) CASE(st_expand) CASE(st_broadcast_to) CASE(st_permute)
     CASE(st_transpose) CASE(st_slice) CASE(st_select) CASE(st_squeeze) CASE(st_unsqueeze)
     CASE(st_flatten) CASE(st_contiguous) CASE(st_as_strided) CASE(st_zero_pad) CASE(st_store_hint) CASE(st_clone)
