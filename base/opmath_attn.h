@@ -78,9 +78,12 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
         const int64_t JX = j;                                                                    \
         l += (double)(E);                                                                        \
     }
-/* The max of x[0..n) (n >= 1), a NaN winning: 16 lanes (k % 16), then the tail; the same value as
- * a serial scan's (the max of any grouping), vectorizable. */
-#define ST_ATTN_MAX_DEF_(T, S)                                                                   \
+/* One task: rows [t rb, (t + 1) rb). With scratch, K^T and V are packed and each row's scores
+ * kept; without (ws NULL: the allocation failed), every score is computed again where it is
+ * needed, from the same products in the same order: the same bits, three times the q k work. */
+#define ST_ATTN_TASK_(T, S, EXP)                                                                 \
+    /* the max of x[0..n) (n >= 1), a NaN winning: 16 lanes (k % 16), then the tail; the value  \
+     * of a serial scan (a max of any grouping), vectorizable */                                 \
     static inline T st_attn_max_##S##_(const T *x, int64_t n) {                                  \
         T m = x[0];                                                                              \
         int64_t k = 0;                                                                           \
@@ -99,16 +102,7 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
         }                                                                                        \
         for (; k < n; k++) m = (m != m || m > x[k]) ? m : x[k];                                  \
         return m;                                                                                \
-    }
-#define ST_ATTN_MAX_(T, x, n) ST_ATTN_MAX_F_##T(x, n)
-#define ST_ATTN_MAX_F_float st_attn_max_f32_
-#define ST_ATTN_MAX_F_double st_attn_max_f64_
-ST_ATTN_MAX_DEF_(float, f32)
-ST_ATTN_MAX_DEF_(double, f64)
-/* One task: rows [t rb, (t + 1) rb). With scratch, K^T and V are packed and each row's scores
- * kept; without (ws NULL: the allocation failed), every score is computed again where it is
- * needed, from the same products in the same order: the same bits, three times the q k work. */
-#define ST_ATTN_TASK_(T, S, EXP)                                                                 \
+    }                                                                                            \
     static inline T st_attn_score_##S##_(const st_attn *g, const T *Q, const T *K, int64_t i, int64_t j) { \
         T acc = 0;                                                                               \
         for (int64_t d = 0; d < g->D; d++)                                                       \
@@ -205,7 +199,7 @@ ST_ATTN_MAX_DEF_(double, f64)
                 }                                                                                \
                 const int64_t n_ = nn[r];                                                         \
                 if (n_ == 0) continue;                                                           \
-                T m = ST_ATTN_MAX_(T, sr, n_);                                                   \
+                T m = st_attn_max_##S##_(sr, n_);                                                   \
                 {                                                                                \
                     const int64_t n = n_;                                                        \
                     ST_ATTN_SUM_(jx, (sr[jx] = EXP(sr[jx] - m)))                                \

@@ -143,7 +143,6 @@ static st_status run_interp_pgroup(exec_state *e, const st_region *r, const fuse
 }
 
 /* ---- JIT tier ---- */
-#define kind_names fuse_kind_names
 
 /* The device group g runs on (its outputs' resolved device). */
 static int group_dev(const exec_state *e, int g) { return e->plan.groups[g].outs[0]->rdev; }
@@ -256,7 +255,7 @@ static void debug_kernel_line(const st_region *r, const fuse_pgroup *pg, size_t 
     const st_node *o = r->nodes[pg->anchor >= 0 ? pg->anchor : pg->outs[0]];
     char sh[128], don[48] = "";
     if (donated) snprintf(don, sizeof don, " (%d of its inputs' buffers reused)", donated);
-    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  %s%s%s\n", pg->L.name, kind_names[pg->kind],
+    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10zu B %10.1f us  %s%s%s\n", pg->L.name, fuse_kind_names[pg->kind],
             st_shape_str(o->ndim, o->shape, sh, sizeof sh), bytes, (st_now_ms() - t0) * 1e3,
             dev_target_of(pg->dev) == DEV_TARGET_CUDA ? "cuda" : "jit", pg->L.inplace ? " (in place)" : "", don);
 }
@@ -301,7 +300,7 @@ static void debug_interp_line(const st_region *r, const fuse_pgroup *pg, double 
     const st_node *o = r->nodes[pg->anchor >= 0 ? pg->anchor : pg->outs[0]];
     char sh[128];
     const char *name = pg->lowered && pg->L.name[0] ? pg->L.name : "(group)";
-    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10s   %10.1f us  interp\n", name, kind_names[pg->kind],
+    fprintf(stderr, "stitch:   %-28s %-11s %-18s %10s   %10.1f us  interp\n", name, fuse_kind_names[pg->kind],
             st_shape_str(o->ndim, o->shape, sh, sizeof sh), "-", (st_now_ms() - t0) * 1e3);
 }
 

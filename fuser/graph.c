@@ -25,7 +25,6 @@
 
 enum { GRAPH_MAX_FILES = 100 };
 
-#define kind_names fuse_kind_names
 
 /* ST_GRAPH state: read once (fuse_graph_set_auto overrides it). */
 static struct {
@@ -214,7 +213,7 @@ static void group_label(fuse_plan *p, const fuse_launch *launch, int use_jit, in
                      dom, sizeof dom);
     fuse_cost c = fuse_cost_group(p, g);   /* the cost model's estimate (cost.c) */
     snprintf(buf, n, "#%d %s\n%s %s\n%s, %s, %d output%s\nread %lld B, write %lld B, %lld elements",
-             step, name, kind_names[G->kind], dom, st_dev_name(d, dev, sizeof dev), tier, G->nouts,
+             step, name, fuse_kind_names[G->kind], dom, st_dev_name(d, dev, sizeof dev), tier, G->nouts,
              G->nouts == 1 ? "" : "s", (long long)c.read, (long long)c.written, (long long)c.work);
 }
 

@@ -1370,9 +1370,8 @@ static st_status name_op(st_node *n, void *ud) {
 }
 
 static void shape_comment(fuse_group *G, kir_kernel *k) {
-    const char *const *kinds = fuse_kind_names;
     const st_node *o = G->anchor ? G->anchor : G->outs[0];
-    int n = snprintf(k->comment, sizeof k->comment, "%s; out: (", kinds[G->kind]);
+    int n = snprintf(k->comment, sizeof k->comment, "%s; out: (", fuse_kind_names[G->kind]);
     for (int d = 0; d < o->ndim && n < 120; d++)
         n += snprintf(k->comment + n, sizeof k->comment - (size_t)n, "%sd%d", d ? ", " : "", d);
     snprintf(k->comment + n, sizeof k->comment - (size_t)n, ") %s, %d output%s", st_dtypes[o->dtype].name,
@@ -1382,7 +1381,9 @@ static void shape_comment(fuse_group *G, kir_kernel *k) {
 st_status fuse_lower(fuse_plan *p, int g, fuse_launch *out) {
     memset(out, 0, sizeof *out);
     fuse_group *G = &p->groups[g];
-    static const kir_kind kk[FG_KIND_COUNT] = {KK_POINTWISE, KK_REDUCE, KK_MATMUL, KK_SCATTER, KK_SETVIEW, KK_ATTN};
+    static const kir_kind kk[FG_KIND_COUNT] = {[FG_POINTWISE] = KK_POINTWISE, [FG_REDUCE] = KK_REDUCE,
+                                               [FG_MATMUL] = KK_MATMUL, [FG_SCATTER] = KK_SCATTER,
+                                               [FG_SETVIEW] = KK_SETVIEW, [FG_ATTN] = KK_ATTN};
     lw *w = st_calloc(1, sizeof *w);
     if (!w) return st_last_status();
     w->p = p;

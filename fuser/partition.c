@@ -36,8 +36,9 @@
  */
 #include "fuser/fuser.h"
 
-const char *const fuse_kind_names[FG_KIND_COUNT] = {"pointwise", "reduce", "matmul", "scatter_add",
-                                                    "setview", "attention", "horizontal"};
+const char *const fuse_kind_names[FG_KIND_COUNT] = {
+    [FG_POINTWISE] = "pointwise", [FG_REDUCE] = "reduce", [FG_MATMUL] = "matmul", [FG_SCATTER] = "scatter_add",
+    [FG_SETVIEW] = "setview", [FG_ATTN] = "attention", [FG_HORIZONTAL] = "horizontal"};
 
 static bool is_anchor(const st_node *n) {
     st_op_kind k = st_ops[n->op].kind;

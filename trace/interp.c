@@ -609,22 +609,22 @@ static int gemm_dtype(st_dtype dt) {
     }
 }
 
-typedef struct mm_job {
-    const st_gemm_api *gemm;
-    st_gemm g;                 /* batch entry 0's product; entry bt's operands are offset by bt */
-    size_t es;
-    int64_t tasks, total, mb, nb;
-    char *ws;                  /* per thread: wsb bytes */
+/* Tasks 0 .. total-1 shared among nt of the pool's threads (an atomic counter: a task owns its
+ * outputs, so the bits do not depend on which thread runs it), each thread with wsb bytes of
+ * scratch (ws NULL: none); the interrupt flag is read between tasks. run(ud, task, ws). */
+typedef struct task_job {
+    void (*run)(void *ud, int64_t i, void *ws);
+    void *ud;
+    int64_t total;
+    char *ws;
     size_t wsb;
-    atomic_llong next;         /* the next of the total tasks to take */
+    atomic_llong next;         /* the next task to take */
     atomic_int stop;           /* interrupted */
-} mm_job;
+} task_job;
 
-static void mm_run(void *data) {
-    mm_job *j = data;
-    const st_pool_api *pool = dev_cpu_pool();
-    void *ws = j->ws + (size_t)pool->thread_num() * j->wsb;
-    const int64_t M = j->g.M, N = j->g.N, K = j->g.K;
+static void task_worker(void *data) {
+    task_job *j = data;
+    void *ws = j->ws ? j->ws + (size_t)dev_cpu_pool()->thread_num() * j->wsb : NULL;
     for (;;) {
         if (atomic_load_explicit(&j->stop, memory_order_relaxed)) return;
         int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
@@ -633,41 +633,68 @@ static void mm_run(void *data) {
             atomic_store(&j->stop, 1);
             return;
         }
-        int64_t bt = i / j->tasks;
-        st_gemm g = j->g;
-        g.A = (const char *)g.A + (size_t)(bt * M * K) * j->es;
-        g.B = (const char *)g.B + (size_t)(bt * K * N) * j->es;
-        g.C = (char *)g.C + (size_t)(bt * M * N) * j->es;
-        j->gemm->task[g.dt](&g, i % j->tasks, j->mb, j->nb, ws);
+        j->run(j->ud, i, ws);
     }
+}
+
+/* Runs the tasks on nt threads (at most total); ws: nt * wsb bytes or NULL. ST_ERR_INTERRUPT when
+ * interrupted (the outputs are then incomplete). */
+static st_status run_tasks(void (*run)(void *, int64_t, void *), void *ud, int64_t total, int nt, char *ws,
+                           size_t wsb) {
+    task_job j = {.run = run, .ud = ud, .total = total, .ws = ws, .wsb = wsb};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.stop, 0);
+    if (nt > total) nt = (int)total;
+    if (nt > 1) dev_cpu_pool()->parallel(task_worker, &j, (unsigned)nt);
+    else task_worker(&j);
+    if (!atomic_load(&j.stop)) return ST_OK;
+    st_rt.interrupted = 0;   /* the result is incomplete: an interrupt, whatever the flag says now */
+    return st_error(ST_ERR_INTERRUPT, "interrupted");
+}
+
+/* Threads for w multiply-adds: one below ~1M (waking the team would cost more than it saves); a
+ * core left to each compiler running in the background (a team member that has to wait for a core
+ * holds up the whole product: the MLP example's interpreted steps, 7-9 ms on one thread, 15-20 ms
+ * on two beside the compiler). */
+static int task_threads(int64_t w) {
+    int nt = dev_cpu_threads() - st_rt.compiles_running;
+    return nt < 1 || w < ((int64_t)1 << 20) ? 1 : nt;
+}
+
+typedef struct mm_job {
+    const st_gemm_api *gemm;
+    st_gemm g;                 /* batch entry 0's product; entry bt's operands are offset by bt */
+    size_t es;
+    int64_t tasks, mb, nb;
+} mm_job;
+
+static void mm_task(void *ud, int64_t i, void *ws) {
+    const mm_job *j = ud;
+    const int64_t M = j->g.M, N = j->g.N, K = j->g.K, bt = i / j->tasks;
+    st_gemm g = j->g;
+    g.A = (const char *)g.A + (size_t)(bt * M * K) * j->es;
+    g.B = (const char *)g.B + (size_t)(bt * K * N) * j->es;
+    g.C = (char *)g.C + (size_t)(bt * M * N) * j->es;
+    j->gemm->task[g.dt](&g, i % j->tasks, j->mb, j->nb, ws);
 }
 
 static st_status matmul_float(st_node *n, st_buffer *out, int64_t batch, int64_t M, int64_t N, int64_t K) {
     const st_node *a = n->src[0], *b = n->src[1];
     int dt = gemm_dtype((st_dtype)n->dtype);
     int64_t mb, nb;
-    /* one thread below ~1M multiply-adds (waking the team would cost more than it saves); a core
-     * left to each compiler running in the background: a team member that has to wait for a core
-     * holds up the whole product (the MLP example's interpreted steps: 7-9 ms on one thread,
-     * 15-20 ms on two beside the compiler) */
-    int nt = dev_cpu_threads() - st_rt.compiles_running;
-    if (nt < 1 || batch * M * N * K < ((int64_t)1 << 20)) nt = 1;
+    int nt = task_threads(batch * M * N * K);
     int64_t tasks = st_gemm_plan(dt, M, N, nt, &mb, &nb);
     if (!tasks || batch <= 0) return ST_OK;
     mm_job j = {.gemm = base_gemm(),
                 .g = {dt, M, N, K, a->buf->data, K, 1, b->buf->data, N, 1, out->data, N, NULL, 0, 0},
-                .es = st_dtypes[n->dtype].size, .tasks = tasks, .total = batch * tasks, .mb = mb, .nb = nb,
-                .wsb = (st_gemm_ws_bytes(dt, mb, nb, K) + 63) & ~(size_t)63};
-    if (nt > j.total) nt = (int)j.total;
-    if (!(j.ws = st_malloc(j.wsb * (size_t)nt))) return ST_ERR_OOM;
-    atomic_init(&j.next, 0);
-    atomic_init(&j.stop, 0);
-    if (nt > 1) dev_cpu_pool()->parallel(mm_run, &j, (unsigned)nt);
-    else mm_run(&j);
-    st_free(j.ws);
-    if (!atomic_load(&j.stop)) return ST_OK;
-    st_rt.interrupted = 0;   /* the product is incomplete: an interrupt, whatever the flag says now */
-    return st_error(ST_ERR_INTERRUPT, "interrupted");
+                .es = st_dtypes[n->dtype].size, .tasks = tasks, .mb = mb, .nb = nb};
+    const size_t wsb = (st_gemm_ws_bytes(dt, mb, nb, K) + 63) & ~(size_t)63;
+    if (nt > batch * tasks) nt = (int)(batch * tasks);
+    char *ws = st_malloc(wsb * (size_t)nt);
+    if (!ws) return ST_ERR_OOM;
+    st_status s = run_tasks(mm_task, &j, batch * tasks, nt, ws, wsb);
+    st_free(ws);
+    return s;
 }
 
 static st_status eval_matmul(st_node *n, st_buffer *out) {
@@ -720,39 +747,23 @@ done:
 
 /* ---- ATTN: softmax(q k^T * scale) v over the last two dims (base/opmath_attn.h) ----
  * The library's attention (base_gemm()->attn), the code JIT attention kernels call: the same bits.
- * Tasks (a batch entry's block of query rows) are shared among the pool's threads as a matmul's;
- * the interrupt flag is read between tasks. */
+ * Tasks (a batch entry's block of query rows) run as a matmul's (run_tasks). */
 typedef struct attn_job {
     const st_gemm_api *gemm;
     st_attn g;                 /* batch entry 0's; entry bt's operands are offset by bt */
     size_t es;
-    int64_t tasks, total;
-    char *ws;                  /* per thread: wsb bytes */
-    size_t wsb;
-    atomic_llong next;
-    atomic_int stop;
+    int64_t tasks;
 } attn_job;
 
-static void attn_run(void *data) {
-    attn_job *j = data;
-    void *ws = j->ws ? j->ws + (size_t)dev_cpu_pool()->thread_num() * j->wsb : NULL;
-    const st_attn *g0 = &j->g;
-    for (;;) {
-        if (atomic_load_explicit(&j->stop, memory_order_relaxed)) return;
-        int64_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (i >= j->total) return;
-        if (st_rt.interrupted) {
-            atomic_store(&j->stop, 1);
-            return;
-        }
-        int64_t bt = i / j->tasks;
-        st_attn g = *g0;
-        g.Q = (const char *)g.Q + (size_t)(bt * g.Lq * g.D) * j->es;
-        g.K = (const char *)g.K + (size_t)(bt * g.Lk * g.D) * j->es;
-        g.V = (const char *)g.V + (size_t)(bt * g.Lk * g.Dv) * j->es;
-        g.O = (char *)g.O + (size_t)(bt * g.Lq * g.Dv) * j->es;
-        j->gemm->attn[g.dt](&g, i % j->tasks, ws);
-    }
+static void attn_task(void *ud, int64_t i, void *ws) {
+    const attn_job *j = ud;
+    const int64_t bt = i / j->tasks;
+    st_attn g = j->g;
+    g.Q = (const char *)g.Q + (size_t)(bt * g.Lq * g.D) * j->es;
+    g.K = (const char *)g.K + (size_t)(bt * g.Lk * g.D) * j->es;
+    g.V = (const char *)g.V + (size_t)(bt * g.Lk * g.Dv) * j->es;
+    g.O = (char *)g.O + (size_t)(bt * g.Lq * g.Dv) * j->es;
+    j->gemm->attn[g.dt](&g, i % j->tasks, ws);
 }
 
 static st_status eval_attention(st_node *n, st_buffer *out) {
@@ -773,28 +784,22 @@ static st_status eval_attention(st_node *n, st_buffer *out) {
         return bad_node(n, "operands must all be f32 or all f64");
     if (!n->numel) return ST_OK;
     int dt = n->dtype == ST_F64 ? ST_ATTN_F64 : ST_ATTN_F32;
-    int nt = dev_cpu_threads() - st_rt.compiles_running;
-    if (nt < 1 || batch * Lq * Lk * (D + Dv) < ((int64_t)1 << 20)) nt = 1;
+    int nt = task_threads(batch * Lq * Lk * (D + Dv));
     attn_job j = {.gemm = base_gemm(),
                   .g = {dt, n->arg.attn.causal, Lq, Lk, D, Dv, q->buf->data, k->buf->data, v->buf->data,
                         D, 1, D, 1, Dv, 1, out->data, n->arg.attn.scale, st_attn_plan(batch, Lq, nt)},
-                  .es = st_dtypes[n->dtype].size,
-                  .wsb = (st_attn_ws_bytes(dt, Lk, D, Dv) + 63) & ~(size_t)63};
+                  .es = st_dtypes[n->dtype].size};
     j.tasks = st_attn_tasks(&j.g);
-    j.total = batch * j.tasks;
-    if (nt > j.total) nt = (int)j.total;
-    if (!(j.ws = st_malloc(j.wsb * (size_t)nt))) {   /* each score recomputed where needed: same bits */
+    const size_t wsb = (st_attn_ws_bytes(dt, Lk, D, Dv) + 63) & ~(size_t)63;
+    if (nt > batch * j.tasks) nt = (int)(batch * j.tasks);
+    char *ws = st_malloc(wsb * (size_t)nt);
+    if (!ws) {   /* each score recomputed where it is needed: the same bits, on one thread */
         st_clear_error();
         nt = 1;
     }
-    atomic_init(&j.next, 0);
-    atomic_init(&j.stop, 0);
-    if (nt > 1) dev_cpu_pool()->parallel(attn_run, &j, (unsigned)nt);
-    else attn_run(&j);
-    st_free(j.ws);
-    if (!atomic_load(&j.stop)) return ST_OK;
-    st_rt.interrupted = 0;
-    return st_error(ST_ERR_INTERRUPT, "interrupted");
+    st_status s = run_tasks(attn_task, &j, batch * j.tasks, nt, ws, wsb);
+    st_free(ws);
+    return s;
 }
 
 /* ---- GATHER / SCATTER_ADD along arg.axis.dim ---- */

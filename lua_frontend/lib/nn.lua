@@ -1132,7 +1132,7 @@ function MultiheadAttention:forward(q, k, v, opts)
   end
   local qh, kh, vh = proj(q, 1, l), proj(k, 2, s), proj(v, 3, s)
   if opts.need_weights == false and opts.attn_mask == nil and opts.key_padding_mask == nil and
-     not (self.training and self.dropout > 0) and FLOAT_DTYPES[qh:dtype()] then
+     not (self.training and self.dropout > 0) then
     -- no weights asked for, nothing but causality masked: the attention op (one kernel, the
     -- scores never stored; F.scaled_dot_product_attention's fast path)
     local out = st._attention(qh, kh, vh, 1 / math.sqrt(d), not not opts.is_causal)
