@@ -11,6 +11,7 @@
  * Row i, in the compute type T (float for f32, double for f64), each step rounded as written:
  *   s_j = sum_d q_id k_jd        d in increasing order, fma, from 0 (the GEMM's sums of Q K^T)
  *   s_j = s_j * scale            (scale rounded to T)
+ *   s_j = s_j + M_ij             with a mask M (an additive one: 0 or -inf for a boolean mask)
  *   m = max_j s_j                (a NaN wins)
  *   e_j = exp(s_j - m)           (the prelude's exp: om_exp's function)
  *   l = sum_j e_j                in double, 16 partial sums (lane j % 16), combined pairwise
@@ -28,11 +29,13 @@
  * operation (clang's default -ffp-contract=on does so within one expression), which would make
  * the two paths below differ. */
 typedef struct st_attn {
-    int dt;                         /* ST_ATTN_F32 or ST_ATTN_F64: the storage type of all four */
+    int dt;                         /* ST_ATTN_F32 or ST_ATTN_F64: the storage type of Q, K, V, M, O */
     int causal;
     int64_t Lq, Lk, D, Dv;
     const void *Q, *K, *V;          /* element [0][0] of this batch entry; strides in elements */
     int64_t sqi, sqd, skj, skd, svj, sve;
+    const void *M;                  /* the mask's element [0][0] (Lq x Lk, the storage type), or NULL */
+    int64_t smi, smj;
     void *O;                        /* row-major (Lq x Dv) */
     double scale;
     int64_t rb;                     /* query rows per task (st_attn_plan) */
@@ -108,7 +111,9 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
         for (int64_t d = 0; d < g->D; d++)                                                       \
             acc = ST_GEMM_FMA_##T(Q[i * g->sqi + d * g->sqd], K[j * g->skj + d * g->skd], acc);   \
         const T x = acc * (T)g->scale;                                                           \
-        return x;                                                                                \
+        if (!g->M) return x;                                                                     \
+        const T y = x + ((const T *)g->M)[i * g->smi + j * g->smj];                              \
+        return y;                                                                                \
     }                                                                                            \
     static inline T st_attn_exp_##S##_(const st_attn *g, const T *Q, const T *K, int64_t i, int64_t j, T m) { \
         const T x = st_attn_score_##S##_(g, Q, K, i, j);                                         \
@@ -190,6 +195,16 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
                 for (int r = 0; r < ST_ATTN_R; r++)                                              \
                     for (int c = 0; c < 16; c++) s[r * nkp + k0 + c] = acc[r][c] * sc;            \
             }                                                                                    \
+            if (g->M)   /* the mask, added to the keys each row sees */                         \
+                for (int r = 0; r < nr; r++) {                                                   \
+                    const T *mr = (const T *)g->M + (ib + r) * g->smi;                           \
+                    T *restrict sr = s + r * nkp;                                                \
+                    const int64_t smj = g->smj;                                                  \
+                    if (smj == 1)                                                                \
+                        for (int64_t k = 0; k < nn[r]; k++) sr[k] = sr[k] + mr[k];               \
+                    else                                                                         \
+                        for (int64_t k = 0; k < nn[r]; k++) sr[k] = sr[k] + mr[k * smj];         \
+                }                                                                                \
             /* each row's softmax over its keys: s becomes p; rows past nr are 0 */              \
             for (int r = 0; r < ST_ATTN_R; r++) {                                                \
                 T *restrict sr = s + r * nkp;                                                    \

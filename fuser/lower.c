@@ -1311,9 +1311,10 @@ static void lower_matmul(lw *w) {
     if (k->epi) lower_mm_epilogue(w, mm);
 }
 
-/* An attention group (kir_attn): its three operands as strided bases read in place, like a
- * matmul's (sizes, strides and offsets in P_MM slots, an offset a view of the region gives in its
- * P_VOFF), the scale a user scalar (P_ASCALE, refreshed on a plan cache hit). */
+/* An attention group (kir_attn): its three or four operands (q, k, v, the mask) as strided bases
+ * read in place, like a matmul's (sizes, strides and offsets in P_MM slots, an offset a view of the
+ * region gives in its P_VOFF; a broadcast mask's strides are 0), the scale a user scalar
+ * (P_ASCALE, refreshed on a plan cache hit). */
 static void lower_attn(lw *w) {
     st_node *at = w->G->anchor;
     kir_attn *k = &w->L->k.at;
@@ -1322,9 +1323,10 @@ static void lower_attn(lw *w) {
         fail(w, "attention of fewer than 2 dims or not f32/f64");
         return;
     }
-    st_node *base[3], *ov[3];
-    int64_t str[3][ST_MAX_DIMS], off[3];
-    for (int i = 0; i < 3; i++) {
+    const int ns = at->nsrc;
+    st_node *base[ST_NODE_SRCS], *ov[ST_NODE_SRCS];
+    int64_t str[ST_NODE_SRCS][ST_MAX_DIMS], off[ST_NODE_SRCS];
+    for (int i = 0; i < ns; i++) {
         fuse_attn_operand(at->src[i], &base[i], str[i], &off[i], &ov[i]);
         if (base[i]->dtype != at->dtype) {
             fail(w, "attention operand of another dtype");
@@ -1337,6 +1339,7 @@ static void lower_attn(lw *w) {
     k->q_buf = buf_slot(w, base[0], 0);
     k->k_buf = buf_slot(w, base[1], 0);
     k->v_buf = buf_slot(w, base[2], 0);
+    k->m_buf = ns > 3 ? buf_slot(w, base[3], 0) : -1;
     k->o_buf = buf_slot(w, at, 1);
     int key = 0;
     k->p_lq = mm_param(w, &key, at->shape[nb]);
@@ -1345,11 +1348,12 @@ static void lower_attn(lw *w) {
     k->p_ev = mm_param(w, &key, at->shape[nb + 1]);
     k->p_bsize = w->L->k.nints;
     for (int d = 0; d < nb; d++) mm_param(w, &key, at->shape[d]);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) k->p_str[i] = k->p_off[i] = -1;
+    for (int i = 0; i < ns; i++) {
         k->p_str[i] = w->L->k.nints;
         for (int d = 0; d < nb + 2; d++) mm_param(w, &key, str[i][d]);
     }
-    for (int i = 0; i < 3; i++) k->p_off[i] = mm_offset(w, &key, ov[i], off[i]);
+    for (int i = 0; i < ns; i++) k->p_off[i] = mm_offset(w, &key, ov[i], off[i]);
     int id = fparam(w, P_ASCALE, at->pos, at->arg.attn.scale);
     k->p_scale = id < 0 ? 0 : (int)w->b.k->ins[id].imm;
     int64_t nrows = 1;

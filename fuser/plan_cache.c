@@ -90,16 +90,20 @@ static bool put_args(fuse_pkey *k, const st_node *x) {
         }
         return put(k, off, sizeof off);
     }
-    case ST_OP_ATTN: { /* the operand offsets as a matmul's, and causal (the scale is a P_ASCALE
-                        * parameter, refreshed on a hit) */
-        int64_t off[4];
-        for (int i = 0; i < 3; i++) {
+    case ST_OP_ATTN: { /* the operand offsets as a matmul's (-2: no mask), and causal (the scale is
+                        * a P_ASCALE parameter, refreshed on a hit) */
+        int64_t off[ST_NODE_SRCS + 1];
+        for (int i = 0; i < ST_NODE_SRCS; i++) {
             st_node *base, *ov;
             int64_t str[ST_MAX_DIMS];
+            if (i >= x->nsrc) {
+                off[i] = -2;
+                continue;
+            }
             fuse_attn_operand(x->src[i], &base, str, &off[i], &ov);
             if (ov && fuse_in_region(ov)) off[i] = -1;
         }
-        off[3] = a->attn.causal;
+        off[ST_NODE_SRCS] = a->attn.causal;
         return put(k, off, sizeof off);
     }
     case ST_OP_IOTA: return put_i64(k, a->iota.axis * 2 + fuse_iota_integral(x));

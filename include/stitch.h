@@ -171,12 +171,14 @@ ST_API st_tensor *st_log_softmax(st_tensor *a, int dim);
 /* ---- linear algebra ---- */
 /* numpy/PyTorch matmul rules: 1-D x 1-D dot, 2-D, batched with broadcast batch dims. */
 ST_API st_tensor *st_matmul(st_tensor *a, st_tensor *b);
-/* Attention: softmax(q k^T * scale) v over the last two dims, q (..., Lq, E), k (..., Lk, E),
- * v (..., Lk, Ev) -> (..., Lq, Ev), batch dims broadcast; scale NaN means 1/sqrt(E); causal: query
- * i sees keys j <= i only. One op of the trace: one kernel, the (Lq, Lk) scores never stored
- * (docs/fusion.md). f32 or f64 (f16/bf16 compute in f32 and round the result). The gradient
- * recomputes the scores (docs/autograd.md). */
-ST_API st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, double scale, int causal);
+/* Attention: softmax(q k^T * scale + mask) v over the last two dims, q (..., Lq, E), k (..., Lk, E),
+ * v (..., Lk, Ev) -> (..., Lq, Ev), batch dims broadcast; mask NULL, or bool (true: may attend;
+ * false adds -inf) or float (added; it gets a gradient), broadcastable to (..., Lq, Lk); scale NaN
+ * means 1/sqrt(E); causal: query i sees keys j <= i only (with a mask too). One op of the trace:
+ * one kernel, the (Lq, Lk) scores never stored (docs/fusion.md). f32 or f64 (f16/bf16 compute in
+ * f32 and round the result). The gradient recomputes the scores (docs/autograd.md). */
+ST_API st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mask, double scale,
+                               int causal);
 /* Einstein summation, numpy/PyTorch rules: "bij,bjk->bik", implicit output without "->" (the
  * indices used once, capitals first), "..." broadcasting, a repeated index within an operand takes
  * its diagonal, sizes match or are 1. n operands, contracted left to right in pairs; each pair is

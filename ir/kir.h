@@ -125,10 +125,11 @@ typedef struct kir_attn {
     int dtype;                       /* ST_F32 or ST_F64: the storage of all four */
     int nbatch;
     int q_buf, k_buf, v_buf, o_buf;  /* buffer slots */
+    int m_buf;                       /* the additive mask's (same dtype, (batch.., Lq, Lk)), or -1 */
     int p_lq, p_lk, p_e, p_ev;       /* size slots */
     int p_bsize;                     /* first of nbatch batch size slots */
-    int p_str[3];                    /* q, k, v: first of nbatch + 2 stride slots (batch.., row, col) */
-    int p_off[3];
+    int p_str[4];                    /* q, k, v, mask: first of nbatch + 2 stride slots (batch.., row, col) */
+    int p_off[4];
     int p_scale;                     /* a->flts slot */
     int causal;
 } kir_attn;

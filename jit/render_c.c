@@ -1330,15 +1330,16 @@ static void render_matmul_float_epi(sbuf *b, const kir_kernel *k, const uint8_t 
 
 /* An attention kernel (kir_attn): the library's attention (st_attn_task_<S>, base/opmath_attn.h)
  * over the tasks of every batch entry (a batch entry's block of query rows each), batch offsets
- * as a matmul's; per thread its scratch (NULL when malloc fails: the task then recomputes its
- * scores, the same bits). */
+ * as a matmul's (q, k, v and the mask's); per thread its scratch (NULL when malloc fails: the task
+ * then recomputes its scores, the same bits). */
 static void render_attn(sbuf *b, const kir_kernel *k) {
     const kir_attn *m = &k->at;
     const char *st = m->dtype == ST_F64 ? "double" : "float", *sfx = m->dtype == ST_F64 ? "f64" : "f32";
     const char *dt = m->dtype == ST_F64 ? "ST_ATTN_F64" : "ST_ATTN_F32";
-    static const char *const op[3] = {"Q", "K", "V"};
-    int nb = m->nbatch, buf[3] = {m->q_buf, m->k_buf, m->v_buf};
-    for (int i = 0; i < 3; i++)
+    static const char *const op[4] = {"Q", "K", "V", "M"}, *const lo[4] = {"q", "k", "v", "m"};
+    static const char *const rs[4][2] = {{"sqi", "sqd"}, {"skj", "skd"}, {"svj", "sve"}, {"smi", "smj"}};
+    const int nb = m->nbatch, nop = m->m_buf >= 0 ? 4 : 3, buf[4] = {m->q_buf, m->k_buf, m->v_buf, m->m_buf};
+    for (int i = 0; i < nop; i++)
         sbuf_printf(b, "    const %s *%s = (const %s *)a->bufs[%d];\n", st, op[i], st, buf[i]);
     sbuf_printf(b, "    %s *O = (%s *)a->bufs[%d];\n", st, st, m->o_buf);
     sbuf_printf(b, "    const int64_t Lq = a->ints[%d], Lk = a->ints[%d], E = a->ints[%d], Ev = a->ints[%d];\n",
@@ -1347,10 +1348,11 @@ static void render_attn(sbuf *b, const kir_kernel *k) {
     for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= a->ints[%d];\n", m->p_bsize + d);
     sbuf_printf(b, "    const int par = a->nthreads > 1 && NB * Lq * Lk * (E + Ev) > %d;\n", MM_PAR_WORK);
     sbuf_printf(b, "    const int nt = par ? a->nthreads : 1;\n");
-    sbuf_printf(b, "    const st_attn g0 = {%s, %d, Lq, Lk, E, Ev, NULL, NULL, NULL, a->ints[%d], a->ints[%d], "
-                "a->ints[%d], a->ints[%d], a->ints[%d], a->ints[%d], NULL, a->flts[%d], st_attn_plan(NB, Lq, nt)};\n",
-                dt, m->causal, m->p_str[0] + nb, m->p_str[0] + nb + 1, m->p_str[1] + nb, m->p_str[1] + nb + 1,
-                m->p_str[2] + nb, m->p_str[2] + nb + 1, m->p_scale);
+    sbuf_printf(b, "    const st_attn g0 = {.dt = %s, .causal = %d, .Lq = Lq, .Lk = Lk, .D = E, .Dv = Ev,", dt, m->causal);
+    for (int i = 0; i < nop; i++)
+        sbuf_printf(b, " .%s = a->ints[%d], .%s = a->ints[%d],", rs[i][0], m->p_str[i] + nb, rs[i][1],
+                    m->p_str[i] + nb + 1);
+    sbuf_printf(b, " .scale = a->flts[%d], .rb = st_attn_plan(NB, Lq, nt)};\n", m->p_scale);
     sbuf_printf(b, "    const int64_t T = st_attn_tasks(&g0);\n");
     sbuf_printf(b, "    const size_t wsz = st_attn_ws_bytes(%s, Lk, E, Ev);\n", dt);
     sbuf_printf(b, "    #pragma omp parallel num_threads(nt) if (par)\n    {\n");
@@ -1360,17 +1362,20 @@ static void render_attn(sbuf *b, const kir_kernel *k) {
     sbuf_printf(b, "        #pragma omp for schedule(static)\n");
     sbuf_printf(b, "        for (int64_t t = 0; t < NB * T; t++) {\n");
     sbuf_printf(b, "            const int64_t u = t %% T, blk = u %% 2 ? T - 1 - u / 2 : u / 2;\n");
-    sbuf_printf(b, "            int64_t qo = a->ints[%d], ko = a->ints[%d], vo = a->ints[%d], r = t / T;\n",
-                m->p_off[0], m->p_off[1], m->p_off[2]);
+    sbuf_printf(b, "            int64_t r = t / T");
+    for (int i = 0; i < nop; i++) sbuf_printf(b, ", %so = a->ints[%d]", lo[i], m->p_off[i]);
+    sbuf_printf(b, ";\n");
     for (int d = nb - 1; d >= 0; d--) {
-        sbuf_printf(b, "            { const int64_t i = r %% a->ints[%d]; r /= a->ints[%d];\n", m->p_bsize + d,
+        sbuf_printf(b, "            { const int64_t i = r %% a->ints[%d]; r /= a->ints[%d];", m->p_bsize + d,
                     m->p_bsize + d);
-        sbuf_printf(b, "              qo += i * a->ints[%d]; ko += i * a->ints[%d]; vo += i * a->ints[%d]; }\n",
-                    m->p_str[0] + d, m->p_str[1] + d, m->p_str[2] + d);
+        for (int i = 0; i < nop; i++) sbuf_printf(b, " %so += i * a->ints[%d];", lo[i], m->p_str[i] + d);
+        sbuf_printf(b, " }\n");
     }
     sbuf_printf(b, "            (void)r;\n");
     sbuf_printf(b, "            st_attn g = g0;\n");
-    sbuf_printf(b, "            g.Q = Q + qo; g.K = K + ko; g.V = V + vo; g.O = O + t / T * Lq * Ev;\n");
+    sbuf_printf(b, "           ");
+    for (int i = 0; i < nop; i++) sbuf_printf(b, " g.%s = %s + %so;", op[i], op[i], lo[i]);
+    sbuf_printf(b, " g.O = O + t / T * Lq * Ev;\n");
     sbuf_printf(b, "            st_attn_task_%s(&g, blk, ws);\n", sfx);
     sbuf_printf(b, "        }\n        free(ws);\n    }\n");
 }

@@ -942,8 +942,8 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
  * softmax (the running max m and sum l rescaled by exp(m_old - m_new) when the max grows, the
  * output accumulators too), then each key's p times its v row added by every lane for its output
  * columns (lane + 32 t, ATT_EV per lane; wider rows take several passes over the keys). No
- * shared memory, no bound on the number of keys. Not the CPU's bits (its exact two-pass softmax
- * and double sum): the same values within rounding. */
+ * shared memory, no bound on the number of keys. A mask is added to each score as it is made. Not
+ * the CPU's bits (its exact two-pass softmax and double sum): the same values within rounding. */
 #define ATT_EV 4
 static void render_attn(sbuf *b, const cu_ctx *c) {
     const kir_attn *m = &c->k->at;
@@ -955,6 +955,10 @@ static void render_attn(sbuf *b, const cu_ctx *c) {
     sbuf_printf(b, "    const int64_t sqi = i%d, sqd = i%d, skj = i%d, skd = i%d, svj = i%d, sve = i%d;\n",
                 m->p_str[0] + nb, m->p_str[0] + nb + 1, m->p_str[1] + nb, m->p_str[1] + nb + 1, m->p_str[2] + nb,
                 m->p_str[2] + nb + 1);
+    const bool mk = m->m_buf >= 0;
+    if (mk)
+        sbuf_printf(b, "    const %s *M = p%d;\n    const int64_t smi = i%d, smj = i%d;\n", T, m->m_buf,
+                    m->p_str[3] + nb, m->p_str[3] + nb + 1);
     sbuf_printf(b, "    const %s sc = (%s)f%d;\n    (void)err; (void)rt;\n", T, T, m->p_scale);
     sbuf_printf(b, "    int64_t NB = 1;\n");
     for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
@@ -962,10 +966,15 @@ static void render_attn(sbuf *b, const cu_ctx *c) {
     sbuf_printf(b, "    for (int64_t row = (int64_t)blockIdx.x * wpb + (threadIdx.x >> 5); row < NB * Lq;\n");
     sbuf_printf(b, "         row += (int64_t)gridDim.x * wpb) {\n");
     sbuf_printf(b, "        const int64_t i = row %% Lq;\n");
-    sbuf_printf(b, "        int64_t r = row / Lq, qo = i%d, ko = i%d, vo = i%d;\n", m->p_off[0], m->p_off[1], m->p_off[2]);
-    for (int d = nb - 1; d >= 0; d--)
-        sbuf_printf(b, "        { const int64_t x = r %% i%d; r /= i%d; qo += x * i%d; ko += x * i%d; vo += x * i%d; }\n",
+    sbuf_printf(b, "        int64_t r = row / Lq, qo = i%d, ko = i%d, vo = i%d, mo = %s%d;\n", m->p_off[0], m->p_off[1],
+                m->p_off[2], mk ? "i" : "", mk ? m->p_off[3] : 0);
+    for (int d = nb - 1; d >= 0; d--) {
+        sbuf_printf(b, "        { const int64_t x = r %% i%d; r /= i%d; qo += x * i%d; ko += x * i%d; vo += x * i%d;",
                     m->p_bsize + d, m->p_bsize + d, m->p_str[0] + d, m->p_str[1] + d, m->p_str[2] + d);
+        if (mk) sbuf_printf(b, " mo += x * i%d;", m->p_str[3] + d);
+        sbuf_printf(b, " }\n");
+    }
+    sbuf_printf(b, "        (void)mo;\n");
     sbuf_printf(b, "        (void)r;\n");
     sbuf_printf(b, "        const int64_t n = %s;\n", m->causal ? "i + 1 < Lk ? i + 1 : Lk" : "Lk");
     sbuf_printf(b, "        %s *orow = O + row * Ev;\n", T);
@@ -979,6 +988,7 @@ static void render_attn(sbuf *b, const cu_ctx *c) {
     sbuf_printf(b, "                    %s d_ = 0;\n", T);
     sbuf_printf(b, "                    for (int64_t d = 0; d < E; d++) d_ = %s(Q[qo + i * sqi + d * sqd], K[ko + j * skj + d * skd], d_);\n", fma);
     sbuf_printf(b, "                    s = d_ * sc;\n");
+    if (mk) sbuf_printf(b, "                    s = s + M[mo + i * smi + j * smj];\n");
     sbuf_printf(b, "                }\n");
     sbuf_printf(b, "                %s cm = s;\n", T);
     sbuf_printf(b, "                for (int o_ = 16; o_ > 0; o_ >>= 1) { const %s y = st_shfl_xor_(cm, o_); cm = (cm != cm || cm > y) ? cm : y; }\n", T);

@@ -29,7 +29,7 @@ typedef struct grad_ctx {
     st_node *s0, *s1;          /* ag->src[0], ag->src[1] (NULL when it has one src) */
     st_tensor *g;              /* n's gradient (borrowed) */
     st_tensor *x, *y, *out;    /* handles on src 0, src 1 and n when the op's READS column is set */
-    st_tensor *d[3];           /* the rule's answer: each src's gradient (NULL when it needs none) */
+    st_tensor *d[ST_NODE_SRCS];           /* the rule's answer: each src's gradient (NULL when it needs none) */
 } grad_ctx;
 
 /* Applies n's rule to its gradient g and adds each answer to its src's pending gradient. */

@@ -563,10 +563,11 @@ static void grad_setview(grad_ctx *c) {
 }
 /* Attention (flash-style): the scores are not kept, so they are computed again from q and k (one
  * more q k^T product than the composed form, whose autograd keeps P): with P = softmax(S),
- * S = q k^T * scale (keys after the query masked to -inf when causal), G = (P * (dP - sum(dP * P)))
- * * scale, dP = g v^T: dv = P^T g, dq = G k, dk = G^T q: the composed form's gradients within
- * rounding (its softmax's backward goes through exp, sum and div rules: dq and dk differ in the
- * last bits; dv, from the same P, is the same). */
+ * S = q k^T * scale + M (M the mask, when there is one; keys after the query masked to -inf when
+ * causal), G = P * (dP - sum(dP * P)), dP = g v^T: dv = P^T g, dq = G k * scale, dk = G^T q * scale,
+ * dM = G (reduced to the mask's shape by its broadcast view's rule): the composed form's gradients
+ * within rounding (its softmax's backward goes through exp, sum and div rules: dq and dk differ in
+ * the last bits; dv, from the same P, is the same). */
 static void grad_attention(grad_ctx *c) {
     st_node *s2 = c->ag->src[2];
     st_tensor *v = wrap(c->A, s2);
@@ -574,6 +575,8 @@ static void grad_attention(grad_ctx *c) {
     int nd = c->s0->ndim;
     int64_t Lq = c->s0->shape[nd - 2], Lk = c->s1->shape[nd - 2];
     st_tensor *s = K(st_mul_s(K(st_matmul(X(), transposed(c->A, c->s1, Y()))), scale));
+    st_node *s3 = c->ag->nsrc > 3 ? c->ag->src[3] : NULL;
+    if (s3) s = K(st_add(s, wrap(c->A, s3)));
     if (c->ag->arg.attn.causal) {
         int64_t rs[2] = {Lq, 1}, cs[2] = {1, Lk};
         st_tensor *ri = K(st_reshape(K(st_arange(0, (double)Lq, 1, ST_I64)), 2, rs));
@@ -582,10 +585,13 @@ static void grad_attention(grad_ctx *c) {
     }
     st_tensor *p = K(st_softmax(s, -1));
     if (s2->ag) c->d[2] = K(st_matmul(K(st_transpose(p, -2, -1)), c->g));
-    if (!c->s0->ag && !c->s1->ag) return;
+    if (!c->s0->ag && !c->s1->ag && !(s3 && s3->ag)) return;
     st_tensor *dp = K(st_matmul(c->g, transposed(c->A, s2, v)));
     int last = nd - 1;
-    st_tensor *ds = K(st_mul_s(K(st_mul(p, K(st_sub(dp, K(st_sum(K(st_mul(dp, p)), 1, &last, 1)))))), scale));
+    st_tensor *gs = K(st_mul(p, K(st_sub(dp, K(st_sum(K(st_mul(dp, p)), 1, &last, 1))))));
+    if (s3 && s3->ag) c->d[3] = gs;
+    if (!c->s0->ag && !c->s1->ag) return;
+    st_tensor *ds = K(st_mul_s(gs, scale));
     if (c->s0->ag) c->d[0] = K(st_matmul(ds, Y()));
     if (c->s1->ag) c->d[1] = K(st_matmul(K(st_transpose(ds, -2, -1)), X()));
 }

@@ -508,8 +508,24 @@ st_tensor *st_matmul(st_tensor *a, st_tensor *b) {
 }
 
 /* ---- attention ---- */
-st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, double scale, int causal) {
-    if (!check_arg("attention", q) || !check_arg("attention", k) || !check_arg("attention", v)) return NULL;
+/* The mask as an additive one in the compute type ct, at its own shape (a boolean: 0 where true,
+ * -inf where false), so that the node reads it through a broadcast view, never a (Lq, Lk) copy. */
+static st_tensor *attn_mask_as(st_tensor *mask, st_dtype ct) {
+    if (mask->dtype == ST_BOOL) {
+        st_tensor *z = st_scalar(0, ct), *ninf = z ? st_scalar(-INFINITY, ct) : NULL;
+        st_tensor *r = ninf ? st_where(mask, z, ninf) : NULL;
+        st_release(z);
+        st_release(ninf);
+        return r;
+    }
+    if (mask->dtype == ct) return st_retain(mask);
+    return st_cast(mask, ct);
+}
+
+st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mask, double scale, int causal) {
+    if (!check_arg("attention", q) || !check_arg("attention", k) || !check_arg("attention", v) ||
+        (mask && !check_arg("attention", mask)))
+        return NULL;
     char x[160], y[160], z[160];
 #define SHAPES st_shape_str(q->ndim, q->shape, x, sizeof x), st_shape_str(k->ndim, k->shape, y, sizeof y), \
                st_shape_str(v->ndim, v->shape, z, sizeof z)
@@ -521,6 +537,10 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, double scale, 
     if (!st_is_float(dt)) {
         st_error(ST_ERR_DTYPE, "attention: float operands expected, got %s, %s, %s", st_dtypes[q->dtype].name,
                  st_dtypes[k->dtype].name, st_dtypes[v->dtype].name);
+        return NULL;
+    }
+    if (mask && mask->dtype != ST_BOOL && !st_is_float((st_dtype)mask->dtype)) {
+        st_error(ST_ERR_DTYPE, "attention: the mask must be bool or float, got %s", st_dtypes[mask->dtype].name);
         return NULL;
     }
     int64_t Lq = q->shape[q->ndim - 2], D = q->shape[q->ndim - 1], Lk = k->shape[k->ndim - 2];
@@ -538,23 +558,40 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, double scale, 
         return NULL;
     }
 #undef SHAPES
-    if (isnan(scale)) scale = 1.0 / sqrt((double)D);   /* E = 0: inf (PyTorch's too) */
     st_dtype ct = dt == ST_F64 ? ST_F64 : ST_F32;   /* f16/bf16 compute in f32, as softmax does */
-    int64_t sq[ST_MAX_DIMS], sk[ST_MAX_DIMS], sv[ST_MAX_DIMS], so[ST_MAX_DIMS];
+    int64_t sq[ST_MAX_DIMS], sk[ST_MAX_DIMS], sv[ST_MAX_DIMS], so[ST_MAX_DIMS], sm[ST_MAX_DIMS];
     memcpy(sq, batch2, (size_t)nb2 * sizeof *sq); sq[nb2] = Lq; sq[nb2 + 1] = D;
     memcpy(sk, batch2, (size_t)nb2 * sizeof *sk); sk[nb2] = Lk; sk[nb2 + 1] = D;
     memcpy(sv, batch2, (size_t)nb2 * sizeof *sv); sv[nb2] = Lk; sv[nb2 + 1] = Dv;
     memcpy(so, batch2, (size_t)nb2 * sizeof *so); so[nb2] = Lq; so[nb2 + 1] = Dv;
-    st_node *srcs[3] = {NULL, NULL, NULL};
+    memcpy(sm, batch2, (size_t)nb2 * sizeof *sm); sm[nb2] = Lq; sm[nb2 + 1] = Lk;
+    if (mask) {   /* broadcastable to (..., Lq, Lk) without growing it */
+        int nm;
+        int64_t bm[ST_MAX_DIMS];
+        bool fits = mask->ndim <= nb2 + 2 &&
+                    st_broadcast_shapes("attention", mask->ndim, mask->shape, nb2 + 2, sm, &nm, bm) == ST_OK &&
+                    memcmp(bm, sm, (size_t)(nb2 + 2) * sizeof *bm) == 0;
+        if (!fits) {
+            st_clear_error();
+            st_error(ST_ERR_SHAPE, "attention: mask %s does not broadcast to the scores' shape %s",
+                     st_shape_str(mask->ndim, mask->shape, x, sizeof x), st_shape_str(nb2 + 2, sm, y, sizeof y));
+            return NULL;
+        }
+    }
+    if (isnan(scale)) scale = 1.0 / sqrt((double)D);   /* E = 0: inf (PyTorch's too) */
+    st_tensor *am = mask ? attn_mask_as(mask, ct) : NULL;
+    if (mask && !am) return NULL;
+    st_node *srcs[ST_NODE_SRCS] = {NULL, NULL, NULL, NULL};
     st_tensor *r = NULL;
     st_node_arg arg;
     memset(&arg, 0, sizeof arg);
     arg.attn.scale = scale;
     arg.attn.causal = causal != 0;
     if ((srcs[0] = st_tensor_read(q, ct, nb2 + 2, sq)) && (srcs[1] = st_tensor_read(k, ct, nb2 + 2, sk)) &&
-        (srcs[2] = st_tensor_read(v, ct, nb2 + 2, sv)))
-        r = st_tensor_from_node(st_node_new(ST_OP_ATTN, ct, nb2 + 2, so, 3, srcs, &arg));
-    for (int i = 0; i < 3; i++) st_node_release(srcs[i]);
+        (srcs[2] = st_tensor_read(v, ct, nb2 + 2, sv)) && (!am || (srcs[3] = st_tensor_read(am, ct, nb2 + 2, sm))))
+        r = st_tensor_from_node(st_node_new(ST_OP_ATTN, ct, nb2 + 2, so, am ? 4 : 3, srcs, &arg));
+    for (int i = 0; i < ST_NODE_SRCS; i++) st_node_release(srcs[i]);
+    st_release(am);
     if (r && ct != dt) {
         st_tensor *c = st_cast(r, dt);
         st_release(r);

@@ -762,32 +762,39 @@ static void attn_task(void *ud, int64_t i, void *ws) {
     g.Q = (const char *)g.Q + (size_t)(bt * g.Lq * g.D) * j->es;
     g.K = (const char *)g.K + (size_t)(bt * g.Lk * g.D) * j->es;
     g.V = (const char *)g.V + (size_t)(bt * g.Lk * g.Dv) * j->es;
+    if (g.M) g.M = (const char *)g.M + (size_t)(bt * g.Lq * g.Lk) * j->es;
     g.O = (char *)g.O + (size_t)(bt * g.Lq * g.Dv) * j->es;
     j->gemm->attn[g.dt](&g, i % j->tasks, ws);
 }
 
 static st_status eval_attention(st_node *n, st_buffer *out) {
-    const st_node *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    const st_node *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->nsrc > 3 ? n->src[3] : NULL;
     int nd = n->ndim;
-    if (nd < 2 || q->ndim != nd || k->ndim != nd || v->ndim != nd) return bad_node(n, "operands need rank >= 2");
+    if (nd < 2 || q->ndim != nd || k->ndim != nd || v->ndim != nd || (m && m->ndim != nd))
+        return bad_node(n, "operands need rank >= 2");
     int64_t Lq = q->shape[nd - 2], D = q->shape[nd - 1], Lk = k->shape[nd - 2], Dv = v->shape[nd - 1];
-    if (k->shape[nd - 1] != D || v->shape[nd - 2] != Lk || n->shape[nd - 2] != Lq || n->shape[nd - 1] != Dv)
+    if (k->shape[nd - 1] != D || v->shape[nd - 2] != Lk || n->shape[nd - 2] != Lq || n->shape[nd - 1] != Dv ||
+        (m && (m->shape[nd - 2] != Lq || m->shape[nd - 1] != Lk)))
         return bad_node(n, "operand dims disagree");
     int64_t batch = 1;
     for (int d = 0; d < nd - 2; d++) {
-        if (q->shape[d] != n->shape[d] || k->shape[d] != n->shape[d] || v->shape[d] != n->shape[d])
+        if (q->shape[d] != n->shape[d] || k->shape[d] != n->shape[d] || v->shape[d] != n->shape[d] ||
+            (m && m->shape[d] != n->shape[d]))
             return bad_node(n, "batch dims disagree");
         batch *= n->shape[d];
     }
     if ((n->dtype != ST_F32 && n->dtype != ST_F64) || q->dtype != n->dtype || k->dtype != n->dtype ||
-        v->dtype != n->dtype)
+        v->dtype != n->dtype || (m && m->dtype != n->dtype))
         return bad_node(n, "operands must all be f32 or all f64");
     if (!n->numel) return ST_OK;
     int dt = n->dtype == ST_F64 ? ST_ATTN_F64 : ST_ATTN_F32;
     int nt = task_threads(batch * Lq * Lk * (D + Dv));
     attn_job j = {.gemm = base_gemm(),
-                  .g = {dt, n->arg.attn.causal, Lq, Lk, D, Dv, q->buf->data, k->buf->data, v->buf->data,
-                        D, 1, D, 1, Dv, 1, out->data, n->arg.attn.scale, st_attn_plan(batch, Lq, nt)},
+                  .g = {.dt = dt, .causal = n->arg.attn.causal, .Lq = Lq, .Lk = Lk, .D = D, .Dv = Dv,
+                        .Q = q->buf->data, .K = k->buf->data, .V = v->buf->data,
+                        .sqi = D, .sqd = 1, .skj = D, .skd = 1, .svj = Dv, .sve = 1,
+                        .M = m ? m->buf->data : NULL, .smi = Lk, .smj = 1,
+                        .O = out->data, .scale = n->arg.attn.scale, .rb = st_attn_plan(batch, Lq, nt)},
                   .es = st_dtypes[n->dtype].size};
     j.tasks = st_attn_tasks(&j.g);
     const size_t wsb = (st_attn_ws_bytes(dt, Lk, D, Dv) + 63) & ~(size_t)63;

@@ -68,7 +68,7 @@ size_t st_node_nbytes(const st_node *n) { return (size_t)n->numel * st_dtypes[n-
 
 st_node *st_node_new(st_op op, st_dtype dt, int ndim, const int64_t *shape, int nsrc,
                      st_node *const *srcs, const st_node_arg *arg) {
-    ST_ASSERT(ndim >= 0 && ndim <= ST_MAX_DIMS && nsrc >= 0 && nsrc <= 3);
+    ST_ASSERT(ndim >= 0 && ndim <= ST_MAX_DIMS && nsrc >= 0 && nsrc <= ST_NODE_SRCS);
     int64_t numel;
     if (!st_shape_numel_checked(ndim, shape, st_dtypes[dt].size, &numel)) {
         char b[200];
@@ -166,7 +166,8 @@ void st_node_realize(st_node *n, st_buffer *buf) {
     n->op = ST_OP_BUFFER;
     pending--;
     int ns = n->nsrc;
-    st_node *srcs[3] = {n->src[0], n->src[1], n->src[2]};
+    st_node *srcs[ST_NODE_SRCS];
+    memcpy(srcs, n->src, sizeof srcs);
     n->nsrc = 0;
     memset(n->src, 0, sizeof n->src);
     memset(&n->arg, 0, sizeof n->arg);

@@ -112,6 +112,9 @@ typedef struct st_ag {
 enum { AG_OP, AG_FN, AG_FN_OUT };
 static inline size_t st_ag_size(int nsrc) { return sizeof(st_ag) + (size_t)nsrc * sizeof(struct st_node *); }
 
+/* The most srcs a node has (an attention's q, k, v and its mask). */
+#define ST_NODE_SRCS 4
+
 typedef struct st_node {
     int32_t refcnt;
     uint16_t op;          /* st_op */
@@ -123,7 +126,7 @@ typedef struct st_node {
     int8_t rdev;          /* scratch during a flush: the device this node runs on */
     int64_t shape[ST_MAX_DIMS];
     int64_t numel;
-    struct st_node *src[3];
+    struct st_node *src[ST_NODE_SRCS];
     st_buffer *buf;       /* set once realized (op == ST_OP_BUFFER) */
     st_ag *ag;            /* set when the node requires grad */
     uint64_t id;          /* creation order: ids grow along every src edge */

@@ -1131,29 +1131,36 @@ function MultiheadAttention:forward(q, k, v, opts)
       :reshape(n, len, h, d):transpose(2, 3)                          -- (N, H, len, d)
   end
   local qh, kh, vh = proj(q, 1, l), proj(k, 2, s), proj(v, 3, s)
-  if opts.need_weights == false and opts.attn_mask == nil and opts.key_padding_mask == nil and
-     not (self.training and self.dropout > 0) then
-    -- no weights asked for, nothing but causality masked: the attention op (one kernel, the
-    -- scores never stored; F.scaled_dot_product_attention's fast path)
-    local out = st._attention(qh, kh, vh, 1 / math.sqrt(d), not not opts.is_causal)
+  local am, kp = opts.attn_mask, opts.key_padding_mask
+  if kp ~= nil then
+    if kp:dim() ~= 2 or kp:size(1) ~= n or kp:size(2) ~= s then
+      error("MultiheadAttention: key_padding_mask must be (N, S) = (" .. n .. ", " .. s .. "), got " .. shape_str(kp), 2)
+    end
+    kp = kp:reshape(n, 1, 1, s)
+  end
+  if opts.need_weights == false and not (self.training and self.dropout > 0) then
+    -- no weights asked for: the attention op (one kernel, the scores never stored; F.scaled_dot_-
+    -- product_attention's fast path), the masks as one additive (N, 1, L, S) or smaller mask
+    local mask
+    for _, m in ipairs({am or false, kp or false}) do
+      if m then
+        m = m:dtype() == "bool" and st.where(m, -math.huge, st.zeros({}, qh:dtype())) or m:to(qh:dtype())
+        mask = mask and mask + m or m
+      end
+    end
+    local out = st._attention(qh, kh, vh, 1 / math.sqrt(d), not am and not not opts.is_causal, mask)
     out = self.out_proj(out:transpose(2, 3):reshape(n, l, e))
     if not self.batch_first then out = out:transpose(1, 2) end
     return out, nil
   end
   local scores = qh:matmul(kh:transpose(3, 4)) * (1 / math.sqrt(d)) -- (N, H, L, S)
-  local am = opts.attn_mask
   if opts.is_causal and not am then
     am = st.arange(s):reshape(1, s):gt(st.arange(l):reshape(l, 1))
   end
   if am ~= nil then
     if am:dtype() == "bool" then scores = st.where(am, -math.huge, scores) else scores = scores + am end
   end
-  if opts.key_padding_mask ~= nil then
-    local kp = opts.key_padding_mask
-    if kp:dim() ~= 2 or kp:size(1) ~= n or kp:size(2) ~= s then
-      error("MultiheadAttention: key_padding_mask must be (N, S) = (" .. n .. ", " .. s .. "), got " .. shape_str(kp), 2)
-    end
-    kp = kp:reshape(n, 1, 1, s)
+  if kp ~= nil then
     if kp:dtype() == "bool" then scores = st.where(kp, -math.huge, scores) else scores = scores + kp end
   end
   local attn = scores:softmax(4)

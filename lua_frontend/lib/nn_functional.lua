@@ -429,9 +429,9 @@ end
 -- softmax(q k^T * scale + mask) v over the last two dims, scale 1/sqrt(q's last dim) by default.
 -- attn_mask: a bool tensor (true: may attend) or a float one added to the scores; is_causal: query
 -- i attends to keys j <= i (with more keys than queries, PyTorch's top-left alignment). Float
--- operands without attn_mask or dropout are one attention op (st._attention: one kernel, the
--- scores never stored, recomputed by the backward; docs/fusion.md); the others the composition
--- below (matmul, where or add, softmax, dropout, matmul).
+-- operands without dropout are one attention op (st._attention: one kernel, the scores never
+-- stored, recomputed by the backward; a mask is read through its broadcast; docs/fusion.md); the
+-- others the composition below (matmul, where or add, softmax, dropout, matmul).
 function F.scaled_dot_product_attention(q, k, v, opts)
   opts = check_opts(opts, {"attn_mask", "dropout_p", "is_causal", "scale"}, "scaled_dot_product_attention")
   for what, t in pairs({q = q, k = k, v = v}) do
@@ -455,16 +455,17 @@ function F.scaled_dot_product_attention(q, k, v, opts)
   if type(p) ~= "number" or p < 0 or p > 1 then
     error("scaled_dot_product_attention: dropout_p must be in [0, 1], got " .. tostring(p), 2)
   end
-  if opts.attn_mask == nil and p == 0 and is_float(q) and is_float(k) and is_float(v) then
-    return st._attention(q, k, v, scale, not not opts.is_causal)
+  local mask = opts.attn_mask
+  if mask ~= nil and not st.is_tensor(mask) then error("scaled_dot_product_attention: attn_mask must be a tensor", 2) end
+  if p == 0 and is_float(q) and is_float(k) and is_float(v) and (mask == nil or mask:dtype() == "bool" or
+      is_float(mask)) then
+    return st._attention(q, k, v, scale, not not opts.is_causal, mask)
   end
   local scores = q:matmul(k:transpose(-2, -1)) * scale
-  local mask = opts.attn_mask
   if opts.is_causal then
     mask = st.arange(lk):reshape(1, lk):le(st.arange(lq):reshape(lq, 1))
   end
   if mask ~= nil then
-    if not st.is_tensor(mask) then error("scaled_dot_product_attention: attn_mask must be a tensor", 2) end
     if mask:dtype() == "bool" then
       scores = st.where(mask, scores, -math.huge)
     else

@@ -1,5 +1,5 @@
 -- test_attention.lua — issue 14, item 3: the attention op (st._attention, F.scaled_dot_product_attention
--- without a mask or dropout, nn.MultiheadAttention with need_weights = false): one kernel, the
+-- without dropout, nn.MultiheadAttention with need_weights = false), with or without a mask: one kernel, the
 -- scores never stored, against the composed form (matmul, where, softmax, matmul) and its autograd.
 -- On the CPU the fused op's f32 forward without causality gives the composed form's bits (the same
 -- sums in the same order: base/opmath_attn.h; a causal row sums fewer terms, so f64 may differ in
@@ -83,10 +83,8 @@ test("attention: F.scaled_dot_product_attention and MultiheadAttention use it, w
   local y = st.sync(F.scaled_dot_product_attention(q, k, v, {is_causal = true, scale = 0.2}))
   eq(st.stats().kernels_launched - s0, 1, "F.scaled_dot_product_attention's kernels")
   same(y, composed(q, k, v, 0.2, true), "sdpa")
-  -- a mask keeps the composed form
-  local keep = st.ones(9, 9, "bool")
-  same(F.scaled_dot_product_attention(q, k, v, {attn_mask = keep}), composed(q, k, v, 1 / math.sqrt(8), false),
-    "sdpa with a mask")
+  -- dropout keeps the composed form (p = 1: every weight dropped)
+  eq(F.scaled_dot_product_attention(q, k, v, {dropout_p = 1}):abs():sum():item(), 0, "sdpa with dropout 1")
   -- is_causal as any true value (1 too), as the composed form reads it
   same(F.scaled_dot_product_attention(q, k, v, {is_causal = 1}), composed(q, k, v, 1 / math.sqrt(8), true), "is_causal = 1")
   local mha = nn.MultiheadAttention(8, 2, {batch_first = true})
@@ -153,11 +151,148 @@ test("attention: one kernel, no (Lq, Lk) buffer, the scale refreshed on a plan c
   -- the interpreter (eager mode) runs the library's attention too: the fused kernel's bits
   if cpu then
     local fused = st.sync(st._attention(q, k, v, 0.3))
-    local was = st.eager(true)
+    local was = st.eager()
+    st.eager(true)
     local eager = st._attention(q, k, v, 0.3)
     st.eager(was)
+    eq(st.eager(), false, "eager mode off again")
     eq(rel(eager, fused), 0, "interpreter and kernel")
   end
+end)
+
+-- the composed form with a mask: bool (true: may attend) or float (added)
+local function composed_masked(q, k, v, scale, mask, causal)
+  local s = q:matmul(k:transpose(-2, -1)) * scale
+  if mask:dtype() == "bool" then s = st.where(mask, s, -math.huge) else s = s + mask end
+  if causal then
+    local lq, lk = q:size(-2), k:size(-2)
+    s = st.where(st.arange(lq):reshape(lq, 1):ge(st.arange(lk):reshape(1, lk)), s, -math.huge)
+  end
+  return s:softmax(-1):matmul(v)
+end
+
+test("attention with a mask: the composed form's values (bool and float, broadcast, views, causal)", function()
+  st.manual_seed(11)
+  for _, dt in ipairs({"f32", "f64"}) do
+    for _, sh in ipairs({{2, 3, 5, 4, 6, 7}, {1, 2, 40, 8, 70, 16}, {2, 1, 33, 16, 17, 5}}) do
+      local B, Hh, Lq, E, Lk, Ev = table.unpack(sh)
+      local q, k, v = randn({B, Hh, Lq, E}, dt), randn({B, Hh, Lk, E}, dt), randn({B, Hh, Lk, Ev}, dt)
+      -- every key row keeps key 1, so no row is all -inf
+      local function keep1(m) return st.where(st.arange(Lk):eq(0), true, m) end
+      local masks = {
+        full = keep1(st.rand({B, Hh, Lq, Lk}):gt(0.4)),
+        rows = keep1(st.rand({Lq, Lk}):gt(0.3)),
+        keys = keep1(st.rand({B, 1, 1, Lk}):gt(0.5)),                 -- a key padding mask
+        heads = st.randn({1, Hh, Lq, Lk}):to(dt),                      -- a float bias (ALiBi-like)
+        transposed = st.randn({Lk, Lq}):to(dt):t(),                    -- a strided view
+        scalar = st.full({1}, -2.5, dt),
+      }
+      for name, m in pairs(masks) do
+        for _, causal in ipairs({false, true}) do
+          local a = st._attention(q, k, v, 0.7, causal, m)
+          same(a, composed_masked(q, k, v, 0.7, m, causal), string.format("%s %s mask %s causal %s", dt,
+            table.concat(sh, "x"), name, tostring(causal)), cpu and dt == "f32" and not causal)
+        end
+      end
+    end
+  end
+  -- every key of a row masked: NaN, as the composed form; the other rows unharmed
+  local q, k, v = st.randn({1, 3, 4}), st.randn({1, 5, 4}), st.randn({1, 5, 2})
+  local m = st.ones(3, 5, "bool")
+  m[2] = false
+  local y = st._attention(q, k, v, nil, false, m)
+  eq(y[1][2]:isnan():all():item(), true, "a row with every key masked is NaN")
+  eq(y[1][1]:isnan():any():item(), false, "the other rows are numbers")
+  -- f16 operands and mask, computed in f32
+  local mh = st.randn({3, 5}):half()
+  same(st._attention(q:half(), k:half(), v:half(), nil, false, mh),
+    composed_masked(q:half():float(), k:half():float(), v:half():float(), 0.5, mh:float(), false):half(), "f16")
+end)
+
+test("attention with a mask: one kernel, the mask never expanded, its plan reused; the interpreter's bits", function()
+  st.manual_seed(13)
+  local B, Hh, L, E = 2, 4, 256, 16
+  local q, k, v = st.sync(st.randn({B, Hh, L, E}), st.randn({B, Hh, L, E}), st.randn({B, Hh, L, E}))
+  for i = 1, 2 do
+    local pad = st.sync(st.arange(L):lt(L - 10 * i):reshape(1, 1, 1, L):expand(B, 1, 1, L):contiguous())
+    st.reset_stats()
+    local s0 = st.stats()
+    local y = st.sync(F.scaled_dot_product_attention(q, k, v, {attn_mask = pad}))
+    local s1 = st.stats()
+    -- the bool mask's additive form (B, 1, 1, L) and the attention
+    eq(s1.kernels_launched - s0.kernels_launched, 2, "kernels")
+    if i > 1 then eq(s1.plan_cache_hits - s0.plan_cache_hits, 1, "a new mask reuses the plan") end
+    if cpu then   -- the scores or an expanded mask would be B * H * L * L floats (2 MB)
+      local grow = s1.bytes_peak - s0.bytes_in_use
+      if grow > 4 * B * Hh * L * E * 4 then error("peak grew " .. grow .. " bytes over what was in use") end
+    end
+    same(y, composed_masked(q, k, v, 0.25, pad, false), "key padding " .. i, cpu)
+  end
+  local bias = st.sync(st.randn({Hh, L, L}))
+  st.reset_stats()
+  local y = st.sync(st._attention(q, k, v, 0.3, true, bias))
+  eq(st.stats().kernels_launched, 1, "a realized float mask: one kernel")
+  if cpu then
+    local was = st.eager()
+    st.eager(true)
+    local eager = st._attention(q, k, v, 0.3, true, bias)
+    st.eager(was)
+    eq(st.eager(), false, "eager mode off again")
+    eq(rel(eager, y), 0, "interpreter and kernel with a mask")
+  end
+end)
+
+test("attention with a mask: gradients (the float mask's too), F.scaled_dot_product_attention, MultiheadAttention", function()
+  st.manual_seed(17)
+  for _, dt in ipairs({"f64", "f32"}) do
+    for _, causal in ipairs({false, true}) do
+      local q0, k0, v0 = randn({2, 3, 6, 5}, dt), randn({2, 3, 7, 5}, dt), randn({2, 3, 7, 4}, dt)
+      local m0, r = randn({3, 6, 7}, dt), randn({2, 3, 6, 4}, dt)
+      local function leaves() return {q0:clone():requires_grad_(), k0:clone():requires_grad_(),
+        v0:clone():requires_grad_(), m0:clone():requires_grad_()} end
+      local a, b = leaves(), leaves()
+      ;(st._attention(a[1], a[2], a[3], 0.4, causal, a[4]) * r):sum():backward()
+      ;(composed_masked(b[1], b[2], b[3], 0.4, b[4], causal) * r):sum():backward()
+      eq(table.concat(a[4].grad:shape(), "x"), "3x6x7", "the mask's gradient shape")
+      for i = 1, 4 do same(a[i].grad, b[i].grad, dt .. " gradient " .. i .. (causal and " causal" or "")) end
+    end
+  end
+  -- a bool mask: no gradient of its own, q's the composed form's
+  local q = st.randn({2, 4, 3}):requires_grad_()
+  local k, v, m = st.randn({2, 5, 3}), st.randn({2, 5, 2}), st.rand({2, 1, 5}):gt(0.3)
+  m = st.where(st.arange(5):eq(0), true, m)
+  local qr = q:detach():clone():requires_grad_()
+  st._attention(q, k, v, nil, false, m):sum():backward()
+  composed_masked(qr, k, v, 1 / math.sqrt(3), m, false):sum():backward()
+  same(q.grad, qr.grad, "bool mask: dq")
+  -- F.scaled_dot_product_attention takes the op with a mask (float or bool)
+  local calls, op = 0, st._attention
+  st._attention = function(...) calls = calls + 1; return op(...) end
+  local qq, kk, vv = st.randn({2, 2, 9, 8}), st.randn({2, 2, 9, 8}), st.randn({2, 2, 9, 8})
+  local bm = st.where(st.arange(9):eq(0), true, st.rand({9, 9}):gt(0.5))
+  local y1 = F.scaled_dot_product_attention(qq, kk, vv, {attn_mask = bm})
+  local fm = st.randn({9, 9})
+  local y2 = F.scaled_dot_product_attention(qq, kk, vv, {attn_mask = fm, scale = 0.3})
+  eq(calls, 2, "F.scaled_dot_product_attention with a mask takes the op")
+  same(y1, composed_masked(qq, kk, vv, 1 / math.sqrt(8), bm, false), "sdpa, bool mask")
+  same(y2, composed_masked(qq, kk, vv, 0.3, fm, false), "sdpa, float mask")
+  -- MultiheadAttention: key padding and attention masks (PyTorch's convention: true is masked out)
+  local mha = nn.MultiheadAttention(8, 2, {batch_first = true})
+  local x = st.randn({3, 6, 8})
+  local kpm = st.tensor({{false, false, false, false, true, true}, {false, false, false, false, false, false},
+    {false, true, false, true, false, true}})
+  local am = st.arange(6):reshape(1, 6):gt(st.arange(6):reshape(6, 1))   -- causal as a mask
+  local fam = st.randn({6, 6})
+  calls = 0
+  for _, o in ipairs({{key_padding_mask = kpm}, {attn_mask = am}, {attn_mask = am, key_padding_mask = kpm},
+                      {attn_mask = fam, key_padding_mask = kpm}, {key_padding_mask = kpm, is_causal = true}}) do
+    local slow = mha(x, x, x, o)
+    o.need_weights = false
+    local fast = mha(x, x, x, o)
+    same(fast, slow, "MultiheadAttention with masks")
+  end
+  st._attention = op
+  eq(calls, 5, "MultiheadAttention without weights takes the op with masks")
 end)
 
 test("attention: errors name the shapes and dtypes", function()
@@ -167,6 +302,12 @@ test("attention: errors name the shapes and dtypes", function()
   H.raises(function() return st._attention(st.randn({4}), k, v) end, "at least 2 dims")
   H.raises(function() return st._attention(q, st.randn({3, 5, 4}), v) end, "cannot be broadcast")
   H.raises(function() return st._attention(q:long(), k:long(), v:long()) end, "float operands expected")
+  H.raises(function() return st._attention(q, k, v, nil, false, st.ones(4, 5, "bool")) end,
+    "mask (4, 5) does not broadcast to the scores' shape (2, 3, 5)")
+  H.raises(function() return st._attention(q, k, v, nil, false, st.ones(7, 2, 3, 5, "bool")) end,
+    "does not broadcast")
+  H.raises(function() return st._attention(q, k, v, nil, false, st.ones(3, 5, "i32")) end,
+    "the mask must be bool or float, got i32")
 end)
 
 H.done()
