@@ -554,14 +554,14 @@ TEST(sums_use_fma) {
  * partial block of 8 rows, rows of fewer and more than 32 keys), f32 and f64, q and k read
  * transposed (column-major), v row-major. */
 static void attn_ref(int causal, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, const float *Q, const float *K,
-                     const float *V, double scale, double *out) {
+                     const float *V, const float *M, double scale, double *out) {
     for (int64_t i = 0; i < Lq; i++) {
         int64_t n = causal ? (i + 1 < Lk ? i + 1 : Lk) : Lk;
         double m = -INFINITY, l = 0, s[80];
         for (int64_t j = 0; j < n; j++) {
             double a = 0;
             for (int64_t d = 0; d < D; d++) a += (double)Q[i * D + d] * K[j * D + d];
-            s[j] = a * scale;
+            s[j] = a * scale + (M ? M[i * Lk + j] : 0);
             m = s[j] > m ? s[j] : m;
         }
         for (int64_t j = 0; j < n; j++) l += exp(s[j] - m);
@@ -586,6 +586,16 @@ TEST(attention_copies_scratch_and_rows_agree) {
             char *V = malloc((size_t)(Lk * Dv + 1) * es), *O = malloc((size_t)(Lq * Dv) * es);
             char *O0 = malloc((size_t)(Lq * Dv) * es);
             double *R = malloc((size_t)(Lq * Dv) * sizeof *R);
+            /* a mask: values and -inf, key 0 always finite (no row all -inf), stored transposed */
+            float *Mf = malloc((size_t)(Lq * Lk + 1) * 4);
+            char *Mk = malloc((size_t)(Lq * Lk + 1) * es);
+            for (int64_t i = 0; i < Lq; i++)
+                for (int64_t j = 0; j < Lk; j++) {
+                    const float x = rnd();
+                    Mf[i * Lk + j] = j > 0 && x > 0.7f ? -INFINITY : x;
+                    if (dt) ((double *)Mk)[j * Lq + i] = Mf[i * Lk + j];
+                    else ((float *)Mk)[j * Lq + i] = Mf[i * Lk + j];
+                }
             for (int64_t i = 0; i < Lq * D; i++) Qf[i] = rnd() * 2;
             for (int64_t i = 0; i < Lk * D; i++) Kf[i] = rnd() * 2;
             for (int64_t i = 0; i < Lk * Dv; i++) Vf[i] = rnd();
@@ -604,15 +614,19 @@ TEST(attention_copies_scratch_and_rows_agree) {
                 if (dt) ((double *)V)[i] = Vf[i];
                 else ((float *)V)[i] = Vf[i];
             }
-            for (int causal = 0; causal < 2; causal++) {
-                attn_ref(causal, Lq, Lk, D, Dv, Qf, Kf, Vf, 0.35, R);
+            for (int cm = 0; cm < 4; cm++) {
+                const int causal = cm & 1, masked = cm >> 1;
+                attn_ref(causal, Lq, Lk, D, Dv, Qf, Kf, Vf, masked ? Mf : NULL, 0.35, R);
                 int first = 1;
                 for (int isa = 0; isa < BASE_GEMM_COPIES; isa++) {
                     const st_gemm_api *api = base_gemm_copy(isa);
                     if (!api) continue;
                     for (int scratch = 0; scratch < 2; scratch++) {
                         for (int64_t rb = 1; rb <= 64; rb *= 4) {
-                            st_attn g = {dt, causal, Lq, Lk, D, Dv, Q, K, V, 1, Lq, 1, Lk, Dv, 1, O, 0.35, rb};
+                            st_attn g = {.dt = dt, .causal = causal, .Lq = Lq, .Lk = Lk, .D = D, .Dv = Dv,
+                                         .Q = Q, .K = K, .V = V, .sqi = 1, .sqd = Lq, .skj = 1, .skd = Lk,
+                                         .svj = Dv, .sve = 1, .M = masked ? Mk : NULL, .smi = 1, .smj = Lq,
+                                         .O = O, .scale = 0.35, .rb = rb};
                             void *ws = scratch ? malloc(st_attn_ws_bytes(dt, Lk, D, Dv)) : NULL;
                             memset(O, 0xff, (size_t)(Lq * Dv) * es);   /* NaN everywhere */
                             for (int64_t t = 0; t < st_attn_tasks(&g); t++) api->attn[dt](&g, t, ws);
@@ -623,18 +637,19 @@ TEST(attention_copies_scratch_and_rows_agree) {
                                 for (int64_t i = 0; i < Lq * Dv; i++) {
                                     double o = dt ? ((double *)O)[i] : ((float *)O)[i];
                                     CHECK_MSG(fabs(o - R[i]) <= (dt ? 1e-12 : 1e-5) * (1 + fabs(R[i])),
-                                              "dt %d case %d causal %d: %g vs %g", dt, ci, causal, o, R[i]);
+                                              "dt %d case %d causal %d mask %d: %g vs %g", dt, ci, causal, masked, o,
+                                              R[i]);
                                 }
                             } else {
                                 CHECK_MSG(!memcmp(O, O0, (size_t)(Lq * Dv) * es),
-                                          "dt %d case %d causal %d copy %d scratch %d rows %lld", dt, ci, causal, isa,
-                                          scratch, (long long)rb);
+                                          "dt %d case %d causal %d mask %d copy %d scratch %d rows %lld", dt, ci,
+                                          causal, masked, isa, scratch, (long long)rb);
                             }
                         }
                     }
                 }
             }
-            free(Qf); free(Kf); free(Vf); free(Q); free(K); free(V); free(O); free(O0); free(R);
+            free(Qf); free(Kf); free(Vf); free(Q); free(K); free(V); free(O); free(O0); free(R); free(Mf); free(Mk);
         }
     }
 }

@@ -253,6 +253,14 @@ local LAYERS = {
       {false, true, true, true, true}}):to(st.device())
     return F.scaled_dot_product_attention(q, k, v, {attn_mask = allow, scale = 0.3})
   end}},
+  {"sdpa_float_mask", {fn = function(q, k, v, m) return F.scaled_dot_product_attention(q, k, v, {attn_mask = m}) end}},
+  {"mha_padding_no_weights", {make = function() return nn.MultiheadAttention(6, 3, {batch_first = true}) end,
+    run = function(m, x)
+      local kpm = st.tensor({{0, 0, 0, 1, 1}, {0, 0, 0, 0, 0}}):bool():to(st.device())
+      local masked = st.tensor({{false, true, false, false, true}, {false, false, true, false, false},
+        {true, false, false, false, false}}):to(st.device())
+      return (m(x[1], x[2], x[3], {key_padding_mask = kpm, attn_mask = masked, need_weights = false}))
+    end}},
   {"lstm", {make = function() return nn.LSTM(3, 4, {num_layers = 2, batch_first = true, bidirectional = true}) end,
     run = function(m, x)
       local y, hc = m(x[1], {x[2], x[3]})

@@ -183,6 +183,14 @@ def layers():
                           [False, True, True, True, True]])
     record("sdpa_mask_scale", lambda q, k, v: sdpa(q, k, v, allow, 0.3), [rn(2, 3, 4), rn(2, 5, 4), rn(2, 5, 3)],
            [0, 1, 2])
+    # a float mask (a learned bias: it gets a gradient), broadcast over the batch
+    record("sdpa_float_mask", lambda q, k, v, m: torch.softmax(q @ k.transpose(-2, -1) / 2 + m, -1) @ v,
+           [rn(2, 3, 4), rn(2, 5, 4), rn(2, 5, 3), rn(3, 5)], [0, 1, 2, 3])
+    # MultiheadAttention without weights: key padding and attention masks through the attention op
+    mod("mha_padding_no_weights", nn.MultiheadAttention(6, 3, batch_first=True),
+        [rn(2, 3, 6), rn(2, 5, 6), rn(2, 5, 6)], grad_ins=(0, 1, 2),
+        call=lambda m: lambda q, k, v: m(q, k, v, key_padding_mask=kpm, attn_mask=allow.logical_not(),
+                                         need_weights=False)[0])
     # recurrent: 2 layers, batch_first, bidirectional, with initial states
     mod("lstm", nn.LSTM(3, 4, num_layers=2, batch_first=True, bidirectional=True),
         [rn(2, 5, 3), rn(4, 2, 4), rn(4, 2, 4)], grad_ins=(0, 1, 2),
