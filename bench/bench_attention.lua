@@ -1,6 +1,7 @@
 -- bench_attention.lua — stitch's side of bench_attention.py: the attention op (st._attention, one
 -- kernel) against the composed form (matmul, where, softmax, matmul: the scores stored) on the same
--- inputs, forward only and forward + backward, per shape; writes `key value` lines.
+-- inputs, forward only and forward + backward, per shape, causal, not, and with a key padding mask
+-- (a bool (B, 1, 1, L): batch entry b's last (b % 4 + 1) L / 8 keys masked); writes `key value` lines.
 --   build/stitch bench/bench_attention.lua [--quick] [OUT]
 local quick, out_path = false, nil
 for _, a in ipairs(arg) do
@@ -12,8 +13,9 @@ local SHAPES = {{16, 4, 64, 32}, {4, 4, 256, 64}, {2, 4, 1024, 64}}   -- B, H, L
 local results = {}
 local function put(k, v) results[#results + 1] = string.format("%s %.9g", k, v) end
 
-local function composed(q, k, v, scale, causal)
+local function composed(q, k, v, scale, causal, mask)
   local s = q:matmul(k:transpose(-2, -1)) * scale
+  if mask then s = st.where(mask, s, -math.huge) end
   if causal then
     local lq, lk = q:size(-2), k:size(-2)
     s = st.where(st.arange(lq):reshape(lq, 1):ge(st.arange(lk):reshape(1, lk)), s, -math.huge)
@@ -39,10 +41,13 @@ for _, s in ipairs(SHAPES) do
   local g = st.sync(st.randn({B, H, L, E}))
   local scale = 1 / math.sqrt(E)
   local n = math.max(2, math.floor((quick and 2e7 or 1e8) / (B * H * L * L * E)))
-  for _, causal in ipairs({true, false}) do
-    local tag = name .. (causal and "_causal" or "")
-    for which, f in pairs({fused = function(a, b, c) return st._attention(a, b, c, scale, causal) end,
-                           composed = function(a, b, c) return composed(a, b, c, scale, causal) end}) do
+  local keep = {}
+  for b = 0, B - 1 do keep[b + 1] = st.arange(L):lt(L - (b % 4 + 1) * L // 8):reshape(1, 1, L) end
+  local pad = st.sync(st.stack(keep, 1))   -- (B, 1, 1, L)
+  for _, variant in ipairs({"_causal", "", "_padded"}) do
+    local tag, causal, mask = name .. variant, variant == "_causal", variant == "_padded" and pad or nil
+    for which, f in pairs({fused = function(a, b, c) return st._attention(a, b, c, scale, causal, mask) end,
+                           composed = function(a, b, c) return composed(a, b, c, scale, causal, mask) end}) do
       put(tag .. "_" .. which .. "_fwd_ms", median_ms(function() local y <close> = f(q, k, v); st.sync(y) end, n))
       local qa, ka, va = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
       put(tag .. "_" .. which .. "_fwdbwd_ms", median_ms(function()
