@@ -16,6 +16,9 @@
  *   e_j = exp(s_j - m)           (the prelude's exp: om_exp's function)
  *   l = sum_j e_j                in double, 16 partial sums (lane j % 16), combined pairwise
  *   p_j = e_j / (T)l
+ *   p_j = u_j >= (T)drop ? p_j * (T)(1 / (1 - drop)) : 0     with dropout (drop > 0): u_j the
+ *                                uniform of st_rand_uniform_<S>(seed, ctr + i Lk + j): st.rand's
+ *                                number at the weight's flat index, F.dropout's keep and scale
  *   o_ie = sum_j p_j v_je        j in increasing order, fma, from 0 (the GEMM's sums of P V)
  * over the keys row i sees: all Lk, or with `causal` the keys j <= i (PyTorch's is_causal: the
  * mask's top-left corner is (0, 0)). A row that sees no key (Lk = 0) is 0. Every row is computed
@@ -36,6 +39,8 @@ typedef struct st_attn {
     int64_t sqi, sqd, skj, skd, svj, sve;
     const void *M;                  /* the mask's element [0][0] (Lq x Lk, the storage type), or NULL */
     int64_t smi, smj;
+    double drop;                    /* dropout probability of the weights (0: none) */
+    uint64_t seed, ctr;             /* its stream: ctr the counter of element (0, 0) of this batch entry */
     void *O;                        /* row-major (Lq x Dv) */
     double scale;
     int64_t rb;                     /* query rows per task (st_attn_plan) */
@@ -115,6 +120,13 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
         const T y = x + ((const T *)g->M)[i * g->smi + j * g->smj];                              \
         return y;                                                                                \
     }                                                                                            \
+    /* dropout of weight p (row i, key j), as F.dropout's x * (keep * (1 / (1 - drop))) */           \
+    static inline T st_attn_drop_##S##_(const st_attn *g, int64_t i, int64_t j, T p) {            \
+        const T u = st_rand_uniform_##S(g->seed, g->ctr + (uint64_t)(i * g->Lk + j));            \
+        const T c = (T)(1.0 / (1.0 - g->drop));                                                  \
+        const T y = p * c;                                                                       \
+        return u >= (T)g->drop ? y : (T)0;                                                       \
+    }                                                                                            \
     static inline T st_attn_exp_##S##_(const st_attn *g, const T *Q, const T *K, int64_t i, int64_t j, T m) { \
         const T x = st_attn_score_##S##_(g, Q, K, i, j);                                         \
         const T y = x - m;                                                                       \
@@ -141,7 +153,8 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
                 ST_ATTN_SUM_(jx, st_attn_exp_##S##_(g, Q, K, i, jx, m))                          \
                 const T lt = (T)l;                                                               \
                 for (int64_t k = 0; k < n; k++) {                                                \
-                    const T p = st_attn_exp_##S##_(g, Q, K, i, k, m) / lt;                       \
+                    T p = st_attn_exp_##S##_(g, Q, K, i, k, m) / lt;                             \
+                    if (g->drop > 0) p = st_attn_drop_##S##_(g, i, k, p);                         \
                     for (int64_t e = 0; e < Dv; e++)                                             \
                         orow[e] = ST_GEMM_FMA_##T(p, V[k * g->svj + e * g->sve], orow[e]);        \
                 }                                                                                \
@@ -220,6 +233,8 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
                     ST_ATTN_SUM_(jx, (sr[jx] = EXP(sr[jx] - m)))                                \
                     const T lt = (T)l;                                                           \
                     for (int64_t k = 0; k < n; k++) sr[k] = sr[k] / lt;                          \
+                    if (g->drop > 0)                                                             \
+                        for (int64_t k = 0; k < n; k++) sr[k] = st_attn_drop_##S##_(g, ib + r, k, sr[k]); \
                 }                                                                                \
             }                                                                                    \
             /* p v, 16 output columns x ST_ATTN_R rows at a time: the keys every row sees, then  \

@@ -20,7 +20,7 @@
 
 enum {  /* parameter keys */
     P_NUMEL = 1, P_SIZE, P_CSTR, P_NRED, P_VOFF, P_VSTR, P_LO, P_HI, P_CONST, P_IOTA0, P_IOTA1,
-    P_SEED, P_ROFF, P_RLO, P_RHI, P_MM, P_VQ, P_RDIV, P_RMOD, P_RMUL, P_ASCALE,
+    P_SEED, P_ROFF, P_RLO, P_RHI, P_MM, P_VQ, P_RDIV, P_RMOD, P_RMUL, P_ASCALE, P_ADROP, P_ASEED, P_AROFF,
 };
 enum { MEMO_NODE = 1, MEMO_DONE };
 #define MAX_CLASSES 128
@@ -522,7 +522,10 @@ bool fuse_user_scalar(const kir_ins *in, const st_region *r, int64_t *iv, double
     case P_ROFF: *iv = (int64_t)n->arg.rng.offset; return true;
     case P_RLO: *iv = n->arg.rng.lo; return true;
     case P_RHI: *iv = n->arg.rng.hi; return true;
-    case P_ASCALE: *fv = n->arg.attn.scale; return true;   /* an attention's scale */
+    case P_ASCALE: *fv = n->arg.attn.scale; return true;   /* an attention's scale and dropout */
+    case P_ADROP: *fv = n->arg.attn.drop; return true;
+    case P_ASEED: *iv = (int64_t)n->arg.attn.seed; return true;
+    case P_AROFF: *iv = (int64_t)n->arg.attn.offset; return true;
     default: return false;
     }
 }
@@ -1313,8 +1316,9 @@ static void lower_matmul(lw *w) {
 
 /* An attention group (kir_attn): its three or four operands (q, k, v, the mask) as strided bases
  * read in place, like a matmul's (sizes, strides and offsets in P_MM slots, an offset a view of the
- * region gives in its P_VOFF; a broadcast mask's strides are 0), the scale a user scalar
- * (P_ASCALE, refreshed on a plan cache hit). */
+ * region gives in its P_VOFF; a broadcast mask's strides are 0), the scale and the dropout's
+ * probability, seed and offset user scalars (P_ASCALE, P_ADROP, P_ASEED, P_AROFF, refreshed on a
+ * plan cache hit; whether there is dropout is baked). */
 static void lower_attn(lw *w) {
     st_node *at = w->G->anchor;
     kir_attn *k = &w->L->k.at;
@@ -1356,6 +1360,16 @@ static void lower_attn(lw *w) {
     for (int i = 0; i < ns; i++) k->p_off[i] = mm_offset(w, &key, ov[i], off[i]);
     int id = fparam(w, P_ASCALE, at->pos, at->arg.attn.scale);
     k->p_scale = id < 0 ? 0 : (int)w->b.k->ins[id].imm;
+    k->dropout = at->arg.attn.drop > 0;
+    k->p_drop = k->p_seed = k->p_roff = -1;
+    if (k->dropout) {
+        id = fparam(w, P_ADROP, at->pos, at->arg.attn.drop);
+        k->p_drop = id < 0 ? 0 : (int)w->b.k->ins[id].imm;
+        id = iparam(w, P_ASEED, at->pos, -1, (int64_t)at->arg.attn.seed);
+        k->p_seed = id < 0 ? 0 : (int)w->b.k->ins[id].imm;
+        id = iparam(w, P_AROFF, at->pos, -1, (int64_t)at->arg.attn.offset);
+        k->p_roff = id < 0 ? 0 : (int)w->b.k->ins[id].imm;
+    }
     int64_t nrows = 1;
     for (int d = 0; d <= nb; d++) nrows *= at->shape[d];
     w->L->work = nrows * at->src[1]->shape[nb] * (at->src[0]->shape[nb + 1] + at->shape[nb + 1]);

@@ -90,8 +90,9 @@ static bool put_args(fuse_pkey *k, const st_node *x) {
         }
         return put(k, off, sizeof off);
     }
-    case ST_OP_ATTN: { /* the operand offsets as a matmul's (-2: no mask), and causal (the scale is
-                        * a P_ASCALE parameter, refreshed on a hit) */
+    case ST_OP_ATTN: { /* the operand offsets as a matmul's (-2: no mask), causal and whether there
+                        * is dropout (the scale and the dropout's numbers are parameters, refreshed
+                        * on a hit) */
         int64_t off[ST_NODE_SRCS + 1];
         for (int i = 0; i < ST_NODE_SRCS; i++) {
             st_node *base, *ov;
@@ -103,7 +104,7 @@ static bool put_args(fuse_pkey *k, const st_node *x) {
             fuse_attn_operand(x->src[i], &base, str, &off[i], &ov);
             if (ov && fuse_in_region(ov)) off[i] = -1;
         }
-        off[ST_NODE_SRCS] = a->attn.causal;
+        off[ST_NODE_SRCS] = a->attn.causal + 2 * (a->attn.drop > 0);
         return put(k, off, sizeof off);
     }
     case ST_OP_IOTA: return put_i64(k, a->iota.axis * 2 + fuse_iota_integral(x));

@@ -174,11 +174,14 @@ ST_API st_tensor *st_matmul(st_tensor *a, st_tensor *b);
 /* Attention: softmax(q k^T * scale + mask) v over the last two dims, q (..., Lq, E), k (..., Lk, E),
  * v (..., Lk, Ev) -> (..., Lq, Ev), batch dims broadcast; mask NULL, or bool (true: may attend;
  * false adds -inf) or float (added; it gets a gradient), broadcastable to (..., Lq, Lk); scale NaN
- * means 1/sqrt(E); causal: query i sees keys j <= i only (with a mask too). One op of the trace:
- * one kernel, the (Lq, Lk) scores never stored (docs/fusion.md). f32 or f64 (f16/bf16 compute in
- * f32 and round the result). The gradient recomputes the scores (docs/autograd.md). */
+ * means 1/sqrt(E); causal: query i sees keys j <= i only (with a mask too); dropout in [0, 1]: each
+ * weight zeroed with that probability and the rest scaled by 1/(1 - dropout), the numbers of
+ * st_rand over the weights' (..., Lq, Lk) shape (it advances the stream as that call would). One
+ * op of the trace: one kernel, the (Lq, Lk) scores never stored (docs/fusion.md). f32 or f64
+ * (f16/bf16 compute in f32 and round the result). The gradient recomputes the scores and the
+ * dropout's numbers (docs/autograd.md). */
 ST_API st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mask, double scale,
-                               int causal);
+                               int causal, double dropout);
 /* Einstein summation, numpy/PyTorch rules: "bij,bjk->bik", implicit output without "->" (the
  * indices used once, capitals first), "..." broadcasting, a repeated index within an operand takes
  * its diagonal, sizes match or are 1. n operands, contracted left to right in pairs; each pair is

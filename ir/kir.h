@@ -132,6 +132,8 @@ typedef struct kir_attn {
     int p_off[4];
     int p_scale;                     /* a->flts slot */
     int causal;
+    int dropout;                     /* of the weights: p_drop a flts slot, p_seed and p_roff ints */
+    int p_drop, p_seed, p_roff;
 } kir_attn;
 
 #define KIR_MAX_BUFS 256   /* buffer slots of one kernel (a horizontal AdamW step: ~7 per parameter) */

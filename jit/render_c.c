@@ -1330,8 +1330,8 @@ static void render_matmul_float_epi(sbuf *b, const kir_kernel *k, const uint8_t 
 
 /* An attention kernel (kir_attn): the library's attention (st_attn_task_<S>, base/opmath_attn.h)
  * over the tasks of every batch entry (a batch entry's block of query rows each), batch offsets
- * as a matmul's (q, k, v and the mask's); per thread its scratch (NULL when malloc fails: the task
- * then recomputes its scores, the same bits). */
+ * as a matmul's (q, k, v and the mask's), the dropout's counters by batch entry; per thread its
+ * scratch (NULL when malloc fails: the task then recomputes its scores, the same bits). */
 static void render_attn(sbuf *b, const kir_kernel *k) {
     const kir_attn *m = &k->at;
     const char *st = m->dtype == ST_F64 ? "double" : "float", *sfx = m->dtype == ST_F64 ? "f64" : "f32";
@@ -1352,6 +1352,8 @@ static void render_attn(sbuf *b, const kir_kernel *k) {
     for (int i = 0; i < nop; i++)
         sbuf_printf(b, " .%s = a->ints[%d], .%s = a->ints[%d],", rs[i][0], m->p_str[i] + nb, rs[i][1],
                     m->p_str[i] + nb + 1);
+    if (m->dropout)
+        sbuf_printf(b, " .drop = a->flts[%d], .seed = (uint64_t)a->ints[%d],", m->p_drop, m->p_seed);
     sbuf_printf(b, " .scale = a->flts[%d], .rb = st_attn_plan(NB, Lq, nt)};\n", m->p_scale);
     sbuf_printf(b, "    const int64_t T = st_attn_tasks(&g0);\n");
     sbuf_printf(b, "    const size_t wsz = st_attn_ws_bytes(%s, Lk, E, Ev);\n", dt);
@@ -1376,6 +1378,8 @@ static void render_attn(sbuf *b, const kir_kernel *k) {
     sbuf_printf(b, "           ");
     for (int i = 0; i < nop; i++) sbuf_printf(b, " g.%s = %s + %so;", op[i], op[i], lo[i]);
     sbuf_printf(b, " g.O = O + t / T * Lq * Ev;\n");
+    if (m->dropout)   /* the weights' counters: batch entry t / T's (Lq, Lk) block */
+        sbuf_printf(b, "            g.ctr = (uint64_t)a->ints[%d] + (uint64_t)(t / T * Lq * Lk);\n", m->p_roff);
     sbuf_printf(b, "            st_attn_task_%s(&g, blk, ws);\n", sfx);
     sbuf_printf(b, "        }\n        free(ws);\n    }\n");
 }

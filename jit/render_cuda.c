@@ -942,7 +942,9 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
  * softmax (the running max m and sum l rescaled by exp(m_old - m_new) when the max grows, the
  * output accumulators too), then each key's p times its v row added by every lane for its output
  * columns (lane + 32 t, ATT_EV per lane; wider rows take several passes over the keys). No
- * shared memory, no bound on the number of keys. A mask is added to each score as it is made. Not
+ * shared memory, no bound on the number of keys. A mask is added to each score as it is made;
+ * dropout zeroes or scales each key's weight in p v (not in the sum: the weights are the softmax's
+ * before dropout), its uniform at the weight's flat index as the CPU's. Not
  * the CPU's bits (its exact two-pass softmax and double sum): the same values within rounding. */
 #define ATT_EV 4
 static void render_attn(sbuf *b, const cu_ctx *c) {
@@ -960,6 +962,10 @@ static void render_attn(sbuf *b, const cu_ctx *c) {
         sbuf_printf(b, "    const %s *M = p%d;\n    const int64_t smi = i%d, smj = i%d;\n", T, m->m_buf,
                     m->p_str[3] + nb, m->p_str[3] + nb + 1);
     sbuf_printf(b, "    const %s sc = (%s)f%d;\n    (void)err; (void)rt;\n", T, T, m->p_scale);
+    if (m->dropout)
+        sbuf_printf(b, "    const %s drop = (%s)f%d, dsc = (%s)(1.0 / (1.0 - f%d));\n"
+                    "    const uint64_t seed = (uint64_t)i%d, roff = (uint64_t)i%d;\n", T, T, m->p_drop, T,
+                    m->p_drop, m->p_seed, m->p_roff);
     sbuf_printf(b, "    int64_t NB = 1;\n");
     for (int d = 0; d < nb; d++) sbuf_printf(b, "    NB *= i%d;\n", m->p_bsize + d);
     sbuf_printf(b, "    const int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;\n");
@@ -998,12 +1004,17 @@ static void render_attn(sbuf *b, const cu_ctx *c) {
      * finite key still gives the CPU's answer */
     sbuf_printf(b, "                const %s p = j < n && mn != -INFINITY ? om_exp(s - mn) : (%s)0;\n", T, T);
     sbuf_printf(b, "                %s ps = p;\n", T);
+    if (m->dropout)
+        sbuf_printf(b, "                const %s pd = j < n && st_rand_uniform_%s(seed, roff + (uint64_t)(row * Lk + j)) >= drop ? p * dsc : (%s)0;\n",
+                    T, m->dtype == ST_F64 ? "f64" : "f32", T);
+    else
+        sbuf_printf(b, "                const %s pd = p;\n", T);
     sbuf_printf(b, "                for (int o_ = 16; o_ > 0; o_ >>= 1) ps += st_shfl_xor_(ps, o_);\n");
     sbuf_printf(b, "                l = l * alpha + ps;\n");
     sbuf_printf(b, "                for (int t = 0; t < %d; t++) acc[t] *= alpha;\n", ATT_EV);
     sbuf_printf(b, "                const int nj = n - j0 < 32 ? (int)(n - j0) : 32;\n");
     sbuf_printf(b, "                for (int jj = 0; jj < nj; jj++) {\n");
-    sbuf_printf(b, "                    const %s pj = __shfl_sync(ST_FULL_MASK, p, jj);\n", T);
+    sbuf_printf(b, "                    const %s pj = __shfl_sync(ST_FULL_MASK, pd, jj);\n", T);
     sbuf_printf(b, "                    for (int t = 0; t < %d; t++) {\n", ATT_EV);
     sbuf_printf(b, "                        const int64_t e = e0 + lane + 32 * t;\n");
     sbuf_printf(b, "                        if (e < Ev) acc[t] = %s(pj, V[vo + (j0 + jj) * svj + e * sve], acc[t]);\n", fma);

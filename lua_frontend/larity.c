@@ -141,7 +141,7 @@ static const lt_arity lt_arities[] = {
     {"cat", LT_MODULE, 2, "list, dim"},
     {"stack", LT_MODULE, 2, "list, dim"},
     {"_zero_pad", LT_MODULE, 3, "the tensor, pads before, pads after"},
-    {"_attention", LT_MODULE, 6, "q, k, v, scale, causal, mask"},
+    {"_attention", LT_MODULE, 7, "q, k, v, scale, causal, mask, dropout"},
     {"_store", LT_MODULE, 1, "the tensor"},
     /* lindex.c */
     {"gather", LT_METHOD, 3, "the tensor, dim, index"},

@@ -418,16 +418,18 @@ static int lt_matmul(lua_State *L) {
     return lt_box_finish(L, box, r, "matmul");
 }
 
-/* st._attention(q, k, v, scale, causal, mask): st_attention (scale nil: 1/sqrt(E); mask nil: none);
- * the checked entry is F.scaled_dot_product_attention (lib/nn_functional.lua). */
+/* st._attention(q, k, v, scale, causal, mask, dropout): st_attention (scale nil: 1/sqrt(E); mask
+ * nil: none; dropout nil: 0); the checked entry is F.scaled_dot_product_attention
+ * (lib/nn_functional.lua). */
 static int lt_attention(lua_State *L) {
     st_tensor *q = lt_check(L, 1), *k = lt_check(L, 2), *v = lt_check(L, 3);
     double scale = lua_isnoneornil(L, 4) ? NAN : luaL_checknumber(L, 4);
     int causal = lua_toboolean(L, 5);
     st_tensor *mask = lua_isnoneornil(L, 6) ? NULL : lt_check(L, 6);
+    double dropout = luaL_optnumber(L, 7, 0);
     lt_box *box = lt_push_box(L);
     st_tensor *r;
-    LT_TRY(L, r, st_attention(q, k, v, mask, scale, causal));
+    LT_TRY(L, r, st_attention(q, k, v, mask, scale, causal, dropout));
     return lt_box_finish(L, box, r, "_attention");
 }
 

@@ -216,23 +216,30 @@ st_tensor *st_eye(int64_t n, int64_t m, st_dtype dt) {
     return out;
 }
 
+static st_tensor *random_node(st_op rop, st_dtype dt, int ndim, const int64_t *shape, uint64_t seed,
+                              uint64_t offset, int64_t lo, int64_t hi) {
+    st_node_arg a;
+    memset(&a, 0, sizeof a);
+    a.rng.seed = seed;
+    a.rng.offset = offset;
+    a.rng.lo = lo;
+    a.rng.hi = hi;
+    return st_tensor_from_node(st_node_new(rop, dt, ndim, shape, 0, NULL, &a));
+}
+
 static st_tensor *random_impl(const char *op, st_op rop, st_dtype dt, int ndim, const int64_t *shape,
                               int64_t lo, int64_t hi) {
     st_runtime_init();
     if (!check_dtype(op, dt) || !check_shape(op, ndim, shape, dt)) return NULL;
-    st_node_arg a;
-    memset(&a, 0, sizeof a);
-    a.rng.seed = st_rng_seed;
-    a.rng.offset = st_rng_offset;
-    a.rng.lo = lo;
-    a.rng.hi = hi;
-    st_node *n = st_node_new(rop, dt, ndim, shape, 0, NULL, &a);
-    uint64_t numel = n ? (uint64_t)n->numel : 0;
-    st_tensor *t = st_tensor_from_node(n);
+    st_tensor *t = random_node(rop, dt, ndim, shape, st_rng_seed, st_rng_offset, lo, hi);
     /* the stream advances only for a tensor returned: a call that failed (out of memory) and is
      * made again draws the same numbers */
-    if (t) st_rng_offset += numel;
+    if (t) st_rng_offset += (uint64_t)t->storage->node->numel;
     return t;
+}
+
+st_tensor *st_rand_at(st_dtype dt, int ndim, const int64_t *shape, uint64_t seed, uint64_t offset) {
+    return random_node(ST_OP_RAND_U, dt, ndim, shape, seed, offset, 0, 0);
 }
 
 st_tensor *st_rand(st_dtype dt, int ndim, const int64_t *shape) {

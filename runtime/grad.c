@@ -565,9 +565,11 @@ static void grad_setview(grad_ctx *c) {
  * more q k^T product than the composed form, whose autograd keeps P): with P = softmax(S),
  * S = q k^T * scale + M (M the mask, when there is one; keys after the query masked to -inf when
  * causal), G = P * (dP - sum(dP * P)), dP = g v^T: dv = P^T g, dq = G k * scale, dk = G^T q * scale,
- * dM = G (reduced to the mask's shape by its broadcast view's rule): the composed form's gradients
- * within rounding (its softmax's backward goes through exp, sum and div rules: dq and dk differ in
- * the last bits; dv, from the same P, is the same). */
+ * dM = G (reduced to the mask's shape by its broadcast view's rule); with dropout, D the kept
+ * weights' scale (st.rand's numbers of the forward's stream again, F.dropout's keep * 1/(1 - p)),
+ * dv = (P D)^T g and dP = (g v^T) D: the composed form's gradients within rounding (its softmax's
+ * backward goes through exp, sum and div rules: dq and dk differ in the last bits; dv, from the same
+ * P, is the same). */
 static void grad_attention(grad_ctx *c) {
     st_node *s2 = c->ag->src[2];
     st_tensor *v = wrap(c->A, s2);
@@ -583,10 +585,22 @@ static void grad_attention(grad_ctx *c) {
         st_tensor *ci = K(st_reshape(K(st_arange(0, (double)Lk, 1, ST_I64)), 2, cs));
         s = K(st_where(K(st_ge(ri, ci)), s, scal(c->A, -INFINITY)));
     }
-    st_tensor *p = K(st_softmax(s, -1));
-    if (s2->ag) c->d[2] = K(st_matmul(K(st_transpose(p, -2, -1)), c->g));
+    st_tensor *p = K(st_softmax(s, -1)), *dk = NULL, *pd = p;
+    const double drop = c->ag->arg.attn.drop;
+    if (drop > 0) {
+        int64_t ss[ST_MAX_DIMS];
+        memcpy(ss, c->n->shape, (size_t)(nd - 1) * sizeof *ss);
+        ss[nd - 1] = Lk;
+        st_dtype dt = (st_dtype)c->n->dtype;
+        st_tensor *u = K(st_rand_at(dt, nd, ss, c->ag->arg.attn.seed, c->ag->arg.attn.offset));
+        /* (drop 1 keeps nothing: its scale, inf, would make 0 * inf) */
+        dk = K(st_mul(K(st_cast(K(st_ge(u, scal(c->A, drop))), dt)), scal(c->A, drop < 1 ? 1.0 / (1.0 - drop) : 0)));
+        pd = K(st_mul(p, dk));
+    }
+    if (s2->ag) c->d[2] = K(st_matmul(K(st_transpose(pd, -2, -1)), c->g));
     if (!c->s0->ag && !c->s1->ag && !(s3 && s3->ag)) return;
     st_tensor *dp = K(st_matmul(c->g, transposed(c->A, s2, v)));
+    if (dk) dp = K(st_mul(dp, dk));
     int last = nd - 1;
     st_tensor *gs = K(st_mul(p, K(st_sub(dp, K(st_sum(K(st_mul(dp, p)), 1, &last, 1))))));
     if (s3 && s3->ag) c->d[3] = gs;

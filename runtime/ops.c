@@ -522,7 +522,8 @@ static st_tensor *attn_mask_as(st_tensor *mask, st_dtype ct) {
     return st_cast(mask, ct);
 }
 
-st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mask, double scale, int causal) {
+st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mask, double scale, int causal,
+                        double dropout) {
     if (!check_arg("attention", q) || !check_arg("attention", k) || !check_arg("attention", v) ||
         (mask && !check_arg("attention", mask)))
         return NULL;
@@ -537,6 +538,10 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mas
     if (!st_is_float(dt)) {
         st_error(ST_ERR_DTYPE, "attention: float operands expected, got %s, %s, %s", st_dtypes[q->dtype].name,
                  st_dtypes[k->dtype].name, st_dtypes[v->dtype].name);
+        return NULL;
+    }
+    if (!(dropout >= 0 && dropout <= 1)) {
+        st_error(ST_ERR_ARG, "attention: dropout must be in [0, 1], got %g", dropout);
         return NULL;
     }
     if (mask && mask->dtype != ST_BOOL && !st_is_float((st_dtype)mask->dtype)) {
@@ -587,11 +592,21 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mas
     memset(&arg, 0, sizeof arg);
     arg.attn.scale = scale;
     arg.attn.causal = causal != 0;
+    arg.attn.drop = dropout;
+    if (dropout > 0) {   /* st.rand's stream: the weights' (..., Lq, Lk) numbers, as F.dropout draws them */
+        arg.attn.seed = st_rng_seed;
+        arg.attn.offset = st_rng_offset;
+    }
     if ((srcs[0] = st_tensor_read(q, ct, nb2 + 2, sq)) && (srcs[1] = st_tensor_read(k, ct, nb2 + 2, sk)) &&
         (srcs[2] = st_tensor_read(v, ct, nb2 + 2, sv)) && (!am || (srcs[3] = st_tensor_read(am, ct, nb2 + 2, sm))))
         r = st_tensor_from_node(st_node_new(ST_OP_ATTN, ct, nb2 + 2, so, am ? 4 : 3, srcs, &arg));
     for (int i = 0; i < ST_NODE_SRCS; i++) st_node_release(srcs[i]);
     st_release(am);
+    if (r && dropout > 0) {   /* the stream advances only for a result returned (as random_impl's) */
+        uint64_t ns = 1;
+        for (int d = 0; d < nb2 + 2; d++) ns *= (uint64_t)sm[d];
+        st_rng_offset += ns;
+    }
     if (r && ct != dt) {
         st_tensor *c = st_cast(r, dt);
         st_release(r);

@@ -58,6 +58,9 @@ ST_INTERNAL st_tensor *st_to_dev(st_tensor *t, int dev);
 ST_INTERNAL int st_default_dev(void);
 /* The global random stream (runtime.c): seed, and the next counter a random op takes. */
 ST_INTERNAL extern uint64_t st_rng_seed, st_rng_offset;
+/* st_rand's numbers of a given stream (seed, first counter), the global one untouched: a
+ * backward's copy of the numbers a forward op drew (the attention's dropout). */
+ST_INTERNAL st_tensor *st_rand_at(st_dtype dt, int ndim, const int64_t *shape, uint64_t seed, uint64_t offset);
 /* Host-memory creators for loaders that write the data themselves (st_empty/st_from_data put data
  * on the default device). */
 /* st_scalar with op naming the caller in errors (an integer dtype given a value it cannot hold). */

@@ -204,9 +204,9 @@ TEST(st_matmul) {
     EXPECT_NULL_T(st_matmul(T, NULL));
 }
 TEST(st_attention) {
-    EXPECT_NULL_T(st_attention(NULL, T, T, NULL, NAN, 0));
-    EXPECT_NULL_T(st_attention(T, NULL, T, T, 1.0, 1));
-    EXPECT_NULL_T(st_attention(T, T, NULL, NULL, NAN, 0));
+    EXPECT_NULL_T(st_attention(NULL, T, T, NULL, NAN, 0, 0));
+    EXPECT_NULL_T(st_attention(T, NULL, T, T, 1.0, 1, 0.5));
+    EXPECT_NULL_T(st_attention(T, T, NULL, NULL, NAN, 0, 0));
 }
 TEST(st_einsum) {
     st_tensor *ops[2] = {T, NULL};

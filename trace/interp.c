@@ -763,6 +763,7 @@ static void attn_task(void *ud, int64_t i, void *ws) {
     g.K = (const char *)g.K + (size_t)(bt * g.Lk * g.D) * j->es;
     g.V = (const char *)g.V + (size_t)(bt * g.Lk * g.Dv) * j->es;
     if (g.M) g.M = (const char *)g.M + (size_t)(bt * g.Lq * g.Lk) * j->es;
+    g.ctr += (uint64_t)(bt * g.Lq * g.Lk);
     g.O = (char *)g.O + (size_t)(bt * g.Lq * g.Dv) * j->es;
     j->gemm->attn[g.dt](&g, i % j->tasks, ws);
 }
@@ -794,6 +795,7 @@ static st_status eval_attention(st_node *n, st_buffer *out) {
                         .Q = q->buf->data, .K = k->buf->data, .V = v->buf->data,
                         .sqi = D, .sqd = 1, .skj = D, .skd = 1, .svj = Dv, .sve = 1,
                         .M = m ? m->buf->data : NULL, .smi = Lk, .smj = 1,
+                        .drop = n->arg.attn.drop, .seed = n->arg.attn.seed, .ctr = n->arg.attn.offset,
                         .O = out->data, .scale = n->arg.attn.scale, .rb = st_attn_plan(batch, Lq, nt)},
                   .es = st_dtypes[n->dtype].size};
     j.tasks = st_attn_tasks(&j.g);

@@ -70,8 +70,12 @@ typedef union st_node_arg {
     struct { uint32_t axes; } red;                       /* REDUCE: bit d set = dim d of src 0 reduced */
     struct { int dim; } axis;                            /* GATHER, SCATTER_ADD */
     st_view_arg view;                                    /* VIEW, SETVIEW */
-    struct { double scale; int causal; } attn;           /* ATTN: softmax(q k^T * scale) v; causal:
-                                                          * query i sees keys j <= i */
+    struct { double scale, drop; int causal; uint64_t seed, offset; } attn;
+                                                         /* ATTN: softmax(q k^T * scale + mask) v;
+                                                          * causal: query i sees keys j <= i; drop >
+                                                          * 0: dropout of the weights, element (b..,
+                                                          * i, j) kept when the uniform at counter
+                                                          * offset + its flat index is >= drop */
 } st_node_arg;
 
 enum {

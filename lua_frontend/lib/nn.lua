@@ -1100,6 +1100,9 @@ function MultiheadAttention:__init(e, h, opts)
   self.embed_dim, self.num_heads = e, h
   self.batch_first = opts.batch_first == true
   self.dropout = opts.dropout or 0
+  if type(self.dropout) ~= "number" or not (self.dropout >= 0 and self.dropout <= 1) then
+    error("MultiheadAttention: dropout must be in [0, 1], got " .. tostring(opts.dropout), 3)
+  end
   local dt = opt_dtype(opts)
   local bound = math.sqrt(6 / (e + 3 * e))
   self:register_parameter("in_proj_weight", init.uniform({3 * e, e}, -bound, bound, dt))
@@ -1138,9 +1141,10 @@ function MultiheadAttention:forward(q, k, v, opts)
     end
     kp = kp:reshape(n, 1, 1, s)
   end
-  if opts.need_weights == false and not (self.training and self.dropout > 0) then
-    -- no weights asked for: the attention op (one kernel, the scores never stored; F.scaled_dot_-
-    -- product_attention's fast path), the masks as one additive (N, 1, L, S) or smaller mask
+  if opts.need_weights == false then
+    -- no weights asked for: the attention op (one kernel, the scores never stored, dropout in it;
+    -- F.scaled_dot_product_attention's fast path), the masks as one additive (N, 1, L, S) or
+    -- smaller mask
     local mask
     for _, m in ipairs({am or false, kp or false}) do
       if m then
@@ -1148,7 +1152,8 @@ function MultiheadAttention:forward(q, k, v, opts)
         mask = mask and mask + m or m
       end
     end
-    local out = st._attention(qh, kh, vh, 1 / math.sqrt(d), not am and not not opts.is_causal, mask)
+    local out = st._attention(qh, kh, vh, 1 / math.sqrt(d), not am and not not opts.is_causal, mask,
+      self.training and self.dropout or 0)
     out = self.out_proj(out:transpose(2, 3):reshape(n, l, e))
     if not self.batch_first then out = out:transpose(1, 2) end
     return out, nil

@@ -429,9 +429,10 @@ end
 -- softmax(q k^T * scale + mask) v over the last two dims, scale 1/sqrt(q's last dim) by default.
 -- attn_mask: a bool tensor (true: may attend) or a float one added to the scores; is_causal: query
 -- i attends to keys j <= i (with more keys than queries, PyTorch's top-left alignment). Float
--- operands without dropout are one attention op (st._attention: one kernel, the scores never
--- stored, recomputed by the backward; a mask is read through its broadcast; docs/fusion.md); the
--- others the composition below (matmul, where or add, softmax, dropout, matmul).
+-- operands (and a bool or float mask) are one attention op (st._attention: one kernel, the scores
+-- never stored, recomputed by the backward; a mask is read through its broadcast; dropout draws
+-- F.dropout's numbers in the kernel; docs/fusion.md); the others the composition below (matmul,
+-- where or add, softmax, dropout, matmul).
 function F.scaled_dot_product_attention(q, k, v, opts)
   opts = check_opts(opts, {"attn_mask", "dropout_p", "is_causal", "scale"}, "scaled_dot_product_attention")
   for what, t in pairs({q = q, k = k, v = v}) do
@@ -457,9 +458,8 @@ function F.scaled_dot_product_attention(q, k, v, opts)
   end
   local mask = opts.attn_mask
   if mask ~= nil and not st.is_tensor(mask) then error("scaled_dot_product_attention: attn_mask must be a tensor", 2) end
-  if p == 0 and is_float(q) and is_float(k) and is_float(v) and (mask == nil or mask:dtype() == "bool" or
-      is_float(mask)) then
-    return st._attention(q, k, v, scale, not not opts.is_causal, mask)
+  if is_float(q) and is_float(k) and is_float(v) and (mask == nil or mask:dtype() == "bool" or is_float(mask)) then
+    return st._attention(q, k, v, scale, not not opts.is_causal, mask, p)
   end
   local scores = q:matmul(k:transpose(-2, -1)) * scale
   if opts.is_causal then

@@ -1,5 +1,5 @@
--- test_attention.lua — issue 14, item 3: the attention op (st._attention, F.scaled_dot_product_attention
--- without dropout, nn.MultiheadAttention with need_weights = false), with or without a mask: one kernel, the
+-- test_attention.lua — issue 14, item 3: the attention op (st._attention, F.scaled_dot_product_attention,
+-- nn.MultiheadAttention with need_weights = false), with or without a mask and dropout: one kernel, the
 -- scores never stored, against the composed form (matmul, where, softmax, matmul) and its autograd.
 -- On the CPU the fused op's f32 forward without causality gives the composed form's bits (the same
 -- sums in the same order: base/opmath_attn.h; a causal row sums fewer terms, so f64 may differ in
@@ -83,8 +83,6 @@ test("attention: F.scaled_dot_product_attention and MultiheadAttention use it, w
   local y = st.sync(F.scaled_dot_product_attention(q, k, v, {is_causal = true, scale = 0.2}))
   eq(st.stats().kernels_launched - s0, 1, "F.scaled_dot_product_attention's kernels")
   same(y, composed(q, k, v, 0.2, true), "sdpa")
-  -- dropout keeps the composed form (p = 1: every weight dropped)
-  eq(F.scaled_dot_product_attention(q, k, v, {dropout_p = 1}):abs():sum():item(), 0, "sdpa with dropout 1")
   -- is_causal as any true value (1 too), as the composed form reads it
   same(F.scaled_dot_product_attention(q, k, v, {is_causal = 1}), composed(q, k, v, 1 / math.sqrt(8), true), "is_causal = 1")
   local mha = nn.MultiheadAttention(8, 2, {batch_first = true})
@@ -295,6 +293,105 @@ test("attention with a mask: gradients (the float mask's too), F.scaled_dot_prod
   eq(calls, 5, "MultiheadAttention without weights takes the op with masks")
 end)
 
+-- the composed form with dropout: F.dropout's numbers (st.rand over the weights' shape)
+local function composed_dropout(q, k, v, scale, causal, p)
+  local s = q:matmul(k:transpose(-2, -1)) * scale
+  if causal then
+    local lq, lk = q:size(-2), k:size(-2)
+    s = st.where(st.arange(lq):reshape(lq, 1):ge(st.arange(lk):reshape(1, lk)), s, -math.huge)
+  end
+  return F.dropout(s:softmax(-1), p, true):matmul(v)
+end
+
+test("attention with dropout: F.dropout's numbers in the kernel, the stream advanced alike, gradients", function()
+  for _, dt in ipairs({"f32", "f64"}) do
+    for _, sh in ipairs({{2, 3, 5, 4, 6, 7}, {1, 2, 40, 8, 70, 16}}) do
+      local B, Hh, Lq, E, Lk, Ev = table.unpack(sh)
+      st.manual_seed(19)
+      local q, k, v = randn({B, Hh, Lq, E}, dt), randn({B, Hh, Lk, E}, dt), randn({B, Hh, Lk, Ev}, dt)
+      for _, causal in ipairs({false, true}) do
+        local what = string.format("%s %s causal %s", dt, table.concat(sh, "x"), tostring(causal))
+        st.manual_seed(23)
+        local a = st._attention(q, k, v, 0.6, causal, nil, 0.3)
+        local after_a = st.rand({1}):item()
+        st.manual_seed(23)
+        local b = composed_dropout(q, k, v, 0.6, causal, 0.3)
+        local after_b = st.rand({1}):item()
+        same(a, b, what, cpu and dt == "f32" and not causal)
+        eq(after_a, after_b, "the stream advances as F.dropout's: " .. what)
+        -- and it is dropout: some weights dropped (the result differs from no dropout)
+        if rel(a, st._attention(q, k, v, 0.6, causal)) < 1e-3 then error("no weight dropped: " .. what) end
+        -- gradients, the same numbers drawn again by the backward
+        local r = randn({B, Hh, Lq, Ev}, dt)
+        local function leaves() return {q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()} end
+        local la, lb = leaves(), leaves()
+        st.manual_seed(29)
+        ;(st._attention(la[1], la[2], la[3], 0.6, causal, nil, 0.3) * r):sum():backward()
+        st.manual_seed(29)
+        ;(composed_dropout(lb[1], lb[2], lb[3], 0.6, causal, 0.3) * r):sum():backward()
+        for i = 1, 3 do same(la[i].grad, lb[i].grad, what .. " gradient " .. i) end
+      end
+    end
+  end
+  -- with a mask too, and through F.scaled_dot_product_attention
+  local q, k, v = st.randn({2, 2, 9, 8}), st.randn({2, 2, 9, 8}), st.randn({2, 2, 9, 8})
+  local m = st.randn({9, 9})
+  st.manual_seed(31)
+  local y = F.scaled_dot_product_attention(q, k, v, {attn_mask = m, dropout_p = 0.5})
+  st.manual_seed(31)
+  local s = q:matmul(k:transpose(-2, -1)) * (1 / math.sqrt(8)) + m
+  same(y, F.dropout(s:softmax(-1), 0.5, true):matmul(v), "sdpa with a mask and dropout")
+  -- dropout 1 drops every weight: 0, and zero gradients (never 0 * inf)
+  local qg = st.randn({2, 3, 4}):requires_grad_()
+  local z = st._attention(qg, st.randn({2, 5, 4}), st.randn({2, 5, 2}), nil, false, nil, 1)
+  eq(z:abs():sum():item(), 0, "dropout 1 gives 0")
+  z:sum():backward()
+  eq(qg.grad:abs():sum():item(), 0, "dropout 1: zero gradients")
+end)
+
+test("attention with dropout: one kernel, new numbers each call through the same plan, the interpreter's bits", function()
+  local B, Hh, L, E = 2, 2, 128, 16
+  local q, k, v = st.sync(st.randn({B, Hh, L, E}), st.randn({B, Hh, L, E}), st.randn({B, Hh, L, E}))
+  local prev
+  for i = 1, 3 do
+    local seed_before = st.get_rng_state()
+    st.reset_stats()
+    local y = st.sync(st._attention(q, k, v, 0.25, i == 3, nil, 0.2))
+    local s1 = st.stats()
+    eq(s1.kernels_launched, 1, "kernels")
+    if i == 2 then eq(s1.plan_cache_hits, 1, "new numbers reuse the plan") end
+    st.set_rng_state(seed_before)
+    same(y, composed_dropout(q, k, v, 0.25, i == 3, 0.2), "call " .. i, cpu and i < 3)
+    if prev and i == 2 and rel(y, prev) == 0 then error("the same numbers twice") end
+    prev = y
+  end
+  if cpu then
+    local state = st.get_rng_state()
+    local fused = st.sync(st._attention(q, k, v, 0.3, false, nil, 0.4))
+    st.set_rng_state(state)
+    local was = st.eager()
+    st.eager(true)
+    local eager = st._attention(q, k, v, 0.3, false, nil, 0.4)
+    st.eager(was)
+    eq(rel(eager, fused), 0, "interpreter and kernel with dropout")
+  end
+  -- MultiheadAttention in training with dropout takes the op; in eval no dropout
+  local mha = nn.MultiheadAttention(8, 2, {batch_first = true, dropout = 0.5})
+  local x = st.randn({3, 6, 8})
+  local calls, op = 0, st._attention
+  st._attention = function(...) calls = calls + 1; return op(...) end
+  local state = st.get_rng_state()
+  local fast = mha(x, x, x, {need_weights = false})
+  st.set_rng_state(state)
+  local slow = mha(x, x, x)
+  st._attention = op
+  eq(calls, 1, "MultiheadAttention with dropout takes the op")
+  same(fast, slow, "MultiheadAttention with dropout, fused and composed")
+  mha:eval()
+  same(mha(x, x, x, {need_weights = false}), mha(x, x, x), "MultiheadAttention in eval")
+  H.raises(function() return nn.MultiheadAttention(8, 2, {dropout = 1.5}) end, "dropout must be in [0, 1], got 1.5")
+end)
+
 test("attention: errors name the shapes and dtypes", function()
   local q, k, v = st.randn({2, 3, 4}), st.randn({2, 5, 4}), st.randn({2, 5, 6})
   H.raises(function() return st._attention(q, v, v) end, "attention: q (2, 3, 4), k (2, 5, 6), v (2, 5, 6)")
@@ -308,6 +405,8 @@ test("attention: errors name the shapes and dtypes", function()
     "does not broadcast")
   H.raises(function() return st._attention(q, k, v, nil, false, st.ones(3, 5, "i32")) end,
     "the mask must be bool or float, got i32")
+  H.raises(function() return st._attention(q, k, v, nil, false, nil, -0.1) end, "dropout must be in [0, 1], got -0.1")
+  H.raises(function() return st._attention(q, k, v, nil, false, nil, 0 / 0) end, "dropout must be in [0, 1]")
 end)
 
 H.done()
