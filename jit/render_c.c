@@ -52,9 +52,26 @@ static void int_literal(sbuf *b, kir_type t, int64_t v) {
     else sbuf_printf(b, "((%s)%lldLL)", kir_type_cname[t], (long long)v);
 }
 
+/* A comparison of two floats as C's operator (an int 0 or 1), or NULL. */
+static const char *float_cmp(const kir_kernel *k, const kir_ins *in) {
+    if (in->op != KI_OP || (k->ins[in->a].type != KT_F32 && k->ins[in->a].type != KT_F64) ||
+        k->ins[in->b].type != k->ins[in->a].type)
+        return NULL;
+    switch (in->sop) {
+    case ST_OP_EQ: return "==";
+    case ST_OP_NE: return "!=";
+    case ST_OP_LT: return "<";
+    case ST_OP_LE: return "<=";
+    case ST_OP_GT: return ">";
+    case ST_OP_GE: return ">=";
+    default: return NULL;
+    }
+}
+
 void render_value_expr(sbuf *b, const kir_kernel *k, int i) {
     const kir_ins *in = &k->ins[i];
     const char *T = kir_type_cname[in->type];
+    const char *cmp;
     switch ((kir_opcode)in->op) {
     case KI_IPARAM: sbuf_printf(b, "a->ints[%lld]", (long long)in->imm); break;
     case KI_FPARAM: sbuf_printf(b, "a->flts[%lld]", (long long)in->imm); break;
@@ -85,7 +102,15 @@ void render_value_expr(sbuf *b, const kir_kernel *k, int i) {
       sbuf_printf(b, ")");
         break;
     }
-    case KI_CVT: sbuf_printf(b, "ST_CVT(%s, v%d)", T, in->a); break;
+    case KI_CVT:
+        /* a float mask (dropout's keep, a ReLU's derivative) straight from its comparison's int: the
+         * same 0 or 1, without the uint8_t value that keeps GCC from vectorizing a loop that also
+         * has 64-bit lanes (a random number's counter) */
+        if ((in->type == KT_F32 || in->type == KT_F64) && (cmp = float_cmp(k, &k->ins[in->a])))
+            sbuf_printf(b, "(%s)(v%d %s v%d)", T, k->ins[in->a].a, cmp, k->ins[in->a].b);
+        else
+            sbuf_printf(b, "ST_CVT(%s, v%d)", T, in->a);
+        break;
     case KI_ROUND:
         if (in->imm == ST_BF16) sbuf_printf(b, "st_bf2f(st_f2bf(v%d))", in->a);
         else sbuf_printf(b, "st_h2f(st_f2h(v%d))", in->a);
