@@ -602,6 +602,38 @@ test("errors_values_options", function()
   eq(err:find("test_tensor_ops.lua:", 1, true) ~= nil, true, "position in " .. err)
 end)
 
+test("comparisons cast to float: NaN, infinities and signed zeros as Lua compares them (compiled)", function()
+  -- C kernels render a float cast of a float comparison as C's operator (jit/render_c.c): the
+  -- same 0 or 1 as the comparison op, NaN unordered
+  local vals = {0 / 0, math.huge, -math.huge, 0.0, -0.0, 1.5, -1.5, 1e-30, 3.0, 3.0}
+  local av, bv = {}, {}
+  for rep = 1, 600 do
+    for i = 1, #vals do
+      for j = 1, #vals do av[#av + 1], bv[#bv + 1] = vals[i], vals[j] end
+    end
+  end
+  local ops = {
+    eq = function(a, b) return a == b end, ne = function(a, b) return a ~= b end,
+    lt = function(a, b) return a < b end, le = function(a, b) return a <= b end,
+    gt = function(a, b) return a > b end, ge = function(a, b) return a >= b end,
+  }
+  for _, dt in ipairs({"f32", "f64"}) do
+    local a, b = st.tensor(av, dt), st.tensor(bv, dt)
+    for name, f in pairs(ops) do
+      for _, to in ipairs({"f32", "f64"}) do
+        local r = st.sync((a[name](a, b):to(to) * 2 + 1)):tolist()
+        for i = 1, #vals * #vals do
+          local want = f(av[i], bv[i]) and 3 or 1
+          if r[i] ~= want then
+            error(string.format("%s %s -> %s: %s vs %s gave %s, want %s", dt, name, to, tostring(av[i]),
+              tostring(bv[i]), tostring(r[i]), want))
+          end
+        end
+      end
+    end
+  end
+end)
+
 H.done()
 
 -- as_strided: a view of x's elements in C order with any strides (st_as_strided). Overlapping
