@@ -85,16 +85,20 @@ static void drop_temps(exec_state *e) {
  * materializes gets a buffer that outlives it, the others temporaries released after their last
  * reader in the plan group (fuse_inode.dies), and what is left at the end of each plan group (a
  * horizontal batch's members run one by one); a one-element broadcast only elementwise nodes
- * read is not evaluated at all (lazy_broadcast). */
+ * read, and a view only attentions read as their mask, are not evaluated at all (lazy_view). */
 
 /* Node i of the plan group is a temporary broadcast of one element (interp_broadcast_elem) read
- * only by elementwise nodes of the group: it is left unevaluated, and they read the element in
- * place (a scalar operand of an optimizer's update, materialized, wrote and read the parameter's
- * size again per scalar). Its src, when a temporary that dies here, lives on to the group's end;
- * a temporary src that dies elsewhere keeps the broadcast evaluated. */
-static bool lazy_broadcast(const exec_state *e, const st_region *r, const fuse_pgroup *pg, int i) {
+ * only by elementwise nodes of the group, or a view (interp_strided_view) read only as the mask of
+ * attentions of the group: it is left unevaluated, and they read it in place (a scalar operand of
+ * an optimizer's update, materialized, wrote and read the parameter's size again per scalar; a
+ * (B, 1, 1, Lk) key padding mask would be expanded to (B, H, Lq, Lk)). Its src, when a temporary
+ * that dies here, lives on to the group's end; a temporary src that dies elsewhere keeps the view
+ * evaluated. */
+static bool lazy_view(const exec_state *e, const st_region *r, const fuse_pgroup *pg, int i) {
     st_node *n = r->nodes[pg->nodes[i].pos];
-    if (pg->nodes[i].keep || !interp_broadcast_elem(n)) return false;
+    if (pg->nodes[i].keep) return false;
+    const bool elem = interp_broadcast_elem(n) != NULL, mask = !elem && interp_strided_view(n);
+    if (!elem && !mask) return false;
     /* a temporary src that another node releases (its last reader) would go before the readers */
     if (!(pg->nodes[i].dies & 1))
         for (int t = 0; t < e->ntemps; t++)
@@ -102,7 +106,8 @@ static bool lazy_broadcast(const exec_state *e, const st_region *r, const fuse_p
     for (int j = i + 1; j < pg->nnodes; j++) {
         const st_node *x = r->nodes[pg->nodes[j].pos];
         for (int k = 0; k < x->nsrc; k++)
-            if (x->src[k] == n && !st_op_is_elementwise((st_op)x->op)) return false;
+            if (x->src[k] == n && (elem ? !st_op_is_elementwise((st_op)x->op) : x->op != ST_OP_ATTN || k != 3))
+                return false;
     }
     return true;
 }
@@ -111,7 +116,7 @@ static st_status run_interp_pgroup(exec_state *e, const st_region *r, const fuse
     st_status s = ST_OK;
     for (int i = 0; i < pg->nnodes && s == ST_OK; i++) {
         st_node *n = r->nodes[pg->nodes[i].pos];
-        if (lazy_broadcast(e, r, pg, i)) {
+        if (lazy_view(e, r, pg, i)) {
             if (pg->nodes[i].last) drop_temps(e);
             continue;
         }

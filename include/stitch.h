@@ -176,7 +176,8 @@ ST_API st_tensor *st_matmul(st_tensor *a, st_tensor *b);
  * false adds -inf) or float (added; it gets a gradient), broadcastable to (..., Lq, Lk); scale NaN
  * means 1/sqrt(E); causal: query i sees keys j <= i only (with a mask too); dropout in [0, 1]: each
  * weight zeroed with that probability and the rest scaled by 1/(1 - dropout), the numbers of
- * st_rand over the weights' (..., Lq, Lk) shape (it advances the stream as that call would). One
+ * st_rand over the weights' (..., Lq, Lk) shape (it advances the stream as that call would; 1
+ * draws nothing, as F.dropout). One
  * op of the trace: one kernel, the (Lq, Lk) scores never stored (docs/fusion.md). f32 or f64
  * (f16/bf16 compute in f32 and round the result). The gradient recomputes the scores and the
  * dropout's numbers (docs/autograd.md). */

@@ -593,7 +593,10 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mas
     arg.attn.scale = scale;
     arg.attn.causal = causal != 0;
     arg.attn.drop = dropout;
-    if (dropout > 0) {   /* st.rand's stream: the weights' (..., Lq, Lk) numbers, as F.dropout draws them */
+    /* st.rand's stream: the weights' (..., Lq, Lk) numbers, as F.dropout draws them (dropout 1
+     * keeps nothing and, as F.dropout, draws nothing) */
+    const bool draws = dropout > 0 && dropout < 1;
+    if (draws) {
         arg.attn.seed = st_rng_seed;
         arg.attn.offset = st_rng_offset;
     }
@@ -602,15 +605,15 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mas
         r = st_tensor_from_node(st_node_new(ST_OP_ATTN, ct, nb2 + 2, so, am ? 4 : 3, srcs, &arg));
     for (int i = 0; i < ST_NODE_SRCS; i++) st_node_release(srcs[i]);
     st_release(am);
-    if (r && dropout > 0) {   /* the stream advances only for a result returned (as random_impl's) */
-        uint64_t ns = 1;
-        for (int d = 0; d < nb2 + 2; d++) ns *= (uint64_t)sm[d];
-        st_rng_offset += ns;
-    }
     if (r && ct != dt) {
         st_tensor *c = st_cast(r, dt);
         st_release(r);
         r = c;
+    }
+    if (r && draws) {   /* the stream advances only for a result returned (as random_impl's) */
+        uint64_t ns = 1;
+        for (int d = 0; d < nb2 + 2; d++) ns *= (uint64_t)sm[d];
+        st_rng_offset += ns;
     }
     return r;
 }

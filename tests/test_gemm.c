@@ -553,8 +553,11 @@ TEST(sums_use_fma) {
  * reference; causal rows see keys j <= i only. Odd sizes (past the 16-key and 16-column chunks, a
  * partial block of 8 rows, rows of fewer and more than 32 keys), f32 and f64, q and k read
  * transposed (column-major), v row-major. */
+/* drop > 0: weight (i, j) kept when the uniform of the kernel's type at counter ctr + i Lk + j is
+ * >= drop, and scaled by 1 / (1 - drop) */
 static void attn_ref(int causal, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, const float *Q, const float *K,
-                     const float *V, const float *M, double scale, double *out) {
+                     const float *V, const float *M, double scale, int f64, double drop, uint64_t seed,
+                     uint64_t ctr, double *out) {
     for (int64_t i = 0; i < Lq; i++) {
         int64_t n = causal ? (i + 1 < Lk ? i + 1 : Lk) : Lk;
         double m = -INFINITY, l = 0, s[80];
@@ -567,7 +570,16 @@ static void attn_ref(int causal, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, 
         for (int64_t j = 0; j < n; j++) l += exp(s[j] - m);
         for (int64_t e = 0; e < Dv; e++) {
             double o = 0;
-            for (int64_t j = 0; j < n; j++) o += exp(s[j] - m) / l * V[j * Dv + e];
+            for (int64_t j = 0; j < n; j++) {
+                double w = exp(s[j] - m) / l;
+                if (drop > 0) {
+                    const uint64_t c = ctr + (uint64_t)(i * Lk + j);
+                    const int keep = f64 ? st_rand_uniform_f64(seed, c) >= drop
+                                         : st_rand_uniform_f32(seed, c) >= (float)drop;
+                    w = keep ? w / (1 - drop) : 0;
+                }
+                o += w * V[j * Dv + e];
+            }
             out[i * Dv + e] = n ? o : 0;
         }
     }
@@ -614,9 +626,10 @@ TEST(attention_copies_scratch_and_rows_agree) {
                 if (dt) ((double *)V)[i] = Vf[i];
                 else ((float *)V)[i] = Vf[i];
             }
-            for (int cm = 0; cm < 4; cm++) {
-                const int causal = cm & 1, masked = cm >> 1;
-                attn_ref(causal, Lq, Lk, D, Dv, Qf, Kf, Vf, masked ? Mf : NULL, 0.35, R);
+            for (int cm = 0; cm < 8; cm++) {   /* causal, masked, dropout: every combination */
+                const int causal = cm & 1, masked = cm >> 1 & 1;
+                const double drop = cm >> 2 ? 0.3 : 0;
+                attn_ref(causal, Lq, Lk, D, Dv, Qf, Kf, Vf, masked ? Mf : NULL, 0.35, dt, drop, 77, 1000, R);
                 int first = 1;
                 for (int isa = 0; isa < BASE_GEMM_COPIES; isa++) {
                     const st_gemm_api *api = base_gemm_copy(isa);
@@ -626,7 +639,8 @@ TEST(attention_copies_scratch_and_rows_agree) {
                             st_attn g = {.dt = dt, .causal = causal, .Lq = Lq, .Lk = Lk, .D = D, .Dv = Dv,
                                          .Q = Q, .K = K, .V = V, .sqi = 1, .sqd = Lq, .skj = 1, .skd = Lk,
                                          .svj = Dv, .sve = 1, .M = masked ? Mk : NULL, .smi = 1, .smj = Lq,
-                                         .O = O, .scale = 0.35, .rb = rb};
+                                         .drop = drop, .seed = 77, .ctr = 1000, .O = O, .scale = 0.35,
+                                         .rb = rb};
                             void *ws = scratch ? malloc(st_attn_ws_bytes(dt, Lk, D, Dv)) : NULL;
                             memset(O, 0xff, (size_t)(Lq * Dv) * es);   /* NaN everywhere */
                             for (int64_t t = 0; t < st_attn_tasks(&g); t++) api->attn[dt](&g, t, ws);
@@ -637,13 +651,13 @@ TEST(attention_copies_scratch_and_rows_agree) {
                                 for (int64_t i = 0; i < Lq * Dv; i++) {
                                     double o = dt ? ((double *)O)[i] : ((float *)O)[i];
                                     CHECK_MSG(fabs(o - R[i]) <= (dt ? 1e-12 : 1e-5) * (1 + fabs(R[i])),
-                                              "dt %d case %d causal %d mask %d: %g vs %g", dt, ci, causal, masked, o,
-                                              R[i]);
+                                              "dt %d case %d causal %d mask %d drop %g: %g vs %g", dt, ci, causal,
+                                              masked, drop, o, R[i]);
                                 }
                             } else {
                                 CHECK_MSG(!memcmp(O, O0, (size_t)(Lq * Dv) * es),
-                                          "dt %d case %d causal %d mask %d copy %d scratch %d rows %lld", dt, ci,
-                                          causal, masked, isa, scratch, (long long)rb);
+                                          "dt %d case %d causal %d mask %d drop %g copy %d scratch %d rows %lld", dt,
+                                          ci, causal, masked, drop, isa, scratch, (long long)rb);
                             }
                         }
                     }

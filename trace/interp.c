@@ -219,6 +219,32 @@ const void *interp_broadcast_elem(const st_node *n) {
     return (const char *)s->buf->data + (size_t)off * st_dtypes[n->dtype].size;
 }
 
+bool interp_strided_view(const st_node *n) {
+    if (n->op != ST_OP_VIEW || n->arg.view.has_mask || n->numel < 1) return false;
+    const st_node *s = n->src[0];
+    if (!s->buf || s->dtype != n->dtype) return false;
+    int64_t lo = n->arg.view.offset, hi = lo;
+    for (int d = 0; d < n->ndim; d++) {
+        const int64_t r = (n->shape[d] - 1) * n->arg.view.strides[d];
+        if (r < 0) lo += r;
+        else hi += r;
+    }
+    return lo >= 0 && hi < s->numel;
+}
+
+bool interp_attn_mask_only(const st_region *r, const st_node *n) {
+    int readers = 0;
+    for (int i = n->pos + 1; i < r->n; i++) {
+        const st_node *x = r->nodes[i];
+        for (int k = 0; k < x->nsrc; k++) {
+            if (x->src[k] != n) continue;
+            if (x->op != ST_OP_ATTN || k != 3) return false;
+            readers++;
+        }
+    }
+    return readers == n->uses;
+}
+
 static st_status eval_elementwise(st_node *n, st_buffer *out) {
     int ns = st_ops[n->op].nsrc;
     st_op op = (st_op)n->op;
@@ -753,6 +779,9 @@ typedef struct attn_job {
     st_attn g;                 /* batch entry 0's; entry bt's operands are offset by bt */
     size_t es;
     int64_t tasks;
+    int nb;                    /* batch dims: their sizes and the mask's strides along them */
+    const int64_t *bshape;
+    int64_t mstr[ST_MAX_DIMS];
 } attn_job;
 
 static void attn_task(void *ud, int64_t i, void *ws) {
@@ -762,7 +791,14 @@ static void attn_task(void *ud, int64_t i, void *ws) {
     g.Q = (const char *)g.Q + (size_t)(bt * g.Lq * g.D) * j->es;
     g.K = (const char *)g.K + (size_t)(bt * g.Lk * g.D) * j->es;
     g.V = (const char *)g.V + (size_t)(bt * g.Lk * g.Dv) * j->es;
-    if (g.M) g.M = (const char *)g.M + (size_t)(bt * g.Lq * g.Lk) * j->es;
+    if (g.M) {
+        int64_t mo = 0, r = bt;
+        for (int d = j->nb - 1; d >= 0; d--) {
+            mo += r % j->bshape[d] * j->mstr[d];
+            r /= j->bshape[d];
+        }
+        g.M = (const char *)g.M + mo * (int64_t)j->es;
+    }
     g.ctr += (uint64_t)(bt * g.Lq * g.Lk);
     g.O = (char *)g.O + (size_t)(bt * g.Lq * g.Dv) * j->es;
     j->gemm->attn[g.dt](&g, i % j->tasks, ws);
@@ -790,14 +826,25 @@ static st_status eval_attention(st_node *n, st_buffer *out) {
     if (!n->numel) return ST_OK;
     int dt = n->dtype == ST_F64 ? ST_ATTN_F64 : ST_ATTN_F32;
     int nt = task_threads(batch * Lq * Lk * (D + Dv));
+    /* the mask: its buffer (contiguous), or read in place through its view (interp_strided_view) */
+    const void *mp = NULL;
+    int64_t mstr[ST_MAX_DIMS];
+    if (m && m->buf) {
+        mp = m->buf->data;
+        st_contig_strides(nd, m->shape, mstr);
+    } else if (m) {
+        mp = (const char *)m->src[0]->buf->data + m->arg.view.offset * (int64_t)st_dtypes[m->dtype].size;
+        memcpy(mstr, m->arg.view.strides, (size_t)nd * sizeof *mstr);
+    }
     attn_job j = {.gemm = base_gemm(),
                   .g = {.dt = dt, .causal = n->arg.attn.causal, .Lq = Lq, .Lk = Lk, .D = D, .Dv = Dv,
                         .Q = q->buf->data, .K = k->buf->data, .V = v->buf->data,
                         .sqi = D, .sqd = 1, .skj = D, .skd = 1, .svj = Dv, .sve = 1,
-                        .M = m ? m->buf->data : NULL, .smi = Lk, .smj = 1,
+                        .M = mp, .smi = mstr[nd - 2], .smj = mstr[nd - 1],
                         .drop = n->arg.attn.drop, .seed = n->arg.attn.seed, .ctr = n->arg.attn.offset,
                         .O = out->data, .scale = n->arg.attn.scale, .rb = st_attn_plan(batch, Lq, nt)},
-                  .es = st_dtypes[n->dtype].size};
+                  .es = st_dtypes[n->dtype].size, .nb = nd - 2, .bshape = n->shape};
+    if (m) memcpy(j.mstr, mstr, (size_t)(nd - 2) * sizeof *mstr);
     j.tasks = st_attn_tasks(&j.g);
     const size_t wsb = (st_attn_ws_bytes(dt, Lk, D, Dv) + 63) & ~(size_t)63;
     if (nt > batch * j.tasks) nt = (int)(batch * j.tasks);
@@ -921,7 +968,8 @@ st_status interp_eval_node(st_node *n, st_buffer *out) {
         return bad_node(n, "output buffer too small");
     for (int k = 0; k < n->nsrc; k++) {   /* elementwise ops also read unevaluated broadcasts */
         const st_node *s = n->src[k];
-        if (!s || (!s->buf && !(st_op_is_elementwise((st_op)n->op) && interp_broadcast_elem(s))))
+        if (!s || (!s->buf && !(st_op_is_elementwise((st_op)n->op) && interp_broadcast_elem(s)) &&
+                    !(n->op == ST_OP_ATTN && k == 3 && interp_strided_view(s))))
             return bad_node(n, "a src has no buffer");
     }
     switch (st_ops[n->op].kind) {
@@ -974,6 +1022,9 @@ st_status interp_execute(st_region *r) {
     for (int i = 0; i < nn; i++) {
         st_node *n = r->nodes[i];
         if (n->op == ST_OP_BUFFER || n->buf) continue; /* already has its value */
+        if (!(n->flags & NODE_TARGET) && interp_strided_view(n) && interp_attn_mask_only(r, n))
+            continue;   /* an attention's mask, read through its strides (its src kept to the end;
+                         * the view stays unevaluated, as any lazy node no target needs) */
         if ((st = check_interrupt())) goto out;
         st_buffer *b = st_buffer_new(st_node_nbytes(n));
         if (!b) { st = ST_ERR_OOM; goto out; }

@@ -205,5 +205,11 @@ ST_INTERNAL st_status interp_eval_node(st_node *n, st_buffer *out);
  * no mask): that element's address, else NULL. interp_eval_node's elementwise ops read such a
  * src in place when it has no buffer (the interpreter tier leaves it unevaluated). */
 ST_INTERNAL const void *interp_broadcast_elem(const st_node *n);
+/* A VIEW (no mask) of a src that has a buffer of its dtype, every element it names inside that
+ * buffer: true when an attention may read it as its mask through its strides, unevaluated (the
+ * executors leave such a mask unevaluated: a (B, 1, 1, Lk) key padding mask is never expanded). */
+ST_INTERNAL bool interp_strided_view(const st_node *n);
+/* Whether node n of region r (positions set) is read only as an attention's mask (src 3). */
+ST_INTERNAL bool interp_attn_mask_only(const st_region *r, const st_node *n);
 
 #endif

@@ -1141,14 +1141,16 @@ function MultiheadAttention:forward(q, k, v, opts)
     end
     kp = kp:reshape(n, 1, 1, s)
   end
-  if opts.need_weights == false then
+  -- a float mask of another dtype than the heads' promotes the scores: the composed form
+  local function fits(m) return m == nil or m:dtype() == "bool" or m:dtype() == qh:dtype() end
+  if opts.need_weights == false and fits(am) and fits(kp) then
     -- no weights asked for: the attention op (one kernel, the scores never stored, dropout in it;
-    -- F.scaled_dot_product_attention's fast path), the masks as one additive (N, 1, L, S) or
-    -- smaller mask
+    -- F.scaled_dot_product_attention's fast path), the masks as one additive mask (their
+    -- broadcast: (N, 1, L, S) for a 2-D attn_mask and a key padding mask)
     local mask
     for _, m in ipairs({am or false, kp or false}) do
       if m then
-        m = m:dtype() == "bool" and st.where(m, -math.huge, st.zeros({}, qh:dtype())) or m:to(qh:dtype())
+        if m:dtype() == "bool" then m = st.where(m, -math.huge, st.zeros({}, qh:dtype())) end
         mask = mask and mask + m or m
       end
     end

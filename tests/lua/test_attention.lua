@@ -169,8 +169,13 @@ local function composed_masked(q, k, v, scale, mask, causal)
   return s:softmax(-1):matmul(v)
 end
 
+local JIT_MIN = tonumber(os.getenv("ST_JIT_MIN")) or 32768
+
 test("attention with a mask: the composed form's values (bool and float, broadcast, views, causal)", function()
   st.manual_seed(11)
+  -- small shapes run interpreted under the default threshold: once compiled too
+  for _, jit_min in ipairs({JIT_MIN, 0}) do
+  st.set_jit_min(jit_min)
   for _, dt in ipairs({"f32", "f64"}) do
     for _, sh in ipairs({{2, 3, 5, 4, 6, 7}, {1, 2, 40, 8, 70, 16}, {2, 1, 33, 16, 17, 5}}) do
       local B, Hh, Lq, E, Lk, Ev = table.unpack(sh)
@@ -188,12 +193,14 @@ test("attention with a mask: the composed form's values (bool and float, broadca
       for name, m in pairs(masks) do
         for _, causal in ipairs({false, true}) do
           local a = st._attention(q, k, v, 0.7, causal, m)
-          same(a, composed_masked(q, k, v, 0.7, m, causal), string.format("%s %s mask %s causal %s", dt,
-            table.concat(sh, "x"), name, tostring(causal)), cpu and dt == "f32" and not causal)
+          same(a, composed_masked(q, k, v, 0.7, m, causal), string.format("%s %s mask %s causal %s jit_min %d", dt,
+            table.concat(sh, "x"), name, tostring(causal), jit_min), cpu and dt == "f32" and not causal)
         end
       end
     end
   end
+  end
+  st.set_jit_min(JIT_MIN)
   -- every key of a row masked: NaN, as the composed form; the other rows unharmed
   local q, k, v = st.randn({1, 3, 4}), st.randn({1, 5, 4}), st.randn({1, 5, 2})
   local m = st.ones(3, 5, "bool")
@@ -225,6 +232,29 @@ test("attention with a mask: one kernel, the mask never expanded, its plan reuse
       if grow > 4 * B * Hh * L * E * 4 then error("peak grew " .. grow .. " bytes over what was in use") end
     end
     same(y, composed_masked(q, k, v, 0.25, pad, false), "key padding " .. i, cpu)
+  end
+  -- unfused (eager mode, and a plan interpreted: the tier below the JIT threshold) the mask is
+  -- read through its broadcast too, never expanded to (B, H, L, L)
+  if cpu then   -- a kind of its own (3-D, f64, causal): no kernel of it compiled or cached yet
+    local L2, E2 = 200, 12
+    local q2, k2, v2 = st.sync(randn({B * Hh, L2, E2}, "f64"), randn({B * Hh, L2, E2}, "f64"), randn({B * Hh, L2, E2}, "f64"))
+    local pad = st.sync(randn({B * Hh, 1, L2}, "f64"))
+    local want = composed_masked(q2, k2, v2, 0.25, pad, true)
+    for _, mode in ipairs({"eager", "interpreted"}) do
+      local was = st.eager()
+      if mode == "eager" then st.eager(true) else st.set_jit_min(1 << 40) end
+      st.reset_stats()
+      local s0 = st.stats()
+      local y = st.sync(st._attention(q2, k2, v2, 0.25, true, pad))
+      local s1 = st.stats()
+      st.eager(was)
+      st.set_jit_min(JIT_MIN)
+      if mode == "eager" then eq(s1.kernels_launched - s0.kernels_launched, 0, mode .. ": no kernel")
+      else eq(s1.interp_groups - s0.interp_groups, 1, mode .. ": the attention's group interpreted") end
+      local grow = s1.bytes_peak - s0.bytes_in_use
+      if grow > 4 * B * Hh * L2 * E2 * 8 then error(mode .. ": peak grew " .. grow .. " bytes over what was in use") end
+      same(y, want, mode .. " with a broadcast mask")
+    end
   end
   local bias = st.sync(st.randn({Hh, L, L}))
   st.reset_stats()
@@ -289,8 +319,13 @@ test("attention with a mask: gradients (the float mask's too), F.scaled_dot_prod
     local fast = mha(x, x, x, o)
     same(fast, slow, "MultiheadAttention with masks")
   end
+  -- a float mask of another dtype promotes the scores: the composed form, the same result dtype
+  local f64m = st.randn({6, 6}, "f64")
+  local slow64 = mha(x, x, x, {attn_mask = f64m})
+  local fast64 = mha(x, x, x, {attn_mask = f64m, need_weights = false})
+  eq(fast64:dtype(), slow64:dtype(), "an f64 mask: the same result dtype with and without weights")
   st._attention = op
-  eq(calls, 5, "MultiheadAttention without weights takes the op with masks")
+  eq(calls, 5, "MultiheadAttention without weights takes the op with masks (of the heads' dtype)")
 end)
 
 -- the composed form with dropout: F.dropout's numbers (st.rand over the weights' shape)
@@ -341,6 +376,12 @@ test("attention with dropout: F.dropout's numbers in the kernel, the stream adva
   st.manual_seed(31)
   local s = q:matmul(k:transpose(-2, -1)) * (1 / math.sqrt(8)) + m
   same(y, F.dropout(s:softmax(-1), 0.5, true):matmul(v), "sdpa with a mask and dropout")
+  -- dropout 1 draws nothing, as F.dropout: the stream stays where it was
+  local state = st.get_rng_state()
+  st._attention(q, k, v, nil, false, nil, 1)
+  local after_op = st.rand({1}):item()
+  st.set_rng_state(state)
+  eq(st.rand({1}):item(), after_op, "dropout 1 leaves the stream alone")
   -- dropout 1 drops every weight: 0, and zero gradients (never 0 * inf)
   local qg = st.randn({2, 3, 4}):requires_grad_()
   local z = st._attention(qg, st.randn({2, 5, 4}), st.randn({2, 5, 2}), nil, false, nil, 1)
