@@ -54,18 +54,19 @@ static void int_literal(sbuf *b, kir_type t, int64_t v) {
 
 /* A comparison of two floats as C's operator (an int 0 or 1), or NULL. */
 static const char *float_cmp(const kir_kernel *k, const kir_ins *in) {
-    if (in->op != KI_OP || (k->ins[in->a].type != KT_F32 && k->ins[in->a].type != KT_F64) ||
-        k->ins[in->b].type != k->ins[in->a].type)
-        return NULL;
-    switch (in->sop) {
-    case ST_OP_EQ: return "==";
-    case ST_OP_NE: return "!=";
-    case ST_OP_LT: return "<";
-    case ST_OP_LE: return "<=";
-    case ST_OP_GT: return ">";
-    case ST_OP_GE: return ">=";
+    if (in->op != KI_OP) return NULL;
+    const char *op;
+    switch (in->sop) {   /* binary: both operands are instructions (a unary op's b is -1) */
+    case ST_OP_EQ: op = "=="; break;
+    case ST_OP_NE: op = "!="; break;
+    case ST_OP_LT: op = "<"; break;
+    case ST_OP_LE: op = "<="; break;
+    case ST_OP_GT: op = ">"; break;
+    case ST_OP_GE: op = ">="; break;
     default: return NULL;
     }
+    const int t = k->ins[in->a].type;
+    return (t == KT_F32 || t == KT_F64) && k->ins[in->b].type == t ? op : NULL;
 }
 
 void render_value_expr(sbuf *b, const kir_kernel *k, int i) {
