@@ -10,13 +10,18 @@ local nn, F = st.nn, st.nn.functional
 local test, eq = H.test, H.eq
 local cpu = st.device() == "cpu"
 
-local function composed(q, k, v, scale, causal)
+-- the composed form: matmul, the mask (bool: true may attend; float: added), causality, softmax,
+-- F.dropout's (p), matmul
+local function composed(q, k, v, scale, causal, mask, p)
   local s = q:matmul(k:transpose(-2, -1)) * scale
+  if mask and mask:dtype() == "bool" then s = st.where(mask, s, -math.huge) elseif mask then s = s + mask end
   if causal then
     local lq, lk = q:size(-2), k:size(-2)
     s = st.where(st.arange(lq):reshape(lq, 1):ge(st.arange(lk):reshape(1, lk)), s, -math.huge)
   end
-  return s:softmax(-1):matmul(v)
+  local w = s:softmax(-1)
+  if p then w = F.dropout(w, p, true) end
+  return w:matmul(v)
 end
 
 -- max |a - b| / (1 + max |b|)
@@ -158,16 +163,7 @@ test("attention: one kernel, no (Lq, Lk) buffer, the scale refreshed on a plan c
   end
 end)
 
--- the composed form with a mask: bool (true: may attend) or float (added)
-local function composed_masked(q, k, v, scale, mask, causal)
-  local s = q:matmul(k:transpose(-2, -1)) * scale
-  if mask:dtype() == "bool" then s = st.where(mask, s, -math.huge) else s = s + mask end
-  if causal then
-    local lq, lk = q:size(-2), k:size(-2)
-    s = st.where(st.arange(lq):reshape(lq, 1):ge(st.arange(lk):reshape(1, lk)), s, -math.huge)
-  end
-  return s:softmax(-1):matmul(v)
-end
+local function composed_masked(q, k, v, scale, mask, causal) return composed(q, k, v, scale, causal, mask) end
 
 local JIT_MIN = tonumber(os.getenv("ST_JIT_MIN")) or 32768
 
@@ -328,15 +324,8 @@ test("attention with a mask: gradients (the float mask's too), F.scaled_dot_prod
   eq(calls, 5, "MultiheadAttention without weights takes the op with masks (of the heads' dtype)")
 end)
 
--- the composed form with dropout: F.dropout's numbers (st.rand over the weights' shape)
-local function composed_dropout(q, k, v, scale, causal, p)
-  local s = q:matmul(k:transpose(-2, -1)) * scale
-  if causal then
-    local lq, lk = q:size(-2), k:size(-2)
-    s = st.where(st.arange(lq):reshape(lq, 1):ge(st.arange(lk):reshape(1, lk)), s, -math.huge)
-  end
-  return F.dropout(s:softmax(-1), p, true):matmul(v)
-end
+-- with dropout: F.dropout's numbers (st.rand over the weights' shape)
+local function composed_dropout(q, k, v, scale, causal, p) return composed(q, k, v, scale, causal, nil, p) end
 
 test("attention with dropout: F.dropout's numbers in the kernel, the stream advanced alike, gradients", function()
   for _, dt in ipairs({"f32", "f64"}) do
