@@ -944,8 +944,8 @@ static void render_matmul(sbuf *b, const cu_ctx *c) {
  * columns (lane + 32 t, ATT_EV per lane; wider rows take several passes over the keys). No
  * shared memory, no bound on the number of keys. A mask is added to each score as it is made;
  * dropout zeroes or scales each key's weight in p v (not in the sum: the weights are the softmax's
- * before dropout), its uniform at the weight's flat index as the CPU's. Not
- * the CPU's bits (its exact two-pass softmax and double sum): the same values within rounding. */
+ * before dropout), its uniform at the weight's flat index as the CPU's. Not the CPU's bits (its
+ * exact two-pass softmax and double sum): the same values within rounding. */
 #define ATT_EV 4
 static void render_attn(sbuf *b, const cu_ctx *c) {
     const kir_attn *m = &c->k->at;
