@@ -103,11 +103,14 @@ static bool lazy_view(const exec_state *e, const st_region *r, const fuse_pgroup
     if (!(pg->nodes[i].dies & 1))
         for (int t = 0; t < e->ntemps; t++)
             if (e->temps[t] == n->src[0]) return false;
-    for (int j = i + 1; j < pg->nnodes; j++) {
+    int seen = 0;   /* its readers (n->uses of them, all in the group: n is a temporary) */
+    for (int j = i + 1; j < pg->nnodes && seen < n->uses; j++) {
         const st_node *x = r->nodes[pg->nodes[j].pos];
-        for (int k = 0; k < x->nsrc; k++)
-            if (x->src[k] == n && (elem ? !st_op_is_elementwise((st_op)x->op) : x->op != ST_OP_ATTN || k != 3))
-                return false;
+        for (int k = 0; k < x->nsrc; k++) {
+            if (x->src[k] != n) continue;
+            if (elem ? !st_op_is_elementwise((st_op)x->op) : x->op != ST_OP_ATTN || k != 3) return false;
+            seen++;
+        }
     }
     return true;
 }

@@ -585,7 +585,7 @@ static void grad_attention(grad_ctx *c) {
         st_tensor *ci = K(st_reshape(K(st_arange(0, (double)Lk, 1, ST_I64)), 2, cs));
         s = K(st_where(K(st_ge(ri, ci)), s, scal(c->A, -INFINITY)));
     }
-    st_tensor *p = K(st_softmax(s, -1)), *dk = NULL, *pd = p;
+    st_tensor *p = K(st_softmax(s, -1)), *kept = NULL, *pd = p;
     const double drop = c->ag->arg.attn.drop;
     if (drop > 0) {
         int64_t ss[ST_MAX_DIMS];
@@ -594,13 +594,13 @@ static void grad_attention(grad_ctx *c) {
         st_dtype dt = (st_dtype)c->n->dtype;
         st_tensor *u = K(st_rand_at(dt, nd, ss, c->ag->arg.attn.seed, c->ag->arg.attn.offset));
         /* (drop 1 keeps nothing: its scale, inf, would make 0 * inf) */
-        dk = K(st_mul(K(st_cast(K(st_ge(u, scal(c->A, drop))), dt)), scal(c->A, drop < 1 ? 1.0 / (1.0 - drop) : 0)));
-        pd = K(st_mul(p, dk));
+        kept = K(st_mul(K(st_cast(K(st_ge(u, scal(c->A, drop))), dt)), scal(c->A, drop < 1 ? 1.0 / (1.0 - drop) : 0)));
+        pd = K(st_mul(p, kept));
     }
     if (s2->ag) c->d[2] = K(st_matmul(K(st_transpose(pd, -2, -1)), c->g));
     if (!c->s0->ag && !c->s1->ag && !(s3 && s3->ag)) return;
     st_tensor *dp = K(st_matmul(c->g, transposed(c->A, s2, v)));
-    if (dk) dp = K(st_mul(dp, dk));
+    if (kept) dp = K(st_mul(dp, kept));
     int last = nd - 1;
     st_tensor *gs = K(st_mul(p, K(st_sub(dp, K(st_sum(K(st_mul(dp, p)), 1, &last, 1))))));
     if (s3 && s3->ag) c->d[3] = gs;

@@ -570,13 +570,10 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mas
     memcpy(sv, batch2, (size_t)nb2 * sizeof *sv); sv[nb2] = Lk; sv[nb2 + 1] = Dv;
     memcpy(so, batch2, (size_t)nb2 * sizeof *so); so[nb2] = Lq; so[nb2 + 1] = Dv;
     memcpy(sm, batch2, (size_t)nb2 * sizeof *sm); sm[nb2] = Lq; sm[nb2 + 1] = Lk;
-    if (mask) {   /* broadcastable to (..., Lq, Lk) without growing it */
-        int nm;
-        int64_t bm[ST_MAX_DIMS];
-        bool fits = mask->ndim <= nb2 + 2 &&
-                    st_broadcast_shapes("attention", mask->ndim, mask->shape, nb2 + 2, sm, &nm, bm) == ST_OK &&
-                    memcmp(bm, sm, (size_t)(nb2 + 2) * sizeof *bm) == 0;
-        if (!fits) {
+    if (mask) {   /* broadcastable to (..., Lq, Lk) without growing it: st_expand's rule */
+        st_tensor *e = st_expand(mask, nb2 + 2, sm);
+        st_release(e);
+        if (!e) {
             st_clear_error();
             st_error(ST_ERR_SHAPE, "attention: mask %s does not broadcast to the scores' shape %s",
                      st_shape_str(mask->ndim, mask->shape, x, sizeof x), st_shape_str(nb2 + 2, sm, y, sizeof y));

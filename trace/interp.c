@@ -210,13 +210,10 @@ static st_status bad_node(const st_node *n, const char *why) {
 }
 
 const void *interp_broadcast_elem(const st_node *n) {
-    if (n->op != ST_OP_VIEW || n->arg.view.has_mask || n->numel < 1) return NULL;
+    if (!interp_strided_view(n)) return NULL;
     for (int d = 0; d < n->ndim; d++)
         if (n->arg.view.strides[d] != 0 && n->shape[d] != 1) return NULL;
-    const st_node *s = n->src[0];
-    const int64_t off = n->arg.view.offset;
-    if (!s->buf || s->dtype != n->dtype || off < 0 || off >= s->numel) return NULL;
-    return (const char *)s->buf->data + (size_t)off * st_dtypes[n->dtype].size;
+    return (const char *)n->src[0]->buf->data + (size_t)n->arg.view.offset * st_dtypes[n->dtype].size;
 }
 
 bool interp_strided_view(const st_node *n) {
