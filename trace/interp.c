@@ -229,19 +229,6 @@ bool interp_strided_view(const st_node *n) {
     return lo >= 0 && hi < s->numel;
 }
 
-bool interp_attn_mask_only(const st_region *r, const st_node *n) {
-    int readers = 0;
-    for (int i = n->pos + 1; i < r->n; i++) {
-        const st_node *x = r->nodes[i];
-        for (int k = 0; k < x->nsrc; k++) {
-            if (x->src[k] != n) continue;
-            if (x->op != ST_OP_ATTN || k != 3) return false;
-            readers++;
-        }
-    }
-    return readers == n->uses;
-}
-
 static st_status eval_elementwise(st_node *n, st_buffer *out) {
     int ns = st_ops[n->op].nsrc;
     st_op op = (st_op)n->op;
@@ -995,6 +982,20 @@ st_status interp_eval_node(st_node *n, st_buffer *out) {
  * uses), in which case the caller realizes it. On failure every buffer set here is released. */
 static bool in_region(const st_region *r, const st_node *s) {
     return s->pos >= 0 && s->pos < r->n && r->nodes[s->pos] == s;
+}
+
+/* Whether node n of region r (positions set) is read only as an attention's mask (src 3). */
+static bool interp_attn_mask_only(const st_region *r, const st_node *n) {
+    int readers = 0;   /* n->uses of them, all after n */
+    for (int i = n->pos + 1; i < r->n && readers < n->uses; i++) {
+        const st_node *x = r->nodes[i];
+        for (int k = 0; k < x->nsrc; k++) {
+            if (x->src[k] != n) continue;
+            if (x->op != ST_OP_ATTN || k != 3) return false;
+            readers++;
+        }
+    }
+    return readers > 0;
 }
 
 st_status interp_execute(st_region *r) {

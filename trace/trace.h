@@ -209,7 +209,5 @@ ST_INTERNAL const void *interp_broadcast_elem(const st_node *n);
  * buffer: true when an attention may read it as its mask through its strides, unevaluated (the
  * executors leave such a mask unevaluated: a (B, 1, 1, Lk) key padding mask is never expanded). */
 ST_INTERNAL bool interp_strided_view(const st_node *n);
-/* Whether node n of region r (positions set) is read only as an attention's mask (src 3). */
-ST_INTERNAL bool interp_attn_mask_only(const st_region *r, const st_node *n);
 
 #endif
