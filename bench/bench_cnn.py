@@ -2,8 +2,9 @@
 with 32 then 64 channels; linear head; cross_entropy; SGD momentum 0.9): stitch (bench_cnn.lua, in a
 child process) and PyTorch eager (this process), in the same run, and the ratio.
 
---model resnet: the model of examples/fashion_mnist_resnet.lua (width 16, batch 128 of 1x28x28,
-BatchNorm, SGD Nesterov, weight decay) instead: the step the example's 15-minute goal depends on.
+--model resnet: the model of examples/fashion_mnist_resnet.lua at width 16 (its default is 24 since
+2026-11-30), batch 128 of 1x28x28, BatchNorm, SGD Nesterov, weight decay, instead: the step the
+example's 15-minute goal depends on.
 
 Run: python3 bench/bench_cnn.py [--quick] [--build DIR] [--model cnn|resnet]   (make -C bench cnn
 [MODEL=resnet] [TPY=PY]; threads:
