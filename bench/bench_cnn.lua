@@ -8,16 +8,22 @@
 -- every step. Memory: the peak resident set over the warm-up and timed steps above the resident
 -- set before them (/proc/self/clear_refs resets the peak), and st.stats().bytes_peak.
 -- Prints one line `cnn_stitch ms=.. best=.. cold=.. kernels=.. rss_mb=.. bytes_peak_mb=.. loss=..`.
--- --model resnet: the model of examples/fashion_mnist_resnet.lua instead at `--width 16` (its
--- default is 24 since 2026-11-30; 16 keeps the bench's history comparable), batch 128 of 1x28x28,
+-- --model resnet: the model of examples/fashion_mnist_resnet.lua instead at `--width 16` (the
+-- example's default is 24 since 2026-11-30: `--width 24`; 16 keeps the bench's history
+-- comparable), batch 128 of 1x28x28,
 -- BatchNorm, SGD Nesterov momentum 0.9, weight decay 5e-4, lr 0.1: its training step.
-local quick, which = false, "cnn"
-for i, a in ipairs(arg) do
+local quick, which, width = false, "cnn", 16
+local i = 1
+while i <= #arg do
+  local a, v = arg[i], arg[i + 1]
   if a == "--quick" then quick = true
-  elseif a == "--model" and (arg[i + 1] == "cnn" or arg[i + 1] == "resnet") then which = arg[i + 1]
-  elseif arg[i - 1] == "--model" and (a == "cnn" or a == "resnet") then -- its value
-  else error("bench_cnn.lua: unknown argument " .. a .. " (--quick, --model cnn|resnet)") end
+  elseif a == "--model" and (v == "cnn" or v == "resnet") then which = v; i = i + 1
+  elseif a == "--width" and math.tointeger(tonumber(v or "")) and tonumber(v) >= 1 then
+    width = math.tointeger(tonumber(v)); i = i + 1
+  else error("bench_cnn.lua: bad argument " .. a .. " (--quick, --model cnn|resnet, --width N)") end
+  i = i + 1
 end
+if width ~= 16 and which ~= "resnet" then error("bench_cnn.lua: --width is for --model resnet") end
 local WARM, STEPS = 3, quick and 5 or 20
 local now = assert(st._now, "bench_cnn.lua: st._now missing")
 
@@ -56,7 +62,7 @@ else   -- the ResNet example's model (examples/fashion_mnist_resnet.lua; keep th
     h = self.bn2(self.conv2(h))
     return F.relu(h + (self.short and self.short(t) or t))
   end
-  local w = 16
+  local w = width
   model = nn.Sequential(
     nn.Conv2d(1, w, 3, {padding = 1, bias = false}), nn.BatchNorm2d(w), nn.ReLU(),
     Block(w, w, 1), Block(w, 2 * w, 2), Block(2 * w, 4 * w, 2),

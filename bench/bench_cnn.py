@@ -2,12 +2,12 @@
 with 32 then 64 channels; linear head; cross_entropy; SGD momentum 0.9): stitch (bench_cnn.lua, in a
 child process) and PyTorch eager (this process), in the same run, and the ratio.
 
---model resnet: the model of examples/fashion_mnist_resnet.lua at width 16 (its default is 24 since
-2026-11-30), batch 128 of 1x28x28, BatchNorm, SGD Nesterov, weight decay, instead: the step the
+--model resnet: the model of examples/fashion_mnist_resnet.lua at width 16 (--width N: another; the
+example's default is 24 since 2026-11-30), batch 128 of 1x28x28, BatchNorm, SGD Nesterov, weight decay, instead: the step the
 example's 15-minute goal depends on.
 
-Run: python3 bench/bench_cnn.py [--quick] [--build DIR] [--model cnn|resnet]   (make -C bench cnn
-[MODEL=resnet] [TPY=PY]; threads:
+Run: python3 bench/bench_cnn.py [--quick] [--build DIR] [--model cnn|resnet] [--width N]   (make -C
+bench cnn [MODEL=resnet] [WIDTH=N] [TPY=PY]; threads:
 ST_THREADS for both, else every CPU). Memory: each side's peak resident set over its warm-up and
 timed steps above its resident set before them (/proc/self/clear_refs resets the peak)."""
 import os
@@ -48,7 +48,7 @@ class Block(nn.Module):
         return torch.relu(h + (self.short(t) if self.short is not None else t))
 
 
-def torch_side(which, steps, warm=3):
+def torch_side(which, steps, width=16, warm=3):
     torch.manual_seed(0)
     if which == "cnn":
         model = nn.Sequential(
@@ -59,7 +59,7 @@ def torch_side(which, steps, warm=3):
         x = torch.rand(64, 3, 32, 32) - 0.5
         y = torch.randint(0, 10, (64,))
     else:
-        w = 16
+        w = width
         model = nn.Sequential(
             nn.Conv2d(1, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(),
             Block(w, w, 1), Block(w, 2 * w, 2), Block(2 * w, 4 * w, 2),
@@ -81,11 +81,12 @@ def torch_side(which, steps, warm=3):
             "loss": loss.item()}
 
 
-def stitch_side(build, which, quick):
+def stitch_side(build, which, quick, width):
     env = dict(os.environ, ST_JIT_ASYNC="0")
     env["ST_DEVICE"] = "cpu"
     cmd = [os.path.join(build, "stitch"), os.path.join(HERE, "bench_cnn.lua"), "--model", which]
     cmd += ["--quick"] if quick else []
+    cmd += ["--width", str(width)] if width != 16 else []
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     line = [l for l in r.stdout.splitlines() if l.startswith(which + "_stitch ")]
     if r.returncode != 0 or not line:
@@ -98,7 +99,7 @@ def main():
     args = sys.argv[1:]
     quick = "--quick" in args
     build = os.path.join(HERE, "..", "build")
-    which = "cnn"
+    which, width = "cnn", 16
     for i, a in enumerate(args):
         if a == "--build" and i + 1 < len(args):
             build = args[i + 1]
@@ -106,13 +107,18 @@ def main():
             build = a.split("=", 1)[1]
         elif a == "--model" and i + 1 < len(args) and args[i + 1] in ("cnn", "resnet"):
             which = args[i + 1]
-        elif a not in ("--quick", "--build", "--model") and (i == 0 or args[i - 1] not in ("--build", "--model")):
-            sys.exit("bench_cnn.py: unknown argument %r (--quick, --build DIR, --model cnn|resnet)" % a)
+        elif a == "--width" and i + 1 < len(args) and args[i + 1].isdigit() and int(args[i + 1]) >= 1:
+            width = int(args[i + 1])
+        elif a not in ("--quick", "--build", "--model", "--width") and (
+                i == 0 or args[i - 1] not in ("--build", "--model", "--width")):
+            sys.exit("bench_cnn.py: unknown argument %r (--quick, --build DIR, --model cnn|resnet, --width N)" % a)
+    if width != 16 and which != "resnet":
+        sys.exit("bench_cnn.py: --width is for --model resnet")
     if os.environ.get("ST_THREADS"):
         torch.set_num_threads(int(os.environ["ST_THREADS"]))
     print("machine: %d cores, torch %s, %d threads" % (os.cpu_count(), torch.__version__, torch.get_num_threads()))
-    s = stitch_side(build, which, quick)
-    t = torch_side(which, 5 if quick else 20)
+    s = stitch_side(build, which, quick, width)
+    t = torch_side(which, 5 if quick else 20, width)
     print("%s_torch ms=%.3f best=%.3f rss_mb=%.1f loss=%.5f" % (which, t["ms"], t["best"], t["rss_mb"], t["loss"]))
     print("| %s | stitch | torch eager | stitch/eager |"
           % ("CNN train step, batch 64" if which == "cnn" else "ResNet example's train step, batch 128"))
