@@ -130,7 +130,26 @@ local function instance_newindex(self, k, v)
   rawset(self, k, v)
 end
 
+-- The most arguments cls.__init takes after self (nil: any, a vararg __init).
+local function init_arity(cls)
+  local info = debug.getinfo(cls.__init, "u")
+  if info.isvararg then return nil end
+  return math.max(info.nparams - 1, 0)
+end
+
 local function construct(cls, ...)
+  local most, n = init_arity(cls), select("#", ...)
+  while most and n > most and select(n, ...) == nil do n = n - 1 end   -- trailing nils pass nothing
+  if most and n > most then   -- a Lua function drops extra arguments: say so instead
+    local got = {}
+    for i = most + 1, n do
+      local v = select(i, ...)
+      got[#got + 1] = type(v) == "table" and not st.is_tensor(v) and "a table" or tostring(v)
+    end
+    error(string.format("%s: %s, got %d (unexpected: %s)", rawget(cls, "__name") or "Module",
+      most == 0 and "takes no arguments" or "takes at most " .. most .. " argument" .. (most > 1 and "s" or ""),
+      n, table.concat(got, ", ")), 2)
+  end
   local self = setmetatable({
     _parameters = {}, _param_order = {},
     _buffers = {}, _buffer_order = {}, _nonpersistent = {},
@@ -849,7 +868,12 @@ end
 -- Softmax(dim = -1), LogSoftmax(dim = -1)
 local function with_dim(name, fn)
   local cls = Module:extend(name)
-  function cls:__init(dim) self.dim = dim or -1 end
+  function cls:__init(dim)
+    if dim ~= nil and math.type(dim) ~= "integer" then
+      error(string.format("%s: dim must be an integer, got %s", name, type(dim) == "table" and "a table" or tostring(dim)), 3)
+    end
+    self.dim = dim or -1
+  end
   function cls:forward(x) return fn(x, self.dim) end
   function cls:extra_repr() return "dim=" .. self.dim end
   M[name] = cls
@@ -861,14 +885,31 @@ with_dim("LogSoftmax", F.log_softmax)
 local Flatten = Module:extend("Flatten")
 M.Flatten = Flatten
 function Flatten:__init(start_dim, end_dim)
+  for _, d in ipairs({{start_dim, "start_dim"}, {end_dim, "end_dim"}}) do
+    if d[1] ~= nil and math.type(d[1]) ~= "integer" then
+      error(string.format("Flatten: %s must be an integer, got %s", d[2], type(d[1]) == "table" and "a table" or tostring(d[1])), 3)
+    end
+  end
   self.start_dim, self.end_dim = start_dim or 2, end_dim or -1
 end
 function Flatten:forward(x) return x:flatten(self.start_dim, self.end_dim) end
 function Flatten:extra_repr() return "start_dim=" .. self.start_dim .. ", end_dim=" .. self.end_dim end
 
-local function pair(v)
-  if type(v) == "number" then return {v, v} end
-  return {v[1], v[2]}
+-- A spatial option as an (h, w) pair of integers >= min: a number, or a table of exactly two
+-- numbers; anything else is an error naming it (a third entry is not dropped).
+local function int_pair(v, what, cls, min)
+  local p, entries = nil, 0
+  local plain = type(v) == "table" and not st.is_tensor(v)
+  if plain then for _ in pairs(v) do entries = entries + 1 end end
+  if type(v) == "number" then p = {v, v}
+  elseif plain and entries == 2 and v[1] ~= nil and v[2] ~= nil then p = {v[1], v[2]} end
+  if not p or math.type(p[1]) ~= "integer" or math.type(p[2]) ~= "integer" or p[1] < min or p[2] < min then
+    local got = st.is_tensor(v) and "a tensor" or tostring(v)
+    if p and plain then got = "{" .. tostring(v[1]) .. ", " .. tostring(v[2]) .. "}"
+    elseif plain then got = "a table of " .. entries .. " entries" end
+    error(string.format("%s: %s must be an integer >= %d or a pair of them, got %s", cls, what, min, got), 4)
+  end
+  return p
 end
 
 -- A 1-D layer's spatial option: a number or {a}, an integer >= min.
@@ -899,10 +940,17 @@ function Conv2d:__init(cin, cout, kernel, opts)
   check_size(cin, "in_channels", "Conv2d", 1)
   check_size(cout, "out_channels", "Conv2d", 1)
   self.in_channels, self.out_channels = cin, cout
-  self.kernel_size = pair(kernel)
-  self.stride = pair(opts.stride or 1)
-  self.padding = type(opts.padding) == "string" and opts.padding or pair(opts.padding or 0)
-  self.dilation = pair(opts.dilation or 1)
+  self.kernel_size = int_pair(kernel, "kernel_size", "Conv2d", 1)
+  self.stride = int_pair(opts.stride or 1, "stride", "Conv2d", 1)
+  local p = opts.padding or 0
+  if p == "same" or p == "valid" then self.padding = p
+  elseif type(p) == "string" then
+    error("Conv2d: padding must be a number, a pair, \"same\" or \"valid\", got \"" .. p .. "\"", 3)
+  else self.padding = int_pair(p, "padding", "Conv2d", 0) end
+  if p == "same" and (self.stride[1] ~= 1 or self.stride[2] ~= 1) then
+    error(string.format("Conv2d: padding \"same\" needs stride 1, got stride (%d, %d)", self.stride[1], self.stride[2]), 3)
+  end
+  self.dilation = int_pair(opts.dilation or 1, "dilation", "Conv2d", 1)
   self.groups = check_groups(opts.groups or 1, cin, cout, "Conv2d")
   local kh, kw = self.kernel_size[1], self.kernel_size[2]
   uniform_weight_bias(self, {cout, cin // self.groups, kh, kw}, cout, cin // self.groups * kh * kw, opts)
@@ -943,6 +991,9 @@ function Conv1d:__init(cin, cout, kernel, opts)
   if p == "same" or p == "valid" then self.padding = p
   elseif type(p) == "string" then error("Conv1d: padding must be a number, \"same\" or \"valid\", got \"" .. p .. "\"", 3)
   else self.padding = one(p, "padding", "Conv1d", 0) end
+  if p == "same" and self.stride ~= 1 then
+    error("Conv1d: padding \"same\" needs stride 1, got stride " .. self.stride, 3)
+  end
   self.dilation = one(opts.dilation or 1, "dilation", "Conv1d", 1)
   self.groups = check_groups(opts.groups or 1, cin, cout, "Conv1d")
   uniform_weight_bias(self, {cout, cin // self.groups, self.kernel_size}, cout, cin // self.groups * self.kernel_size,
@@ -976,13 +1027,7 @@ function ConvTranspose2d:__init(cin, cout, kernel, opts)
   check_size(cin, "in_channels", cls, 1)
   check_size(cout, "out_channels", cls, 1)
   self.in_channels, self.out_channels = cin, cout
-  local function ints(v, what, min)
-    local p = pair(v)
-    if math.type(p[1]) ~= "integer" or math.type(p[2]) ~= "integer" or p[1] < min or p[2] < min then
-      error(string.format("%s: %s must be an integer >= %d or a pair of them", cls, what, min), 4)
-    end
-    return p
-  end
+  local function ints(v, what, min) return int_pair(v, what, cls, min) end
   self.kernel_size = ints(kernel, "kernel_size", 1)
   self.stride = ints(opts.stride or 1, "stride", 1)
   self.padding = ints(opts.padding or 0, "padding", 0)

@@ -290,6 +290,11 @@ local function install(F, U)
         nd == 2 and "(N, C, H, W)" or "(N, C, L)", nd == 2 and "(O, C / groups, kh, kw)" or "(O, C / groups, k)",
         shape_str(xs), shape_str(weight)), 2)
     end
+    for d = 3, nd + 2 do
+      if weight:size(d) < 1 then
+        error(string.format("%s: weight %s has an empty kernel", fname, shape_str(weight)), 2)
+      end
+    end
     local y
     if nd == 2 then
       y = conv_apply(x, weight, bias, o, fname, xs, weight)
@@ -377,7 +382,9 @@ local function install(F, U)
     end
     local n, c, h, w = table.unpack(x:shape())
     local wi, og, kh, kw = table.unpack(weight:shape())
-    if wi ~= c then
+    if kh < 1 or kw < 1 then
+      error(string.format("%s: weight %s has an empty kernel", fname, shape_str(weight)), 2)
+    elseif wi ~= c then
       error(string.format("%s: input %s has %d channels but weight %s expects %d (its first dim)", fname,
         shape_str(xs), c, shape_str(weight), wi), 2)
     elseif c % o.groups ~= 0 then

@@ -481,7 +481,9 @@ end
 -- so the mask fuses with its neighbours) and scales the rest by 1/(1-p).
 function F.dropout(x, p, training)
   p = p or 0.5
-  if p < 0 or p > 1 then error("dropout: p must be in [0, 1], got " .. tostring(p), 2) end
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error("dropout: p must be a number in [0, 1], got " .. (type(p) == "table" and "a table" or tostring(p)), 2)
+  end
   if training == false or p == 0 then return x end
   if p == 1 then return x * 0 end
   local keep = st.rand(x:shape(), x:dtype()):ge(p):to(x:dtype())
@@ -782,6 +784,34 @@ function F.binary_cross_entropy(p, y, opts)
   local loss = -(y * p:log():clamp(-100, nil) + (1 - y) * (1 - p):log():clamp(-100, nil))
   if opts.weight then loss = loss * opts.weight end
   return reduce(loss, r)
+end
+
+-- Extra positional arguments are errors: Lua drops them silently (`F.dropout(x, 0.1, true, extra)`
+-- would run as if `extra` were not there), so every F.name taking a fixed number of arguments is
+-- wrapped in a count check (trailing nils, a forwarded optional argument, pass nothing and are
+-- allowed). The wrapper tail-calls the function, so errors raised inside it still
+-- point at the user's call.
+for name, fn in pairs(F) do
+  if type(fn) == "function" and name:sub(1, 1) ~= "_" then
+    local info = debug.getinfo(fn, "u")
+    if not info.isvararg then
+      local most = info.nparams
+      F[name] = function(...)
+        local n = select("#", ...)
+        while n > most and select(n, ...) == nil do n = n - 1 end   -- trailing nils pass nothing
+        if n > most then
+          local got = {}
+          for i = most + 1, n do
+            local v = select(i, ...)
+            got[#got + 1] = st.is_tensor(v) and "a tensor" or (type(v) == "table" and "a table" or tostring(v))
+          end
+          error(string.format("%s: takes at most %d argument%s, got %d (unexpected: %s)", name, most,
+            most == 1 and "" or "s", n, table.concat(got, ", ")), 2)
+        end
+        return fn(...)
+      end
+    end
+  end
 end
 
 return F

@@ -387,4 +387,57 @@ test("cross_entropy / nll_loss ignore_index: as the batch without the ignored ta
   H.check_near(ce(logits, tgt), F.cross_entropy(sub, subt), 1e-12, "module")
 end)
 
+test("extra arguments, malformed pairs and empty kernels are errors, checked when the layer is made", function()
+  -- a Lua function drops extra arguments: layers and functional forms refuse them instead
+  raises(function() return nn.ReLU({inplace = true}) end, "ReLU: takes no arguments, got 1 (unexpected: a table)")
+  raises(function() return nn.Dropout(0.1, {inplace = true}) end,
+    "Dropout: takes at most 1 argument, got 2 (unexpected: a table)")
+  raises(function() return nn.Softmax(2, 3) end, "Softmax: takes at most 1 argument, got 2 (unexpected: 3)")
+  raises(function() return nn.Flatten(2, 3, 4) end, "Flatten: takes at most 2 arguments, got 3 (unexpected: 4)")
+  raises(function() return nn.Linear(2, 2, {bias = false}, "f64") end,
+    "Linear: takes at most 3 arguments, got 4 (unexpected: f64)")
+  raises(function() return F.dropout(st.randn(3), 0.1, true, 5) end,
+    "dropout: takes at most 3 arguments, got 4 (unexpected: 5)")
+  raises(function() return F.leaky_relu(st.randn(3), 0.1, true) end,
+    "leaky_relu: takes at most 2 arguments, got 3 (unexpected: true)")
+  raises(function() return F.relu(st.randn(3), st.randn(3)) end, "relu: takes at most 1 argument, got 2 (unexpected: a tensor)")
+  -- trailing nils (a forwarded optional argument) pass nothing
+  eq(F.leaky_relu(st.tensor({-1}), 0.5, nil):tolist()[1], -0.5, "trailing nil")
+  eq(#nn.Softmax(2, nil)(st.randn(2, 3)):shape(), 2, "trailing nil to a layer")
+  -- wrong types fail when the layer is made, not at its first forward
+  raises(function() return nn.Softmax({dim = 1}) end, "Softmax: dim must be an integer, got a table")
+  raises(function() return nn.Flatten({start_dim = 2}) end, "Flatten: start_dim must be an integer, got a table")
+  raises(function() return F.dropout(st.randn(3), {p = 0.5}) end, "dropout: p must be a number in [0, 1], got a table")
+  -- pairs: a number or exactly two integers; a third entry is not dropped
+  raises(function() return nn.Conv2d(4, 4, {3, 3, 3}) end,
+    "Conv2d: kernel_size must be an integer >= 1 or a pair of them, got a table of 3 entries")
+  raises(function() return nn.Conv2d(4, 4, 3, {stride = {1, 2, 3}}) end,
+    "Conv2d: stride must be an integer >= 1 or a pair of them, got a table of 3 entries")
+  raises(function() return nn.Conv2d(4, 4, 0) end, "Conv2d: kernel_size must be an integer >= 1 or a pair of them, got 0")
+  raises(function() return nn.Conv2d(4, 4, 3, {stride = 1.5}) end,
+    "Conv2d: stride must be an integer >= 1 or a pair of them, got 1.5")
+  raises(function() return nn.Conv2d(4, 4, 3, {dilation = {1, 0}}) end,
+    "Conv2d: dilation must be an integer >= 1 or a pair of them, got {1, 0}")
+  raises(function() return nn.Conv2d(4, 4, 3, {padding = -1}) end,
+    "Conv2d: padding must be an integer >= 0 or a pair of them, got -1")
+  raises(function() return nn.Conv2d(4, 4, 3, {padding = "reflect"}) end,
+    "Conv2d: padding must be a number, a pair, \"same\" or \"valid\", got \"reflect\"")
+  raises(function() return nn.Conv2d(4, 4, 3, {padding = "same", stride = 2}) end,
+    "Conv2d: padding \"same\" needs stride 1, got stride (2, 2)")
+  raises(function() return nn.Conv1d(4, 4, 3, {padding = "same", stride = 2}) end,
+    "Conv1d: padding \"same\" needs stride 1, got stride 2")
+  raises(function() return nn.ConvTranspose2d(4, 4, {3, 3, 3}) end,
+    "ConvTranspose2d: kernel_size must be an integer >= 1 or a pair of them, got a table of 3 entries")
+  -- an empty kernel given as a weight
+  raises(function() return F.conv2d(st.randn(1, 4, 6, 6), st.randn(4, 4, 0, 0)) end,
+    "conv2d: weight (4, 4, 0, 0) has an empty kernel")
+  raises(function() return F.conv1d(st.randn(1, 4, 6), st.randn(4, 4, 0)) end, "conv1d: weight (4, 4, 0) has an empty kernel")
+  raises(function() return F.conv_transpose2d(st.randn(1, 4, 6, 6), st.randn(4, 4, 0, 3)) end,
+    "conv_transpose2d: weight (4, 4, 0, 3) has an empty kernel")
+  -- the well-formed forms still build what they say
+  local c = nn.Conv2d(4, 6, {3, 5}, {stride = {1, 2}, padding = {1, 2}, dilation = 1})
+  eq(table.concat(c.weight:shape(), " "), "6 4 3 5", "kernel pair")
+  eq(table.concat(c(st.randn(1, 4, 8, 8)):shape(), " "), "1 6 8 4", "stride and padding pairs")
+end)
+
 H.done()
