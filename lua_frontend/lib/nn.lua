@@ -1111,19 +1111,26 @@ local function pool(name, fn, known)
 end
 pool("MaxPool2d", F.max_pool2d, {"stride", "padding", "ceil_mode"})
 pool("AvgPool2d", F.avg_pool2d, {"stride", "padding", "ceil_mode", "count_include_pad"})
+pool("MaxPool1d", F.max_pool1d, {"stride", "padding", "ceil_mode"})
+pool("AvgPool1d", F.avg_pool1d, {"stride", "padding", "ceil_mode", "count_include_pad"})
 
--- AdaptiveAvgPool2d(output_size): F.adaptive_avg_pool2d (a number or a pair; 1: the global average).
-local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
-M.AdaptiveAvgPool2d = AdaptiveAvgPool2d
-function AdaptiveAvgPool2d:__init(output_size)
-  if output_size == nil then error("AdaptiveAvgPool2d: output_size is required", 3) end
-  self.output_size = output_size
+-- AdaptiveAvgPool2d(output_size): F.adaptive_avg_pool2d (a number or a pair; 1: the global average);
+-- AdaptiveAvgPool1d(output_size): F.adaptive_avg_pool1d (a number or {O}).
+local function adaptive_pool(name, fn)
+  local cls = Module:extend(name)
+  function cls:__init(output_size)
+    if output_size == nil then error(name .. ": output_size is required", 3) end
+    self.output_size = output_size
+  end
+  function cls:forward(x) return fn(x, self.output_size) end
+  function cls:extra_repr()
+    local v = self.output_size
+    return "output_size=" .. (type(v) == "table" and "(" .. table.concat(v, ", ") .. ")" or tostring(v))
+  end
+  M[name] = cls
 end
-function AdaptiveAvgPool2d:forward(x) return F.adaptive_avg_pool2d(x, self.output_size) end
-function AdaptiveAvgPool2d:extra_repr()
-  local v = self.output_size
-  return "output_size=" .. (type(v) == "table" and "(" .. table.concat(v, ", ") .. ")" or tostring(v))
-end
+adaptive_pool("AdaptiveAvgPool2d", F.adaptive_avg_pool2d)
+adaptive_pool("AdaptiveAvgPool1d", F.adaptive_avg_pool1d)
 
 -- MultiheadAttention(embed_dim, num_heads, {bias = true, batch_first = false, dropout = 0, dtype}):
 -- in_proj_weight (3E, E) and in_proj_bias (3E) (PyTorch's names and init: xavier_uniform, zero

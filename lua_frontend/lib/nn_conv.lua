@@ -460,13 +460,15 @@ local function install(F, U)
   -- -inf. When the windows tile the input (stride == kernel, no padding, no partial window) it is
   -- one reshape and a max over two dims; otherwise an elementwise maximum over the kh*kw strided
   -- views. Gradient at ties: split evenly between the tied elements (PyTorch gives it to one).
-  function F.max_pool2d(x, kernel, opts)
-    local g = pool_args(x, kernel, opts, "max_pool2d", {"stride", "padding", "ceil_mode"})
+  -- (fname: the caller's name for errors; xs: the user's tensor, named by them; sq: a dim to squeeze
+  -- from the result, the 1-D pools' height)
+  local function max_pool(x, kernel, opts, fname, xs, sq)
+    local g = pool_args(x, kernel, opts, fname, {"stride", "padding", "ceil_mode"})
     local unbatched = x:dim() == 3
     if unbatched then x = x:unsqueeze(1) end
     local n, c, h, w = table.unpack(x:shape())
-    local ho = pool_out(h, g.kh, g.sh, g.ph, g.ceil, "max_pool2d", x)
-    local wo = pool_out(w, g.kw, g.sw, g.pw, g.ceil, "max_pool2d", x)
+    local ho = pool_out(h, g.kh, g.sh, g.ph, g.ceil, fname, xs)
+    local wo = pool_out(w, g.kw, g.sw, g.pw, g.ceil, fname, xs)
     local y
     if g.sh == g.kh and g.sw == g.kw and g.ph == 0 and g.pw == 0 and ho * g.kh <= h and wo * g.kw <= w then
       if ho * g.kh ~= h then x = x:narrow(3, 1, ho * g.kh) end
@@ -476,8 +478,10 @@ local function install(F, U)
       y = pool_windows(x, g, ho, wo, -math.huge, st.maximum)
     end
     if unbatched then y = y:squeeze(1) end
+    if sq then y = y:squeeze(sq) end
     return y
   end
+  function F.max_pool2d(x, kernel, opts) return max_pool(x, kernel, opts, "max_pool2d", x) end
 
   -- Per output position along one dim, the count avg_pool2d divides by (PyTorch's rule): the window
   -- clipped to the padded input, or with count_include_pad = false to the input itself.
@@ -521,22 +525,61 @@ local function install(F, U)
   -- count_include_pad = true}): the sum of each window over the count PyTorch divides by (the zero
   -- padding counted unless count_include_pad is false; what ceil_mode's last window reaches past the
   -- padding never counted).
-  function F.avg_pool2d(x, kernel, opts)
-    local g = pool_args(x, kernel, opts, "avg_pool2d", {"stride", "padding", "ceil_mode", "count_include_pad"})
+  local function avg_pool(x, kernel, opts, fname, xs, sq)
+    local g = pool_args(x, kernel, opts, fname, {"stride", "padding", "ceil_mode", "count_include_pad"})
     local cip = opts and opts.count_include_pad
     if cip ~= nil and type(cip) ~= "boolean" then
-      error("avg_pool2d: count_include_pad must be a boolean, got " .. tostring(cip), 2)
+      error(fname .. ": count_include_pad must be a boolean, got " .. tostring(cip), 2)
     end
     local unbatched = x:dim() == 3
     if unbatched then x = x:unsqueeze(1) end
     local _, _, h, w = table.unpack(x:shape())
-    local ho = pool_out(h, g.kh, g.sh, g.ph, g.ceil, "avg_pool2d", x)
-    local wo = pool_out(w, g.kw, g.sw, g.pw, g.ceil, "avg_pool2d", x)
+    local ho = pool_out(h, g.kh, g.sh, g.ph, g.ceil, fname, xs)
+    local wo = pool_out(w, g.kw, g.sw, g.pw, g.ceil, fname, xs)
     local y = pool_windows(x, g, ho, wo, 0, st.add)
     local inv = pool_divisors(h, w, g, ho, wo, cip ~= false, x:dtype(), x:device())
     y = y * (inv or 1 / (g.kh * g.kw))
     if unbatched then y = y:squeeze(1) end
+    if sq then y = y:squeeze(sq) end
     return y
+  end
+  function F.avg_pool2d(x, kernel, opts) return avg_pool(x, kernel, opts, "avg_pool2d", x) end
+
+  -- The 1-D pools: the 2-D ones over a height-1 view, (N, C, L) -> (N, C, 1, L), kernel (1, k),
+  -- stride (1, s), padding (0, p); kernel_size, stride and padding a number or {a}.
+  local function one_int(v, min, what, fname, level)
+    if type(v) == "table" and not st.is_tensor(v) and #v == 1 then v = v[1] end
+    if math.type(v) ~= "integer" or v < min then
+      error(string.format("%s: %s must be an integer >= %d or a table of one, got %s", fname, what, min,
+        type(v) == "table" and "a table" or tostring(v)), level or 4)
+    end
+    return v
+  end
+  local function pool1d_args(x, kernel, opts, fname, known)
+    opts = check_opts(opts, known, fname, 3)
+    if x:dim() ~= 2 and x:dim() ~= 3 then
+      error(fname .. ": expected input (N, C, L) or (C, L), got " .. shape_str(x), 3)
+    end
+    local k = one_int(kernel, 1, "kernel_size", fname)
+    local o = {stride = {1, one_int(opts.stride or k, 1, "stride", fname)},
+      padding = {0, one_int(opts.padding or 0, 0, "padding", fname)}}
+    for _, name in ipairs(known) do
+      if name ~= "stride" and name ~= "padding" then o[name] = opts[name] end
+    end
+    return x:unsqueeze(-2), {1, k}, o, x:dim()
+  end
+  -- max_pool1d(x, kernel_size, {stride = kernel_size, padding = 0, ceil_mode = false}): x (N, C, L)
+  -- or (C, L); max_pool2d's rules over L.
+  function F.max_pool1d(x, kernel, opts)
+    local x2, k2, o2, nd = pool1d_args(x, kernel, opts, "max_pool1d", {"stride", "padding", "ceil_mode"})
+    return max_pool(x2, k2, o2, "max_pool1d", x, nd)
+  end
+  -- avg_pool1d(x, kernel_size, {stride = kernel_size, padding = 0, ceil_mode = false,
+  -- count_include_pad = true}): avg_pool2d's rules over L.
+  function F.avg_pool1d(x, kernel, opts)
+    local x2, k2, o2, nd = pool1d_args(x, kernel, opts, "avg_pool1d", {"stride", "padding", "ceil_mode",
+      "count_include_pad"})
+    return avg_pool(x2, k2, o2, "avg_pool1d", x, nd)
   end
 
   -- The (o, n) matrix averaging each of o adaptive bins of n inputs (bin i: rows floor(i*n/o) ..
@@ -582,6 +625,16 @@ local function install(F, U)
     end
     if unbatched then y = y:squeeze(1) end
     return y
+  end
+
+  -- adaptive_avg_pool1d(x, output_size): x (N, C, L) or (C, L) to (..., O) (a number or {O}):
+  -- adaptive_avg_pool2d's bins over L.
+  function F.adaptive_avg_pool1d(x, output_size)
+    local o = one_int(output_size, 1, "output_size", "adaptive_avg_pool1d", 3)
+    if x:dim() ~= 2 and x:dim() ~= 3 then
+      error("adaptive_avg_pool1d: expected input (N, C, L) or (C, L), got " .. shape_str(x), 2)
+    end
+    return F.adaptive_avg_pool2d(x:unsqueeze(-2), {1, o}):squeeze(-2)
   end
 
   -- ---- interpolation ----

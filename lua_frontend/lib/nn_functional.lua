@@ -786,6 +786,12 @@ function F.binary_cross_entropy(p, y, opts)
   return reduce(loss, r)
 end
 
+-- pad(x, pads [, mode [, value]]): PyTorch's F.pad, the tensor method x:pad (docs/lua.md).
+function F.pad(x, pads, mode, value)
+  if not st.is_tensor(x) then error("pad: expected a tensor, got " .. type(x), 2) end
+  return x:pad(pads, mode, value)
+end
+
 -- Extra positional arguments are errors: Lua drops them silently (`F.dropout(x, 0.1, true, extra)`
 -- would run as if `extra` were not there), so every F.name taking a fixed number of arguments is
 -- wrapped in a count check (trailing nils, a forwarded optional argument, pass nothing and are

@@ -434,6 +434,21 @@ test("extra arguments, malformed pairs and empty kernels are errors, checked whe
   raises(function() return F.conv1d(st.randn(1, 4, 6), st.randn(4, 4, 0)) end, "conv1d: weight (4, 4, 0) has an empty kernel")
   raises(function() return F.conv_transpose2d(st.randn(1, 4, 6, 6), st.randn(4, 4, 0, 3)) end,
     "conv_transpose2d: weight (4, 4, 0, 3) has an empty kernel")
+  -- the 1-D pools: their own names and the user's shapes in errors
+  local x3 = st.randn(2, 3, 10)
+  raises(function() return F.max_pool1d(x3, {2, 2}) end,
+    "max_pool1d: kernel_size must be an integer >= 1 or a table of one, got a table")
+  raises(function() return F.max_pool1d(st.randn(2, 3, 4, 5), 2) end,
+    "max_pool1d: expected input (N, C, L) or (C, L), got (2, 3, 4, 5)")
+  raises(function() return F.avg_pool1d(x3, 20) end, "avg_pool1d: kernel 20 with padding 0 does not fit an input of shape (2, 3, 10)")
+  raises(function() return F.avg_pool1d(x3, 2, {count_include_pad = 1}) end,
+    "avg_pool1d: count_include_pad must be a boolean, got 1")
+  raises(function() return nn.MaxPool1d(2, {dilation = 2}) end, "MaxPool1d: unknown option 'dilation'")
+  raises(function() return F.adaptive_avg_pool1d(x3, 0) end,
+    "adaptive_avg_pool1d: output_size must be an integer >= 1 or a table of one, got 0")
+  eq(table.concat(nn.MaxPool1d(3, {stride = 2, padding = 1, ceil_mode = true})(x3):shape(), " "), "2 3 6", "MaxPool1d")
+  eq(table.concat(nn.AdaptiveAvgPool1d({4})(x3[1]):shape(), " "), "3 4", "AdaptiveAvgPool1d unbatched")
+  H.check_near(F.pad(x3, {1, 2}, "reflect"), x3:pad({1, 2}, "reflect"), 0, "F.pad")
   -- the well-formed forms still build what they say
   local c = nn.Conv2d(4, 6, {3, 5}, {stride = {1, 2}, padding = {1, 2}, dilation = 1})
   eq(table.concat(c.weight:shape(), " "), "6 4 3 5", "kernel pair")

@@ -154,6 +154,7 @@ local LAYERS = {
   {"groupnorm", {make = function() return nn.GroupNorm(2, 4) end}},
   {"instancenorm2d", {make = function() return nn.InstanceNorm2d(3, {affine = true}) end}},
   {"instancenorm2d_noaffine", {make = function() return nn.InstanceNorm2d(3) end}},
+  {"instancenorm1d", {make = function() return nn.InstanceNorm1d(3, {affine = true}) end}},
   {"layernorm", {make = function() return nn.LayerNorm({4, 5}) end}},
   {"layernorm_noaffine", {make = function() return nn.LayerNorm(5, {eps = 1e-3, elementwise_affine = false}) end}},
   {"conv2d_stride_pad_groups", {make = function() return nn.Conv2d(4, 6, 3, {stride = 2, padding = 1, groups = 2}) end}},
@@ -179,6 +180,12 @@ local LAYERS = {
   {"avgpool2d_pad_ceil_nocount", {make = function()
     return nn.AvgPool2d(3, {stride = 2, padding = 1, ceil_mode = true, count_include_pad = false})
   end}},
+  {"maxpool1d_pad_ceil", {make = function() return nn.MaxPool1d(3, {stride = 2, padding = 1, ceil_mode = true}) end}},
+  {"avgpool1d_pad_ceil_nocount", {make = function()
+    return nn.AvgPool1d(4, {stride = 3, padding = 2, ceil_mode = true, count_include_pad = false})
+  end}},
+  {"avgpool1d_unbatched", {make = function() return nn.AvgPool1d(2) end}},
+  {"adaptive_avgpool1d_uneven", {make = function() return nn.AdaptiveAvgPool1d(4) end}},
   {"conv1d_stride_pad_groups", {make = function() return nn.Conv1d(4, 6, 3, {stride = 2, padding = 1, groups = 2}) end}},
   {"conv1d_same_dilation", {make = function() return nn.Conv1d(3, 5, 4, {padding = "same", dilation = 2}) end}},
   {"conv1d_unbatched_valid", {make = function() return nn.Conv1d(2, 3, 2, {padding = "valid", bias = false}) end}},

@@ -102,6 +102,7 @@ def layers():
     mod("groupnorm", nn.GroupNorm(2, 4), [rn(2, 4, 3, 3)])
     mod("instancenorm2d", nn.InstanceNorm2d(3, affine=True), [rn(2, 3, 4, 4)])
     mod("instancenorm2d_noaffine", nn.InstanceNorm2d(3), [rn(2, 3, 4, 5)])
+    mod("instancenorm1d", nn.InstanceNorm1d(3, affine=True), [rn(2, 3, 6)])
     mod("layernorm", nn.LayerNorm([4, 5]), [rn(2, 3, 4, 5)])
     mod("layernorm_noaffine", nn.LayerNorm(5, eps=1e-3, elementwise_affine=False), [rn(3, 5) * 4])
     # convolution and pooling
@@ -127,6 +128,12 @@ def layers():
     mod("avgpool2d_pad_ceil", nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True), [rn(2, 2, 6, 7)])
     mod("avgpool2d_pad_ceil_nocount", nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True,
                                                    count_include_pad=False), [rn(2, 2, 6, 7)])
+    # the 1-D pools (the 2-D ones on a height-1 view)
+    mod("maxpool1d_pad_ceil", nn.MaxPool1d(3, stride=2, padding=1, ceil_mode=True), [rn(2, 3, 10)])
+    mod("avgpool1d_pad_ceil_nocount", nn.AvgPool1d(4, stride=3, padding=2, ceil_mode=True,
+                                                   count_include_pad=False), [rn(2, 3, 11)])
+    mod("avgpool1d_unbatched", nn.AvgPool1d(2), [rn(3, 7)])
+    mod("adaptive_avgpool1d_uneven", nn.AdaptiveAvgPool1d(4), [rn(2, 3, 7)])
     # conv1d (conv2d on a height-1 view), conv_transpose2d (conv2d's input gradient), interpolate
     mod("conv1d_stride_pad_groups", nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2), [rn(2, 4, 9)])
     mod("conv1d_same_dilation", nn.Conv1d(3, 5, 4, padding="same", dilation=2), [rn(2, 3, 10)])
