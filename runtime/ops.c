@@ -73,11 +73,24 @@ static st_dtype result_dtype(st_op op, st_dtype ct) {
     return r == DT_TO_BOOL || r == DT_LOGIC ? ST_BOOL : ct;
 }
 
+/* Under autocast, the elementwise ops on PyTorch's f32 list (exp, expm1, log, log1p, reciprocal,
+ * rsqrt, pow) compute f16/bf16 inputs in f32 and return f32 (docs/training.md). */
+static st_dtype autocast_f32(st_op op, st_dtype dt) {
+    if (st_autocast_dt == ST_DTYPE_COUNT || (dt != ST_F16 && dt != ST_BF16)) return dt;
+    switch (op) {
+    case ST_OP_EXP: case ST_OP_EXPM1: case ST_OP_LOG: case ST_OP_LOG1P: case ST_OP_RECIP: case ST_OP_RSQRT:
+    case ST_OP_POW:
+        return ST_F32;
+    default:
+        return dt;
+    }
+}
+
 static st_tensor *unary(st_op op, st_tensor *a) {
     if (!check_arg(st_ops[op].name, a)) return NULL;
     int ct = compute_dtype(op, (st_dtype)a->dtype);
     if (ct < 0) return NULL;
-    st_dtype dt = (st_dtype)ct;
+    st_dtype dt = autocast_f32(op, (st_dtype)ct);
     st_node *x = st_tensor_read(a, dt, a->ndim, a->shape);
     if (!x) return NULL;
     st_node *n = st_node_new(op, result_dtype(op, dt), a->ndim, a->shape, 1, &x, NULL);
@@ -93,7 +106,7 @@ static st_tensor *binary(st_op op, st_tensor *a, st_tensor *b) {
     if (st_broadcast_shapes(name, a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != ST_OK) return NULL;
     int ct = compute_dtype(op, result_type(a, b));
     if (ct < 0) return NULL;
-    st_dtype dt = (st_dtype)ct;
+    st_dtype dt = autocast_f32(op, (st_dtype)ct);
     st_node *x = st_tensor_read(a, dt, nd, shape);
     st_node *y = x ? st_tensor_read(b, dt, nd, shape) : NULL;
     st_node *n = NULL;
@@ -540,6 +553,10 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mas
                  st_dtypes[k->dtype].name, st_dtypes[v->dtype].name);
         return NULL;
     }
+    /* autocast: f32/f16/bf16 operands are rounded to the low precision (PyTorch's list has the
+     * attention), computed in f32 as always, and the result is in the low precision */
+    const bool low = st_autocast_dt != ST_DTYPE_COUNT && (dt == ST_F32 || dt == ST_F16 || dt == ST_BF16);
+    if (low) dt = (st_dtype)st_autocast_dt;
     if (!(dropout >= 0 && dropout <= 1)) {
         st_error(ST_ERR_ARG, "attention: dropout must be in [0, 1], got %g", dropout);
         return NULL;
@@ -597,10 +614,16 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mas
         arg.attn.seed = st_rng_seed;
         arg.attn.offset = st_rng_offset;
     }
-    if ((srcs[0] = st_tensor_read(q, ct, nb2 + 2, sq)) && (srcs[1] = st_tensor_read(k, ct, nb2 + 2, sk)) &&
-        (srcs[2] = st_tensor_read(v, ct, nb2 + 2, sv)) && (!am || (srcs[3] = st_tensor_read(am, ct, nb2 + 2, sm))))
+    st_tensor *lq = low ? st_cast(q, dt) : st_retain(q), *lk = low ? st_cast(k, dt) : st_retain(k);
+    st_tensor *lv = low ? st_cast(v, dt) : st_retain(v);
+    if (lq && lk && lv && (srcs[0] = st_tensor_read(lq, ct, nb2 + 2, sq)) &&
+        (srcs[1] = st_tensor_read(lk, ct, nb2 + 2, sk)) && (srcs[2] = st_tensor_read(lv, ct, nb2 + 2, sv)) &&
+        (!am || (srcs[3] = st_tensor_read(am, ct, nb2 + 2, sm))))
         r = st_tensor_from_node(st_node_new(ST_OP_ATTN, ct, nb2 + 2, so, am ? 4 : 3, srcs, &arg));
     for (int i = 0; i < ST_NODE_SRCS; i++) st_node_release(srcs[i]);
+    st_release(lq);
+    st_release(lk);
+    st_release(lv);
     st_release(am);
     if (r && ct != dt) {
         st_tensor *c = st_cast(r, dt);

@@ -75,6 +75,42 @@ test("f32_ops_under_autocast", function()
   eq(conv(st.randn(1, 2, 5, 5)):dtype(), "bf16", "Conv2d")
 end)
 
+test("autocast_f32_elementwise_and_low_precision_attention", function()
+  local g = H.lcg(9)
+  local vals = H.nested({2, 6}, g)
+  local xb = st.tensor(vals):to("bf16")
+  do
+    local guard <close> = st.autocast("bf16")
+    -- PyTorch's f32 list: f16/bf16 in, f32 out, computed from the rounded inputs
+    for _, name in ipairs({"exp", "expm1", "log1p", "reciprocal"}) do
+      local y = xb[name](xb)
+      eq(y:dtype(), "f32", name .. " dtype")
+      check(y, xb:float()[name](xb:float()), 0, name .. " of the bf16 values, in f32")
+    end
+    local pos = xb:abs() + 0.5
+    eq(pos:log():dtype(), "f32", "log")
+    eq(pos:rsqrt():dtype(), "f32", "rsqrt")
+    eq(xb:pow(2):dtype(), "f32", "pow")
+    check(xb:pow(3), xb:float():pow(3), 0, "pow in f32")
+    -- the rest keeps the inputs' dtype
+    eq(xb:sigmoid():dtype(), "bf16", "sigmoid")
+    eq(xb:tanh():dtype(), "bf16", "tanh")
+    eq((xb * xb):dtype(), "bf16", "mul")
+    -- f32 stays f32 (only f16/bf16 are promoted)
+    eq(st.tensor(vals):exp():dtype(), "f32", "f32 exp")
+  end
+  -- attention: f32 operands rounded to bf16, computed in f32, returned in bf16; gradients reach
+  -- the f32 operands
+  local q, k, v = st.randn(2, 4, 8):requires_grad_(), st.randn(2, 5, 8):requires_grad_(), st.randn(2, 5, 8):requires_grad_()
+  local y = st.autocast("bf16", function() return F.scaled_dot_product_attention(q, k, v) end)
+  eq(y:dtype(), "bf16", "attention dtype")
+  local want = F.scaled_dot_product_attention(q:detach():to("bf16"), k:detach():to("bf16"), v:detach():to("bf16"))
+  check(y:float(), want:float(), 0, "attention of the rounded operands")
+  y:float():sum():backward()
+  eq(q.grad:dtype(), "f32", "q's gradient dtype")
+  assert(q.grad:abs():sum():item() > 0, "q has a gradient")
+end)
+
 test("autocast_scopes_and_errors", function()
   eq(st.autocast_dtype(), nil, "off by default")
   local seen = {}
