@@ -1438,15 +1438,16 @@ M.utils = {}
 
 -- clip_grad_norm_(parameters, max_norm, {norm_type = 2}): scales every gradient in place so that
 -- their joint norm is at most max_norm; returns that norm before clipping (a 0-d tensor: lazy, so
--- it fuses with the optimizer step's flush). norm_type 2, 1 or math.huge.
+-- it fuses with the optimizer step's flush), computed in f64 when a gradient is f64, else in f32.
+-- norm_type a number > 0 or math.huge.
 function M.utils.clip_grad_norm_(params, max_norm, opts)
   opts = check_opts(opts, {"norm_type"}, "clip_grad_norm_", 2)
   if type(max_norm) ~= "number" or max_norm < 0 then
     error("clip_grad_norm_: max_norm must be a number >= 0, got " .. tostring(max_norm), 2)
   end
   local p = opts.norm_type or 2
-  if p ~= 2 and p ~= 1 and p ~= math.huge then
-    error("clip_grad_norm_: norm_type must be 2, 1 or math.huge, got " .. tostring(p), 2)
+  if type(p) ~= "number" or not (p > 0) then
+    error("clip_grad_norm_: norm_type must be a number > 0 or math.huge, got " .. tostring(p), 2)
   end
   if st.is_tensor(params) then params = {params} end
   local guard <close> = st.no_grad()
@@ -1455,14 +1456,19 @@ function M.utils.clip_grad_norm_(params, max_norm, opts)
     if t.grad then grads[#grads + 1] = t.grad end
   end
   if #grads == 0 then return st.zeros({}) end
+  local dt = "f32"
+  for _, g in ipairs(grads) do if g:dtype() == "f64" then dt = "f64" end end
   local total
   for _, g in ipairs(grads) do
+    local a = g:to(dt)
     local part
-    if p == 2 then part = (g * g):sum() elseif p == 1 then part = g:abs():sum() else part = g:abs():max() end
-    part = part:float()
+    if p == 2 then part = (a * a):sum()
+    elseif p == 1 then part = a:abs():sum()
+    elseif p == math.huge then part = a:abs():max()
+    else part = a:abs():pow(p):sum() end
     total = total and (p == math.huge and st.maximum(total, part) or total + part) or part
   end
-  if p == 2 then total = total:sqrt() end
+  if p == 2 then total = total:sqrt() elseif p ~= 1 and p ~= math.huge then total = total:pow(1 / p) end
   local coef = (total + 1e-6):reciprocal() * max_norm
   coef = coef:clamp(nil, 1)
   for _, g in ipairs(grads) do g:mul_(coef:to(g:dtype())) end

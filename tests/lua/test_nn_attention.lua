@@ -110,7 +110,33 @@ test("clip_grad_norm_: the joint norm returned, gradients scaled to max_norm", f
   check(nn.utils.clip_grad_norm_({a, b}, 100, {norm_type = math.huge}), 6, 1e-6, "max norm")
   check(nn.utils.clip_grad_norm_({a, b}, 100, {norm_type = 1}), 9.5, 1e-6, "1-norm")
   H.raises(function() return nn.utils.clip_grad_norm_({a}, 1, {norm = 2}) end, "clip_grad_norm_: unknown option 'norm'")
-  H.raises(function() return nn.utils.clip_grad_norm_({a}, 1, {norm_type = 3}) end, "norm_type must be 2, 1 or math.huge")
+  H.raises(function() return nn.utils.clip_grad_norm_({a}, 1, {norm_type = -1}) end,
+    "norm_type must be a number > 0 or math.huge, got -1")
+  -- any p > 0 (p = 3: (3^3 + 4^3 + 12^3)^(1/3) of the gradients above, now (1.5, 2, 6) after the
+  -- clip to 6.5), in f64 for f64 gradients
+  local n3 = nn.utils.clip_grad_norm_({a, b}, 100, {norm_type = 3})
+  eq(n3:dtype(), "f64", "the norm of f64 gradients is f64")
+  check(n3, (a.grad:pow(3):sum() + b.grad:pow(3):sum()):item() ^ (1 / 3), 1e-12, "3-norm")
+  check(n3, (1.5 ^ 3 + 2 ^ 3 + 6 ^ 3) ^ (1 / 3), 1e-6, "3-norm, about")
+end)
+
+test("clip_grad_norm_ is one flush with the optimizer's step", function()
+  local lin = nn.Linear(6, 3)
+  local opt = st.optim.SGD(lin:parameters(), {lr = 0.1})
+  local x, y = st.randn(8, 6), st.randn(8, 3)
+  st.sync(x, y, lin.weight, lin.bias)
+  local loss = F.mse_loss(lin(x), y)
+  loss:backward()
+  local w0, b0 = lin.weight:clone(), lin.bias:clone()
+  st.sync(w0, b0)
+  local f0 = st.stats().flushes
+  local norm = nn.utils.clip_grad_norm_(lin:parameters(), 0.01)
+  opt:step({loss, norm})
+  eq(st.stats().flushes - f0, 1, "flushes for the clip and the step")
+  -- the step moved the weights by lr * the clipped gradient (norm 0.01)
+  local moved = (lin.weight - w0):pow(2):sum():item() + (lin.bias - b0):pow(2):sum():item()
+  check(math.sqrt(moved), 0.001, 1e-6, "lr * max_norm")
+  assert(norm:item() > 0.01, "the norm before clipping")
 end)
 
 H.done()
