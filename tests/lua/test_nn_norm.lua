@@ -336,4 +336,32 @@ test("scaled_dot_product_attention: as the explicit formula; causal, masks, grad
     "attn_mask and is_causal together")
 end)
 
+test("a convolution's epilogue: BatchNorm's affine at inference, the residual and ReLU in its kernel", function()
+  -- on the CPU JIT: the padded input (its own kernel: a zero padding stays a base) and one matmul
+  -- kernel whose epilogue adds the bias, applies eval BatchNorm's per-channel affine, adds the
+  -- residual and the ReLU; the values are the interpreter's
+  local conv = nn.Conv2d(4, 4, 3, {padding = 1})
+  local bn = nn.BatchNorm2d(4)
+  bn.running_mean:copy_(st.randn(4))
+  bn.running_var:copy_(st.rand(4) + 0.5)
+  bn:eval()
+  local x = st.randn(2, 4, 6, 6)
+  st.sync(x, conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.weight, bn.bias)
+  local function block() return F.relu(bn(conv(x)) + x) end
+  st.set_jit_min(1 << 40)
+  local want = block()
+  st.sync(want)
+  st.set_jit_min(0)
+  for i = 1, 2 do
+    local s0 = st.stats().kernels_launched
+    local y = block()
+    st.sync(y)
+    if st.device() == "cpu" then   -- (the GPU's count is not pinned here)
+      eq(st.stats().kernels_launched - s0, 2, "kernels of conv + bias + eval BatchNorm + residual + ReLU (run " .. i .. ")")
+    end
+    check(y, want, 1e-5, "values")
+  end
+  st.set_jit_min(-1)
+end)
+
 H.done()
