@@ -357,7 +357,16 @@ local SCHEDS = {
     return O.OneCycleLR(o, {max_lr = 0.5, total_steps = 12, pct_start = 0.25, anneal_strategy = "linear",
       div_factor = 10, final_div_factor = 100})
   end},
+  {"lambdalr", function(o) return O.LambdaLR(o, {lr_lambda = function(e) return 0.9 ^ e + 0.05 * (e % 3) end}) end},
+  {"reducelronplateau", function(o)
+    return O.ReduceLROnPlateau(o, {factor = 0.5, patience = 2, threshold = 0.01, cooldown = 1, min_lr = 0.02})
+  end},
+  {"reducelronplateau_max_abs", function(o)
+    return O.ReduceLROnPlateau(o, {mode = "max", factor = 0.3, patience = 1, threshold = 0.05, threshold_mode = "abs"})
+  end},
 }
+-- the metrics ReduceLROnPlateau's cases step with (one per epoch; the .py file's PLATEAU_METRICS)
+local PLATEAU_METRICS = {1.0, 0.9, 0.95, 0.95, 0.96, 0.94, 0.97, 0.98, 0.99, 0.99, 0.5, 0.6, 0.7, 0.7}
 
 for _, c in ipairs(LAYERS) do layer_case(c[1], c[2]) end
 for _, c in ipairs(LOSSES) do layer_case(c[1], c[2]) end
@@ -396,8 +405,8 @@ for _, c in ipairs(SCHEDS) do
     local opt = O.SGD({p}, {lr = 0.1})
     local s = make(opt)
     local got = {opt.param_groups[1].lr}
-    for _ = 2, #want do
-      s:step()
+    for i = 2, #want do
+      if name:match("^reducelronplateau") then s:step(PLATEAU_METRICS[i - 1]) else s:step() end
       got[#got + 1] = opt.param_groups[1].lr
     end
     local t = tracker()

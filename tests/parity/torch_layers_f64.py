@@ -320,7 +320,14 @@ SCHEDS = {
     "onecyclelr_linear": (lambda o: torch.optim.lr_scheduler.OneCycleLR(
         o, max_lr=0.5, total_steps=12, pct_start=0.25, anneal_strategy="linear", div_factor=10,
         final_div_factor=100, cycle_momentum=False), 11),
+    "lambdalr": (lambda o: torch.optim.lr_scheduler.LambdaLR(o, lr_lambda=lambda e: 0.9 ** e + 0.05 * (e % 3)), 10),
+    "reducelronplateau": (lambda o: torch.optim.lr_scheduler.ReduceLROnPlateau(
+        o, factor=0.5, patience=2, threshold=0.01, cooldown=1, min_lr=0.02), 14),
+    "reducelronplateau_max_abs": (lambda o: torch.optim.lr_scheduler.ReduceLROnPlateau(
+        o, mode="max", factor=0.3, patience=1, threshold=0.05, threshold_mode="abs"), 14),
 }
+# the metrics ReduceLROnPlateau's cases step with (one per epoch)
+PLATEAU_METRICS = [1.0, 0.9, 0.95, 0.95, 0.96, 0.94, 0.97, 0.98, 0.99, 0.99, 0.5, 0.6, 0.7, 0.7]
 
 
 def scheds():
@@ -329,9 +336,12 @@ def scheds():
         opt = torch.optim.SGD([p], lr=0.1)
         s = make(opt)
         lrs = [opt.param_groups[0]["lr"]]
-        for _ in range(n):
+        for i in range(n):
             opt.step()
-            s.step()
+            if name.startswith("reducelronplateau"):
+                s.step(PLATEAU_METRICS[i])
+            else:
+                s.step()
             lrs.append(opt.param_groups[0]["lr"])
         OUT[name + "/@lr"] = torch.tensor(lrs)
 
