@@ -692,6 +692,24 @@ op("bernoulli", 1, function(g, R)
     meta = function() return { exact = true, bound = 1 } end }
 end)
 
+-- draws from exact integer weights floor(|a|) + 1 (their cumsum is exact in any order): with
+-- replacement a compare-and-sum against the cumsum, without it the top-k of log(w) plus Gumbel
+-- noise (elementwise: the prelude's own functions); the same counter-based stream on every device
+op("multinomial", 1, function(g, R)
+  local a = g:choose(function(m)
+    return isf(m.dt) and m.exact and not m.special and (#m.shape == 1 or #m.shape == 2) and m.shape[#m.shape] >= 1
+      and m.bound * m.shape[#m.shape] < 1e6
+  end)
+  if not a then return end
+  local n = a.shape[#a.shape]
+  local repl = R.chance(0.5)
+  local k = repl and R.int(1, 6) or R.int(1, n)
+  return g:emit { call = "(" .. lit(a) .. ":abs():floor() + 1):multinomial(" .. k .. ", " .. tostring(repl) .. ")",
+    ins = { a },
+    fn = function(V) return { (V[a]:abs():floor() + 1):multinomial(k, repl) } end,
+    meta = function() return { exact = true, bound = n, idxmax = n } end }
+end)
+
 op("randperm", 1, function(g, R)
   local n = R.int(1, 9)
   local dt = R.pick({ "i64", "f64" })

@@ -4,7 +4,7 @@
 -- x[mask], x[idx] and assignment through them, scatter/scatter_/scatter_add_, nonzero, repeat, flip,
 -- roll, split/chunk/unbind, pad in its four modes, movedim, atan2, isnan/isinf/isfinite, clamp with
 -- tensor bounds, lerp, addcmul/addcdiv, norm, all/any, the *_like creators, where, gather,
--- index_select, one_hot, index_add, bernoulli, randperm, mixed with elementwise, reduction, view, cast and comparison ops) on random shapes
+-- index_select, one_hot, index_add, bernoulli, multinomial, randperm, mixed with elementwise, reduction, view, cast and comparison ops) on random shapes
 -- (1-4 dims, sizes 1-7, now and then a long last dim for the blocked scans and topk), f32 or f64
 -- with i64 and bool values where the ops take them. Each program runs twice:
 --   * the reference: every tensor on the CPU, eager mode (st.eager(true): each op through the
