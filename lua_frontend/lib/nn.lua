@@ -914,9 +914,15 @@ end
 
 -- A 1-D layer's spatial option: a number or {a}, an integer >= min.
 local function one(v, what, cls, min)
-  if type(v) == "table" and #v == 1 then v = v[1] end
+  local got = v
+  if type(v) == "table" and not st.is_tensor(v) then
+    local entries = 0
+    for _ in pairs(v) do entries = entries + 1 end
+    got = "a table of " .. entries .. " entries"
+    if entries == 1 and v[1] ~= nil then v, got = v[1], v[1] end
+  end
   if math.type(v) ~= "integer" or v < min then
-    error(string.format("%s: %s must be an integer >= %d, got %s", cls, what, min, tostring(v)), 4)
+    error(string.format("%s: %s must be an integer >= %d, got %s", cls, what, min, tostring(got)), 4)
   end
   return v
 end
@@ -1088,11 +1094,20 @@ end
 
 -- MaxPool2d(kernel_size, {stride = kernel_size, padding = 0, ceil_mode = false}), AvgPool2d likewise
 -- plus count_include_pad = true. The options are checked here and passed on whole.
-local function pool(name, fn, known)
+local function pool(name, fn, known, nd)
   local cls = Module:extend(name)
   function cls:__init(kernel, opts)
     opts = check_opts(opts, known, name, 3)
     self.kernel_size, self.stride, self.padding = kernel, opts.stride or kernel, opts.padding or 0
+    -- the values checked now, not at the first forward (the functional form checks them again)
+    for _, c in ipairs({{kernel, "kernel_size", 1}, {self.stride, "stride", 1}, {self.padding, "padding", 0}}) do
+      if nd == 1 then one(c[1], c[2], name, c[3]) else int_pair(c[1], c[2], name, c[3]) end
+    end
+    for _, b in ipairs({"ceil_mode", "count_include_pad"}) do
+      if opts[b] ~= nil and type(opts[b]) ~= "boolean" then
+        error(string.format("%s: %s must be a boolean, got %s", name, b, tostring(opts[b])), 3)
+      end
+    end
     self.opts = {stride = self.stride, padding = self.padding}
     for _, k in ipairs(known) do
       if k ~= "stride" and k ~= "padding" then self.opts[k] = opts[k] end
@@ -1109,10 +1124,10 @@ local function pool(name, fn, known)
   end
   M[name] = cls
 end
-pool("MaxPool2d", F.max_pool2d, {"stride", "padding", "ceil_mode"})
-pool("AvgPool2d", F.avg_pool2d, {"stride", "padding", "ceil_mode", "count_include_pad"})
-pool("MaxPool1d", F.max_pool1d, {"stride", "padding", "ceil_mode"})
-pool("AvgPool1d", F.avg_pool1d, {"stride", "padding", "ceil_mode", "count_include_pad"})
+pool("MaxPool2d", F.max_pool2d, {"stride", "padding", "ceil_mode"}, 2)
+pool("AvgPool2d", F.avg_pool2d, {"stride", "padding", "ceil_mode", "count_include_pad"}, 2)
+pool("MaxPool1d", F.max_pool1d, {"stride", "padding", "ceil_mode"}, 1)
+pool("AvgPool1d", F.avg_pool1d, {"stride", "padding", "ceil_mode", "count_include_pad"}, 1)
 
 -- AdaptiveAvgPool2d(output_size): F.adaptive_avg_pool2d (a number or a pair; 1: the global average);
 -- AdaptiveAvgPool1d(output_size): F.adaptive_avg_pool1d (a number or {O}).

@@ -446,6 +446,14 @@ test("extra arguments, malformed pairs and empty kernels are errors, checked whe
   raises(function() return nn.MaxPool1d(2, {dilation = 2}) end, "MaxPool1d: unknown option 'dilation'")
   raises(function() return F.adaptive_avg_pool1d(x3, 0) end,
     "adaptive_avg_pool1d: output_size must be an integer >= 1 or a table of one, got 0")
+  raises(function() return nn.MaxPool1d({2, 2}) end, "MaxPool1d: kernel_size must be an integer >= 1, got a table of 2 entries")
+  raises(function() return nn.Conv1d(2, 2, {3, 3}) end, "Conv1d: kernel_size must be an integer >= 1, got a table of 2 entries")
+  -- the pool modules check their values when made
+  raises(function() return nn.MaxPool2d(0) end, "MaxPool2d: kernel_size must be an integer >= 1 or a pair of them, got 0")
+  raises(function() return nn.AvgPool2d(2, {stride = {1, 2, 3}}) end,
+    "AvgPool2d: stride must be an integer >= 1 or a pair of them, got a table of 3 entries")
+  raises(function() return nn.MaxPool2d(2, {ceil_mode = 1}) end, "MaxPool2d: ceil_mode must be a boolean, got 1")
+  raises(function() return nn.AvgPool1d(3, {count_include_pad = "no"}) end, "AvgPool1d: count_include_pad must be a boolean, got no")
   eq(table.concat(nn.MaxPool1d(3, {stride = 2, padding = 1, ceil_mode = true})(x3):shape(), " "), "2 3 6", "MaxPool1d")
   eq(table.concat(nn.AdaptiveAvgPool1d({4})(x3[1]):shape(), " "), "3 4", "AdaptiveAvgPool1d unbatched")
   H.check_near(F.pad(x3, {1, 2}, "reflect"), x3:pad({1, 2}, "reflect"), 0, "F.pad")
