@@ -107,7 +107,9 @@ def main():
             build = a.split("=", 1)[1]
         elif a == "--model" and i + 1 < len(args) and args[i + 1] in ("cnn", "resnet"):
             which = args[i + 1]
-        elif a == "--width" and i + 1 < len(args) and args[i + 1].isdigit() and int(args[i + 1]) >= 1:
+        elif a == "--width":
+            if i + 1 >= len(args) or not args[i + 1].isdigit() or int(args[i + 1]) < 1:
+                sys.exit("bench_cnn.py: --width needs an integer >= 1")
             width = int(args[i + 1])
         elif a not in ("--quick", "--build", "--model", "--width") and (
                 i == 0 or args[i - 1] not in ("--build", "--model", "--width")):

@@ -114,9 +114,17 @@ end
 
 -- elu(x, alpha = 1): x where x > 0, else alpha * (exp(x) - 1); the exponential of min(x, 0) only,
 -- so a large x never makes an inf whose zero gradient would turn into NaN.
+-- y in x's dtype when x is f16/bf16 and autocast made y f32 (an activation built on an op of the
+-- f32 list keeps its input's precision, as PyTorch's elu and mish do under autocast)
+local function keep_low(y, x)
+  local dt = x:dtype()
+  if (dt == "f16" or dt == "bf16") and y:dtype() ~= dt then return y:to(dt) end
+  return y
+end
+
 function F.elu(x, alpha)
   local a = check_number(alpha or 1, "alpha", "elu")
-  return st.where(x:gt(0), x, x:clamp(nil, 0):expm1() * a)
+  return keep_low(st.where(x:gt(0), x, x:clamp(nil, 0):expm1() * a), x)
 end
 
 -- softplus(x, beta = 1, threshold = 20): log(1 + exp(beta x)) / beta, and x itself where
@@ -129,7 +137,7 @@ function F.softplus(x, beta, threshold)
 end
 
 -- mish(x) = x * tanh(softplus(x))
-function F.mish(x) return x * F.softplus(x):tanh() end
+function F.mish(x) return keep_low(x * F.softplus(x):tanh(), x) end
 
 -- hardsigmoid(x) = clamp(x / 6 + 1/2, 0, 1); hardswish(x) = x * hardsigmoid(x)
 function F.hardsigmoid(x) return (x * (1 / 6) + 0.5):clamp(0, 1) end
