@@ -112,8 +112,6 @@ function F.leaky_relu(x, negative_slope)
   return st.where(x:gt(0), x, x * a)
 end
 
--- elu(x, alpha = 1): x where x > 0, else alpha * (exp(x) - 1); the exponential of min(x, 0) only,
--- so a large x never makes an inf whose zero gradient would turn into NaN.
 -- y in x's dtype when x is f16/bf16 and autocast made y f32 (an activation built on an op of the
 -- f32 list keeps its input's precision, as PyTorch's elu and mish do under autocast)
 local function keep_low(y, x)
@@ -122,6 +120,8 @@ local function keep_low(y, x)
   return y
 end
 
+-- elu(x, alpha = 1): x where x > 0, else alpha * (exp(x) - 1); the exponential of min(x, 0) only,
+-- so a large x never makes an inf whose zero gradient would turn into NaN.
 function F.elu(x, alpha)
   local a = check_number(alpha or 1, "alpha", "elu")
   return keep_low(st.where(x:gt(0), x, x:clamp(nil, 0):expm1() * a), x)
