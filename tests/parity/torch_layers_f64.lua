@@ -319,6 +319,20 @@ local LOSSES = {
   {"bce_with_logits", {fn = function(x, y, w, pw)
     return F.binary_cross_entropy_with_logits(x, y, {weight = w, pos_weight = pw})
   end}},
+  -- the loss modules
+  {"m_cross_entropy", {idx = {[2] = true}, fn = function(x, t, w)
+    return nn.CrossEntropyLoss({weight = w, ignore_index = 2, label_smoothing = 0.2})(x, t)
+  end}},
+  {"m_nll", {idx = {[2] = true}, fn = function(x, t, w)
+    return nn.NLLLoss({weight = w, ignore_index = 2, reduction = "sum"})(F.log_softmax(x, 2), t)
+  end}},
+  {"m_mse_sum", {fn = function(a, b) return nn.MSELoss({reduction = "sum"})(a, b) end}},
+  {"m_l1_none", {fn = function(a, b) return nn.L1Loss({reduction = "none"})(a, b) end}},
+  {"m_smooth_l1", {fn = function(a, b) return nn.SmoothL1Loss({beta = 0.3})(a, b) end}},
+  {"m_huber_sum", {fn = function(a, b) return nn.HuberLoss({delta = 0.7, reduction = "sum"})(a, b) end}},
+  {"m_kl_div", {fn = function(a, b) return nn.KLDivLoss({reduction = "batchmean", log_target = true})(a, b) end}},
+  {"m_bce", {fn = function(p, y, w) return nn.BCELoss({weight = w, reduction = "sum"})(p, y) end}},
+  {"m_bce_with_logits", {fn = function(x, y, pw) return nn.BCEWithLogitsLoss({pos_weight = pw})(x, y) end}},
 }
 
 local Tiny = nn.Module:extend("Tiny")

@@ -259,6 +259,22 @@ def losses():
     loss("bce_with_logits", lambda x, y, w, pw: F.binary_cross_entropy_with_logits(x, y, weight=w,
                                                                                   pos_weight=pw),
          [rn(4, 3) * 3, torch.rand(4, 3), torch.rand(4, 3), torch.rand(3) + 0.5], grad_ins=(0, 1))
+    # the loss modules (each passes its options to the functional form)
+    loss("m_cross_entropy", lambda x, t, w: nn.CrossEntropyLoss(weight=w, ignore_index=1, label_smoothing=0.2)(x, t),
+         [rn(5, 4), t5, w4])
+    loss("m_nll", lambda x, t, w: nn.NLLLoss(weight=w, ignore_index=1, reduction="sum")(torch.log_softmax(x, 1), t),
+         [rn(5, 4), t5, w4])
+    loss("m_mse_sum", lambda a, b: nn.MSELoss(reduction="sum")(a, b), [rn(3, 4), rn(3, 4)], grad_ins=(0, 1))
+    loss("m_l1_none", lambda a, b: nn.L1Loss(reduction="none")(a, b), [rn(3, 4), rn(3, 4)], grad_ins=(0, 1))
+    loss("m_smooth_l1", lambda a, b: nn.SmoothL1Loss(beta=0.3)(a, b), [rn(4, 5), rn(4, 5)], grad_ins=(0, 1))
+    loss("m_huber_sum", lambda a, b: nn.HuberLoss(delta=0.7, reduction="sum")(a, b), [rn(4, 5) * 2, rn(4, 5)],
+         grad_ins=(0, 1))
+    loss("m_kl_div", lambda a, b: nn.KLDivLoss(reduction="batchmean", log_target=True)(a, b),
+         [torch.log_softmax(rn(3, 5), 1), torch.log_softmax(rn(3, 5), 1)], grad_ins=(0, 1))
+    loss("m_bce", lambda p, y, w: nn.BCELoss(weight=w, reduction="sum")(p, y),
+         [torch.rand(4, 3) * 0.9 + 0.05, torch.rand(4, 3), torch.rand(4, 3)])
+    loss("m_bce_with_logits", lambda x, y, pw: nn.BCEWithLogitsLoss(pos_weight=pw)(x, y),
+         [rn(4, 3) * 3, torch.rand(4, 3), torch.rand(3) + 0.5], grad_ins=(0, 1))
 
 
 class Tiny(nn.Module):
