@@ -1342,13 +1342,13 @@ local function recurrent_class(name, ngates)
     local bih, bhh = self["bias_ih" .. sfx], self["bias_hh" .. sfx]
     local L = x:size(1)
     local xp = x:matmul(wih:t())                     -- (L, N, gates * H)
-    if bih then xp = xp + bih end
+    if bih then xp = F._add_bias(xp, bih) end        -- (under autocast the bias in the low precision)
     local whh_t = whh:t()
     local outs = {}
     for step = 1, L do
       local t = reverse and L + 1 - step or step
       local hp = h:matmul(whh_t)
-      if bhh then hp = hp + bhh end
+      if bhh then hp = F._add_bias(hp, bhh) end
       local xt = xp[t]
       if ngates == 4 then   -- LSTM
         local gates = xt + hp
@@ -1403,7 +1403,15 @@ local function recurrent_class(name, ngates)
         if c0 then c0 = c0:unsqueeze(2) end
       end
     end
-    local zero = st.zeros({n, nh}, x:dtype()):to(x:device())
+    -- under autocast the whole recurrence runs in the low precision, as PyTorch's fused cells:
+    -- the matmuls return it, the biases are cast (F._add_bias) and so are the initial states
+    local ad = st.autocast_dtype()
+    local low = ad and x:dtype() ~= "f64" and ad or nil
+    if low then
+      if h0 then h0 = h0:to(low) end
+      if c0 then c0 = c0:to(low) end
+    end
+    local zero = st.zeros({n, nh}, low or x:dtype()):to(x:device())
     local hn, cn = {}, {}
     local input = x
     for l = 0, self.num_layers - 1 do

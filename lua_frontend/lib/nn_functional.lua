@@ -77,6 +77,7 @@ local function add_bias(y, b)
   if ad and y:dtype() == ad and b:dtype() ~= ad and b:dtype() ~= "f64" then b = b:to(ad) end
   return y + b
 end
+F._add_bias = add_bias
 
 function F.linear(x, w, b)
   local y = x:matmul(w:t())

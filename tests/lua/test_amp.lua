@@ -114,6 +114,31 @@ test("autocast_f32_elementwise_and_low_precision_attention", function()
   assert(q.grad:abs():sum():item() > 0, "q has a gradient")
 end)
 
+test("recurrent_layers_under_autocast", function()
+  -- the whole recurrence in bf16 (PyTorch's fused cells): outputs and final states bf16, close to
+  -- the f32 run; the f32 parameters get f32 gradients
+  st.manual_seed(3)
+  for _, name in ipairs({"LSTM", "GRU"}) do
+    local m = st.nn[name](5, 6, {num_layers = 2, batch_first = true})
+    local x = st.randn(3, 4, 5)
+    local want = m(x)
+    local y, hx = st.autocast("bf16", function() return m(x) end)
+    eq(y:dtype(), "bf16", name .. " output dtype")
+    local hn = name == "LSTM" and hx[1] or hx
+    eq(hn:dtype(), "bf16", name .. " final state dtype")
+    if name == "LSTM" then eq(hx[2]:dtype(), "bf16", "LSTM cell state dtype") end
+    check(y:float(), want, 0.05, name .. " values near the f32 run")
+    y:float():sum():backward()
+    eq(m.weight_ih_l0.grad:dtype(), "f32", name .. " gradient dtype")
+    -- an f32 initial state is cast too
+    local h0 = st.zeros(2, 3, 6)
+    local y2 = st.autocast("bf16", function()
+      return m(x, name == "LSTM" and {h0, st.zeros(2, 3, 6)} or h0)
+    end)
+    eq(y2:dtype(), "bf16", name .. " with an initial state")
+  end
+end)
+
 test("autocast_scopes_and_errors", function()
   eq(st.autocast_dtype(), nil, "off by default")
   local seen = {}
