@@ -614,8 +614,9 @@ st_tensor *st_attention(st_tensor *q, st_tensor *k, st_tensor *v, st_tensor *mas
         arg.attn.seed = st_rng_seed;
         arg.attn.offset = st_rng_offset;
     }
-    st_tensor *lq = low ? st_cast(q, dt) : st_retain(q), *lk = low ? st_cast(k, dt) : st_retain(k);
-    st_tensor *lv = low ? st_cast(v, dt) : st_retain(v);
+    st_tensor *lq = low && q->dtype != dt ? st_cast(q, dt) : st_retain(q);
+    st_tensor *lk = low && k->dtype != dt ? st_cast(k, dt) : st_retain(k);
+    st_tensor *lv = low && v->dtype != dt ? st_cast(v, dt) : st_retain(v);
     if (lq && lk && lv && (srcs[0] = st_tensor_read(lq, ct, nb2 + 2, sq)) &&
         (srcs[1] = st_tensor_read(lk, ct, nb2 + 2, sk)) && (srcs[2] = st_tensor_read(lv, ct, nb2 + 2, sv)) &&
         (!am || (srcs[3] = st_tensor_read(am, ct, nb2 + 2, sm))))

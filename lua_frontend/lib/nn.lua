@@ -139,18 +139,8 @@ local function init_arity(cls)
 end
 
 local function construct(cls, ...)
-  local most, n = init_arity(cls), select("#", ...)
-  while most and n > most and select(n, ...) == nil do n = n - 1 end   -- trailing nils pass nothing
-  if most and n > most then   -- a Lua function drops extra arguments: say so instead
-    local got = {}
-    for i = most + 1, n do
-      local v = select(i, ...)
-      got[#got + 1] = type(v) == "table" and not st.is_tensor(v) and "a table" or tostring(v)
-    end
-    error(string.format("%s: %s, got %d (unexpected: %s)", rawget(cls, "__name") or "Module",
-      most == 0 and "takes no arguments" or "takes at most " .. most .. " argument" .. (most > 1 and "s" or ""),
-      n, table.concat(got, ", ")), 2)
-  end
+  local most = init_arity(cls)   -- a Lua function drops extra arguments: say so instead
+  if most and select("#", ...) > most then F._arg_count(rawget(cls, "__name") or "Module", most, 2, ...) end
   local self = setmetatable({
     _parameters = {}, _param_order = {},
     _buffers = {}, _buffer_order = {}, _nonpersistent = {},

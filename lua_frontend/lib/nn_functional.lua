@@ -806,23 +806,31 @@ end
 -- wrapped in a count check (trailing nils, a forwarded optional argument, pass nothing and are
 -- allowed). The wrapper tail-calls the function, so errors raised inside it still
 -- point at the user's call.
+-- The error of name called with more than `most` arguments (trailing nils pass nothing: no error),
+-- naming the extra values; level as error's, counted from check_count's caller. Also the module
+-- constructor's check (nn.lua construct).
+local function check_count(name, most, level, ...)
+  local n = select("#", ...)
+  while n > most and select(n, ...) == nil do n = n - 1 end
+  if n <= most then return end
+  local got = {}
+  for i = most + 1, n do
+    local v = select(i, ...)
+    got[#got + 1] = st.is_tensor(v) and "a tensor" or (type(v) == "table" and "a table" or tostring(v))
+  end
+  error(string.format("%s: %s, got %d (unexpected: %s)", name, most == 0 and "takes no arguments"
+    or string.format("takes at most %d argument%s", most, most == 1 and "" or "s"), n, table.concat(got, ", ")),
+    level + 1)
+end
+F._arg_count = check_count
+
 for name, fn in pairs(F) do
   if type(fn) == "function" and name:sub(1, 1) ~= "_" then
     local info = debug.getinfo(fn, "u")
     if not info.isvararg then
       local most = info.nparams
       F[name] = function(...)
-        local n = select("#", ...)
-        while n > most and select(n, ...) == nil do n = n - 1 end   -- trailing nils pass nothing
-        if n > most then
-          local got = {}
-          for i = most + 1, n do
-            local v = select(i, ...)
-            got[#got + 1] = st.is_tensor(v) and "a tensor" or (type(v) == "table" and "a table" or tostring(v))
-          end
-          error(string.format("%s: takes at most %d argument%s, got %d (unexpected: %s)", name, most,
-            most == 1 and "" or "s", n, table.concat(got, ", ")), 2)
-        end
+        if select("#", ...) > most then check_count(name, most, 2, ...) end
         return fn(...)
       end
     end
