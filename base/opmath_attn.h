@@ -14,7 +14,8 @@
  *   s_j = s_j + M_ij             with a mask M (an additive one: 0 or -inf for a boolean mask)
  *   m = max_j s_j                (a NaN wins)
  *   e_j = exp(s_j - m)           (the prelude's exp: om_exp's function)
- *   l = sum_j e_j                in double, 16 partial sums (lane j % 16), combined pairwise
+ *   l = sum_j e_j                in double, 16 partial sums (lane j % 16, in float blocks of 8
+ *                                chunks for f32: ST_ATTN_SUM_), combined pairwise
  *   p_j = e_j / (T)l
  *   p_j = u_j >= (T)drop ? p_j * (T)(1 / (1 - drop)) : 0     with dropout (drop > 0): u_j the
  *                                uniform of st_rand_uniform_<S>(seed, ctr + i Lk + j): st.rand's
@@ -66,18 +67,30 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
 
 #ifndef ST_GEMM_EXTERN
 /* The row sum l of e_j = exp(s_j - m) over j < n as the head comment says (lanes j % 16 when
- * n >= 32, then the tail serially); E, an expression of the index JX, gives e_j (and may store it). */
-#define ST_ATTN_SUM_(JX, E)                                                                      \
+ * n >= 32, then the tail serially), in a row reduction's order: for float, each lane adds its
+ * values in float over blocks of 8 chunks (128 values of the row) and adds each block's sum into
+ * its double lane (jit/render_c.c "Float blocks"); for double, straight into the lane. E, an
+ * expression of the index JX, gives e_j (and may store it). */
+#define ST_ATTN_SUM_(T, JX, E)                                                                   \
     double l = 0;                                                                                \
     int64_t j = 0;                                                                               \
     if (n >= 32) {                                                                               \
         double lane[16];                                                                         \
         for (int c = 0; c < 16; c++) lane[c] = 0;                                                \
-        for (; j + 16 <= n; j += 16)                                                             \
-            for (int c = 0; c < 16; c++) {                                                       \
-                const int64_t JX = j + c;                                                        \
-                lane[c] += (double)(E);                                                          \
-            }                                                                                    \
+        const int64_t nm_ = n - n % 16;                                                          \
+        while (j < nm_) {                                                                        \
+            const int64_t be_ = nm_ - j > 128 ? j + 128 : nm_;                                   \
+            T f_[16];                                                                            \
+            for (int c = 0; c < 16; c++) f_[c] = 0;                                              \
+            for (; j < be_; j += 16)                                                             \
+                for (int c = 0; c < 16; c++) {                                                   \
+                    const int64_t JX = j + c;                                                    \
+                    if (sizeof(T) == 4) f_[c] += (E);                                            \
+                    else lane[c] += (double)(E);                                                 \
+                }                                                                                \
+            if (sizeof(T) == 4)                                                                  \
+                for (int c = 0; c < 16; c++) lane[c] += (double)f_[c];                           \
+        }                                                                                        \
         for (int w = 8; w > 0; w >>= 1)                                                          \
             for (int c = 0; c < w; c++) lane[c] += lane[c + w];                                  \
         l = lane[0];                                                                             \
@@ -150,7 +163,7 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
                     const T x = st_attn_score_##S##_(g, Q, K, i, k);                             \
                     m = (m != m || m > x) ? m : x;                                               \
                 }                                                                                \
-                ST_ATTN_SUM_(jx, st_attn_exp_##S##_(g, Q, K, i, jx, m))                          \
+                ST_ATTN_SUM_(T, jx, st_attn_exp_##S##_(g, Q, K, i, jx, m))                         \
                 const T lt = (T)l;                                                               \
                 for (int64_t k = 0; k < n; k++) {                                                \
                     T p = st_attn_exp_##S##_(g, Q, K, i, k, m) / lt;                             \
@@ -230,7 +243,7 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
                 T m = st_attn_max_##S##_(sr, n_);                                                   \
                 {                                                                                \
                     const int64_t n = n_;                                                        \
-                    ST_ATTN_SUM_(jx, (sr[jx] = EXP(sr[jx] - m)))                                \
+                    ST_ATTN_SUM_(T, jx, (sr[jx] = EXP(sr[jx] - m)))                                \
                     const T lt = (T)l;                                                           \
                     for (int64_t k = 0; k < n; k++) sr[k] = sr[k] / lt;                          \
                     if (g->drop > 0)                                                             \

@@ -558,15 +558,49 @@ static void render_widen_loop(sbuf *b, const body_ctx *c, int i, int e, int dept
     st_free(need);
 }
 
+/* Float blocks. A float sum accumulates in double (the interpreter's type), but converting every
+ * element and adding it in double costs two conversions and two double adds per 16 floats where a
+ * float add costs one: a LayerNorm forward row (1024 floats, L1) took 317 ns against 201 with float
+ * partial sums (bench/NOTES.md, twenty-first pass). So a lane of a double sum of converted floats
+ * adds its elements in float over a block of RED_FBLOCK chunks (RED_FBLOCK elements a lane), from 0,
+ * and adds the block's float sum into its double lane: the error of a block is that of a float sum
+ * of RED_FBLOCK values (at most (RED_FBLOCK - 1) u of their magnitudes' sum, u = 2^-24), the rest
+ * is exact to double rounding. Blocks start at the lane loop's first chunk, so the order is still a
+ * function of the row length only. */
+#define RED_FBLOCK 8
+static bool fblock_upd(const kir_kernel *k, const kir_ins *in) {
+    if (in->imm != ST_OP_RSUM || k->ins[in->a].type != KT_F64 || in->b < 0) return false;
+    const kir_ins *cv = &k->ins[in->b];
+    return cv->op == KI_CVT && cv->type == KT_F64 && cv->a >= 0 && k->ins[cv->a].type == KT_F32;
+}
+/* Is the update at j the first live one of its accumulator in the loop at i? */
+static bool first_upd(const body_ctx *c, int i, int j) {
+    for (int j2 = i + 1; j2 < j; j2++)
+        if (c->live[j2] && c->k->ins[j2].op == KI_ACCUPD && c->k->ins[j2].a == c->k->ins[j].a) return false;
+    return true;
+}
+/* Is every live update of accumulator acc in the loop [i, e] a float-block one? */
+static bool fblock_acc(const body_ctx *c, int i, int e, int acc) {
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *in = &c->k->ins[j];
+        if (c->live[j] && in->op == KI_ACCUPD && in->a == acc && !fblock_upd(c->k, in)) return false;
+    }
+    return true;
+}
+
 /* Prints, for every accumulator the loop [i, e] updates: RED_LANES lanes at identity, the chunk
  * loop `for (v<i>_c = c0; v<i>_c < c1; v<i>_c += RED_LANES)` with the body lane-wise, then the
- * fixed-order pairwise combine; the result of each accumulator is left in its lane 0. */
+ * fixed-order pairwise combine; the result of each accumulator is left in its lane 0. A float
+ * block accumulator (laned 2, above) adds into v<a>_f[RED_LANES], and the chunk loop runs inside
+ * a loop over blocks of RED_FBLOCK chunks that folds v<a>_f into v<a>_l after each block. */
 static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const char *c0, const char *c1) {
     const kir_kernel *k = c->k;
+    bool fb = false;
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &k->ins[j];
         if (!c->live[j] || in->op != KI_ACCUPD || c->laned[in->a]) continue;
-        c->laned[in->a] = 1;
+        c->laned[in->a] = fblock_acc(c, i, e, in->a) ? 2 : 1;
+        fb |= c->laned[in->a] == 2;
         kir_type t = (kir_type)k->ins[in->a].type;
         render_indent(b, depth);
         sbuf_printf(b, "%s v%d_l[%d];\n", kir_type_cname[t], in->a, RED_LANES);
@@ -575,8 +609,32 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
         render_identity_literal(b, in->imm, t);
         sbuf_printf(b, ";\n");
     }
-    render_indent(b, depth);
-    sbuf_printf(b, "for (int64_t v%d_c = %s; v%d_c < %s; v%d_c += %d) {\n", i, c0, i, c1, i, RED_LANES);
+    int outer = depth;
+    if (fb) {
+        render_indent(b, depth);
+        sbuf_printf(b, "const int64_t v%d_c1 = %s;\n", i, c1);
+        render_indent(b, depth);
+        sbuf_printf(b, "for (int64_t v%d_b = %s; v%d_b < v%d_c1; v%d_b += %d) {\n", i, c0, i, i, i,
+                    RED_LANES * RED_FBLOCK);
+        depth++;
+        render_indent(b, depth);
+        sbuf_printf(b, "const int64_t v%d_e = v%d_c1 - v%d_b > %d ? v%d_b + %d : v%d_c1;\n", i, i, i,
+                    RED_LANES * RED_FBLOCK, i, RED_LANES * RED_FBLOCK, i);
+        for (int j = i + 1; j < e; j++) {
+            const kir_ins *in = &k->ins[j];
+            if (!c->live[j] || in->op != KI_ACCUPD || c->laned[in->a] != 2) continue;
+            if (!first_upd(c, i, j)) continue;
+            render_indent(b, depth);
+            sbuf_printf(b, "float v%d_f[%d];\n", in->a, RED_LANES);
+            render_indent(b, depth);
+            sbuf_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_f[l_] = 0.0f;\n", RED_LANES, in->a);
+        }
+        render_indent(b, depth);
+        sbuf_printf(b, "for (int64_t v%d_c = v%d_b; v%d_c < v%d_e; v%d_c += %d) {\n", i, i, i, i, i, RED_LANES);
+    } else {
+        render_indent(b, depth);
+        sbuf_printf(b, "for (int64_t v%d_c = %s; v%d_c < %s; v%d_c += %d) {\n", i, c0, i, c1, i, RED_LANES);
+    }
     uint8_t *wide = widen_narrow_loads(c, i, e);
     const uint8_t *outer_wide = c->wide;
     if (wide) {
@@ -596,6 +654,19 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
     sbuf_printf(b, "}\n");
     render_indent(b, depth);
     sbuf_printf(b, "}\n");
+    if (fb) {
+        for (int j = i + 1; j < e; j++) {
+            const kir_ins *in = &k->ins[j];
+            if (!c->live[j] || in->op != KI_ACCUPD || c->laned[in->a] != 2) continue;
+            if (!first_upd(c, i, j)) continue;
+            render_indent(b, depth);
+            sbuf_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_l[l_] = om_add(v%d_l[l_], (double)v%d_f[l_]);\n",
+                        RED_LANES, in->a, in->a, in->a);
+        }
+        depth = outer;
+        render_indent(b, depth);
+        sbuf_printf(b, "}\n");
+    }
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &k->ins[j];
         if (!c->live[j] || in->op != KI_ACCUPD || !c->laned[in->a]) continue;
@@ -614,11 +685,7 @@ static void each_acc(sbuf *b, body_ctx *c, int i, int e, int depth,
                      void (*fn)(sbuf *b, const kir_kernel *k, const kir_ins *upd, int depth, int loop)) {
     for (int j = i + 1; j < e; j++) {
         const kir_ins *in = &c->k->ins[j];
-        if (!c->live[j] || in->op != KI_ACCUPD) continue;
-        bool dup = false;
-        for (int j2 = i + 1; j2 < j; j2++)
-            dup |= c->live[j2] && c->k->ins[j2].op == KI_ACCUPD && c->k->ins[j2].a == in->a;
-        if (!dup) fn(b, c->k, in, depth, i);
+        if (c->live[j] && in->op == KI_ACCUPD && first_upd(c, i, j)) fn(b, c->k, in, depth, i);
     }
 }
 static void acc_from_lane0(sbuf *b, const kir_kernel *k, const kir_ins *u, int depth, int loop) {
@@ -1249,6 +1316,8 @@ static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
                  * `||`, which GCC keeps as a branch: `|` lets it become a compare + blend */
                 sbuf_printf(b, "v%d_l[l_] = ((v%d_l[l_] != v%d_l[l_]) | (v%d_l[l_] %s v%d)) ? v%d_l[l_] : v%d;\n",
                             in->a, in->a, in->a, in->a, in->imm == ST_OP_RMAX ? ">" : "<", in->b, in->a, in->b);
+            else if (c->laned[in->a] == 2)   /* a float block: the float before its conversion */
+                sbuf_printf(b, "v%d_f[l_] = %s(v%d_f[l_], v%d);\n", in->a, fn, in->a, k->ins[in->b].a);
             else if (c->laned[in->a])
                 sbuf_printf(b, "v%d_l[l_] = %s(v%d_l[l_], v%d);\n", in->a, fn, in->a, in->b);
             else

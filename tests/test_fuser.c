@@ -683,6 +683,59 @@ TEST(reductions_on_partial_accumulators) {
     st_release(xf);
 }
 
+/* A float row sum's order on the CPU JIT (jit/render_c.c "Float blocks"): 16 double lanes, each
+ * adding the float sum (from 0) of its elements in a block of 8 chunks (128 elements), a pairwise
+ * combine of the lanes, then the tail in double, rounded to float once. The model below is that
+ * order; the rendered kernel must give its bits for row lengths with and without a partial last
+ * block and a tail. Values of mixed magnitudes make the float and double orders differ: the test
+ * checks that they do (so it fails if the kernel adds elements in double). */
+static float fblock_model(const float *x, int64_t n, bool fblocks) {
+    double d[16] = {0}, acc = 0;
+    int64_t nm = n >= 32 ? n - n % 16 : 0;
+    for (int64_t b = 0; b < nm; b += 128) {
+        float f[16] = {0};
+        for (int64_t c = b; c < nm && c < b + 128; c += 16)
+            for (int l = 0; l < 16; l++) {
+                if (fblocks) f[l] += x[c + l];
+                else d[l] += (double)x[c + l];
+            }
+        for (int l = 0; l < 16 && fblocks; l++) d[l] += (double)f[l];
+    }
+    for (int s = 8; s > 0; s >>= 1)
+        for (int l = 0; l < s; l++) d[l] += d[l + s];
+    acc += d[0];
+    for (int64_t j = nm; j < n; j++) acc += (double)x[j];
+    return (float)acc;
+}
+TEST(float_row_sums_in_float_blocks) {
+    const int64_t lens[6] = {32, 100, 128, 300, 1037, 4096};
+    int differ = 0;
+    for (int t = 0; t < 6; t++) {
+        int64_t n = lens[t], sh[2] = {3, n};
+        float *v = malloc((size_t)(3 * n) * sizeof *v);
+        CHECK(v != NULL);
+        if (!v) return;
+        for (int64_t i = 0; i < 3 * n; i++) /* magnitudes 1e-3 .. 1e4, both signs */
+            v[i] = (float)(((i * 7919) % 2001 - 1000) * (i % 3 == 0 ? 10.0 : i % 3 == 1 ? 0.001 : 0.1) + 0.123456789);
+        st_tensor *x = st_from_data(ST_F32, 2, sh, v);
+        st_set_eager(0);
+        int ax = 1;
+        st_tensor *s = st_sum(x, 1, &ax, 0);
+        float got[3] = {0};
+        CHECK(s && st_to_host(s, ST_F32, got, sizeof got) == ST_OK);
+        for (int r = 0; r < 3; r++) {
+            float want = fblock_model(v + r * n, n, true);
+            differ += want != fblock_model(v + r * n, n, false);
+            CHECK_MSG(got[r] == want, "row %d of %lld: %.9g, the float-block order gives %.9g", r, (long long)n,
+                      (double)got[r], (double)want);
+        }
+        st_release(s);
+        st_release(x);
+        free(v);
+    }
+    CHECK_MSG(differ > 0, "the inputs do not tell float blocks from double lanes");
+}
+
 /* Few long rows (a full reduction to one value, or 3 rows of 100k) run row by row with each
  * row's loops parallel inside (blocks combined in a fixed order): same answers as the
  * interpreter, and the same bits on every run. */
@@ -1081,6 +1134,7 @@ int main(void) {
     RUN(row_values_read_by_two_groups_merge_into_the_rows);
     RUN(independent_reductions_share_a_launch);
     RUN(reductions_on_partial_accumulators);
+    RUN(float_row_sums_in_float_blocks);
     RUN(full_reductions_in_parallel);
     RUN(reduction_rounding_and_product_order);
     RUN(matmul_f32_matches_interpreter_bits);
