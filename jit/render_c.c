@@ -390,6 +390,7 @@ typedef struct body_ctx {
     int split_work;
     const uint8_t *wide;    /* per instruction, or NULL: a narrow load that the lane loop reads
                              * from its widened copy v<i>_w[l_] (render_lanes, widen_narrow_loads) */
+    int fb_end;             /* inside a lane loop with float blocks: its KI_ENDLOOP (else 0) */
 } body_ctx;
 
 /* Index of the KI_ENDLOOP matching the KI_LOOP at i. */
@@ -647,7 +648,10 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
     sbuf_printf(b, "_Pragma(\"GCC unroll 1\") for (int l_ = 0; l_ < %d; l_++) {\n", RED_LANES);
     render_indent(b, depth + 2);
     sbuf_printf(b, "const int64_t v%d = v%d_c + l_;\n", i, i);
+    const int outer_fb = c->fb_end;
+    c->fb_end = fb ? e : 0;
     render_range(b, c, i + 1, e, depth + 2);
+    c->fb_end = outer_fb;
     c->wide = outer_wide;
     st_free(wide);
     render_indent(b, depth + 1);
@@ -1216,11 +1220,31 @@ static uint8_t *hoist_invariants(sbuf *b, const body_ctx *c, int i, int e, int d
 }
 
 /* Prints the live instructions in [from, to) at the given depth (LOOP/IF bodies nest). */
+/* Is the conversion at j read only by float-block updates (which read its operand) in the lane
+ * loop ending at c->fb_end? Then the lane loop does not print it. */
+static bool fblock_only_cvt(const body_ctx *c, int j) {
+    const kir_kernel *k = c->k;
+    if (!c->fb_end || k->ins[j].op != KI_CVT) return false;
+    bool read = false;
+    for (int u = j + 1; u < c->fb_end; u++) {
+        const kir_ins *r = &k->ins[u];
+        if (!c->live[u]) continue;
+        unsigned m = kir_operand_mask(r);
+        const int32_t ops[4] = {r->a, r->b, r->c, r->d};
+        for (int q = 0; q < 4; q++) {
+            if (!(m >> q & 1) || ops[q] != j) continue;
+            if (r->op != KI_ACCUPD || q != 1 || c->laned[r->a] != 2) return false;
+            read = true;
+        }
+    }
+    return read;
+}
+
 static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
     const kir_kernel *k = c->k;
     for (int i = from; i < to; i++) {
         const kir_ins *in = &k->ins[i];
-        if (!c->live[i]) continue;
+        if (!c->live[i] || fblock_only_cvt(c, i)) continue;
         if (c->wide && c->wide[i]) {   /* read by the chunk's widening loop (render_lanes) */
             render_indent(b, depth);
             sbuf_printf(b, "const %s v%d = v%d_w[l_];\n", wide_ctype((kir_type)in->type), i, i);
@@ -1351,7 +1375,7 @@ static void render_hoisted(sbuf *b, const kir_kernel *k, const uint8_t *live) {
 
 static void render_body(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned) {
     render_hoisted(b, k, live);
-    body_ctx c = {k, live, laned, 0, -1, NULL};
+    body_ctx c = {k, live, laned, 0, -1, NULL, 0};
     render_range(b, &c, 0, k->n, 1);
 }
 
@@ -1365,7 +1389,7 @@ static void render_body(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8
  * reads exactly what the unfused matmul would have stored. */
 static void render_epilogue_body(sbuf *b, const kir_kernel *k, const uint8_t *live, uint8_t *laned,
                                  int depth) {
-    body_ctx c = {k, live, laned, 0, -1, NULL};
+    body_ctx c = {k, live, laned, 0, -1, NULL, 0};
     render_indent(b, depth);
     sbuf_printf(b, "(void)e_acc; (void)e_i; (void)e_j; (void)e_z; (void)e_flat;\n");
     render_range(b, &c, 0, k->n, depth);
