@@ -736,6 +736,52 @@ TEST(float_row_sums_in_float_blocks) {
     CHECK_MSG(differ > 0, "the inputs do not tell float blocks from double lanes");
 }
 
+/* A float column sum's order on the CPU JIT (column-blocked: jit/render_c.c render_col_fblocks):
+ * each output adds its rows in order in float over blocks of 8 rows, from 0, and adds each
+ * block's sum into its double sum, rounded to float once. Bit for bit against that model for row
+ * counts with and without a partial last block (and an odd row left by the two-rows step), and the
+ * inputs tell it from the all-double order. */
+static float fblock_col_model(const float *x, int64_t n, int64_t cols, int64_t c, bool fblocks) {
+    double d = 0;
+    for (int64_t b = 0; b < n; b += 8) {
+        float f = 0;
+        for (int64_t r = b; r < n && r < b + 8; r++) {
+            if (fblocks) f += x[r * cols + c];
+            else d += (double)x[r * cols + c];
+        }
+        if (fblocks) d += (double)f;
+    }
+    return (float)d;
+}
+TEST(float_column_sums_in_float_blocks) {
+    const int64_t rows[5] = {7, 8, 9, 100, 1001}, cols = 37;
+    int differ = 0;
+    for (int t = 0; t < 5; t++) {
+        int64_t n = rows[t], sh[2] = {n, cols};
+        float *v = malloc((size_t)(n * cols) * sizeof *v);
+        CHECK(v != NULL);
+        if (!v) return;
+        for (int64_t i = 0; i < n * cols; i++)
+            v[i] = (float)(((i * 7919) % 2001 - 1000) * (i % 3 == 0 ? 10.0 : i % 3 == 1 ? 0.001 : 0.1) + 0.123456789);
+        st_tensor *x = st_from_data(ST_F32, 2, sh, v);
+        st_set_eager(0);
+        int ax = 0;
+        st_tensor *s = st_sum(x, 1, &ax, 0);
+        float got[37] = {0};
+        CHECK(s && st_to_host(s, ST_F32, got, sizeof got) == ST_OK);
+        for (int64_t c = 0; c < cols; c++) {
+            float want = fblock_col_model(v, n, cols, c, true);
+            differ += want != fblock_col_model(v, n, cols, c, false);
+            CHECK_MSG(got[c] == want, "column %lld of %lld rows: %.9g, the float-block order gives %.9g", (long long)c,
+                      (long long)n, (double)got[c], (double)want);
+        }
+        st_release(s);
+        st_release(x);
+        free(v);
+    }
+    CHECK_MSG(differ > 0, "the inputs do not tell float blocks from double sums");
+}
+
 /* Few long rows (a full reduction to one value, or 3 rows of 100k) run row by row with each
  * row's loops parallel inside (blocks combined in a fixed order): same answers as the
  * interpreter, and the same bits on every run. */
@@ -1135,6 +1181,7 @@ int main(void) {
     RUN(independent_reductions_share_a_launch);
     RUN(reductions_on_partial_accumulators);
     RUN(float_row_sums_in_float_blocks);
+    RUN(float_column_sums_in_float_blocks);
     RUN(full_reductions_in_parallel);
     RUN(reduction_rounding_and_product_order);
     RUN(matmul_f32_matches_interpreter_bits);
