@@ -683,6 +683,24 @@ TEST(reductions_on_partial_accumulators) {
     st_release(xf);
 }
 
+/* Values of mixed magnitudes (1e-3 .. 1e4, both signs) for a (sh[0], sh[1]) f32 tensor, and its
+ * sum over dim ax computed by the JIT into got (NULL values: out of memory, a CHECK failed). */
+static float *fblock_sum(const int64_t sh[2], int ax, float *got, size_t got_bytes) {
+    const int64_t count = sh[0] * sh[1];
+    float *v = malloc((size_t)count * sizeof *v);
+    CHECK(v != NULL);
+    if (!v) return NULL;
+    for (int64_t i = 0; i < count; i++)
+        v[i] = (float)(((i * 7919) % 2001 - 1000) * (i % 3 == 0 ? 10.0 : i % 3 == 1 ? 0.001 : 0.1) + 0.123456789);
+    st_tensor *x = st_from_data(ST_F32, 2, sh, v);
+    st_set_eager(0);
+    st_tensor *s = st_sum(x, 1, &ax, 0);
+    CHECK(s && st_to_host(s, ST_F32, got, got_bytes) == ST_OK);
+    st_release(s);
+    st_release(x);
+    return v;
+}
+
 /* A float row sum's order on the CPU JIT (jit/render_c.c "Float blocks"): 16 double lanes, each
  * adding the float sum (from 0) of its elements in a block of 8 chunks (128 elements), a pairwise
  * combine of the lanes, then the tail in double, rounded to float once. The model below is that
@@ -712,25 +730,14 @@ TEST(float_row_sums_in_float_blocks) {
     int differ = 0;
     for (int t = 0; t < 6; t++) {
         int64_t n = lens[t], sh[2] = {3, n};
-        float *v = malloc((size_t)(3 * n) * sizeof *v);
-        CHECK(v != NULL);
+        float got[3] = {0}, *v = fblock_sum(sh, 1, got, sizeof got);
         if (!v) return;
-        for (int64_t i = 0; i < 3 * n; i++) /* magnitudes 1e-3 .. 1e4, both signs */
-            v[i] = (float)(((i * 7919) % 2001 - 1000) * (i % 3 == 0 ? 10.0 : i % 3 == 1 ? 0.001 : 0.1) + 0.123456789);
-        st_tensor *x = st_from_data(ST_F32, 2, sh, v);
-        st_set_eager(0);
-        int ax = 1;
-        st_tensor *s = st_sum(x, 1, &ax, 0);
-        float got[3] = {0};
-        CHECK(s && st_to_host(s, ST_F32, got, sizeof got) == ST_OK);
         for (int r = 0; r < 3; r++) {
             float want = fblock_model(v + r * n, n, true);
             differ += want != fblock_model(v + r * n, n, false);
             CHECK_MSG(got[r] == want, "row %d of %lld: %.9g, the float-block order gives %.9g", r, (long long)n,
                       (double)got[r], (double)want);
         }
-        st_release(s);
-        st_release(x);
         free(v);
     }
     CHECK_MSG(differ > 0, "the inputs do not tell float blocks from double lanes");
@@ -758,25 +765,14 @@ TEST(float_column_sums_in_float_blocks) {
     int differ = 0;
     for (int t = 0; t < 5; t++) {
         int64_t n = rows[t], sh[2] = {n, cols};
-        float *v = malloc((size_t)(n * cols) * sizeof *v);
-        CHECK(v != NULL);
+        float got[37] = {0}, *v = fblock_sum(sh, 0, got, sizeof got);
         if (!v) return;
-        for (int64_t i = 0; i < n * cols; i++)
-            v[i] = (float)(((i * 7919) % 2001 - 1000) * (i % 3 == 0 ? 10.0 : i % 3 == 1 ? 0.001 : 0.1) + 0.123456789);
-        st_tensor *x = st_from_data(ST_F32, 2, sh, v);
-        st_set_eager(0);
-        int ax = 0;
-        st_tensor *s = st_sum(x, 1, &ax, 0);
-        float got[37] = {0};
-        CHECK(s && st_to_host(s, ST_F32, got, sizeof got) == ST_OK);
         for (int64_t c = 0; c < cols; c++) {
             float want = fblock_col_model(v, n, cols, c, true);
             differ += want != fblock_col_model(v, n, cols, c, false);
             CHECK_MSG(got[c] == want, "column %lld of %lld rows: %.9g, the float-block order gives %.9g", (long long)c,
                       (long long)n, (double)got[c], (double)want);
         }
-        st_release(s);
-        st_release(x);
         free(v);
     }
     CHECK_MSG(differ > 0, "the inputs do not tell float blocks from double sums");
