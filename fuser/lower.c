@@ -912,7 +912,11 @@ static void phase_open(lw *w, st_node *r, red_acc *A) {
         at = count ? KT_I64 : (vt == KT_F32 || vt == KT_F64) ? KT_F64 : vt == KT_U8 ? KT_U8 : KT_I64;
         int one = op == ST_OP_RPROD;
         int init = at == KT_F64 ? kir_fconst(b, at, one) : kir_iconst(b, at, one);
-        acc = kir_emit(b, KI_ACC, at, 0, init, -1, -1, -1, 0, 0);
+        /* imm 1: a sum of f32 values (f16/bf16 computed in f32) in its double accumulator, which
+         * the C renderer may add in float blocks (jit/render_c.c); an f64 input (a user's
+         * `x:double():sum()` too) is summed in double throughout */
+        const int fsum = op == ST_OP_RSUM && !count && vt == KT_F32;
+        acc = kir_emit(b, KI_ACC, at, 0, init, -1, -1, -1, fsum, 0);
     } else if (op == ST_OP_RMAX || op == ST_OP_RMIN) {
         int mx = op == ST_OP_RMAX, init;
         at = vt;

@@ -566,11 +566,15 @@ static void render_widen_loop(sbuf *b, const body_ctx *c, int i, int e, int dept
  * adds its elements in float over a block of RED_FBLOCK chunks (RED_FBLOCK elements a lane), from 0,
  * and adds the block's float sum into its double lane: the error of a block is that of a float sum
  * of RED_FBLOCK values (at most (RED_FBLOCK - 1) u of their magnitudes' sum, u = 2^-24), the rest
- * is exact to double rounding. Blocks start at the lane loop's first chunk, so the order is still a
- * function of the row length only. */
+ * is exact to double rounding; and a block's float sum overflows where its values' sum exceeds
+ * FLT_MAX (values near 3e38 whose total cancels: inf or NaN where the double sum is finite, as a
+ * float sum's). Blocks start at the lane loop's first chunk, so the order is still a function of
+ * the row length only. Only sums of f32 values (their KI_ACC marked by the lowering): an f64
+ * input, a user's cast to f64 included, is summed in double. */
 #define RED_FBLOCK 8
 static bool fblock_upd(const kir_kernel *k, const kir_ins *in) {
-    if (in->imm != ST_OP_RSUM || k->ins[in->a].type != KT_F64 || in->b < 0) return false;
+    /* the accumulator's imm: a sum of f32 values (fuser/lower.c phase_open), not of f64 ones */
+    if (in->imm != ST_OP_RSUM || k->ins[in->a].type != KT_F64 || k->ins[in->a].imm != 1 || in->b < 0) return false;
     const kir_ins *cv = &k->ins[in->b];
     return cv->op == KI_CVT && cv->type == KT_F64 && cv->a >= 0 && k->ins[cv->a].type == KT_F32;
 }
@@ -994,8 +998,8 @@ static int col_fblocks(body_ctx *c, int i, int e, const uint8_t *xp, int j, int 
         for (int q = i + 1; q < e; q++) {
             const kir_ins *in = &k->ins[q];
             if (!c->live[q]) continue;
-            if (in->op == KI_ACCUPD && in->a == p) {
-                ok = q > j && q < e2 && fblock_upd(k, in);
+            if (in->op == KI_ACCUPD && in->a == p) {   /* its conversion in loop j too: in scope there */
+                ok = q > j && q < e2 && fblock_upd(k, in) && in->b > j && in->b < e2;
                 if (!ok) break;
                 continue;
             }

@@ -683,15 +683,19 @@ TEST(reductions_on_partial_accumulators) {
     st_release(xf);
 }
 
-/* Values of mixed magnitudes (1e-3 .. 1e4, both signs) for a (sh[0], sh[1]) f32 tensor, and its
- * sum over dim ax computed by the JIT into got (NULL values: out of memory, a CHECK failed). */
-static float *fblock_sum(const int64_t sh[2], int ax, float *got, size_t got_bytes) {
-    const int64_t count = sh[0] * sh[1];
+/* count values of mixed magnitudes (1e-3 .. 1e4, both signs); NULL: out of memory (a CHECK failed) */
+static float *mixed_values(int64_t count) {
     float *v = malloc((size_t)count * sizeof *v);
     CHECK(v != NULL);
-    if (!v) return NULL;
-    for (int64_t i = 0; i < count; i++)
+    for (int64_t i = 0; v && i < count; i++)
         v[i] = (float)(((i * 7919) % 2001 - 1000) * (i % 3 == 0 ? 10.0 : i % 3 == 1 ? 0.001 : 0.1) + 0.123456789);
+    return v;
+}
+/* Such values as a (sh[0], sh[1]) f32 tensor, and its sum over dim ax computed by the JIT into got
+ * (NULL: out of memory). */
+static float *fblock_sum(const int64_t sh[2], int ax, float *got, size_t got_bytes) {
+    float *v = mixed_values(sh[0] * sh[1]);
+    if (!v) return NULL;
     st_tensor *x = st_from_data(ST_F32, 2, sh, v);
     st_set_eager(0);
     st_tensor *s = st_sum(x, 1, &ax, 0);
@@ -776,6 +780,82 @@ TEST(float_column_sums_in_float_blocks) {
         free(v);
     }
     CHECK_MSG(differ > 0, "the inputs do not tell float blocks from double sums");
+}
+
+/* The other float-block paths: a full reduction's parallel blocks (each block of chunks starts
+ * its own float blocks; the blocks' results added in order), and sums that must stay in double:
+ * a user's cast to f64 (`x:double():sum()`) is summed in double lanes (rows) or serially (columns),
+ * bit for bit against those orders, never in float. */
+static double split_model(const float *x, int64_t n) {
+    const int64_t nm = n >= 32 ? n - n % 16 : 0, k = nm / 16, nb = k < 64 ? k : 64;
+    double acc = 0;
+    for (int64_t q = 0; q < nb; q++) {
+        const int64_t c0 = k * q / nb * 16, c1 = k * (q + 1) / nb * 16;
+        double d[16] = {0};
+        for (int64_t b = c0; b < c1; b += 128) {
+            float f[16] = {0};
+            for (int64_t c = b; c < c1 && c < b + 128; c += 16)
+                for (int l = 0; l < 16; l++) f[l] += x[c + l];
+            for (int l = 0; l < 16; l++) d[l] += (double)f[l];
+        }
+        for (int w = 8; w > 0; w >>= 1)
+            for (int l = 0; l < w; l++) d[l] += d[l + w];
+        acc += d[0];
+    }
+    for (int64_t j = nm; j < n; j++) acc += (double)x[j];
+    return acc;
+}
+static double dlane_model(const float *x, int64_t n) {   /* double lanes, no float blocks */
+    double d[16] = {0}, acc = 0;
+    const int64_t nm = n >= 32 ? n - n % 16 : 0;
+    for (int64_t c = 0; c < nm; c += 16)
+        for (int l = 0; l < 16; l++) d[l] += (double)x[c + l];
+    for (int w = 8; w > 0; w >>= 1)
+        for (int l = 0; l < w; l++) d[l] += d[l + w];
+    acc += d[0];
+    for (int64_t j = nm; j < n; j++) acc += (double)x[j];
+    return acc;
+}
+TEST(float_blocks_split_and_f64_casts) {
+    const int64_t n = 300007;
+    float *v = mixed_values(n);
+    if (v) {   /* a full sum: one row cut into parallel blocks */
+        st_tensor *x = st_from_data(ST_F32, 1, &n, v);
+        st_set_eager(0);
+        st_tensor *s = st_sum(x, 0, NULL, 0);
+        float got = 0, want = (float)split_model(v, n);
+        CHECK(s && st_to_host(s, ST_F32, &got, sizeof got) == ST_OK);
+        CHECK_MSG(got == want, "a full sum of %lld: %.9g, the split float-block order gives %.9g", (long long)n,
+                  (double)got, (double)want);
+        st_release(s);
+        st_release(x);
+        free(v);
+    }
+    const int64_t sh[2] = {100, 300};
+    float *u = mixed_values(sh[0] * sh[1]);
+    if (!u) return;
+    st_tensor *x = st_from_data(ST_F32, 2, sh, u), *xd = st_cast(x, ST_F64);
+    for (int ax = 1; ax >= 0; ax--) {
+        st_set_eager(0);
+        st_tensor *s = st_sum(xd, 1, &ax, 0);
+        double got[300] = {0};
+        CHECK(s && st_to_host(s, ST_F64, got, (size_t)sh[1 - ax] * sizeof *got) == ST_OK);
+        for (int64_t o = 0; o < sh[1 - ax]; o++) {
+            double want = 0;
+            if (ax == 1) {
+                want = dlane_model(u + o * sh[1], sh[1]);
+            } else {
+                for (int64_t r = 0; r < sh[0]; r++) want += (double)u[r * sh[1] + o];
+            }
+            CHECK_MSG(got[o] == want, "x:double():sum(%d), output %lld: %.17g, in double %.17g", ax + 1, (long long)o,
+                      got[o], want);
+            if (got[o] != want) break;
+        }
+        st_release(s);
+    }
+    st_release(xd);
+    st_release(x);
+    free(u);
 }
 
 /* Few long rows (a full reduction to one value, or 3 rows of 100k) run row by row with each
@@ -1178,6 +1258,7 @@ int main(void) {
     RUN(reductions_on_partial_accumulators);
     RUN(float_row_sums_in_float_blocks);
     RUN(float_column_sums_in_float_blocks);
+    RUN(float_blocks_split_and_f64_casts);
     RUN(full_reductions_in_parallel);
     RUN(reduction_rounding_and_product_order);
     RUN(matmul_f32_matches_interpreter_bits);

@@ -40,8 +40,10 @@ local function randn(shape, dt) return st.randn(shape):to(dt) end
 
 test("attention: the composed form's values (shapes, causal, long and short rows, views, dtypes)", function()
   st.manual_seed(3)
-  -- (B, H, Lq, E, Lk, Ev): rows shorter and longer than 32 keys, Lq > Lk and Lq < Lk (causal)
-  local shapes = {{2, 3, 5, 4, 6, 7}, {1, 2, 40, 8, 70, 16}, {2, 2, 33, 16, 17, 5}, {1, 1, 1, 3, 1, 2}}
+  -- (B, H, Lq, E, Lk, Ev): rows shorter and longer than 32 keys, Lq > Lk and Lq < Lk (causal),
+  -- rows of more than one float block of the row sum (128 keys: jit/render_c.c "Float blocks")
+  local shapes = {{2, 3, 5, 4, 6, 7}, {1, 2, 40, 8, 70, 16}, {2, 2, 33, 16, 17, 5}, {1, 1, 1, 3, 1, 2},
+    {1, 1, 9, 8, 300, 8}}
   for _, dt in ipairs({"f32", "f64"}) do
     for _, s in ipairs(shapes) do
       local B, Hh, Lq, E, Lk, Ev = table.unpack(s)
