@@ -1311,7 +1311,6 @@ static uint8_t *hoist_invariants(sbuf *b, const body_ctx *c, int i, int e, int d
     return live;
 }
 
-/* Prints the live instructions in [from, to) at the given depth (LOOP/IF bodies nest). */
 /* Is the conversion at j read only by float-block updates (which read its operand) in the lane
  * loop ending at c->fb_end? Then the lane loop does not print it. */
 static bool fblock_only_cvt(const body_ctx *c, int j) {
@@ -1332,6 +1331,7 @@ static bool fblock_only_cvt(const body_ctx *c, int j) {
     return read;
 }
 
+/* Prints the live instructions in [from, to) at the given depth (LOOP/IF bodies nest). */
 static void render_range(sbuf *b, body_ctx *c, int from, int to, int depth) {
     const kir_kernel *k = c->k;
     for (int i = from; i < to; i++) {

@@ -60,13 +60,13 @@ static st_tensor *lazy(st_tensor *x, int op) {
     return y;
 }
 
-/* |a - b| <= rel * (1 + |b|) elementwise; rel 0: the same values exactly. */
 /* f32 sums add float blocks of 8 rows (or 8 values a lane) before their double sums
  * (jit/render_c.c "Float blocks"), the interpreter every element in double: the results differ by
  * the blocks' rounding, at most 7 u of the summed magnitudes (u = 2^-24): relative to the result,
  * more where a sum cancels (these inputs: up to ~1.3e-6 of 1 + |result|). max/min/argmax, integer
  * and f64 sums keep the interpreter's bits. */
 #define FB_REL 1e-5
+/* |a - b| <= rel * (1 + |b|) elementwise; rel 0: the same values exactly. */
 static void compare(const char *what, st_tensor *out, st_tensor *ref, double rel) {
     CHECK_MSG(out && ref, "%s: %s", what, st_last_error());
     if (!out || !ref) return;
