@@ -279,7 +279,7 @@ static void child_sources_pool(const char *path) {
 /* Rows of a max pool over NCHW with its tie count (the max pool gradient's two reductions, the
  * second reading the first) and the tie mask over the window: (8, 4, 16, 16) in 2x2 windows, 16
  * adjacent outputs per row of windows, so the CPU's rows run column-blocked (lower.c R.block:
- * KIR_LOOP_BLOCK, render_c.c col_piece): each reduction loop element by element for a block of
+ * KIR_LOOP_BLOCK, render_c_cols.c col_piece): each reduction loop element by element for a block of
  * outputs. */
 static const int64_t BLK_IN[4] = {8, 4, 32, 32}, BLK_WIN[6] = {8, 4, 16, 2, 16, 2};
 static void pool_with_ties(st_tensor *x, st_tensor **out) {

@@ -747,7 +747,7 @@ TEST(float_row_sums_in_float_blocks) {
     CHECK_MSG(differ > 0, "the inputs do not tell float blocks from double lanes");
 }
 
-/* A float column sum's order on the CPU JIT (column-blocked: jit/render_c.c render_col_fblocks):
+/* A float column sum's order on the CPU JIT (column-blocked: jit/render_c_cols.c render_col_fblocks):
  * each output adds its rows in order in float over blocks of 8 rows, from 0, and adds each
  * block's sum into its double sum, rounded to float once. Bit for bit against that model for row
  * counts with and without a partial last block (and an odd row left by the two-rows step), and the
