@@ -579,6 +579,24 @@ static bool fblock_acc(const body_ctx *c, int i, int e, int acc) {
     return true;
 }
 
+/* For each float-block accumulator (laned 2) of the loop [i, e]: its block's float lanes declared
+ * and zeroed (fold false), or added into its double lanes (fold true). */
+static void fblock_lines(sbuf *b, const body_ctx *c, int i, int e, int depth, bool fold) {
+    for (int j = i + 1; j < e; j++) {
+        const int a = c->k->ins[j].a;
+        if (!c->live[j] || c->k->ins[j].op != KI_ACCUPD || c->laned[a] != 2 || !first_upd(c, i, j)) continue;
+        render_indent(b, depth);
+        if (fold) {
+            sbuf_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_l[l_] = om_add(v%d_l[l_], (double)v%d_f[l_]);\n",
+                        RED_LANES, a, a, a);
+        } else {
+            sbuf_printf(b, "float v%d_f[%d];\n", a, RED_LANES);
+            render_indent(b, depth);
+            sbuf_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_f[l_] = 0.0f;\n", RED_LANES, a);
+        }
+    }
+}
+
 /* Prints, for every accumulator the loop [i, e] updates: RED_LANES lanes at identity, the chunk
  * loop `for (v<i>_c = c0; v<i>_c < c1; v<i>_c += RED_LANES)` with the body lane-wise, then the
  * fixed-order pairwise combine; the result of each accumulator is left in its lane 0. A float
@@ -611,15 +629,7 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
         render_indent(b, depth);
         sbuf_printf(b, "const int64_t v%d_e = v%d_c1 - v%d_b > %d ? v%d_b + %d : v%d_c1;\n", i, i, i,
                     RED_LANES * RED_FBLOCK, i, RED_LANES * RED_FBLOCK, i);
-        for (int j = i + 1; j < e; j++) {
-            const kir_ins *in = &k->ins[j];
-            if (!c->live[j] || in->op != KI_ACCUPD || c->laned[in->a] != 2) continue;
-            if (!first_upd(c, i, j)) continue;
-            render_indent(b, depth);
-            sbuf_printf(b, "float v%d_f[%d];\n", in->a, RED_LANES);
-            render_indent(b, depth);
-            sbuf_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_f[l_] = 0.0f;\n", RED_LANES, in->a);
-        }
+        fblock_lines(b, c, i, e, depth, false);
         render_indent(b, depth);
         sbuf_printf(b, "for (int64_t v%d_c = v%d_b; v%d_c < v%d_e; v%d_c += %d) {\n", i, i, i, i, i, RED_LANES);
     } else {
@@ -649,14 +659,7 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
     render_indent(b, depth);
     sbuf_printf(b, "}\n");
     if (fb) {
-        for (int j = i + 1; j < e; j++) {
-            const kir_ins *in = &k->ins[j];
-            if (!c->live[j] || in->op != KI_ACCUPD || c->laned[in->a] != 2) continue;
-            if (!first_upd(c, i, j)) continue;
-            render_indent(b, depth);
-            sbuf_printf(b, "for (int l_ = 0; l_ < %d; l_++) v%d_l[l_] = om_add(v%d_l[l_], (double)v%d_f[l_]);\n",
-                        RED_LANES, in->a, in->a, in->a);
-        }
+        fblock_lines(b, c, i, e, depth, true);
         depth = outer;
         render_indent(b, depth);
         sbuf_printf(b, "}\n");

@@ -801,11 +801,6 @@ function F.pad(x, pads, mode, value)
   return x:pad(pads, mode, value)
 end
 
--- Extra positional arguments are errors: Lua drops them silently (`F.dropout(x, 0.1, true, extra)`
--- would run as if `extra` were not there), so every F.name taking a fixed number of arguments is
--- wrapped in a count check (trailing nils, a forwarded optional argument, pass nothing and are
--- allowed). The wrapper tail-calls the function, so errors raised inside it still
--- point at the user's call.
 -- The error of name called with more than `most` arguments (trailing nils pass nothing: no error),
 -- naming the extra values; level as error's, counted from check_count's caller. Also the module
 -- constructor's check (nn.lua construct).
@@ -824,6 +819,11 @@ local function check_count(name, most, level, ...)
 end
 F._arg_count = check_count
 
+-- Extra positional arguments are errors: Lua drops them silently (`F.dropout(x, 0.1, true, extra)`
+-- would run as if `extra` were not there), so every F.name taking a fixed number of arguments is
+-- wrapped in a count check (trailing nils, a forwarded optional argument, pass nothing and are
+-- allowed). The wrapper tail-calls the function, so errors raised inside it still
+-- point at the user's call.
 for name, fn in pairs(F) do
   if type(fn) == "function" and name:sub(1, 1) ~= "_" then
     local info = debug.getinfo(fn, "u")

@@ -50,7 +50,7 @@ local dir = os.tmpname()
 os.remove(dir)
 assert(os.execute("mkdir -p '" .. dir .. "'"))
 -- fewer images on a GPU: on the simulated one (make test-sim, three schedules) every thread of
--- every kernel runs on the CPU: 640 images took ~5.5 minutes a schedule, 128 ~75 s
+-- every kernel runs on the CPU: 640 images took ~5.5 minutes a schedule, 64 ~40 s
 local gpu = st.device() ~= "cpu"
 local NTRAIN, NTEST = gpu and 64 or 640, gpu and 32 or 200
 write_idx(dir, "train", NTRAIN, 1)
