@@ -6,6 +6,8 @@
  */
 #include "jit/render_c.h"
 
+#include <math.h>
+
 /* ---- column-blocked reduction loops (KIR_LOOP_COLS) ----
  * A column reduction's outer loop runs over outputs o whose inner loops read element rr of o at
  * rr * nout + o: printed as written, every inner loop walks a column at the row stride (a cache
@@ -262,18 +264,16 @@ static bool col_rows2_ok(const body_ctx *c, int i, const uint8_t *xp, int j, int
 /* Inner loop j (ending at e2, no nested loop) of the column-blocked loop at i with float-block
  * accumulators (col_fblocks marked them): blocks of RED_FBLOCK rows, each zeroing the float sums,
  * running its rows (two at a time when col_rows2_ok, then the odd one) and adding the float sums
- * into the double ones; the marks are cleared after. */
+ * into the double ones; the marks are cleared after. lo, hi: its rows (C expressions). */
 static void render_col_fblocks(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int j,
-                               int e2, int depth) {
-    const kir_kernel *k = c->k;
-    const int n = k->ins[j].a;
+                               int e2, int depth, const char *lo, const char *hi) {
     const bool rows2 = col_rows2_ok(c, i, xp, j, e2);
     render_indent(b, depth);
-    sbuf_printf(b, "for (int64_t v%d_b = 0; v%d_b < v%d; v%d_b += %d) { /* float blocks of rows */\n", j, j, n, j,
+    sbuf_printf(b, "for (int64_t v%d_b = %s; v%d_b < %s; v%d_b += %d) { /* float blocks of rows */\n", j, lo, j, hi, j,
                 RED_FBLOCK);
     render_indent(b, depth + 1);
-    sbuf_printf(b, "const int64_t v%d_e = v%d - v%d_b > %d ? v%d_b + %d : v%d;\n", j, n, j, RED_FBLOCK, j,
-                RED_FBLOCK, n);
+    sbuf_printf(b, "const int64_t v%d_e = %s - v%d_b > %d ? v%d_b + %d : %s;\n", j, hi, j, RED_FBLOCK, j,
+                RED_FBLOCK, hi);
     for (int p = i + 1; p < j; p++) {
         if (c->laned[p] != 3) continue;
         render_indent(b, depth + 1);
@@ -308,6 +308,226 @@ static void render_col_fblocks(sbuf *b, body_ctx *c, int i, int e, const uint8_t
     }
     render_indent(b, depth);
     sbuf_printf(b, "}\n");
+}
+
+/* Declares the per-block arrays of the values crossing pieces of the column-blocked loop at i. */
+static void col_arrays(sbuf *b, const body_ctx *c, int i, int e, const uint8_t *xp, int depth) {
+    for (int p = i + 1; p < e; p++) {
+        if (xp[p] != 1) continue;
+        render_indent(b, depth);
+        sbuf_printf(b, "%s v%d_a[%d];\n", kir_type_cname[c->k->ins[p].type], p, COL_BLOCK);
+    }
+}
+
+/* Prints the pieces of the column-blocked loop at i (ending at e) in [from, to), for the block's
+ * outputs: each inner loop over the rows as `for rr { for o in block }` (float blocks, two rows a
+ * step or one), each run of straight code once per output. lo, hi: the rows an inner loop runs
+ * (C expressions), or NULL for all of them (0 to its count). */
+static void col_pieces(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int from, int to,
+                       int depth, const char *lo, const char *hi) {
+    const kir_kernel *k = c->k;
+    for (int j = from; j < to;) {
+        if (k->ins[j].op == KI_LOOP) { /* an inner loop: rows outer, the block's outputs inner */
+            int e2 = render_loop_end(k, j);
+            char n0[24], n1[24];
+            snprintf(n0, sizeof n0, "%s", lo ? lo : "0");
+            snprintf(n1, sizeof n1, "v%d", k->ins[j].a);
+            if (hi) snprintf(n1, sizeof n1, "%s", hi);
+            if (c->live[j] && col_nested(c, i, j, e2) < 0 && col_fblocks(c, i, e, xp, j, e2)) {
+                render_col_fblocks(b, c, i, e, xp, rc, j, e2, depth, n0, n1);
+            } else if (c->live[j]) {
+                int q = col_nested(c, i, j, e2);
+                char start[96];
+                snprintf(start, sizeof start, "%s", n0);
+                if (q < 0 && col_rows2_ok(c, i, xp, j, e2)) {
+                    /* two rows at a time: each output's accumulators are loaded and stored once per
+                     * two rows (the same adds in the same order); the loop below takes the odd last row */
+                    render_indent(b, depth);
+                    sbuf_printf(b, "for (int64_t v%d_u = %s; v%d_u + 1 < %s; v%d_u += 2) {\n", j, n0, j, n1, j);
+                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 1, j);
+                    render_indent(b, depth);
+                    sbuf_printf(b, "}\n");
+                    if (lo)
+                        snprintf(start, sizeof start, "%s - (%s - %s) %% 2", n1, n1, n0);
+                    else
+                        snprintf(start, sizeof start, "%s - %s %% 2", n1, n1);
+                }
+                render_indent(b, depth);
+                sbuf_printf(b, "for (int64_t v%d = %s; v%d < %s; v%d++) {\n", j, start, j, n1, j);
+                if (q >= 0) { /* the nested loop: its index arithmetic, then its body per output */
+                    for (int r = j + 1; r < q; r++)
+                        if (c->live[r]) render_value_line(b, k, r, depth + 1);
+                    render_indent(b, depth + 1);
+                    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", q, q, k->ins[q].a, q);
+                    col_piece(b, c, i, e, xp, rc, j, q + 1, e2 - 1, depth + 2, -1);
+                    render_indent(b, depth + 1);
+                    sbuf_printf(b, "}\n");
+                } else {
+                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 1, -1);
+                }
+                render_indent(b, depth);
+                sbuf_printf(b, "}\n");
+            }
+            j = e2 + 1;
+        } else { /* straight code up to the next inner loop */
+            int end = j;
+            while (end < to && k->ins[end].op != KI_LOOP) end++;
+            bool any = false;
+            for (int q = j; q < end; q++) {
+                kir_opcode o = (kir_opcode)k->ins[q].op;
+                any |= c->live[q] && o != KI_IPARAM && o != KI_FPARAM && o != KI_ICONST && o != KI_FCONST;
+            }
+            if (any) col_piece(b, c, i, e, xp, rc, j, j, end, depth, -1);
+            j = end;
+        }
+    }
+}
+
+/* Opens the loop over blocks of the column-blocked loop at i's outputs (at depth; the caller
+ * prints the pieces at depth + 1 and closes it): each block's first output v<i>_0 and size
+ * v<i>_m, and the arrays of the values crossing pieces. work: the expression whose size above
+ * PAR_THRESHOLD runs the blocks in parallel (the outputs split evenly over the threads, a multiple
+ * of 16, 16..COL_BLOCK each: long contiguous slices per row; it never changes a result, each output
+ * is on its own), or NULL: serial blocks of COL_BLOCK_SERIAL (a KIR_LOOP_BLOCK loop). */
+static void col_blocks_open(sbuf *b, const body_ctx *c, int i, int e, const uint8_t *xp, int depth, const char *work) {
+    const kir_kernel *k = c->k;
+    const int n = k->ins[i].a;
+    render_indent(b, depth);
+    if (work) {
+        sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_t < 16 ? 16 : "
+                       "v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16;\n",
+                    i, n, i, i, i, COL_BLOCK, COL_BLOCK, i);
+        render_indent(b, depth);
+        sbuf_printf(b, "#pragma omp parallel for if (%s > %d) num_threads(a->nthreads) schedule(static)\n", work,
+                    PAR_THRESHOLD);
+    } else {
+        sbuf_printf(b, "const int64_t v%d_s = %d;\n", i, COL_BLOCK_SERIAL);
+    }
+    render_indent(b, depth);
+    sbuf_printf(b, "for (int64_t v%d_q = 0; v%d_q < (v%d + v%d_s - 1) / v%d_s; v%d_q++) {\n", i, i, n, i, i, i);
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "const int64_t v%d_0 = v%d_q * v%d_s, v%d_m = v%d - v%d_0 < v%d_s ? v%d - v%d_0 : v%d_s;\n", i, i,
+                i, i, n, i, i, n, i, i);
+    col_arrays(b, c, i, e, xp, depth + 1);
+}
+
+/* ---- row blocks ----
+ * A column-blocked loop splits its outputs over the threads: with few outputs (a bias gradient of
+ * 128 features) few threads work, and with 1024 of them on 2 threads each thread reads 2 KB runs
+ * of every 4 KB row, which the hardware prefetchers (trained per 4 KB page) follow worse than whole
+ * rows: a layernorm weight/bias gradient (4096 x 1024) read its 33.5 MB at ~37 GB/s where the row
+ * kernel before it moves ~52. When the body is straight code, one inner loop over the rows whose
+ * accumulators are all float-block sums (render_col_fblocks) from 0, and straight code after
+ * (`col_split_loop`), and there are 8..COL_BLOCK outputs and at least 2 * ROWS_SPLIT rows, the
+ * rows are cut into blocks of a size that depends on the row count only (ROWS_SPLIT, or more so
+ * that there are at most ROWS_NBLOCKS, a multiple of RED_FBLOCK), which run in parallel, each
+ * over all outputs, into per-block double partial sums in a malloc'ed array; then each output's
+ * partials are added in block order and the code after the loop (the epilogue) runs. Float
+ * blocks fall on the same rows as in the serial loop; only the double additions are grouped
+ * differently (per row block, then the blocks), so the f32 result is the serial one's but where
+ * a double sum's rounding crosses a float's (deterministic, whatever the thread count). Without
+ * the memory, the column-blocked loop. */
+#define ROWS_SPLIT 256
+#define ROWS_NBLOCKS 64
+
+/* Is the column-blocked loop at i (ending at e) one to print in row blocks? Returns its inner
+ * loop, or -1. */
+static int col_split_loop(body_ctx *c, int i, int e, const uint8_t *xp) {
+    const kir_kernel *k = c->k;
+    int j = -1;
+    for (int q = i + 1; q < e; q++) {
+        const kir_ins *in = &k->ins[q];
+        if (!c->live[q]) continue;
+        if (in->op == KI_LOOP) {
+            if (j >= 0) return -1;
+            j = q;
+            q = render_loop_end(k, q);
+        } else if (in->op == KI_ARGUPD || (in->op == KI_ACC && j >= 0) ||
+                   (j < 0 && (in->op == KI_STORE || in->op == KI_ACCUPD))) {
+            return -1;
+        }
+    }
+    if (j < 0) return -1;
+    const int e2 = render_loop_end(k, j);
+    if (col_nested(c, i, j, e2) != -1) return -1;
+    int nacc = 0;
+    for (int p = i + 1; p < j; p++) {
+        const kir_ins *in = &k->ins[p];
+        if (!c->live[p] || in->op != KI_ACC) continue;
+        const kir_ins *init = &k->ins[in->a];
+        if (xp[p] != 1 || init->op != KI_FCONST || init->fimm != 0.0 || signbit(init->fimm)) return -1;
+        nacc++;
+    }
+    int nfb = col_fblocks(c, i, e, xp, j, e2);   /* marks them: cleared below */
+    for (int p = i + 1; p < j; p++)
+        if (c->laned[p] == 3) c->laned[p] = 0;
+    return nacc > 0 && nfb == nacc ? j : -1;
+}
+
+/* Prints the row blocks of the column-blocked loop at i (ending at e; inner loop j) and opens the
+ * `if` whose else-branch is the column-blocked loop (see above). */
+static void render_col_split(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int j, int depth) {
+    const kir_kernel *k = c->k;
+    const int n = k->ins[i].a, r = k->ins[j].a, e2 = render_loop_end(k, j);
+    int nacc = 0;
+    for (int p = i + 1; p < j; p++) nacc += c->live[p] && k->ins[p].op == KI_ACC;
+    render_indent(b, depth);
+    sbuf_printf(b, "const int64_t v%d_rs = (v%d + %d) / %d < %d ? %d : ((v%d + %d) / %d + %d) / %d * %d, "
+                   "v%d_nb = (v%d + v%d_rs - 1) / v%d_rs;\n",
+                i, r, ROWS_NBLOCKS - 1, ROWS_NBLOCKS, ROWS_SPLIT, ROWS_SPLIT, r, ROWS_NBLOCKS - 1, ROWS_NBLOCKS,
+                RED_FBLOCK - 1, RED_FBLOCK, RED_FBLOCK, i, r, i, i);
+    render_indent(b, depth);
+    sbuf_printf(b, "double *v%d_pb = v%d >= %d && v%d <= %d && v%d >= %d && v%d * v%d > %d ? "
+                   "malloc((size_t)(v%d_nb * v%d) * %d * sizeof(double)) : NULL;\n",
+                i, n, COL_MIN, n, COL_BLOCK, r, 2 * ROWS_SPLIT, n, r, PAR_THRESHOLD, i, n, nacc);
+    render_indent(b, depth);
+    sbuf_printf(b, "if (v%d_pb) { /* row blocks: partial sums per block of rows, then added in block order */\n", i);
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "#pragma omp parallel for num_threads(a->nthreads) schedule(static)\n");
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "for (int64_t v%d_r = 0; v%d_r < v%d_nb; v%d_r++) {\n", i, i, i, i);
+    render_indent(b, depth + 2);
+    sbuf_printf(b, "const int64_t v%d_0 = 0, v%d_m = v%d;\n", i, i, n);
+    render_indent(b, depth + 2);
+    sbuf_printf(b, "const int64_t v%d_lo = v%d_r * v%d_rs, v%d_hi = v%d - v%d_lo < v%d_rs ? v%d : v%d_lo + v%d_rs;\n",
+                j, i, i, j, r, j, i, r, j, i);
+    col_arrays(b, c, i, e, xp, depth + 2);
+    char lo[24], hi[24];
+    snprintf(lo, sizeof lo, "v%d_lo", j);
+    snprintf(hi, sizeof hi, "v%d_hi", j);
+    col_pieces(b, c, i, e, xp, rc, i + 1, e2 + 1, depth + 2, lo, hi);
+    for (int p = i + 1, a = 0; p < j; p++) {
+        if (!c->live[p] || k->ins[p].op != KI_ACC) continue;
+        render_indent(b, depth + 2);
+        sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d; l_++) v%d_pb[(%d * v%d_nb + v%d_r) * v%d + l_] = v%d_a[l_];\n",
+                    n, i, a++, i, i, n, p);
+    }
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "}\n");
+    char work[32];
+    snprintf(work, sizeof work, "v%d_nb * v%d", i, n);
+    col_blocks_open(b, c, i, e, xp, depth + 1, work);
+    col_pieces(b, c, i, e, xp, rc, i + 1, j, depth + 2, NULL, NULL);
+    for (int p = i + 1, a = 0; p < j; p++, a++) {
+        if (!c->live[p] || k->ins[p].op != KI_ACC) {
+            a--;
+            continue;
+        }
+        render_indent(b, depth + 2);
+        sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d_m; l_++) v%d_a[l_] = v%d_pb[%d * v%d_nb * v%d + v%d_0 + l_];\n", i,
+                    p, i, a, i, n, i);
+        render_indent(b, depth + 2);
+        sbuf_printf(b, "for (int64_t r_ = 1; r_ < v%d_nb; r_++)\n", i);
+        render_indent(b, depth + 3);
+        sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d_m; l_++) v%d_a[l_] = om_add(v%d_a[l_], v%d_pb[(%d * v%d_nb + r_) * "
+                       "v%d + v%d_0 + l_]);\n",
+                    i, p, p, i, a, i, n, i);
+    }
+    col_pieces(b, c, i, e, xp, rc, e2 + 1, e, depth + 2, NULL, NULL);
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "}\n");
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "free(v%d_pb);\n", i);
 }
 
 /* Prints the KIR_LOOP_COLS loop [i, e] column-blocked (see above); small loops as written. A
@@ -355,78 +575,19 @@ void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool par) {
         rc[p] = col_operands_from(k, in, i, i, i + 1, rc);
         if (rc[p] && xp[p]) xp[p] = 2;
     }
-    render_indent(b, depth);
-    sbuf_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
-    /* block size: the outputs split evenly over the threads (a multiple of 16, 16..COL_BLOCK):
-     * long contiguous slices per row; it never changes a result (each output is on its own) */
-    render_indent(b, depth + 1);
-    if (par) {
-        sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_t < 16 ? 16 : "
-                       "v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16;\n",
-                    i, L->a, i, i, i, COL_BLOCK, COL_BLOCK, i);
-        render_indent(b, depth + 1);
-        sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
-                    L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
+    const int sj = par ? col_split_loop(c, i, e, xp) : -1;
+    if (sj >= 0) {
+        render_col_split(b, c, i, e, xp, rc, sj, depth);
+        render_indent(b, depth);
+        sbuf_printf(b, "} else if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
     } else {
-        sbuf_printf(b, "const int64_t v%d_s = %d;\n", i, COL_BLOCK_SERIAL);
+        render_indent(b, depth);
+        sbuf_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
     }
-    render_indent(b, depth + 1);
-    sbuf_printf(b, "for (int64_t v%d_q = 0; v%d_q < (v%d + v%d_s - 1) / v%d_s; v%d_q++) {\n", i, i, L->a, i, i, i);
-    render_indent(b, depth + 2);
-    sbuf_printf(b, "const int64_t v%d_0 = v%d_q * v%d_s, v%d_m = v%d - v%d_0 < v%d_s ? v%d - v%d_0 : v%d_s;\n", i, i,
-                i, i, L->a, i, i, L->a, i, i);
-    for (int p = i + 1; p < e; p++) {
-        if (xp[p] != 1) continue;
-        render_indent(b, depth + 2);
-        sbuf_printf(b, "%s v%d_a[%d];\n", kir_type_cname[k->ins[p].type], p, COL_BLOCK);
-    }
-    for (int j = i + 1; j < e;) {
-        if (k->ins[j].op == KI_LOOP) { /* an inner loop: rows outer, the block's outputs inner */
-            int e2 = render_loop_end(k, j);
-            if (c->live[j] && col_nested(c, i, j, e2) < 0 && col_fblocks(c, i, e, xp, j, e2)) {
-                render_col_fblocks(b, c, i, e, xp, rc, j, e2, depth + 2);
-            } else if (c->live[j]) {
-                int q = col_nested(c, i, j, e2), n = k->ins[j].a;
-                char start[48] = "0";
-                if (q < 0 && col_rows2_ok(c, i, xp, j, e2)) {
-                    /* two rows at a time: each output's accumulators are loaded and stored once per
-                     * two rows (the same adds in the same order); the loop below takes the odd last row */
-                    render_indent(b, depth + 2);
-                    sbuf_printf(b, "for (int64_t v%d_u = 0; v%d_u + 1 < v%d; v%d_u += 2) {\n", j, j, n, j);
-                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3, j);
-                    render_indent(b, depth + 2);
-                    sbuf_printf(b, "}\n");
-                    snprintf(start, sizeof start, "v%d - v%d %% 2", n, n);
-                }
-                render_indent(b, depth + 2);
-                sbuf_printf(b, "for (int64_t v%d = %s; v%d < v%d; v%d++) {\n", j, start, j, n, j);
-                if (q >= 0) { /* the nested loop: its index arithmetic, then its body per output */
-                    for (int r = j + 1; r < q; r++)
-                        if (c->live[r]) render_value_line(b, k, r, depth + 3);
-                    render_indent(b, depth + 3);
-                    sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", q, q, k->ins[q].a, q);
-                    col_piece(b, c, i, e, xp, rc, j, q + 1, e2 - 1, depth + 4, -1);
-                    render_indent(b, depth + 3);
-                    sbuf_printf(b, "}\n");
-                } else {
-                    col_piece(b, c, i, e, xp, rc, j, j + 1, e2, depth + 3, -1);
-                }
-                render_indent(b, depth + 2);
-                sbuf_printf(b, "}\n");
-            }
-            j = e2 + 1;
-        } else { /* straight code up to the next inner loop */
-            int to = j;
-            while (to < e && k->ins[to].op != KI_LOOP) to++;
-            bool any = false;
-            for (int q = j; q < to; q++) {
-                kir_opcode o = (kir_opcode)k->ins[q].op;
-                any |= c->live[q] && o != KI_IPARAM && o != KI_FPARAM && o != KI_ICONST && o != KI_FCONST;
-            }
-            if (any) col_piece(b, c, i, e, xp, rc, j, j, to, depth + 2, -1);
-            j = to;
-        }
-    }
+    char work[24];
+    snprintf(work, sizeof work, "v%d", L->b >= 0 ? L->b : L->a);
+    col_blocks_open(b, c, i, e, xp, depth + 1, par ? work : NULL);
+    col_pieces(b, c, i, e, xp, rc, i + 1, e, depth + 2, NULL, NULL);
     render_indent(b, depth + 1);
     sbuf_printf(b, "}\n");
     render_indent(b, depth);
