@@ -464,65 +464,85 @@ static int col_split_loop(body_ctx *c, int i, int e, const uint8_t *xp) {
     return nacc > 0 && nfb == nacc ? j : -1;
 }
 
-/* Prints the row blocks of the column-blocked loop at i (ending at e; inner loop j) and opens the
- * `if` whose else-branch is the column-blocked loop (see above). */
+/* Prints the column-blocked loop at i (ending at e; inner loop j, col_split_loop) with row
+ * blocks, and opens the `if` whose else-branch is the loop as written (fewer than COL_MIN
+ * outputs). One loop of tasks serves both forms, each piece printed once: a task is a block of
+ * rows for a block of outputs. Row blocks (their partials' memory allocated): every task is one
+ * block of rows for all outputs; it stores its sums as partials, and the task that finishes last
+ * (a counter, decremented with acquire-release order: it sees every other task's partials) adds
+ * each output's partials in block order and runs the code after the inner loop. Else the
+ * column-blocked loop: all rows for a block of outputs a task (the blocks split over the
+ * threads), the code after the inner loop at once. */
 static void render_col_split(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int j, int depth) {
     const kir_kernel *k = c->k;
-    const int n = k->ins[i].a, r = k->ins[j].a, e2 = render_loop_end(k, j);
+    const kir_ins *L = &k->ins[i];
+    const int n = L->a, r = k->ins[j].a, e2 = render_loop_end(k, j);
     int nacc = 0;
     for (int p = i + 1; p < j; p++) nacc += c->live[p] && k->ins[p].op == KI_ACC;
     render_indent(b, depth);
-    sbuf_printf(b, "const int64_t v%d_rs = (v%d + %d) / %d < %d ? %d : ((v%d + %d) / %d + %d) / %d * %d, "
-                   "v%d_nb = (v%d + v%d_rs - 1) / v%d_rs;\n",
-                i, r, ROWS_NBLOCKS - 1, ROWS_NBLOCKS, ROWS_SPLIT, ROWS_SPLIT, r, ROWS_NBLOCKS - 1, ROWS_NBLOCKS,
-                RED_FBLOCK - 1, RED_FBLOCK, RED_FBLOCK, i, r, i, i);
+    sbuf_printf(b, "const int64_t v%d_rs = (v%d + %d) / %d < %d ? %d : ((v%d + %d) / %d + %d) / %d * %d;\n", i, r,
+                ROWS_NBLOCKS - 1, ROWS_NBLOCKS, ROWS_SPLIT, ROWS_SPLIT, r, ROWS_NBLOCKS - 1, ROWS_NBLOCKS,
+                RED_FBLOCK - 1, RED_FBLOCK, RED_FBLOCK);
     render_indent(b, depth);
     sbuf_printf(b, "double *v%d_pb = v%d >= %d && v%d <= %d && v%d >= %d && v%d * v%d > %d ? "
-                   "malloc((size_t)(v%d_nb * v%d) * %d * sizeof(double)) : NULL;\n",
-                i, n, COL_MIN, n, COL_BLOCK, r, 2 * ROWS_SPLIT, n, r, PAR_THRESHOLD, i, n, nacc);
+                   "malloc(((size_t)((v%d + v%d_rs - 1) / v%d_rs * v%d) * %d + 1) * sizeof(double)) : NULL;\n",
+                i, n, COL_MIN, n, COL_BLOCK, r, 2 * ROWS_SPLIT, n, r, PAR_THRESHOLD, r, i, i, n, nacc);
     render_indent(b, depth);
-    sbuf_printf(b, "if (v%d_pb) { /* row blocks: partial sums per block of rows, then added in block order */\n", i);
+    sbuf_printf(b, "if (v%d_pb || v%d >= %d) { /* row blocks, or column-blocked: blocks of outputs, rows outer */\n",
+                i, n, COL_MIN);
     render_indent(b, depth + 1);
-    sbuf_printf(b, "#pragma omp parallel for num_threads(a->nthreads) schedule(static)\n");
+    sbuf_printf(b, "const int64_t v%d_nr = v%d_pb ? v%d_rs : v%d, v%d_nb = (v%d + v%d_nr - 1) / v%d_nr;\n", i, i, i,
+                r, i, r, i, i);
     render_indent(b, depth + 1);
-    sbuf_printf(b, "for (int64_t v%d_r = 0; v%d_r < v%d_nb; v%d_r++) {\n", i, i, i, i);
+    sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_pb ? v%d : v%d_t < 16 ? 16 "
+                   ": v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16, v%d_nq = (v%d + v%d_s - 1) / v%d_s;\n",
+                i, n, i, i, n, i, i, COL_BLOCK, COL_BLOCK, i, i, n, i, i);
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "int64_t *v%d_cn = v%d_pb ? (int64_t *)(v%d_pb + v%d_nb * v%d * %d) : NULL;\n", i, i, i, i, n, nacc);
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "if (v%d_cn) *v%d_cn = v%d_nb;\n", i, i, i);
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
+                L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
+    render_indent(b, depth + 1);
+    sbuf_printf(b, "for (int64_t v%d_k = 0; v%d_k < v%d_nb * v%d_nq; v%d_k++) {\n", i, i, i, i, i);
     render_indent(b, depth + 2);
-    sbuf_printf(b, "const int64_t v%d_0 = 0, v%d_m = v%d;\n", i, i, n);
+    sbuf_printf(b, "const int64_t v%d_r = v%d_k / v%d_nq, v%d_0 = (v%d_k - v%d_r * v%d_nq) * v%d_s, "
+                   "v%d_m = v%d - v%d_0 < v%d_s ? v%d - v%d_0 : v%d_s;\n",
+                i, i, i, i, i, i, i, i, i, n, i, i, n, i, i);
     render_indent(b, depth + 2);
-    sbuf_printf(b, "const int64_t v%d_lo = v%d_r * v%d_rs, v%d_hi = v%d - v%d_lo < v%d_rs ? v%d : v%d_lo + v%d_rs;\n",
+    sbuf_printf(b, "const int64_t v%d_lo = v%d_r * v%d_nr, v%d_hi = v%d - v%d_lo < v%d_nr ? v%d : v%d_lo + v%d_nr;\n",
                 j, i, i, j, r, j, i, r, j, i);
     col_arrays(b, c, i, e, xp, depth + 2);
     char lo[24], hi[24];
     snprintf(lo, sizeof lo, "v%d_lo", j);
     snprintf(hi, sizeof hi, "v%d_hi", j);
     col_pieces(b, c, i, e, xp, rc, i + 1, e2 + 1, depth + 2, lo, hi);
+    render_indent(b, depth + 2);
+    sbuf_printf(b, "if (v%d_pb) { /* this block's partials; the last task adds them all in block order */\n", i);
     for (int p = i + 1, a = 0; p < j; p++) {
         if (!c->live[p] || k->ins[p].op != KI_ACC) continue;
-        render_indent(b, depth + 2);
-        sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d; l_++) v%d_pb[(%d * v%d_nb + v%d_r) * v%d + l_] = v%d_a[l_];\n",
-                    n, i, a++, i, i, n, p);
+        render_indent(b, depth + 3);
+        sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d_m; l_++) v%d_pb[(%d * v%d_nb + v%d_r) * v%d + v%d_0 + l_] = v%d_a[l_];\n",
+                    i, i, a++, i, i, n, i, p);
     }
-    render_indent(b, depth + 1);
-    sbuf_printf(b, "}\n");
-    char work[32];
-    snprintf(work, sizeof work, "v%d_nb * v%d", i, n);
-    col_blocks_open(b, c, i, e, xp, depth + 1, work);
-    col_pieces(b, c, i, e, xp, rc, i + 1, j, depth + 2, NULL, NULL);
-    for (int p = i + 1, a = 0; p < j; p++, a++) {
-        if (!c->live[p] || k->ins[p].op != KI_ACC) {
-            a--;
-            continue;
-        }
-        render_indent(b, depth + 2);
+    render_indent(b, depth + 3);
+    sbuf_printf(b, "if (__atomic_sub_fetch(v%d_cn, 1, __ATOMIC_ACQ_REL) != 0) continue;\n", i);
+    for (int p = i + 1, a = 0; p < j; p++) {
+        if (!c->live[p] || k->ins[p].op != KI_ACC) continue;
+        render_indent(b, depth + 3);
         sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d_m; l_++) v%d_a[l_] = v%d_pb[%d * v%d_nb * v%d + v%d_0 + l_];\n", i,
                     p, i, a, i, n, i);
-        render_indent(b, depth + 2);
-        sbuf_printf(b, "for (int64_t r_ = 1; r_ < v%d_nb; r_++)\n", i);
         render_indent(b, depth + 3);
+        sbuf_printf(b, "for (int64_t r_ = 1; r_ < v%d_nb; r_++)\n", i);
+        render_indent(b, depth + 4);
         sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d_m; l_++) v%d_a[l_] = om_add(v%d_a[l_], v%d_pb[(%d * v%d_nb + r_) * "
                        "v%d + v%d_0 + l_]);\n",
                     i, p, p, i, a, i, n, i);
+        a++;
     }
+    render_indent(b, depth + 2);
+    sbuf_printf(b, "}\n");
     col_pieces(b, c, i, e, xp, rc, e2 + 1, e, depth + 2, NULL, NULL);
     render_indent(b, depth + 1);
     sbuf_printf(b, "}\n");
@@ -578,18 +598,16 @@ void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool par) {
     const int sj = par ? col_split_loop(c, i, e, xp) : -1;
     if (sj >= 0) {
         render_col_split(b, c, i, e, xp, rc, sj, depth);
-        render_indent(b, depth);
-        sbuf_printf(b, "} else if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
     } else {
         render_indent(b, depth);
         sbuf_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
+        char work[24];
+        snprintf(work, sizeof work, "v%d", L->b >= 0 ? L->b : L->a);
+        col_blocks_open(b, c, i, e, xp, depth + 1, par ? work : NULL);
+        col_pieces(b, c, i, e, xp, rc, i + 1, e, depth + 2, NULL, NULL);
+        render_indent(b, depth + 1);
+        sbuf_printf(b, "}\n");
     }
-    char work[24];
-    snprintf(work, sizeof work, "v%d", L->b >= 0 ? L->b : L->a);
-    col_blocks_open(b, c, i, e, xp, depth + 1, par ? work : NULL);
-    col_pieces(b, c, i, e, xp, rc, i + 1, e, depth + 2, NULL, NULL);
-    render_indent(b, depth + 1);
-    sbuf_printf(b, "}\n");
     render_indent(b, depth);
     sbuf_printf(b, "} else {\n");
     if (par) {

@@ -765,7 +765,7 @@ static float fblock_col_model(const float *x, int64_t n, int64_t cols, int64_t c
     return (float)d;
 }
 TEST(float_column_sums_in_float_blocks) {
-    const int64_t rows[5] = {7, 8, 9, 100, 1001}, cols = 37;
+    const int64_t rows[5] = {7, 8, 9, 100, 501}, cols = 37;   /* 37037 elements and more: row blocks (below) */
     int differ = 0;
     for (int t = 0; t < 5; t++) {
         int64_t n = rows[t], sh[2] = {n, cols};
@@ -780,6 +780,55 @@ TEST(float_column_sums_in_float_blocks) {
         free(v);
     }
     CHECK_MSG(differ > 0, "the inputs do not tell float blocks from double sums");
+}
+
+/* Row blocks (jit/render_c_cols.c "row blocks"): with at least 512 rows, 8..1024 columns and
+ * 32K elements, the rows are cut into blocks of max(256, ceil(rows / 64) rounded up to 8) rows,
+ * each summed (float blocks of 8 rows into a double, from 0) over all columns, and the blocks'
+ * sums added in order. Bit for bit against that model, with a partial last block; column 0
+ * holds 2^60 at row 0, -2^60 at the second block's first row and ones elsewhere, so the serial
+ * order (the ones after 2^60 are lost, those after -2^60 counted) and the row blocks' (each
+ * block's ones counted, but the first's) give different floats: the test fails if the kernel sums
+ * serially or groups the blocks otherwise. Below 512 rows the serial order stays. */
+static float fblock_rows_model(const float *x, int64_t n, int64_t cols, int64_t c) {
+    const int64_t rs = (n + 63) / 64 < 256 ? 256 : ((n + 63) / 64 + 7) / 8 * 8;
+    double acc = 0;
+    for (int64_t r0 = 0; r0 < n; r0 += rs) {
+        const int64_t r1 = n - r0 < rs ? n : r0 + rs;
+        double d = 0;
+        for (int64_t b = r0; b < r1; b += 8) {
+            float f = 0;
+            for (int64_t r = b; r < r1 && r < b + 8; r++) f += x[r * cols + c];
+            d += (double)f;
+        }
+        acc += d;
+    }
+    return (float)acc;
+}
+TEST(float_column_sums_in_row_blocks) {
+    const int64_t rows[4] = {511, 512, 1100, 20000}, cols = 80;
+    for (int t = 0; t < 4; t++) {
+        const int64_t n = rows[t], sh[2] = {n, cols}, rs = (n + 63) / 64 < 256 ? 256 : ((n + 63) / 64 + 7) / 8 * 8;
+        float *v = mixed_values(n * cols), got[80] = {0};
+        if (!v) return;
+        for (int64_t r = 0; r < n; r++) v[r * cols] = r == 0 ? 0x1p60f : r == rs ? -0x1p60f : 1.0f;
+        st_tensor *x = st_from_data(ST_F32, 2, sh, v);
+        st_set_eager(0);
+        int ax = 0;
+        st_tensor *s = st_sum(x, 1, &ax, 0);
+        CHECK(s && st_to_host(s, ST_F32, got, sizeof got) == ST_OK);
+        st_release(s);
+        st_release(x);
+        const bool blocks = n >= 512;
+        for (int64_t c = 0; c < cols; c++) {
+            float want = blocks ? fblock_rows_model(v, n, cols, c) : fblock_col_model(v, n, cols, c, true);
+            CHECK_MSG(got[c] == want, "column %lld of %lld rows: %.9g, the %s order gives %.9g", (long long)c,
+                      (long long)n, (double)got[c], blocks ? "row blocks'" : "serial", (double)want);
+        }
+        CHECK_MSG(fblock_rows_model(v, n, cols, 0) != fblock_col_model(v, n, cols, 0, true),
+                  "%lld rows: column 0 does not tell row blocks from the serial order", (long long)n);
+        free(v);
+    }
 }
 
 /* The other float-block paths: a full reduction's parallel blocks (each block of chunks starts
@@ -1258,6 +1307,7 @@ int main(void) {
     RUN(reductions_on_partial_accumulators);
     RUN(float_row_sums_in_float_blocks);
     RUN(float_column_sums_in_float_blocks);
+    RUN(float_column_sums_in_row_blocks);
     RUN(float_blocks_split_and_f64_casts);
     RUN(full_reductions_in_parallel);
     RUN(reduction_rounding_and_product_order);
