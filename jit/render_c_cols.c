@@ -520,26 +520,24 @@ static void render_col_split(sbuf *b, body_ctx *c, int i, int e, const uint8_t *
     col_pieces(b, c, i, e, xp, rc, i + 1, e2 + 1, depth + 2, lo, hi);
     render_indent(b, depth + 2);
     sbuf_printf(b, "if (v%d_pb) { /* this block's partials; the last task adds them all in block order */\n", i);
+    /* copies as memcpy, the adds out of line (st_rows_partials, base/opmath.h): every
+     * vectorized loop printed here added to each kernel's compile time */
     for (int p = i + 1, a = 0; p < j; p++) {
         if (!c->live[p] || k->ins[p].op != KI_ACC) continue;
         render_indent(b, depth + 3);
-        sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d_m; l_++) v%d_pb[(%d * v%d_nb + v%d_r) * v%d + v%d_0 + l_] = v%d_a[l_];\n",
-                    i, i, a++, i, i, n, i, p);
+        sbuf_printf(b, "memcpy(v%d_pb + (%d * v%d_nb + v%d_r) * v%d + v%d_0, v%d_a, (size_t)v%d_m * sizeof(double));\n", i,
+                    a++, i, i, n, i, p, i);
     }
     render_indent(b, depth + 3);
     sbuf_printf(b, "if (__atomic_sub_fetch(v%d_cn, 1, __ATOMIC_ACQ_REL) != 0) continue;\n", i);
     for (int p = i + 1, a = 0; p < j; p++) {
         if (!c->live[p] || k->ins[p].op != KI_ACC) continue;
         render_indent(b, depth + 3);
-        sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d_m; l_++) v%d_a[l_] = v%d_pb[%d * v%d_nb * v%d + v%d_0 + l_];\n", i,
-                    p, i, a, i, n, i);
+        sbuf_printf(b, "memcpy(v%d_a, v%d_pb + %d * v%d_nb * v%d + v%d_0, (size_t)v%d_m * sizeof(double));\n", p, i, a, i,
+                    n, i, i);
         render_indent(b, depth + 3);
-        sbuf_printf(b, "for (int64_t r_ = 1; r_ < v%d_nb; r_++)\n", i);
-        render_indent(b, depth + 4);
-        sbuf_printf(b, "for (int64_t l_ = 0; l_ < v%d_m; l_++) v%d_a[l_] = om_add(v%d_a[l_], v%d_pb[(%d * v%d_nb + r_) * "
-                       "v%d + v%d_0 + l_]);\n",
-                    i, p, p, i, a, i, n, i);
-        a++;
+        sbuf_printf(b, "st_rows_partials(v%d_a, v%d_pb + %d * v%d_nb * v%d + v%d_0, v%d_nb, v%d, v%d_m);\n", p, i, a++, i,
+                    n, i, i, n, i);
     }
     render_indent(b, depth + 2);
     sbuf_printf(b, "}\n");
