@@ -1,7 +1,7 @@
 /*
  * render_c_cols.c — the C renderer's column-blocked reduction loops (KIR_LOOP_COLS and the serial
  * KIR_LOOP_BLOCK): rows outer, a block's outputs inner, pieces, two rows a step, float blocks of
- * rows. render_range (render_c.c) calls col_loop_ok and render_col_loop; docs/fusion.md "Column
+ * rows, row blocks. render_range (render_c.c) calls col_loop_ok and render_col_loop; docs/fusion.md "Column
  * reductions".
  */
 #include "jit/render_c.h"
@@ -418,15 +418,15 @@ static void col_blocks_open(sbuf *b, const body_ctx *c, int i, int e, const uint
  * rows: a layernorm weight/bias gradient (4096 x 1024) read its 33.5 MB at ~37 GB/s where the row
  * kernel before it moves ~52. When the body is straight code, one inner loop over the rows whose
  * accumulators are all float-block sums (render_col_fblocks) from 0, and straight code after
- * (`col_split_loop`), and there are 8..COL_BLOCK outputs and at least 2 * ROWS_SPLIT rows, the
- * rows are cut into blocks of a size that depends on the row count only (ROWS_SPLIT, or more so
- * that there are at most ROWS_NBLOCKS, a multiple of RED_FBLOCK), which run in parallel, each
- * over all outputs, into per-block double partial sums in a malloc'ed array; then each output's
- * partials are added in block order and the code after the loop (the epilogue) runs. Float
- * blocks fall on the same rows as in the serial loop; only the double additions are grouped
- * differently (per row block, then the blocks), so the f32 result is the serial one's but where
- * a double sum's rounding crosses a float's (deterministic, whatever the thread count). Without
- * the memory, the column-blocked loop. */
+ * (`col_split_loop`), and there are 8..COL_BLOCK outputs, at least 2 * ROWS_SPLIT rows and
+ * PAR_THRESHOLD elements, the rows are cut into blocks of a size that depends on the row count
+ * only (ROWS_SPLIT, or more so that there are at most ROWS_NBLOCKS, a multiple of RED_FBLOCK),
+ * which run in parallel, each over all outputs, into per-block double partial sums in a
+ * malloc'ed array; the last block to finish adds each output's partials in block order and runs
+ * the code after the loop (the epilogue). Float blocks fall on the same rows as in the serial
+ * loop; only the double additions are grouped differently (per row block, then the blocks), so
+ * the f32 result is the serial one's but where a double sum's rounding crosses a float's
+ * (deterministic, whatever the thread count). Without the memory, the column-blocked loop. */
 #define ROWS_SPLIT 256
 #define ROWS_NBLOCKS 64
 

@@ -765,7 +765,7 @@ static float fblock_col_model(const float *x, int64_t n, int64_t cols, int64_t c
     return (float)d;
 }
 TEST(float_column_sums_in_float_blocks) {
-    const int64_t rows[5] = {7, 8, 9, 100, 501}, cols = 37;   /* 37037 elements and more: row blocks (below) */
+    const int64_t rows[5] = {7, 8, 9, 100, 501}, cols = 37;   /* 512 rows and 32K elements: row blocks (below) */
     int differ = 0;
     for (int t = 0; t < 5; t++) {
         int64_t n = rows[t], sh[2] = {n, cols};
