@@ -18,9 +18,10 @@
  * `for rr { for o in block { body } }`: every rr reads a contiguous slice, which vectorizes.
  * Values that cross pieces (accumulators, per-output values such as a mean) live in per-block
  * arrays `v<i>_a[COL_BLOCK]`. Each output still sees exactly its own sequence of operations (only
- * interleaved with other outputs'), so a sum adds its rows in order, serially, as the
- * interpreter does: the same bits whatever the thread count or block size. Loops of fewer than
- * COL_MIN outputs (`x:sum(1)` of an (n, 3) tensor) run as written (partial lanes). */
+ * interleaved with other outputs'), so a sum adds its rows in order, serially (f32 ones in float
+ * blocks, below; with many rows, in row blocks, below): the same bits whatever the thread count
+ * or block size. Loops of fewer than COL_MIN outputs (`x:sum(1)` of an (n, 3) tensor) run as
+ * written (partial lanes). */
 #define COL_BLOCK 1024  /* most outputs per block (the arrays are on the stack) */
 /* A serial (KIR_LOOP_BLOCK) loop's block size. A parallel loop's blocks split the outputs evenly
  * over the threads up to COL_BLOCK: each thread then reads one run of adjacent columns per row
@@ -419,14 +420,18 @@ static void col_blocks_open(sbuf *b, const body_ctx *c, int i, int e, const uint
  * kernel before it moves ~52. When the body is straight code, one inner loop over the rows whose
  * accumulators are all float-block sums (render_col_fblocks) from 0, and straight code after
  * (`col_split_loop`), and there are 8..COL_BLOCK outputs, at least 2 * ROWS_SPLIT rows and
- * PAR_THRESHOLD elements, the rows are cut into blocks of a size that depends on the row count
+ * more than PAR_THRESHOLD elements, the rows are cut into blocks of a size that depends on the row count
  * only (ROWS_SPLIT, or more so that there are at most ROWS_NBLOCKS, a multiple of RED_FBLOCK),
  * which run in parallel, each over all outputs, into per-block double partial sums in a
  * malloc'ed array; the last block to finish adds each output's partials in block order and runs
  * the code after the loop (the epilogue). Float blocks fall on the same rows as in the serial
  * loop; only the double additions are grouped differently (per row block, then the blocks), so
- * the f32 result is the serial one's but where a double sum's rounding crosses a float's
- * (deterministic, whatever the thread count). Without the memory, the column-blocked loop. */
+ * the f32 result is the serial one's but where a double sum's rounding crosses a float's, which
+ * with cancellation can be far (a column of 2^60, ones, -2^60, ones: the serial order keeps the
+ * ones after -2^60, the blocks lose them); deterministic, whatever the thread count. The row
+ * blocks' count depends on the rows only: a machine with many more threads than blocks (1024
+ * rows: 4) runs fewer tasks than the column-blocked loop would. Without the memory, the
+ * column-blocked loop. */
 #define ROWS_SPLIT 256
 #define ROWS_NBLOCKS 64
 
@@ -491,8 +496,10 @@ static void render_col_split(sbuf *b, body_ctx *c, int i, int e, const uint8_t *
     sbuf_printf(b, "if (v%d_pb || v%d >= %d) { /* row blocks, or column-blocked: blocks of outputs, rows outer */\n",
                 i, n, COL_MIN);
     render_indent(b, depth + 1);
-    sbuf_printf(b, "const int64_t v%d_nr = v%d_pb ? v%d_rs : v%d, v%d_nb = (v%d + v%d_nr - 1) / v%d_nr;\n", i, i, i,
-                r, i, r, i, i);
+    /* one task of all rows for each block of outputs without row blocks (also for 0 rows: the
+     * code after the loop still writes the outputs) */
+    sbuf_printf(b, "const int64_t v%d_nr = v%d_pb ? v%d_rs : v%d, v%d_nb = v%d_pb ? (v%d + v%d_nr - 1) / v%d_nr : 1;\n", i,
+                i, i, r, i, i, r, i, i);
     render_indent(b, depth + 1);
     sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_pb ? v%d : v%d_t < 16 ? 16 "
                    ": v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16, v%d_nq = (v%d + v%d_s - 1) / v%d_s;\n",

@@ -779,6 +779,18 @@ TEST(float_column_sums_in_float_blocks) {
         }
         free(v);
     }
+    {   /* more than 1024 columns: serial at any row count (row blocks take 8..1024) */
+        const int64_t n = 600, wide = 1025, sh[2] = {n, wide};
+        float *got = calloc((size_t)wide, sizeof *got), *v = got ? fblock_sum(sh, 0, got, (size_t)wide * sizeof *got) : NULL;
+        for (int64_t c = 0; v && c < wide; c++) {
+            float want = fblock_col_model(v, n, wide, c, true);
+            differ += want != fblock_col_model(v, n, wide, c, false);
+            CHECK_MSG(got[c] == want, "column %lld of %lld x %lld: %.9g, the float-block order gives %.9g",
+                      (long long)c, (long long)n, (long long)wide, (double)got[c], (double)want);
+        }
+        free(v);
+        free(got);
+    }
     CHECK_MSG(differ > 0, "the inputs do not tell float blocks from double sums");
 }
 
@@ -787,10 +799,13 @@ TEST(float_column_sums_in_float_blocks) {
  * each summed (float blocks of 8 rows into a double, from 0) over all columns, and the blocks'
  * sums added in order. Bit for bit against that model, with a partial last block; column 0
  * holds 2^60 at row 0, -2^60 at the second block's first row and ones elsewhere, so the serial
- * order (the ones after 2^60 are lost, those after -2^60 counted) and the row blocks' (each
- * block's ones counted, but the first's) give different floats: the test fails if the kernel sums
- * serially or groups the blocks otherwise. Below 512 rows the serial order stays. */
-static float fblock_rows_model(const float *x, int64_t n, int64_t cols, int64_t c) {
+ * order (the ones after 2^60 are lost, those after -2^60 counted) and the row blocks' (the first
+ * two blocks' ones are lost, each in its block's partial sum; the later blocks' counted) give
+ * different floats: the test fails if the kernel sums serially or groups the blocks otherwise.
+ * Below 512 rows the serial order stays. Also in row blocks: two sums in one kernel (x and x^2)
+ * with an epilogue (s / 2 + 1), against the model; and 0 rows through the same compiled kernel
+ * (its outputs zeros: the row count once divided by zero there). */
+static float fblock_rows_model(const float *x, int64_t n, int64_t cols, int64_t c, bool squares) {
     const int64_t rs = (n + 63) / 64 < 256 ? 256 : ((n + 63) / 64 + 7) / 8 * 8;
     double acc = 0;
     for (int64_t r0 = 0; r0 < n; r0 += rs) {
@@ -798,7 +813,7 @@ static float fblock_rows_model(const float *x, int64_t n, int64_t cols, int64_t 
         double d = 0;
         for (int64_t b = r0; b < r1; b += 8) {
             float f = 0;
-            for (int64_t r = b; r < r1 && r < b + 8; r++) f += x[r * cols + c];
+            for (int64_t r = b; r < r1 && r < b + 8; r++) f += squares ? x[r * cols + c] * x[r * cols + c] : x[r * cols + c];
             d += (double)f;
         }
         acc += d;
@@ -815,20 +830,42 @@ TEST(float_column_sums_in_row_blocks) {
         st_tensor *x = st_from_data(ST_F32, 2, sh, v);
         st_set_eager(0);
         int ax = 0;
-        st_tensor *s = st_sum(x, 1, &ax, 0);
+        st_tensor *s = st_sum(x, 1, &ax, 0), *x2 = st_square(x), *q = st_sum(x2, 1, &ax, 0);
+        st_tensor *e = s ? st_add_s(st_mul_s(s, 0.5), 1) : NULL;
         CHECK(s && st_to_host(s, ST_F32, got, sizeof got) == ST_OK);
+        float gq[80] = {0}, ge[80] = {0};
+        st_tensor *both[2] = {e, q};
+        CHECK(e && q && st_realize(2, both) == ST_OK && st_to_host(e, ST_F32, ge, sizeof ge) == ST_OK &&
+              st_to_host(q, ST_F32, gq, sizeof gq) == ST_OK);
+        st_release(e);
+        st_release(q);
+        st_release(x2);
         st_release(s);
         st_release(x);
         const bool blocks = n >= 512;
         for (int64_t c = 0; c < cols; c++) {
-            float want = blocks ? fblock_rows_model(v, n, cols, c) : fblock_col_model(v, n, cols, c, true);
+            float want = blocks ? fblock_rows_model(v, n, cols, c, false) : fblock_col_model(v, n, cols, c, true);
             CHECK_MSG(got[c] == want, "column %lld of %lld rows: %.9g, the %s order gives %.9g", (long long)c,
                       (long long)n, (double)got[c], blocks ? "row blocks'" : "serial", (double)want);
+            if (!blocks) continue;
+            float wq = fblock_rows_model(v, n, cols, c, true), we = want * 0.5f + 1.0f;
+            CHECK_MSG(gq[c] == wq && ge[c] == we, "column %lld of %lld rows: x^2 %.9g (model %.9g), s / 2 + 1 %.9g "
+                      "(model %.9g)", (long long)c, (long long)n, (double)gq[c], (double)wq, (double)ge[c], (double)we);
         }
-        CHECK_MSG(fblock_rows_model(v, n, cols, 0) != fblock_col_model(v, n, cols, 0, true),
+        CHECK_MSG(fblock_rows_model(v, n, cols, 0, false) != fblock_col_model(v, n, cols, 0, true),
                   "%lld rows: column 0 does not tell row blocks from the serial order", (long long)n);
         free(v);
     }
+    const int64_t sh0[2] = {0, cols};   /* the kernel compiled above, with no rows */
+    st_tensor *x0 = st_zeros(ST_F32, 2, sh0);
+    int ax = 0;
+    st_tensor *s0 = x0 ? st_sum(x0, 1, &ax, 0) : NULL;
+    float g0[80];
+    memset(g0, 0xff, sizeof g0);
+    CHECK(s0 && st_to_host(s0, ST_F32, g0, sizeof g0) == ST_OK);
+    for (int c = 0; c < cols; c++) CHECK_MSG(g0[c] == 0.0f, "column %d of 0 rows: %g", c, (double)g0[c]);
+    st_release(s0);
+    st_release(x0);
 }
 
 /* The other float-block paths: a full reduction's parallel blocks (each block of chunks starts
