@@ -478,7 +478,8 @@ static int col_split_loop(body_ctx *c, int i, int e, const uint8_t *xp) {
  * each output's partials in block order and runs the code after the inner loop. Else the
  * column-blocked loop: all rows for a block of outputs a task (the blocks split over the
  * threads), the code after the inner loop at once. */
-static void render_col_split(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int j, int depth) {
+static void render_col_split(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, const uint8_t *rc, int j,
+                             int depth) {
     const kir_kernel *k = c->k;
     const kir_ins *L = &k->ins[i];
     const int n = L->a, r = k->ins[j].a, e2 = render_loop_end(k, j);
@@ -498,11 +499,11 @@ static void render_col_split(sbuf *b, body_ctx *c, int i, int e, const uint8_t *
     render_indent(b, depth + 1);
     /* one task of all rows for each block of outputs without row blocks (also for 0 rows: the
      * code after the loop still writes the outputs) */
-    sbuf_printf(b, "const int64_t v%d_nr = v%d_pb ? v%d_rs : v%d, v%d_nb = v%d_pb ? (v%d + v%d_nr - 1) / v%d_nr : 1;\n", i,
-                i, i, r, i, i, r, i, i);
+    sbuf_printf(b, "const int64_t v%d_nr = v%d_pb ? v%d_rs : v%d, v%d_nb = v%d_pb ? (v%d + v%d_nr - 1) / v%d_nr : 1;\n",
+                i, i, i, r, i, i, r, i, i);
     render_indent(b, depth + 1);
-    sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_pb ? v%d : v%d_t < 16 ? 16 "
-                   ": v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16, v%d_nq = (v%d + v%d_s - 1) / v%d_s;\n",
+    sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_pb ? v%d : "
+                   "v%d_t < 16 ? 16 : v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16, v%d_nq = (v%d + v%d_s - 1) / v%d_s;\n",
                 i, n, i, i, n, i, i, COL_BLOCK, COL_BLOCK, i, i, n, i, i);
     render_indent(b, depth + 1);
     sbuf_printf(b, "int64_t *v%d_cn = v%d_pb ? (int64_t *)(v%d_pb + v%d_nb * v%d * %d) : NULL;\n", i, i, i, i, n, nacc);
@@ -532,19 +533,19 @@ static void render_col_split(sbuf *b, body_ctx *c, int i, int e, const uint8_t *
     for (int p = i + 1, a = 0; p < j; p++) {
         if (!c->live[p] || k->ins[p].op != KI_ACC) continue;
         render_indent(b, depth + 3);
-        sbuf_printf(b, "memcpy(v%d_pb + (%d * v%d_nb + v%d_r) * v%d + v%d_0, v%d_a, (size_t)v%d_m * sizeof(double));\n", i,
-                    a++, i, i, n, i, p, i);
+        sbuf_printf(b, "memcpy(v%d_pb + (%d * v%d_nb + v%d_r) * v%d + v%d_0, v%d_a, (size_t)v%d_m * sizeof(double));\n",
+                    i, a++, i, i, n, i, p, i);
     }
     render_indent(b, depth + 3);
     sbuf_printf(b, "if (__atomic_sub_fetch(v%d_cn, 1, __ATOMIC_ACQ_REL) != 0) continue;\n", i);
     for (int p = i + 1, a = 0; p < j; p++) {
         if (!c->live[p] || k->ins[p].op != KI_ACC) continue;
         render_indent(b, depth + 3);
-        sbuf_printf(b, "memcpy(v%d_a, v%d_pb + %d * v%d_nb * v%d + v%d_0, (size_t)v%d_m * sizeof(double));\n", p, i, a, i,
-                    n, i, i);
+        sbuf_printf(b, "memcpy(v%d_a, v%d_pb + %d * v%d_nb * v%d + v%d_0, (size_t)v%d_m * sizeof(double));\n", p, i,
+                    a, i, n, i, i);
         render_indent(b, depth + 3);
-        sbuf_printf(b, "st_rows_partials(v%d_a, v%d_pb + %d * v%d_nb * v%d + v%d_0, v%d_nb, v%d, v%d_m);\n", p, i, a++, i,
-                    n, i, i, n, i);
+        sbuf_printf(b, "st_rows_partials(v%d_a, v%d_pb + %d * v%d_nb * v%d + v%d_0, v%d_nb, v%d, v%d_m);\n", p, i,
+                    a++, i, n, i, i, n, i);
     }
     render_indent(b, depth + 2);
     sbuf_printf(b, "}\n");

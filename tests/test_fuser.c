@@ -781,7 +781,8 @@ TEST(float_column_sums_in_float_blocks) {
     }
     {   /* more than 1024 columns: serial at any row count (row blocks take 8..1024) */
         const int64_t n = 600, wide = 1025, sh[2] = {n, wide};
-        float *got = calloc((size_t)wide, sizeof *got), *v = got ? fblock_sum(sh, 0, got, (size_t)wide * sizeof *got) : NULL;
+        float *got = calloc((size_t)wide, sizeof *got);
+        float *v = got ? fblock_sum(sh, 0, got, (size_t)wide * sizeof *got) : NULL;
         for (int64_t c = 0; v && c < wide; c++) {
             float want = fblock_col_model(v, n, wide, c, true);
             differ += want != fblock_col_model(v, n, wide, c, false);
@@ -813,7 +814,10 @@ static float fblock_rows_model(const float *x, int64_t n, int64_t cols, int64_t 
         double d = 0;
         for (int64_t b = r0; b < r1; b += 8) {
             float f = 0;
-            for (int64_t r = b; r < r1 && r < b + 8; r++) f += squares ? x[r * cols + c] * x[r * cols + c] : x[r * cols + c];
+            for (int64_t r = b; r < r1 && r < b + 8; r++) {
+                const float v = x[r * cols + c];
+                f += squares ? v * v : v;
+            }
             d += (double)f;
         }
         acc += d;
