@@ -1144,7 +1144,11 @@ ST_FN uint32_t st_cvt_tf32_(float x) {
  * vectorized: a vectorized loop nest printed in each kernel, or here, added 50-80 ms to GCC's
  * time for a layernorm backward's column kernel (its unit 0.47 s). Scalar, a (4096, 1024) sum's
  * 16 blocks are 15K independent adds per accumulator (microseconds, estimated, not timed). */
+#ifdef __clang__ /* no `optimize` attribute (an unknown-attribute warning: -Werror builds fail) */
+__attribute__((noinline, unused))
+#else
 __attribute__((noinline, unused, optimize("no-tree-vectorize")))
+#endif
 static void st_rows_partials(double *restrict acc, const double *restrict part, int64_t nb, int64_t stride, int64_t m) {
     for (int64_t r = 1; r < nb; r++)
         for (int64_t l = 0; l < m; l++) acc[l] = om_add(acc[l], part[r * stride + l]);
