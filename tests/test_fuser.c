@@ -835,13 +835,14 @@ TEST(float_column_sums_in_row_blocks) {
         st_set_eager(0);
         int ax = 0;
         st_tensor *s = st_sum(x, 1, &ax, 0), *x2 = st_square(x), *q = st_sum(x2, 1, &ax, 0);
-        st_tensor *e = s ? st_add_s(st_mul_s(s, 0.5), 1) : NULL;
+        st_tensor *h = s ? st_mul_s(s, 0.5) : NULL, *e = h ? st_add_s(h, 1) : NULL;
         CHECK(s && st_to_host(s, ST_F32, got, sizeof got) == ST_OK);
         float gq[80] = {0}, ge[80] = {0};
         st_tensor *both[2] = {e, q};
         CHECK(e && q && st_realize(2, both) == ST_OK && st_to_host(e, ST_F32, ge, sizeof ge) == ST_OK &&
               st_to_host(q, ST_F32, gq, sizeof gq) == ST_OK);
         st_release(e);
+        st_release(h);
         st_release(q);
         st_release(x2);
         st_release(s);
