@@ -384,23 +384,33 @@ static void col_pieces(sbuf *b, body_ctx *c, int i, int e, const uint8_t *xp, co
     }
 }
 
+/* The work estimate whose size above PAR_THRESHOLD runs the column loop L in parallel. */
+static int col_work(const kir_ins *L) { return L->b >= 0 ? L->b : L->a; }
+
+/* Prints the start of the declaration of a parallel column loop's block size v<i>_s (n outputs):
+ * the outputs split evenly over the threads, a multiple of 16, 16..COL_BLOCK each (long
+ * contiguous slices per row; it never changes a result, each output is on its own); with `rows`,
+ * all n outputs when the row blocks' partials v<i>_pb exist. The caller ends the line. */
+static void col_block_size(sbuf *b, int i, int n, bool rows) {
+    sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = ", i, n, i);
+    if (rows) sbuf_printf(b, "v%d_pb ? v%d : ", i, n);
+    sbuf_printf(b, "v%d_t < 16 ? 16 : v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16", i, i, COL_BLOCK, COL_BLOCK, i);
+}
+
 /* Opens the loop over blocks of the column-blocked loop at i's outputs (at depth; the caller
  * prints the pieces at depth + 1 and closes it): each block's first output v<i>_0 and size
- * v<i>_m, and the arrays of the values crossing pieces. work: the expression whose size above
- * PAR_THRESHOLD runs the blocks in parallel (the outputs split evenly over the threads, a multiple
- * of 16, 16..COL_BLOCK each: long contiguous slices per row; it never changes a result, each output
- * is on its own), or NULL: serial blocks of COL_BLOCK_SERIAL (a KIR_LOOP_BLOCK loop). */
-static void col_blocks_open(sbuf *b, const body_ctx *c, int i, int e, const uint8_t *xp, int depth, const char *work) {
+ * v<i>_m, and the arrays of the values crossing pieces. par: the blocks run in parallel
+ * (col_block_size), else serially, COL_BLOCK_SERIAL outputs each (a KIR_LOOP_BLOCK loop). */
+static void col_blocks_open(sbuf *b, const body_ctx *c, int i, int e, const uint8_t *xp, int depth, bool par) {
     const kir_kernel *k = c->k;
     const int n = k->ins[i].a;
     render_indent(b, depth);
-    if (work) {
-        sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_t < 16 ? 16 : "
-                       "v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16;\n",
-                    i, n, i, i, i, COL_BLOCK, COL_BLOCK, i);
+    if (par) {
+        col_block_size(b, i, n, false);
+        sbuf_printf(b, ";\n");
         render_indent(b, depth);
-        sbuf_printf(b, "#pragma omp parallel for if (%s > %d) num_threads(a->nthreads) schedule(static)\n", work,
-                    PAR_THRESHOLD);
+        sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
+                    col_work(&k->ins[i]), PAR_THRESHOLD);
     } else {
         sbuf_printf(b, "const int64_t v%d_s = %d;\n", i, COL_BLOCK_SERIAL);
     }
@@ -502,16 +512,15 @@ static void render_col_split(sbuf *b, body_ctx *c, int i, int e, const uint8_t *
     sbuf_printf(b, "const int64_t v%d_nr = v%d_pb ? v%d_rs : v%d, v%d_nb = v%d_pb ? (v%d + v%d_nr - 1) / v%d_nr : 1;\n",
                 i, i, i, r, i, i, r, i, i);
     render_indent(b, depth + 1);
-    sbuf_printf(b, "const int64_t v%d_t = (v%d + a->nthreads - 1) / a->nthreads, v%d_s = v%d_pb ? v%d : "
-                   "v%d_t < 16 ? 16 : v%d_t > %d ? %d : (v%d_t + 15) / 16 * 16, v%d_nq = (v%d + v%d_s - 1) / v%d_s;\n",
-                i, n, i, i, n, i, i, COL_BLOCK, COL_BLOCK, i, i, n, i, i);
+    col_block_size(b, i, n, true);
+    sbuf_printf(b, ", v%d_nq = (v%d + v%d_s - 1) / v%d_s;\n", i, n, i, i);
     render_indent(b, depth + 1);
     sbuf_printf(b, "int64_t *v%d_cn = v%d_pb ? (int64_t *)(v%d_pb + v%d_nb * v%d * %d) : NULL;\n", i, i, i, i, n, nacc);
     render_indent(b, depth + 1);
     sbuf_printf(b, "if (v%d_cn) *v%d_cn = v%d_nb;\n", i, i, i);
     render_indent(b, depth + 1);
     sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads) schedule(static)\n",
-                L->b >= 0 ? L->b : L->a, PAR_THRESHOLD);
+                col_work(L), PAR_THRESHOLD);
     render_indent(b, depth + 1);
     sbuf_printf(b, "for (int64_t v%d_k = 0; v%d_k < v%d_nb * v%d_nq; v%d_k++) {\n", i, i, i, i, i);
     render_indent(b, depth + 2);
@@ -607,9 +616,7 @@ void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool par) {
     } else {
         render_indent(b, depth);
         sbuf_printf(b, "if (v%d >= %d) { /* column-blocked: blocks of outputs, rows outer */\n", L->a, COL_MIN);
-        char work[24];
-        snprintf(work, sizeof work, "v%d", L->b >= 0 ? L->b : L->a);
-        col_blocks_open(b, c, i, e, xp, depth + 1, par ? work : NULL);
+        col_blocks_open(b, c, i, e, xp, depth + 1, par);
         col_pieces(b, c, i, e, xp, rc, i + 1, e, depth + 2, NULL, NULL);
         render_indent(b, depth + 1);
         sbuf_printf(b, "}\n");
@@ -618,8 +625,7 @@ void render_col_loop(sbuf *b, body_ctx *c, int i, int e, int depth, bool par) {
     sbuf_printf(b, "} else {\n");
     if (par) {
         render_indent(b, depth + 1);
-        sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n", L->b >= 0 ? L->b : L->a,
-                    PAR_THRESHOLD);
+        sbuf_printf(b, "#pragma omp parallel for if (v%d > %d) num_threads(a->nthreads)\n", col_work(L), PAR_THRESHOLD);
     }
     render_indent(b, depth + 1);
     sbuf_printf(b, "for (int64_t v%d = 0; v%d < v%d; v%d++) {\n", i, i, L->a, i);
