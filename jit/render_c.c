@@ -597,6 +597,71 @@ static void fblock_lines(sbuf *b, const body_ctx *c, int i, int e, int depth, bo
     }
 }
 
+/* ---- prefetches in a row's later passes ----
+ * A parallel row loop's first pass over a buffer streams the row from memory at the rate one
+ * core gets; its later passes over the same row find it in L1/L2 and are compute-bound
+ * (softmax's and cross-entropy's exps), while memory idles. So a lane loop in a parallel row
+ * loop that re-reads a buffer an earlier loop of the same row read, at `row * S + j`, also
+ * prefetches the rows that follow (at least PF_ELEMS elements ahead: the next row of 4096, the
+ * second of 1024), one line per 64 bytes of each chunk, into L2 (locality 2; 3 was slower in a
+ * harness): the next row's first pass finds them there. A prefetch is a hint: the results are
+ * the same. bench/NOTES.md, twenty-third pass. */
+#define PF_ELEMS 2048
+
+/* The loop that encloses the instruction at i, or -1. */
+static int enclosing_loop(const kir_kernel *k, int i) {
+    int depth = 0;
+    for (int j = i - 1; j >= 0; j--) {
+        if (k->ins[j].op == KI_ENDLOOP) depth++;
+        else if (k->ins[j].op == KI_LOOP && depth-- == 0) return j;
+    }
+    return -1;
+}
+
+/* The row stride S of a load at index row * S + j (j: loop i's variable, row: loop r's), as an
+ * instruction, or -1 when the index has another form. */
+static int row_stride(const kir_kernel *k, const kir_ins *ld, int i, int r) {
+    const kir_ins *x = &k->ins[ld->b];
+    if (x->op != KI_IADD || (x->a != i && x->b != i)) return -1;
+    const kir_ins *m = &k->ins[x->a == i ? x->b : x->a];
+    if (m->op != KI_IMUL || (m->a != r && m->b != r)) return -1;
+    const int s = m->a == r ? m->b : m->a;
+    return col_outside(k, s, r) ? s : -1;
+}
+
+/* Prints the prefetches of the lane loop [i, e] (nothing when it is no later pass of a row):
+ * before its chunk loop (setup) the distance of each prefetched load, `v<i>_pd<j>`, then in it
+ * the prefetches of the chunk at v<i>_c. */
+static void render_prefetch(sbuf *b, const body_ctx *c, int i, int e, int depth, bool setup) {
+    const kir_kernel *k = c->k;
+    const int r = c->split ? -1 : enclosing_loop(k, i);
+    if (r < 0 || k->ins[r].imm != KIR_LOOP_PAR) return;
+    for (int j = i + 1; j < e; j++) {
+        const kir_ins *ld = &k->ins[j];
+        if (!c->live[j] || ld->op != KI_LOAD) continue;
+        const int s = row_stride(k, ld, i, r);
+        bool seen = false, dup = false;
+        for (int q = r + 1; q < i && s >= 0 && !seen; q++) /* read by an earlier pass of the row */
+            seen = c->live[q] && k->ins[q].op == KI_LOAD && k->ins[q].a == ld->a;
+        for (int q = i + 1; q < j && seen && !dup; q++) /* printed already */
+            dup = c->live[q] && k->ins[q].op == KI_LOAD && k->ins[q].a == ld->a && k->ins[q].b == ld->b;
+        if (!seen || dup) continue;
+        render_indent(b, depth);
+        if (setup) {
+            sbuf_printf(b, "const int64_t v%d_pd%d = v%d > 0 ? (%d + v%d - 1) / v%d * v%d : 0; /* rows ahead */\n", i,
+                        j, s, PF_ELEMS, s, s, s);
+            continue;
+        }
+        const int64_t size = st_dtypes[ld->imm].size, lines = size * RED_LANES / 64;
+        for (int64_t l = 0; l < (lines > 1 ? lines : 1); l++) {
+            if (l) render_indent(b, depth);
+            sbuf_printf(b, "__builtin_prefetch((const void *)((uintptr_t)p%d + (uintptr_t)(v%d * v%d + v%d_c + "
+                        "v%d_pd%d + %lld) * %lld), 0, 2);\n", ld->a, r, s, i, i, j, (long long)(l * 64 / size),
+                        (long long)size);
+        }
+    }
+}
+
 /* Prints, for every accumulator the loop [i, e] updates: RED_LANES lanes at identity, the chunk
  * loop `for (v<i>_c = c0; v<i>_c < c1; v<i>_c += RED_LANES)` with the body lane-wise, then the
  * fixed-order pairwise combine; the result of each accumulator is left in its lane 0. A float
@@ -618,6 +683,7 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
         render_identity_literal(b, in->imm, t);
         sbuf_printf(b, ";\n");
     }
+    render_prefetch(b, c, i, e, depth, true);
     int outer = depth;
     if (fb) {
         render_indent(b, depth);
@@ -636,6 +702,7 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
         render_indent(b, depth);
         sbuf_printf(b, "for (int64_t v%d_c = %s; v%d_c < %s; v%d_c += %d) {\n", i, c0, i, c1, i, RED_LANES);
     }
+    render_prefetch(b, c, i, e, depth + 1, false);
     uint8_t *wide = widen_narrow_loads(c, i, e);
     const uint8_t *outer_wide = c->wide;
     if (wide) {
