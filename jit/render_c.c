@@ -602,10 +602,10 @@ static void fblock_lines(sbuf *b, const body_ctx *c, int i, int e, int depth, bo
  * core gets; its later passes over the same row find it in L1/L2 and are compute-bound
  * (softmax's and cross-entropy's exps), while memory idles. So a lane loop in a parallel row
  * loop that re-reads a buffer an earlier loop of the same row read, at `row * S + j`, also
- * prefetches the rows that follow (at least PF_ELEMS elements ahead: the next row of 4096, the
- * second of 1024), one line per 64 bytes of each chunk, into L2 (locality 2; 3 was slower in a
- * harness): the next row's first pass finds them there. A prefetch is a hint: the results are
- * the same. bench/NOTES.md, twenty-third pass. */
+ * prefetches what follows at max(S, PF_ELEMS) elements ahead (the next row of 4096, two rows of
+ * 1024 ahead; no division per row), one line per 64 bytes of each chunk, into L2 (locality 2;
+ * 3 was slower in a harness): the next row's first pass finds it there. A prefetch is a hint:
+ * the results are the same. bench/NOTES.md, twenty-third pass. */
 #define PF_ELEMS 2048
 
 /* The loop that encloses the instruction at i, or -1. */
@@ -648,8 +648,8 @@ static void render_prefetch(sbuf *b, const body_ctx *c, int i, int e, int depth,
         if (!seen || dup) continue;
         render_indent(b, depth);
         if (setup) {
-            sbuf_printf(b, "const int64_t v%d_pd%d = v%d > 0 ? (%d + v%d - 1) / v%d * v%d : 0; /* rows ahead */\n", i,
-                        j, s, PF_ELEMS, s, s, s);
+            sbuf_printf(b, "const int64_t v%d_pd%d = v%d > %d ? v%d : %d; /* rows ahead */\n", i, j, s, PF_ELEMS, s,
+                        PF_ELEMS);
             continue;
         }
         const int64_t size = st_dtypes[ld->imm].size, lines = size * RED_LANES / 64;

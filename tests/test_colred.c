@@ -993,6 +993,40 @@ TEST(reshaped_reads_take_the_multi_index) {
     free(s);
 }
 
+/* A row's later pass over a buffer its first pass read (log softmax's exp sum, the masked
+ * softmax's: x and the mask) prefetches what follows (render_c.c "prefetches in a row's later
+ * passes"), one prefetch per buffer in the pass's chunk loop; the first pass, and a row's only
+ * pass over a buffer (the row-value kernel's sum), none. The results are the interpreter's
+ * (reshaped_reads_match_interpreter). */
+TEST(later_passes_prefetch_what_follows) {
+    const char *k;
+    char *s = child_kernel(8, reshape_file, "-- log softmax --", &k);
+    size_t len = 0;
+    static const char *const lanes = "partial accumulators";
+    const char *ls = section_kernel(s, "-- log softmax --", "reduce; out:");
+    if (ls) {
+        divisions(ls, &len);
+        const char *pass2 = strstr(ls, lanes);
+        pass2 = pass2 ? strstr(pass2 + 1, lanes) : NULL;
+        const char *pf = strstr(ls, "__builtin_prefetch(");
+        CHECK_MSG(count_in(ls, len, "__builtin_prefetch(") == 1 && pass2 && pf > pass2 && pf < ls + len,
+                  "log softmax does not prefetch once, in its second pass:\n%.*s", (int)len, ls);
+    }
+    const char *ms = section_kernel(s, "-- masked softmax --", "reduce; out:");
+    if (ms) {
+        divisions(ms, &len);
+        CHECK_MSG(count_in(ms, len, "__builtin_prefetch(") == 2,
+                  "the masked softmax does not prefetch x and the mask in its second pass:\n%.*s", (int)len, ms);
+    }
+    const char *rv = section_kernel(s, "-- row value reads --", "reduce; out:");
+    if (rv) {
+        divisions(rv, &len);
+        CHECK_MSG(count_in(rv, len, "__builtin_prefetch(") == 0, "a row's only lane loop prefetches:\n%.*s",
+                  (int)len, rv);
+    }
+    free(s);
+}
+
 /* The same computations lazily and by the interpreter. */
 TEST(reshaped_reads_match_interpreter) {
     st_tensor *x = input(ST_F32, 3, RS_X, 41), *w = input(ST_F32, 2, RS_W, 42), *b = input(ST_F32, 1, RS_B, 43);
@@ -1147,6 +1181,7 @@ int main(void) {
     RUN(reshaped_reads_match_interpreter);
     RUN(widened_hoisted_and_shared_loops_match_interpreter);
     RUN(reshaped_reads_take_the_multi_index);
+    RUN(later_passes_prefetch_what_follows);
     RUN(phase_store_keeps_a_cached_buffer);
     st_shutdown();
     ft_cache_dir_remove();
