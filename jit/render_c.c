@@ -601,11 +601,12 @@ static void fblock_lines(sbuf *b, const body_ctx *c, int i, int e, int depth, bo
  * A parallel row loop's first pass over a buffer streams the row from memory at the rate one
  * core gets; its later passes over the same row find it in L1/L2 and are compute-bound
  * (softmax's and cross-entropy's exps), while memory idles. So a lane loop in a parallel row
- * loop that re-reads a buffer an earlier loop of the same row read, at `row * S + j`, also
- * prefetches what follows at max(S, PF_ELEMS) elements ahead (the next row of 4096, two rows of
- * 1024 ahead; no division per row), one line per 64 bytes of each chunk, into L2 (locality 2;
- * 3 was slower in a harness): the next row's first pass finds it there. A prefetch is a hint:
- * the results are the same. bench/NOTES.md, twenty-third pass. */
+ * loop whose loads at `row * S + j` all re-read buffers an earlier loop of the same row read
+ * (none streams a row of its own: LayerNorm backward's second pass reads dy first) also
+ * prefetches what follows of them, max(S, PF_ELEMS) elements ahead (the next row of 4096, two
+ * rows of 1024 ahead; no division per row), one line per 64 bytes of each chunk, into L2
+ * (locality 2; 3 was slower in a harness): the next row's first pass finds it there. A
+ * prefetch is a hint: the results are the same. bench/NOTES.md, twenty-third pass. */
 #define PF_ELEMS 2048
 
 /* The loop that encloses the instruction at i, or -1. */
@@ -636,16 +637,19 @@ static void render_prefetch(sbuf *b, const body_ctx *c, int i, int e, int depth,
     const kir_kernel *k = c->k;
     const int r = c->split ? -1 : enclosing_loop(k, i);
     if (r < 0 || k->ins[r].imm != KIR_LOOP_PAR) return;
+    uint8_t seen[KIR_MAX_BUFS] = {0};   /* read by an earlier pass of the row */
+    for (int q = r + 1; q < i; q++)
+        if (c->live[q] && k->ins[q].op == KI_LOAD) seen[k->ins[q].a] = 1;
+    for (int j = i + 1; j < e; j++) /* a pass that streams a row of its own is not compute-bound */
+        if (c->live[j] && k->ins[j].op == KI_LOAD && row_stride(k, &k->ins[j], i, r) >= 0 && !seen[k->ins[j].a])
+            return;
     for (int j = i + 1; j < e; j++) {
         const kir_ins *ld = &k->ins[j];
-        if (!c->live[j] || ld->op != KI_LOAD) continue;
-        const int s = row_stride(k, ld, i, r);
-        bool seen = false, dup = false;
-        for (int q = r + 1; q < i && s >= 0 && !seen; q++) /* read by an earlier pass of the row */
-            seen = c->live[q] && k->ins[q].op == KI_LOAD && k->ins[q].a == ld->a;
-        for (int q = i + 1; q < j && seen && !dup; q++) /* printed already */
+        const int s = c->live[j] && ld->op == KI_LOAD ? row_stride(k, ld, i, r) : -1;
+        bool dup = false;
+        for (int q = i + 1; q < j && s >= 0 && !dup; q++) /* printed already */
             dup = c->live[q] && k->ins[q].op == KI_LOAD && k->ins[q].a == ld->a && k->ins[q].b == ld->b;
-        if (!seen || dup) continue;
+        if (s < 0 || dup) continue;
         render_indent(b, depth);
         if (setup) {
             sbuf_printf(b, "const int64_t v%d_pd%d = v%d > %d ? v%d : %d; /* rows ahead */\n", i, j, s, PF_ELEMS, s,

@@ -489,6 +489,13 @@ static st_tensor *sibling_col_sums(st_tensor *g, st_tensor *a, st_tensor **s2) {
     st_release(ga);
     return s1;
 }
+/* sum(g * (x - sum(x))) per row: the second pass re-reads x and streams g, a row of its own */
+static st_tensor *second_stream(st_tensor *x, st_tensor *g) {
+    const int ax = 1;
+    st_tensor *t = st_sum(x, 1, &ax, 1), *dx = st_sub(x, t), *p = st_mul(g, dx), *y = st_sum(p, 1, &ax, 1);
+    st_release(t); st_release(dx); st_release(p);
+    return y;
+}
 static void child_sources_reshape(const char *path) {
     sources_child_start(path);
     st_tensor *x = input(ST_F32, 3, RS_X, 41), *w = input(ST_F32, 2, RS_W, 42), *b = input(ST_F32, 1, RS_B, 43);
@@ -526,6 +533,8 @@ static void child_sources_reshape(const char *path) {
     st_tensor *la = input(ST_F32, 2, ls, 53), *sb, *sw = sibling_col_sums(lx, la, &sb), *o4[2] = {sw, sb};
     fprintf(stderr, "\n-- sibling col sums --\n");
     ok = ok && st_realize(2, o4) == ST_OK;
+    fprintf(stderr, "\n-- second stream --\n");
+    ok = ok && realized(second_stream(lx, la)) != NULL;
     _exit(ok ? 0 : 5);
 }
 
@@ -993,11 +1002,11 @@ TEST(reshaped_reads_take_the_multi_index) {
     free(s);
 }
 
-/* A row's later pass over a buffer its first pass read (log softmax's exp sum, the masked
+/* A row's later pass over buffers its first pass read (log softmax's exp sum, the masked
  * softmax's: x and the mask) prefetches what follows (render_c.c "prefetches in a row's later
- * passes"), one prefetch per buffer in the pass's chunk loop; the first pass, and a row's only
- * pass over a buffer (the row-value kernel's sum), none. The results are the interpreter's
- * (reshaped_reads_match_interpreter). */
+ * passes"), one prefetch per buffer in the pass's chunk loop; the first pass, a row's only pass
+ * (the row-value kernel's sum) and a later pass that streams a row of its own, none. The results
+ * are the interpreter's (reshaped_reads_match_interpreter). */
 TEST(later_passes_prefetch_what_follows) {
     const char *k;
     char *s = child_kernel(8, reshape_file, "-- log softmax --", &k);
@@ -1023,6 +1032,13 @@ TEST(later_passes_prefetch_what_follows) {
         divisions(rv, &len);
         CHECK_MSG(count_in(rv, len, "__builtin_prefetch(") == 0, "a row's only lane loop prefetches:\n%.*s",
                   (int)len, rv);
+    }
+    const char *ss = section_kernel(s, "-- second stream --", "reduce; out:");
+    if (ss) {
+        divisions(ss, &len);
+        CHECK_MSG(count_in(ss, len, "partial accumulators") == 2 && count_in(ss, len, "__builtin_prefetch(") == 0,
+                  "a second pass that streams a row of its own prefetches (or is no lane loop):\n%.*s", (int)len,
+                  ss);
     }
     free(s);
 }
