@@ -16,7 +16,7 @@
  *   e_j = exp(s_j - m)           (the prelude's exp: om_exp's function)
  *   l = sum_j e_j                in double, 16 partial sums (lane j % 16, in float blocks of 8
  *                                chunks for f32: ST_ATTN_SUM_), combined pairwise
- *   p_j = e_j * (1 / (T)l)      (softmax's reciprocal: runtime/ops.c)
+ *   p_j = e_j / (T)l
  *   p_j = u_j >= (T)drop ? p_j * (T)(1 / (1 - drop)) : 0     with dropout (drop > 0): u_j the
  *                                uniform of st_rand_uniform_<S>(seed, ctr + i Lk + j): st.rand's
  *                                number at the weight's flat index, F.dropout's keep and scale
@@ -164,9 +164,9 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
                     m = (m != m || m > x) ? m : x;                                               \
                 }                                                                                \
                 ST_ATTN_SUM_(T, jx, st_attn_exp_##S##_(g, Q, K, i, jx, m))                         \
-                const T lt = (T)l, rl = (T)1 / lt;                                               \
+                const T lt = (T)l;                                                               \
                 for (int64_t k = 0; k < n; k++) {                                                \
-                    T p = st_attn_exp_##S##_(g, Q, K, i, k, m) * rl;                             \
+                    T p = st_attn_exp_##S##_(g, Q, K, i, k, m) / lt;                             \
                     if (g->drop > 0) p = st_attn_drop_##S##_(g, i, k, p);                         \
                     for (int64_t e = 0; e < Dv; e++)                                             \
                         orow[e] = ST_GEMM_FMA_##T(p, V[k * g->svj + e * g->sve], orow[e]);        \
@@ -244,8 +244,8 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
                 {                                                                                \
                     const int64_t n = n_;                                                        \
                     ST_ATTN_SUM_(T, jx, (sr[jx] = EXP(sr[jx] - m)))                                \
-                    const T lt = (T)l, rl = (T)1 / lt;                                           \
-                    for (int64_t k = 0; k < n; k++) sr[k] = sr[k] * rl;                          \
+                    const T lt = (T)l;                                                           \
+                    for (int64_t k = 0; k < n; k++) sr[k] = sr[k] / lt;                          \
                     if (g->drop > 0)                                                             \
                         for (int64_t k = 0; k < n; k++) sr[k] = st_attn_drop_##S##_(g, ib + r, k, sr[k]); \
                 }                                                                                \

@@ -568,7 +568,7 @@ static void grad_setview(grad_ctx *c) {
  * dM = G (reduced to the mask's shape by its broadcast view's rule); with dropout, D the kept
  * weights' scale (st.rand's numbers of the forward's stream again, F.dropout's keep * 1/(1 - p)),
  * dv = (P D)^T g and dP = (g v^T) D: the composed form's gradients within rounding (its softmax's
- * backward goes through exp, sum, reciprocal and mul rules: dq and dk differ in the last bits; dv, from the same
+ * backward goes through exp, sum and div rules: dq and dk differ in the last bits; dv, from the same
  * P, is the same). */
 static void grad_attention(grad_ctx *c) {
     st_node *s2 = c->ag->src[2];

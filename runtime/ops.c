@@ -413,9 +413,6 @@ static st_tensor *softmax_impl(st_tensor *a, int dim, int log_) {
      * flows through it (detached). Its backward is then y * (g - sum(g * y)) (log_softmax:
      * g - softmax * sum(g)), without the max's own backward (a compare against the max, a second
      * reduction, and a scatter to the argmax of what is zero up to rounding). */
-    /* softmax multiplies by the sum's reciprocal (one division per row; a division per element
-     * was ~10% of the kernel: bench/NOTES.md, twenty-third pass); the attention op's softmax
-     * (base/opmath_attn.h) does the same, in the same order. */
     st_tensor *f = as_float(a), *m0 = NULL, *m = NULL, *x = NULL, *e = NULL, *s = NULL, *l = NULL, *r = NULL;
     if (!f || !(m0 = st_max(f, 1, &d, 1)) || !(m = st_detach(m0)) || !(x = st_sub(f, m)) ||
         !(e = st_exp(x)) || !(s = st_sum(e, 1, &d, 1)))
@@ -423,7 +420,7 @@ static st_tensor *softmax_impl(st_tensor *a, int dim, int log_) {
     if (log_) {
         if ((l = st_log(s))) r = st_sub(x, l);
     } else {
-        if ((l = st_reciprocal(s))) r = st_mul(e, l);
+        r = st_div(e, s);
     }
 done:
     st_release(f); st_release(m0); st_release(m); st_release(x); st_release(e); st_release(s);

@@ -239,7 +239,7 @@ static void fault_body(void) {
     CHECK_EQ_INT(st_to_host(y, ST_F32, out, sizeof out), ST_ERR_DEVICE);
     const char *m = st_last_error();
     CHECK_MSG(strstr(m, "CUDA_ERROR_ILLEGAL_ADDRESS") && strstr(m, "kernels in flight on cuda:0") &&
-              strstr(m, "_exp_sum_reciprocal_mul (st_k_") && k[0] && strstr(m, fn), "message: %.300s (last kernel %s)", m, k);
+              strstr(m, "_exp_sum_div (st_k_") && k[0] && strstr(m, fn), "message: %.300s (last kernel %s)", m, k);
     fake_cuda_trouble("fakecu_fault", NULL);
     st_release(y);
     st_release(x);
