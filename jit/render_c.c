@@ -630,14 +630,13 @@ static int row_stride(const kir_kernel *k, const kir_ins *ld, int i, int r) {
     return col_outside(k, s, r) ? s : -1;
 }
 
-/* Prints the prefetches of the lane loop [i, e] (nothing when it is no later pass of a row):
- * before its chunk loop (setup) the distance of each prefetched load, `v<i>_pd<j>`, then in it
- * the prefetches of the chunk at v<i>_c. */
-static void render_prefetch(sbuf *b, const body_ctx *c, int i, int e, int depth, bool setup) {
+/* Prints the prefetches of the lane loop [i, e] in its chunk loop, for the chunk at v<i>_c:
+ * one per buffer (nothing when the loop is no later pass of a row). */
+static void render_prefetch(sbuf *b, const body_ctx *c, int i, int e, int depth) {
     const kir_kernel *k = c->k;
     const int r = c->split ? -1 : enclosing_loop(k, i);
     if (r < 0 || k->ins[r].imm != KIR_LOOP_PAR) return;
-    uint8_t seen[KIR_MAX_BUFS] = {0};   /* read by an earlier pass of the row */
+    uint8_t seen[KIR_MAX_BUFS] = {0};   /* read by an earlier pass of the row; then: prefetched */
     for (int q = r + 1; q < i; q++)
         if (c->live[q] && k->ins[q].op == KI_LOAD) seen[k->ins[q].a] = 1;
     for (int j = i + 1; j < e; j++) /* a pass that streams a row of its own is not compute-bound */
@@ -646,22 +645,14 @@ static void render_prefetch(sbuf *b, const body_ctx *c, int i, int e, int depth,
     for (int j = i + 1; j < e; j++) {
         const kir_ins *ld = &k->ins[j];
         const int s = c->live[j] && ld->op == KI_LOAD ? row_stride(k, ld, i, r) : -1;
-        bool dup = false;
-        for (int q = i + 1; q < j && s >= 0 && !dup; q++) /* printed already */
-            dup = c->live[q] && k->ins[q].op == KI_LOAD && k->ins[q].a == ld->a && k->ins[q].b == ld->b;
-        if (s < 0 || dup) continue;
-        render_indent(b, depth);
-        if (setup) {
-            sbuf_printf(b, "const int64_t v%d_pd%d = v%d > %d ? v%d : %d; /* rows ahead */\n", i, j, s, PF_ELEMS, s,
-                        PF_ELEMS);
-            continue;
-        }
+        if (s < 0 || seen[ld->a] == 2) continue;
+        seen[ld->a] = 2;
         const int64_t size = st_dtypes[ld->imm].size, lines = size * RED_LANES / 64;
         for (int64_t l = 0; l < (lines > 1 ? lines : 1); l++) {
-            if (l) render_indent(b, depth);
+            render_indent(b, depth);
             sbuf_printf(b, "__builtin_prefetch((const void *)((uintptr_t)p%d + (uintptr_t)(v%d * v%d + v%d_c + "
-                        "v%d_pd%d + %lld) * %lld), 0, 2);\n", ld->a, r, s, i, i, j, (long long)(l * 64 / size),
-                        (long long)size);
+                        "(v%d > %d ? v%d : %d) + %lld) * %lld), 0, 2);\n", ld->a, r, s, i, s, PF_ELEMS, s,
+                        PF_ELEMS, (long long)(l * 64 / size), (long long)size);
         }
     }
 }
@@ -687,7 +678,6 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
         render_identity_literal(b, in->imm, t);
         sbuf_printf(b, ";\n");
     }
-    render_prefetch(b, c, i, e, depth, true);
     int outer = depth;
     if (fb) {
         render_indent(b, depth);
@@ -706,7 +696,7 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
         render_indent(b, depth);
         sbuf_printf(b, "for (int64_t v%d_c = %s; v%d_c < %s; v%d_c += %d) {\n", i, c0, i, c1, i, RED_LANES);
     }
-    render_prefetch(b, c, i, e, depth + 1, false);
+    render_prefetch(b, c, i, e, depth + 1);
     uint8_t *wide = widen_narrow_loads(c, i, e);
     const uint8_t *outer_wide = c->wide;
     if (wide) {
