@@ -704,9 +704,12 @@ static void render_lanes(sbuf *b, body_ctx *c, int i, int e, int depth, const ch
         render_widen_loop(b, c, i, e, depth + 1);
     }
     /* kept as a loop: the loop vectorizer if-converts max/min selects; fully unrolled first,
-     * only the basic-block vectorizer would see it, and it leaves them as branches */
+     * only the basic-block vectorizer would see it, and it leaves them as branches. ivdep: a lane
+     * touches only its own element; without it GCC versions a storing lane loop on an alias check
+     * (the outlined omp function loses restrict) and re-broadcasts its constants per chunk */
     render_indent(b, depth + 1);
-    sbuf_printf(b, "_Pragma(\"GCC unroll 1\") for (int l_ = 0; l_ < %d; l_++) {\n", RED_LANES);
+    sbuf_printf(b, "_Pragma(\"GCC unroll 1\") _Pragma(\"GCC ivdep\") for (int l_ = 0; l_ < %d; l_++) {\n",
+                RED_LANES);
     render_indent(b, depth + 2);
     sbuf_printf(b, "const int64_t v%d = v%d_c + l_;\n", i, i);
     const int outer_fb = c->fb_end;

@@ -1005,8 +1005,8 @@ TEST(reshaped_reads_take_the_multi_index) {
 /* A row's later pass over buffers its first pass read (log softmax's exp sum, the masked
  * softmax's: x and the mask) prefetches what follows (render_c.c "prefetches in a row's later
  * passes"), one prefetch per buffer in the pass's chunk loop; the first pass, a row's only pass
- * (the row-value kernel's sum) and a later pass that streams a row of its own, none. The results
- * are the interpreter's (reshaped_reads_match_interpreter). */
+ * (the row-value kernel's sum) and a later pass that streams a row of its own, none; lane loops
+ * carry ivdep. The results are the interpreter's (reshaped_reads_match_interpreter). */
 TEST(later_passes_prefetch_what_follows) {
     const char *k;
     char *s = child_kernel(8, reshape_file, "-- log softmax --", &k);
@@ -1020,6 +1020,11 @@ TEST(later_passes_prefetch_what_follows) {
         const char *pf = strstr(ls, "__builtin_prefetch(");
         CHECK_MSG(count_in(ls, len, "__builtin_prefetch(") == 1 && pass2 && pf > pass2 && pf < ls + len,
                   "log softmax does not prefetch once, in its second pass:\n%.*s", (int)len, ls);
+        /* every lane loop is marked ivdep (a lane touches only its own element; GCC otherwise
+         * versions the storing pass on an alias check) */
+        const int lane_loops = count_in(ls, len, "_Pragma(\"GCC unroll 1\")");
+        CHECK_MSG(lane_loops == 2 && count_in(ls, len, "_Pragma(\"GCC unroll 1\") _Pragma(\"GCC ivdep\")") == 2,
+                  "log softmax's two lane loops are not both marked ivdep:\n%.*s", (int)len, ls);
     }
     const char *ms = section_kernel(s, "-- masked softmax --", "reduce; out:");
     if (ms) {
