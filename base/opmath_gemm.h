@@ -577,6 +577,48 @@ typedef double st_v8d_ __attribute__((vector_size(64)));
     }
 ST_GEMM_VUKR_(float, f, ST_GEMM_NRF, st_v16f_, 16, ST_VFMA_)
 ST_GEMM_VUKR_(double, d, ST_GEMM_NRD, st_v8d_, 8, ST_VFMAD_)
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(__clang__)
+/* The micro-kernels of AVX2 GCC builds (the library's AVX2 copy, base/gemm_avx2.c; JIT kernels on
+ * such a CPU): AVX2 has 16 vector registers, and the MR x NR tile's MR * NR / VL accumulators (32
+ * for float, 48 for double) do not fit: GCC kept most of them on the stack, a reload and a store
+ * around most FMAs. So the tile runs as sub-tiles of ST_GEMM_SUBR_ rows x 2 vectors (8
+ * accumulators, 2 B vectors and a broadcast: 11 registers), each over all of kc, B's sub-panel
+ * (2 vectors x kc) read again by the next sub-tile's rows, from L1. Each element's sum is the one
+ * of ST_GEMM_UKR_ (k in order, fma(a, b, 0) or fma(a, b, c) first). */
+typedef double st_v4d_ __attribute__((vector_size(32)));
+#define ST_GEMM_SUBR_ 4
+#define ST_GEMM_V2UKR_(T, U, NR, V, VL, FMA)                                                     \
+    static inline __attribute__((always_inline)) void st_gemm_ukrs_##U##_(                       \
+        int64_t kc, const T *restrict ap, const T *restrict bp, T *restrict c, int64_t ldc, const int first) { \
+        const V z = {0};                                                                         \
+        V acc[ST_GEMM_SUBR_][2];                                                                 \
+        for (int i = 0; i < ST_GEMM_SUBR_; i++)                                                  \
+            for (int v = 0; v < 2; v++) {                                                        \
+                if (first) acc[i][v] = z;                                                        \
+                else __builtin_memcpy(&acc[i][v], c + i * ldc + v * VL, sizeof(V));              \
+            }                                                                                    \
+        int64_t k = 0;                                                                           \
+        do {                                                                                     \
+            V b[2];                                                                              \
+            for (int v = 0; v < 2; v++) __builtin_memcpy(&b[v], bp + k * NR + v * VL, sizeof(V)); \
+            for (int i = 0; i < ST_GEMM_SUBR_; i++) {                                            \
+                const V ai = ap[k * ST_GEMM_MR + i] - z;   /* x - (+0) is x, a zero's sign too */ \
+                for (int v = 0; v < 2; v++) acc[i][v] = FMA(ai, b[v], acc[i][v]);               \
+            }                                                                                    \
+        } while (++k < kc);                                                                      \
+        for (int i = 0; i < ST_GEMM_SUBR_; i++)                                                  \
+            for (int v = 0; v < 2; v++) __builtin_memcpy(c + i * ldc + v * VL, &acc[i][v], sizeof(V)); \
+    }                                                                                            \
+    static inline void st_gemm_ukr_##U##_(int64_t kc, const T *restrict ap, const T *restrict bp, \
+                                          T *restrict c, int64_t ldc, int first) {              \
+        for (int j = 0; j < NR; j += 2 * VL)                                                     \
+            for (int i = 0; i < ST_GEMM_MR; i += ST_GEMM_SUBR_) {                                \
+                if (first) st_gemm_ukrs_##U##_(kc, ap + i, bp + j, c + i * ldc + j, ldc, 1);     \
+                else st_gemm_ukrs_##U##_(kc, ap + i, bp + j, c + i * ldc + j, ldc, 0);           \
+            }                                                                                    \
+    }
+ST_GEMM_V2UKR_(float, f, ST_GEMM_NRF, st_v8f_, 8, __builtin_ia32_vfmaddps256)
+ST_GEMM_V2UKR_(double, d, ST_GEMM_NRD, st_v4d_, 4, __builtin_ia32_vfmaddpd256)
 #else
 ST_GEMM_UKR_(float, f, ST_GEMM_NRF)
 ST_GEMM_UKR_(double, d, ST_GEMM_NRD)
