@@ -36,6 +36,10 @@ extern char **environ;
  *   -std=c11                 the language the renderers emit
  *   -ffp-contract=off        no a*b+c -> fma: fused kernels must round like the interpreter does
  *   -fno-math-errno          lets sqrt & co. vectorize; we never read errno in kernels
+ *   -fno-trapping-math       lets GCC if-convert (so vectorize) a loop where it had split a
+ *                            clamp into branches around a float multiply (exp's); without AVX-512's
+ *                            masks it may not run such an op on lanes that had not, while it "could
+ *                            trap". Results are the same; kernels never read the FP exception flags
  *   -Werror=implicit-function-declaration
  *                            a missing prelude function is a compile error with a log line, not a
  *                            dlopen "undefined symbol" later
@@ -43,7 +47,7 @@ extern char **environ;
  *   -lm (after the source)   libm for the math functions the prelude calls */
 static const char *const jit_flags[] = {
     "-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-std=c11", "-ffp-contract=off",
-    "-fno-math-errno", "-Werror=implicit-function-declaration", "-pipe", "-g0",
+    "-fno-math-errno", "-fno-trapping-math", "-Werror=implicit-function-declaration", "-pipe", "-g0",
 };
 #define JIT_NFLAGS ((int)(sizeof jit_flags / sizeof jit_flags[0]))
 #define JIT_MAX_WORDS 16
