@@ -90,11 +90,12 @@ $(BUILD)/obj/%.o: %.c | check-deps
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 # The interpreter's AVX-512 copy of the elementwise loops (trace/interp_ew.h): sqrt vectorizes only
-# when it need not set errno, as in the JIT's kernels (jit/compile.c).
-$(BUILD)/obj/trace/interp_ew.o $(BUILD)/obj/trace/interp_ew_avx2.o: CFLAGS += -fno-math-errno
+# when it need not set errno, and exp's loops on AVX2 only when a float operation may run on lanes
+# that had skipped it, as in the JIT's kernels (jit/compile.c); no result changes.
+$(BUILD)/obj/trace/interp_ew.o $(BUILD)/obj/trace/interp_ew_avx2.o: CFLAGS += -fno-math-errno -fno-trapping-math
 # The library's AVX2 and AVX-512 copies of the GEMM (base/gemm.h) at the JIT's -O3: GCC's -O2 leaves
-# most of the micro-kernel scalar (27 vs 69 GFLOP/s, AVX2).
-$(BUILD)/obj/base/gemm_avx2.o $(BUILD)/obj/base/gemm_avx512.o: CFLAGS += -O3
+# most of the micro-kernel scalar (27 vs 69 GFLOP/s, AVX2); the attention task's exp as above.
+$(BUILD)/obj/base/gemm_avx2.o $(BUILD)/obj/base/gemm_avx512.o: CFLAGS += -O3 -fno-math-errno -fno-trapping-math
 
 # The prelude is compiled into the runtime (interpreter) and embedded as text for the JIT: its two
 # files joined (base/opmath.h includes base/opmath_gemm.h and base/opmath_attn.h unless

@@ -57,6 +57,16 @@ static inline int64_t st_attn_plan(int64_t batch, int64_t Lq, int nthreads) {
     return rb;
 }
 #define ST_ATTN_R 8   /* query rows computed together (their outputs' sums are independent chains) */
+/* Rows whose 16 sums each are in registers at once: 8 with AVX-512's 32 registers; without them (16
+ * registers) 8 rows' sums did not fit (AVX2: 16 accumulators, and GCC kept some on the stack, a
+ * reload and a store around their FMAs), so the R rows go through in groups of 8 vectors' worth. */
+#if defined(__AVX512F__) && !defined(__clang__)
+#define ST_ATTN_RA(T) ST_ATTN_R
+#elif defined(__AVX2__)
+#define ST_ATTN_RA(T) (sizeof(T) == 8 ? 2 : 4)
+#else
+#define ST_ATTN_RA(T) (sizeof(T) == 8 ? 1 : 2)
+#endif
 /* Scratch per thread: K^T and V (keys and output columns padded to 16), ST_ATTN_R rows of scores
  * and of q, 64-byte aligned. */
 static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv) {
@@ -207,19 +217,20 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
                     for (int64_t d = 0; d < D; d++) qp[r * D + d] = qr[d * sqd];                 \
             }                                                                                    \
             /* scores, 16 keys x ST_ATTN_R rows at a time (accumulators in registers) */          \
-            for (int64_t k0 = 0; k0 < nhi; k0 += 16) {                                           \
-                T acc[ST_ATTN_R][16];                                                            \
-                for (int r = 0; r < ST_ATTN_R; r++)                                              \
+            for (int64_t k0 = 0; k0 < nhi; k0 += 16)                                             \
+            for (int r0 = 0; r0 < ST_ATTN_R; r0 += ST_ATTN_RA(T)) {                              \
+                T acc[ST_ATTN_RA(T)][16];                                                        \
+                for (int r = 0; r < ST_ATTN_RA(T); r++)                                          \
                     for (int c = 0; c < 16; c++) acc[r][c] = 0;                                  \
                 for (int64_t d = 0; d < D; d++) {                                                \
                     const T *kv = kt + d * nkp + k0;                                             \
-                    _Pragma("GCC unroll 8") for (int r = 0; r < ST_ATTN_R; r++) {                 \
-                        const T q = qp[r * D + d];                                               \
+                    _Pragma("GCC unroll 8") for (int r = 0; r < ST_ATTN_RA(T); r++) {             \
+                        const T q = qp[(r0 + r) * D + d];                                        \
                         for (int c = 0; c < 16; c++) acc[r][c] = ST_GEMM_FMA_##T(q, kv[c], acc[r][c]); \
                     }                                                                            \
                 }                                                                                \
-                for (int r = 0; r < ST_ATTN_R; r++)                                              \
-                    for (int c = 0; c < 16; c++) s[r * nkp + k0 + c] = acc[r][c] * sc;            \
+                for (int r = 0; r < ST_ATTN_RA(T); r++)                                          \
+                    for (int c = 0; c < 16; c++) s[(r0 + r) * nkp + k0 + c] = acc[r][c] * sc;     \
             }                                                                                    \
             if (g->M)   /* the mask, added to the keys each row sees */                         \
                 for (int r = 0; r < nr; r++) {                                                   \
@@ -252,25 +263,27 @@ static inline size_t st_attn_ws_bytes(int dt, int64_t Lk, int64_t D, int64_t Dv)
             }                                                                                    \
             /* p v, 16 output columns x ST_ATTN_R rows at a time: the keys every row sees, then  \
              * each row's own last ones (causal), k in order for every output */                 \
-            for (int64_t e0 = 0; e0 < Dv; e0 += 16) {                                            \
-                T acc[ST_ATTN_R][16];                                                            \
-                for (int r = 0; r < ST_ATTN_R; r++)                                              \
+            for (int64_t e0 = 0; e0 < Dv; e0 += 16)                                              \
+            for (int r0 = 0; r0 < nr; r0 += ST_ATTN_RA(T)) {                                     \
+                T acc[ST_ATTN_RA(T)][16];                                                        \
+                const int na = nr - r0 < ST_ATTN_RA(T) ? nr - r0 : ST_ATTN_RA(T);                \
+                for (int r = 0; r < ST_ATTN_RA(T); r++)                                          \
                     for (int c = 0; c < 16; c++) acc[r][c] = 0;                                  \
                 for (int64_t k = 0; k < nlo; k++) {                                              \
                     const T *vr = vp + k * dvp + e0;                                             \
-                    _Pragma("GCC unroll 8") for (int r = 0; r < ST_ATTN_R; r++) {                 \
-                        const T p = s[r * nkp + k];                                              \
+                    _Pragma("GCC unroll 8") for (int r = 0; r < ST_ATTN_RA(T); r++) {             \
+                        const T p = s[(r0 + r) * nkp + k];                                       \
                         for (int c = 0; c < 16; c++) acc[r][c] = ST_GEMM_FMA_##T(p, vr[c], acc[r][c]); \
                     }                                                                            \
                 }                                                                                \
-                for (int r = 0; r < nr; r++)                                                     \
-                    for (int64_t k = nlo; k < nn[r]; k++) {                                       \
-                        const T p = s[r * nkp + k], *vr = vp + k * dvp + e0;                     \
+                for (int r = 0; r < na; r++)                                                     \
+                    for (int64_t k = nlo; k < nn[r0 + r]; k++) {                                  \
+                        const T p = s[(r0 + r) * nkp + k], *vr = vp + k * dvp + e0;              \
                         for (int c = 0; c < 16; c++) acc[r][c] = ST_GEMM_FMA_##T(p, vr[c], acc[r][c]); \
                     }                                                                            \
                 const int ne = Dv - e0 < 16 ? (int)(Dv - e0) : 16;                               \
-                for (int r = 0; r < nr; r++)                                                     \
-                    for (int c = 0; c < ne; c++) O[(ib + r) * Dv + e0 + c] = acc[r][c];           \
+                for (int r = 0; r < na; r++)                                                     \
+                    for (int c = 0; c < ne; c++) O[(ib + r0 + r) * Dv + e0 + c] = acc[r][c];      \
             }                                                                                    \
         }                                                                                        \
     }
