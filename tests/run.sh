@@ -17,7 +17,7 @@ if [ "${1:-}" = --one ]; then
     log="$RUN_OUT/$name.log"
     start=$(date +%s)
     case "$name" in
-    test_fuzz) env ST_NVRTC_CHECK=0 "$BUILD/tests/test_fuzz" --graphs "${FUZZ_GRAPHS:-2000}" ;;
+    test_fuzz) env ST_NVRTC_CHECK=0 "$BUILD/tests/test_fuzz" ${FUZZ_GRAPHS:+--graphs "$FUZZ_GRAPHS"} ;;
     # NVRTC needs ~40 ms per kernel and architecture: the 2000 graphs (~10,000 kernels) run on the
     # CPU alone (test_fuzz), and the first NVRTC_GRAPHS of them again with every kernel compiled by
     # NVRTC.
