@@ -178,9 +178,11 @@ test-nvrtc: all $(TEST_BIN)
 # precompiled header built with the same flags. -fno-gnu-unique: a module (a shared object) with a
 # STB_GNU_UNIQUE symbol (a template's static member) could never be unloaded (glibc marks it
 # NODELETE), and the driver's dlopen by fd name would find it again (sim_driver.c cuModuleUnload).
+# -fno-exceptions: a module then needs nothing of libstdc++, and sim_nvrtc.c links it without the
+# standard libraries (-nostdlib: 0.02 s a module instead of 0.09, about a quarter of each compile).
 SIM := $(BUILD)/sim
 SIM_CXX ?= g++
-SIM_CXXFLAGS := -std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fno-gnu-unique -fsanitize=thread -w
+SIM_CXXFLAGS := -std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fno-gnu-unique -fno-exceptions -fsanitize=thread -w
 SIM_WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror=implicit-function-declaration
 SIM_HDR := tests/sim/sim_rt.h tests/sim/sim_cuda.h tests/sim/sim_fiber.h tests/sim/sim_mma.h
 sim: $(SIM)/libcuda.so.1 $(SIM)/libnvrtc.so $(SIM)/sim_pre.h.gch $(SIM)/test_sim_mma $(SIM)/test_sim

@@ -37,6 +37,7 @@ suite() {
     : > "$out/$name.res"
     for sched in ${scheds:-forward reverse random:7}; do
         log="$out/$name.$sched.log"
+        t0=$(date +%s)
         # the SM count sets the grids (grid-stride loops): 4, then 1, then 3 (no recompile)
         case "$sched" in forward) export ST_SIM_SMS=4 ;; reverse) export ST_SIM_SMS=1 ;; *) export ST_SIM_SMS=3 ;; esac
         case "$name" in   # asserts that its first step compiles: a cache of its own each time
@@ -51,7 +52,7 @@ suite() {
         if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
             echo "FAIL [$sched] $name: exited with status $rc" >> "$out/$name.res"; tail -n 15 "$log" >> "$out/$name.res"; f=1
         fi
-        echo "$p $f $sched" >> "$out/$name.counts"
+        echo "$p $f $sched $(( $(date +%s) - t0 ))" >> "$out/$name.counts"
     done
     echo "$(( $(date +%s) - start ))" > "$out/$name.time"
 }
@@ -93,7 +94,7 @@ for s in $suites; do
     cat "$out/$n.res"
     p=$(awk '{s += $1} END {print s + 0}' "$out/$n.counts"); f=$(awk '{s += $2} END {print s + 0}' "$out/$n.counts")
     k=$(wc -l < "$out/$n.counts")
-    echo "  sim $n: $p passed, $f failed ($(cat "$out/$n.time")s, $k schedule$([ "$k" -gt 1 ] && echo s))"
+    echo "  sim $n: $p passed, $f failed ($(cat "$out/$n.time")s, $k schedule$([ "$k" -gt 1 ] && echo s): $(awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $3, $4}' "$out/$n.counts"))"
     grep -h '^fuzz: ' "$out/$n".*.log 2>/dev/null | head -3
     pass=$((pass + p)); fail=$((fail + f))
 done

@@ -4,8 +4,9 @@
  * It takes exactly what stitch gives NVRTC (the unit: prelude and kernels, each kernel's name as
  * `#define KNAME <name>`) and builds a host shared object from it: `#include "sim_cuda.h"`, the
  * unit, one ST_SIM_KERNEL(name, launch bound) per kernel and ST_SIM_MODULE(), compiled by the host
- * C++ compiler with -std=c++17 -O1 -ffp-contract=off (NVRTC's --fmad=false) -fsanitize=thread
- * (instrumentation only: sim_cuda.h defines the hooks; SIM_CXXFLAGS, from the Makefile). The prelude
+ * C++ compiler with -std=c++17 -O1 -ffp-contract=off (NVRTC's --fmad=false) -fno-exceptions
+ * -fsanitize=thread (instrumentation only: sim_cuda.h defines the hooks; SIM_CXXFLAGS, from the
+ * Makefile) and linked with -nostdlib (libm only: what else a module calls, the process has). The prelude
  * comes from the precompiled header sim_pre.h (sim_cuda.h + base/opmath.h) when the unit holds it
  * verbatim, which saves about half of each compile. The "cubin" is SIM_MAGIC, the object's
  * size (8 bytes) and the object; the simulated driver (sim_driver.c) loads it. A compile error is
@@ -32,7 +33,7 @@
 #define SIM_CXX "g++"
 #endif
 #ifndef SIM_CXXFLAGS
-#define SIM_CXXFLAGS "-std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fsanitize=thread -w"
+#define SIM_CXXFLAGS "-std=c++17 -O1 -fPIC -ffp-contract=off -fno-ipa-reference -fno-exceptions -fsanitize=thread -w"
 #endif
 
 typedef int nvrtcResult;
@@ -235,7 +236,7 @@ EXPORT nvrtcResult nvrtcCompileProgram(prog *p, int nopt, const char *const *opt
     fclose(f);
     const char *cxx = getenv("ST_SIM_CXX");
     if (!cxx || !*cxx) cxx = SIM_CXX;
-    snprintf(cmd, sizeof cmd, "%s " SIM_CXXFLAGS " -I'%s' -c '%s' -o '%s' > '%s' 2>&1 && %s -shared -o '%s' '%s' >> '%s' 2>&1",
+    snprintf(cmd, sizeof cmd, "%s " SIM_CXXFLAGS " -I'%s' -c '%s' -o '%s' > '%s' 2>&1 && %s -shared -nostdlib -o '%s' '%s' -lm >> '%s' 2>&1",
              cxx, own_dir(), cpp, obj, log, cxx, so, obj, log);
     int rc = system(cmd);
     size_t n = 0;
