@@ -37,6 +37,7 @@ static const char *const names[SET_COUNT] = {
     [SET_NVRTC_PATH] = "ST_NVRTC_PATH",       /* libnvrtc, or a directory holding it */
     [SET_NVRTC_CHECK] = "ST_NVRTC_CHECK",     /* 1: compile every kernel with NVRTC too (CI) */
     [SET_NVRTC_CHECK_LOG] = "ST_NVRTC_CHECK_LOG", /* where the check mode appends its counts */
+    [SET_NVRTC_CHECK_SEEN] = "ST_NVRTC_CHECK_SEEN", /* a directory: kernels checked by any process of a run */
     [SET_TF32] = "ST_TF32",                   /* 1: f32 matmuls on tensor cores in tf32 */
     [SET_CUDA_SIM] = "ST_CUDA_SIM",           /* the simulated GPU of the tests (base_cuda_sim_dir) */
     [SET_CUDA_SYNC] = "ST_CUDA_SYNC",         /* 1: wait for every CUDA kernel (a fault names it) */

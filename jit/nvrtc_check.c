@@ -16,6 +16,13 @@
  * and the process ends with _exit(1) when F > 0 (an exit handler cannot change the status in any
  * other way; stdio is flushed first).
  *
+ * ST_NVRTC_CHECK_SEEN (a directory; make test gives each run a new one) widens "seen before" to
+ * every process of a run: a kernel that compiled for both architectures leaves an empty file
+ * <dir>/st_k_<hash of its source> (created after its batch compiled), and a process that meets a
+ * source with such a file does not compile it again; the report adds ", N checked by another
+ * process". Two processes meeting a new kernel at once both compile it, which costs only time. A
+ * kernel that failed leaves nothing, so every process that meets it fails too.
+ *
  * Invariants: the check never changes the CPU run. It allocates with plain malloc, not st_malloc,
  * so a test's injected allocation failures (st_debug_fail_alloc) are neither consumed nor turned
  * into false compile failures; a renderer that runs out of memory skips the kernel (counted, not
@@ -63,7 +70,7 @@ static struct {
     check_item *q;
     int nq, capq;
     size_t qbytes;
-    unsigned long long compiled, failed, skipped, batches;
+    unsigned long long compiled, failed, skipped, batches, elsewhere;
     double ms;           /* wall time of the compilations */
     int load_reported;
     char arch[CHECK_NARCH][16];   /* what the runtime compiles for on check_cc (nvrtc_arch) */
@@ -164,6 +171,21 @@ static void clear_queue(void) {
     C.qbytes = 0;
 }
 
+/* The file of kname in ST_NVRTC_CHECK_SEEN into path[cap]; 0 when the setting is not set. */
+static int seen_path(const char *kname, char *path, size_t cap) {
+    const char *dir = base_env(SET_NVRTC_CHECK_SEEN);
+    return dir && snprintf(path, cap, "%s/%s", dir, kname) < (int)cap;
+}
+
+/* Records that kname compiled for every architecture (best effort: an unwritable directory only
+ * means other processes compile it again). */
+static void mark_seen(const char *kname) {
+    char path[4200];
+    if (!seen_path(kname, path, sizeof path)) return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd >= 0) close(fd);
+}
+
 /* Compiles the queue (one unit, both architectures in parallel), then empties it. */
 static void flush_queue(void) {
     if (C.nq == 0) return;
@@ -217,7 +239,10 @@ static void flush_queue(void) {
             }
         }
         for (int a = 0; a < CHECK_NARCH; a++) free(jobs[a].log);
-        for (int i = 0; i < n; i++) C.failed += bad[i];
+        for (int i = 0; i < n; i++) {
+            C.failed += bad[i];
+            if (!bad[i]) mark_seen(C.q[i].kname);
+        }
         C.compiled += (unsigned long long)n;
     }
     free(unit);
@@ -254,12 +279,18 @@ void jit_nvrtc_check_source(const char *src, const char *name) {
     C.hash_oom = 0;
     HASH_ADD(hh, C.seen, key, sizeof key, s);
     if (C.hash_oom) free(s); /* not remembered: a later duplicate is checked twice, no harm */
-    check_item *it = &C.q[C.nq++];
-    it->src = copy;
-    snprintf(it->name, sizeof it->name, "%s", name && *name ? name : "kernel");
-    char hex[33];
+    check_item *it = &C.q[C.nq];
+    char hex[33], path[4200];
     base_hash_hex(key, hex);
     snprintf(it->kname, sizeof it->kname, "st_k_%s", hex);
+    if (seen_path(it->kname, path, sizeof path) && access(path, F_OK) == 0) {   /* another process checked it */
+        free(copy);
+        C.elsewhere++;
+        return;
+    }
+    C.nq++;
+    it->src = copy;
+    snprintf(it->name, sizeof it->name, "%s", name && *name ? name : "kernel");
     C.qbytes += strlen(src);
     if (C.nq >= CHECK_BATCH || C.qbytes >= CHECK_BYTES) flush_queue();
 }
@@ -306,6 +337,7 @@ static void check_at_exit(void) {
     flush_queue();
     fprintf(stderr, "nvrtc-check: %llu kernels compiled for %s and %s, %llu failed (%.1f s)", C.compiled, C.arch[0],
             C.arch[1], C.failed, C.ms / 1000);
+    if (C.elsewhere) fprintf(stderr, ", %llu checked by another process", C.elsewhere);
     if (C.skipped) fprintf(stderr, ", %llu not checked (out of memory)", C.skipped);
     fputc('\n', stderr);
     const char *logp = base_env(SET_NVRTC_CHECK_LOG);

@@ -17,11 +17,15 @@ if [ "${1:-}" = --one ]; then
     log="$RUN_OUT/$name.log"
     start=$(date +%s)
     case "$name" in
-    test_fuzz) env ST_NVRTC_CHECK=0 "$BUILD/tests/test_fuzz" ${FUZZ_GRAPHS:+--graphs "$FUZZ_GRAPHS"} ;;
-    # NVRTC needs ~40 ms per kernel and architecture: the 2000 graphs (~10,000 kernels) run on the
-    # CPU alone (test_fuzz), and the first NVRTC_GRAPHS of them again with every kernel compiled by
-    # NVRTC.
-    test_fuzz_nvrtc) "$BUILD/tests/test_fuzz" --graphs "${NVRTC_GRAPHS:-300}" ;;
+    # The fuzzer's FUZZ_GRAPHS graphs from seed FUZZ_SEED (default 2000 from 1). NVRTC needs ~40 ms
+    # per kernel and architecture: with the check on, the first NVRTC_GRAPHS of them (default 300)
+    # run with every kernel also compiled by NVRTC (test_fuzz_nvrtc) and the rest on the CPU alone
+    # (test_fuzz); each graph runs once.
+    test_fuzz)
+        seed=${FUZZ_SEED:-1} n=${FUZZ_GRAPHS:-2000}
+        if [ "$ST_NVRTC_CHECK" = 1 ]; then seed=$((seed + NVRTC_GRAPHS)) n=$((n - NVRTC_GRAPHS)); fi
+        env ST_NVRTC_CHECK=0 "$BUILD/tests/test_fuzz" --seed "$seed" --graphs "$n" ;;
+    test_fuzz_nvrtc) "$BUILD/tests/test_fuzz" --seed "${FUZZ_SEED:-1}" --graphs "$NVRTC_GRAPHS" ;;
     test_*.lua) "$BUILD/stitch" "tests/lua/$name" ;;
     test_*) "$BUILD/tests/$name" ;;
     check_layers) sh tools/check_layers.sh "$BUILD" ;;
@@ -61,8 +65,14 @@ case "$BUILD" in
     */san) export ST_NVRTC_CHECK=${ST_NVRTC_CHECK:-0} ;;
     *) export ST_NVRTC_CHECK=${ST_NVRTC_CHECK:-1} ;;
 esac
+NVRTC_GRAPHS=${NVRTC_GRAPHS:-300}
+[ "$NVRTC_GRAPHS" -le "${FUZZ_GRAPHS:-2000}" ] || NVRTC_GRAPHS=${FUZZ_GRAPHS:-2000}
+export NVRTC_GRAPHS
 nvlog=$(mktemp)
 export ST_NVRTC_CHECK_LOG="$nvlog"
+# a kernel one program checked is not compiled again by the others (jit/nvrtc_check.c)
+nvseen=$(mktemp -d)
+export ST_NVRTC_CHECK_SEEN="$nvseen"
 
 # The programs, in the order their failures are reported.
 tasks=
@@ -105,7 +115,7 @@ printf '%s\n' $order | xargs -P "$JOBS" -n 1 sh tests/run.sh --one
 for t in $tasks; do tally "$t"; done
 
 if [ -n "$ONLY" ]; then
-    rm -rf "$RUN_OUT" "$nvlog"
+    rm -rf "$RUN_OUT" "$nvlog" "$nvseen"
     echo "$total_pass passed, $total_fail failed"
     [ "$total_fail" -eq 0 ]
     exit
@@ -136,6 +146,6 @@ case "$BUILD" in
         echo "  test-sim: skipped (the simulator is not built: make sim)"
     fi ;;
 esac
-rm -rf "$RUN_OUT" "$nvlog"
+rm -rf "$RUN_OUT" "$nvlog" "$nvseen"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -440,6 +440,9 @@ static int check_child_main(int set) {
     return 0;
 }
 
+/* The child's ST_NVRTC_CHECK_SEEN (NULL: none). */
+static const char *seen_dir;
+
 /* Runs set in a child with ST_NVRTC_CHECK=1 and its own ST_NVRTC_CHECK_LOG; collects its exit
  * status, stderr and log line. */
 static void run_check_child(int set, child_out *o) {
@@ -455,6 +458,8 @@ static void run_check_child(int set, child_out *o) {
     if (pid == 0) {
         setenv("ST_NVRTC_CHECK", "1", 1);
         setenv("ST_NVRTC_CHECK_LOG", logp, 1);
+        if (seen_dir) setenv("ST_NVRTC_CHECK_SEEN", seen_dir, 1);
+        else unsetenv("ST_NVRTC_CHECK_SEEN");   /* make test sets one for the whole run */
         if (!freopen(errp, "w", stderr)) _exit(99);
         execl("/proc/self/exe", "test_nvrtc", "--check-child", arg, (char *)NULL);
         _exit(97);
@@ -536,6 +541,29 @@ TEST(check_mode_batches) {
     printf("  check mode: %d small kernels for %s and %s in %.0f ms (%.1f ms per kernel)\n", MANY, arch80, arch90, ms, ms / MANY);
 }
 
+/* ST_NVRTC_CHECK_SEEN: a second process skips what the first compiled, and a kernel that failed
+ * fails again in every process. */
+TEST(check_mode_seen_by_another_process) {
+    SKIP_IF_NO_NVRTC();
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s/seen", cache_dir);
+    CHECK(mkdir(dir, 0777) == 0);
+    seen_dir = dir;
+    child_out o;
+    run_check_child(SET_PASS, &o);
+    CHECK_MSG(o.status == 0 && o.n == 2, "exit status %d, n %llu, stderr: %.300s", o.status, o.n, o.err);
+    CHECK(strstr(o.err, "checked by another process") == NULL);
+    run_check_child(SET_PASS, &o);
+    CHECK_MSG(o.status == 0 && o.n == 0, "exit status %d, n %llu, stderr: %.300s", o.status, o.n, o.err);
+    CHECK_MSG(strstr(o.err, ", 2 checked by another process") != NULL, "stderr: %.300s", o.err);
+    for (int round = 0; round < 2; round++) {   /* k1 does not compile: never marked */
+        run_check_child(SET_FAIL, &o);
+        CHECK_MSG(o.status == 1 && o.f == 1, "round %d: exit status %d, f %llu", round, o.status, o.f);
+    }
+    CHECK_MSG(strstr(o.err, "FAILED kernel k1 (st_k_") != NULL, "stderr: %.300s", o.err);
+    seen_dir = NULL;
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st; (void)flag; (void)ftw;
     return remove(path);
@@ -573,6 +601,7 @@ int main(int argc, char **argv) {
     RUN(check_mode_passes);
     RUN(check_mode_names_the_failing_kernel);
     RUN(check_mode_clashing_kernels);
+    RUN(check_mode_seen_by_another_process);
     RUN(check_mode_batches);
 
     jit_cubin_shutdown();

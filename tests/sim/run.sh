@@ -15,8 +15,11 @@
 # cache of their own and compile in every run: those whose point is not the threads' order run
 # once, under the random schedule: the kernel counts and the plan cache (test_fusion_counts,
 # test_cuda_counts, the costliest) and the suites that run no kernel (test_mma, test_horizontal:
-# source and compile checks). JOBS suites run at a time (default: the online CPUs), the fuzzer (the
-# longest) first.
+# source and compile checks). So do the three whole-model Lua suites (test_soak,
+# test_resnet_example, test_char_transformer): their time goes into running, not compiling (35-57 s
+# a schedule each on a 2-core Zen 5), and their kernels' kinds run under all three schedules in the
+# op, autograd and layer suites. JOBS suites run at a time (default: the online CPUs), the fuzzer
+# (the longest) first.
 # Last line: "N passed, N failed".
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 1
@@ -68,6 +71,8 @@ run_one() {
     access) suite access env BUILD="$BUILD" sh tests/sim/access.sh ;;   # coalescing of stitch's kernels
     test_fuzz) suite test_fuzz "$BUILD"/tests/test_fuzz --device cuda --graphs "$GRAPHS" ;;
     test_fusion_counts|test_cuda_counts|test_mma|test_horizontal) scheds=random:7; suite "$1" "$BUILD/tests/$1"; scheds= ;;
+    lua:*/test_soak.lua|lua:*/test_resnet_example.lua|lua:*/test_char_transformer.lua)
+        t=${1#lua:}; scheds=random:7; suite "$(basename "$t")" "$BUILD"/stitch "$t"; scheds= ;;
     lua:*) t=${1#lua:}; suite "$(basename "$t")" "$BUILD"/stitch "$t" ;;
     *) suite "$1" "$BUILD/tests/$1" ;;
     esac
