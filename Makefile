@@ -146,7 +146,7 @@ $(BUILD)/tests/test_api_null: $(BUILD)/libstitch.so
 # them all; the sanitized pass is after memory errors, and its 2000 took ~9 minutes of CI's 90).
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(if $(SANITIZE),,sim)
-	@BUILD=$(BUILD) $(if $(SANITIZE),FUZZ_SEED=2001 FUZZ_GRAPHS=600) sh tests/run.sh
+	@BUILD=$(BUILD) $(if $(SANITIZE),FUZZ_GRAPHS=1000) sh tests/run.sh
 
 # Parts of make test: the C test programs only, the Lua tests only (tests/lua/test_*.lua).
 test-c: deps
