@@ -143,7 +143,8 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libstitch.a $(wildcard tests/*.h)
 $(BUILD)/tests/test_api_null: $(BUILD)/libstitch.so
 
 # Under SANITIZE the differential fuzzer runs the first 1000 of its 2000 graphs (the plain pass runs
-# them all; the sanitized pass is after memory errors, and its 2000 took ~9 minutes of CI's 90).
+# them all; the sanitized pass is after memory errors, and its 2000 took ~9 minutes of CI's 90; in
+# CI, .ci/run's shared kernel cache holds their kernels).
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(if $(SANITIZE),,sim)
 	@BUILD=$(BUILD) $(if $(SANITIZE),FUZZ_GRAPHS=1000) sh tests/run.sh

@@ -22,10 +22,10 @@ if [ "${1:-}" = --one ]; then
     # run with every kernel also compiled by NVRTC (test_fuzz_nvrtc) and the rest on the CPU alone
     # (test_fuzz); each graph runs once.
     test_fuzz)
-        seed=${FUZZ_SEED:-1} n=${FUZZ_GRAPHS:-2000}
+        seed=$FUZZ_SEED n=$FUZZ_GRAPHS
         if [ "$ST_NVRTC_CHECK" = 1 ]; then seed=$((seed + NVRTC_GRAPHS)) n=$((n - NVRTC_GRAPHS)); fi
         env ST_NVRTC_CHECK=0 "$BUILD/tests/test_fuzz" --seed "$seed" --graphs "$n" ;;
-    test_fuzz_nvrtc) "$BUILD/tests/test_fuzz" --seed "${FUZZ_SEED:-1}" --graphs "$NVRTC_GRAPHS" ;;
+    test_fuzz_nvrtc) "$BUILD/tests/test_fuzz" --seed "$FUZZ_SEED" --graphs "$NVRTC_GRAPHS" ;;
     test_*.lua) "$BUILD/stitch" "tests/lua/$name" ;;
     test_*) "$BUILD/tests/$name" ;;
     check_layers) sh tools/check_layers.sh "$BUILD" ;;
@@ -65,9 +65,9 @@ case "$BUILD" in
     */san) export ST_NVRTC_CHECK=${ST_NVRTC_CHECK:-0} ;;
     *) export ST_NVRTC_CHECK=${ST_NVRTC_CHECK:-1} ;;
 esac
-NVRTC_GRAPHS=${NVRTC_GRAPHS:-300}
-[ "$NVRTC_GRAPHS" -le "${FUZZ_GRAPHS:-2000}" ] || NVRTC_GRAPHS=${FUZZ_GRAPHS:-2000}
-export NVRTC_GRAPHS
+FUZZ_SEED=${FUZZ_SEED:-1} FUZZ_GRAPHS=${FUZZ_GRAPHS:-2000} NVRTC_GRAPHS=${NVRTC_GRAPHS:-300}
+[ "$NVRTC_GRAPHS" -le "$FUZZ_GRAPHS" ] || NVRTC_GRAPHS=$FUZZ_GRAPHS
+export FUZZ_SEED FUZZ_GRAPHS NVRTC_GRAPHS
 nvlog=$(mktemp)
 export ST_NVRTC_CHECK_LOG="$nvlog"
 # a kernel one program checked is not compiled again by the others (jit/nvrtc_check.c)

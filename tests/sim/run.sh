@@ -43,10 +43,7 @@ suite() {
         t0=$(date +%s)
         # the SM count sets the grids (grid-stride loops): 4, then 1, then 3 (no recompile)
         case "$sched" in forward) export ST_SIM_SMS=4 ;; reverse) export ST_SIM_SMS=1 ;; *) export ST_SIM_SMS=3 ;; esac
-        case "$name" in   # asserts that its first step compiles: a cache of its own each time
-        test_plan_cache.lua) ST_CACHE_DIR=$(mktemp -d) ST_SIM_SCHED=$sched "$@" > "$log" 2>&1 ;;
-        *) ST_SIM_SCHED=$sched "$@" > "$log" 2>&1 ;;
-        esac
+        ST_SIM_SCHED=$sched "$@" > "$log" 2>&1
         rc=$?
         # every group has a GPU kernel (fuser/exec.c splits one the lowering cannot do): a test
         # stopped by "no GPU kernel" fails like any other
@@ -65,14 +62,16 @@ suites="$suites test_epilogue test_prologue test_device test_horizontal test_fus
 for t in tests/lua/test_*.lua; do suites="$suites lua:$t"; done
 
 run_one() {
+    case "$1" in   # once, under the random schedule (see the top)
+    test_fusion_counts|test_cuda_counts|test_mma|test_horizontal) scheds=random:7 ;;
+    lua:*/test_soak.lua|lua:*/test_resnet_example.lua|lua:*/test_char_transformer.lua) scheds=random:7 ;;
+    *) scheds= ;;
+    esac
     case "$1" in
     test_sim_mma) suite test_sim_mma "$BUILD"/sim/test_sim_mma ;;
     test_sim) suite test_sim "$BUILD"/sim/test_sim ;;
     access) suite access env BUILD="$BUILD" sh tests/sim/access.sh ;;   # coalescing of stitch's kernels
     test_fuzz) suite test_fuzz "$BUILD"/tests/test_fuzz --device cuda --graphs "$GRAPHS" ;;
-    test_fusion_counts|test_cuda_counts|test_mma|test_horizontal) scheds=random:7; suite "$1" "$BUILD/tests/$1"; scheds= ;;
-    lua:*/test_soak.lua|lua:*/test_resnet_example.lua|lua:*/test_char_transformer.lua)
-        t=${1#lua:}; scheds=random:7; suite "$(basename "$t")" "$BUILD"/stitch "$t"; scheds= ;;
     lua:*) t=${1#lua:}; suite "$(basename "$t")" "$BUILD"/stitch "$t" ;;
     *) suite "$1" "$BUILD/tests/$1" ;;
     esac
